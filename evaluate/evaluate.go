@@ -1,0 +1,50 @@
+// Package evaluate boots kernels (QEMU, or hardware over SSH), runs
+// benchmarks inside them through the guest agent, stores every sample with
+// its environment, compares variants with statistics and renders reports.
+//
+// Sub-packages: agent (the guest /init program), initramfs (newc cpio
+// writer), qemu and ssh (targets), store (SQLite), stats, report.
+package evaluate
+
+import "time"
+
+// Kernel is what a target boots: a built kernel image for one variant.
+type Kernel struct {
+	Variant    string `json:"variant"`
+	Arch       string `json:"arch"` // ppc64le, arm64, x86_64
+	Image      string `json:"image"`
+	SystemMap  string `json:"system_map,omitempty"`
+	Config     string `json:"config,omitempty"` // path of the final .config
+	ConfigHash string `json:"config_hash,omitempty"`
+	Commit     string `json:"commit,omitempty"`
+}
+
+// Sample is one measured value.
+type Sample struct {
+	Variant   string  `json:"variant"`
+	Benchmark string  `json:"benchmark"` // "kill", "getppid", ...
+	Metric    string  `json:"metric"`    // "ns/op", "ops/s", "latency_us", ...
+	Value     float64 `json:"value"`
+	Unit      string  `json:"unit"`
+	// HigherIsBetter is the metric's direction.
+	HigherIsBetter bool `json:"higher_is_better"`
+	Boot           int  `json:"boot"`      // boot number within the variant
+	Iteration      int  `json:"iteration"` // iteration within the boot
+	// Extra holds additional per-sample values (min/max of an inner loop,
+	// iterations, duration).
+	Extra map[string]float64 `json:"extra,omitempty"`
+	Time  time.Time          `json:"time"`
+}
+
+// Environment records what a run ran on.
+type Environment struct {
+	KernelRelease string   `json:"kernel_release,omitempty"`
+	ConfigHash    string   `json:"config_hash,omitempty"`
+	Cmdline       string   `json:"cmdline,omitempty"`
+	Target        string   `json:"target"` // "qemu", "ssh://user@host"
+	QEMUArgs      []string `json:"qemu_args,omitempty"`
+	Host          string   `json:"host,omitempty"`
+	AgentVersion  string   `json:"agent_version,omitempty"`
+	Deterministic bool     `json:"deterministic"`
+	KVM           bool     `json:"kvm"`
+}
