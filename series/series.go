@@ -36,7 +36,7 @@ type Trailer struct {
 	Person *mbox.Address `json:"person,omitempty"`
 	// Provenance.
 	MessageID string       `json:"message_id"` // message that carried it
-	From      mbox.Address `json:"from"`      // that message's sender
+	From      mbox.Address `json:"from"`       // that message's sender
 	Version   int          `json:"version"`    // series version it was given on
 	FromCover bool         `json:"from_cover,omitempty"`
 	// InPatch is true for trailers already in the patch's own commit message.
@@ -73,9 +73,9 @@ type Patch struct {
 
 // Base describes what the series applies to.
 type Base struct {
-	Commit         string   `json:"base_commit,omitempty"`
-	Prerequisites  []string `json:"prerequisite_patch_ids,omitempty"`
-	ChangeID       string   `json:"change_id,omitempty"`
+	Commit        string   `json:"base_commit,omitempty"`
+	Prerequisites []string `json:"prerequisite_patch_ids,omitempty"`
+	ChangeID      string   `json:"change_id,omitempty"`
 }
 
 // Version summarises one version found in the thread.
