@@ -55,6 +55,9 @@ type Message struct {
 	Raw []byte `json:"-"`
 	// Source names where it came from (file:offset, URL) for error messages.
 	Source string `json:"source,omitempty"`
+	// Notes record what the parser had to repair or guess for this message
+	// (synthetic Message-ID, unparsable Date, undecodable part, ...).
+	Notes []string `json:"notes,omitempty"`
 }
 
 // Thread is a set of messages linked into a reply tree.
@@ -64,12 +67,17 @@ type Thread struct {
 	// Roots are messages with no parent (the thread's start; usually one).
 	Roots []*Message
 	// Orphans are replies whose parent is not in the thread. They are also
-	// in Roots (they start a sub-tree) and are kept, not dropped.
+	// in Roots (they start a sub-tree) and are kept, not dropped. (An orphan
+	// that the subject rule re-attached, see NewThread, is listed here but
+	// not in Roots.)
 	Orphans []*Message
 	// Duplicates counts messages dropped because their Message-ID was seen.
 	Duplicates int
 	// Source describes where the thread came from (URL, file).
 	Source string
+	// Notes say what NewThread (and Fetch) noticed: duplicates dropped,
+	// links made by subject, missing parents, a cached copy used.
+	Notes []string
 
 	byID     map[string]*Message
 	parent   map[string]string

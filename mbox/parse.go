@@ -1,0 +1,187 @@
+package mbox
+
+import (
+	"bytes"
+	"fmt"
+	"io"
+	"regexp"
+
+	"github.com/patcheval/patcheval/internal/fail"
+)
+
+// Parse reads a mailbox and returns its messages in file order.
+//
+// Accepted input:
+//   - mboxrd, as lore / public-inbox serve it ("From mboxrd@z Thu Jan  1
+//     00:00:00 1970" separators, body lines matching ">*From " escaped with
+//     one more '>'); the escaping is reversed;
+//   - mboxo (git format-patch output, mail clients): "From " separators,
+//     ">From " unescaped the same way;
+//   - a single raw RFC 5322 message without a From_ line (a saved .eml,
+//     one message piped on stdin).
+//
+// CRLF line ends are turned into LF. Duplicated Message-IDs are kept here;
+// NewThread keeps one of each. Input that is none of the above is a
+// fail.Input error naming source and the first line found.
+func Parse(r io.Reader, source string) ([]*Message, error) {
+	data, err := io.ReadAll(r)
+	if err != nil {
+		return nil, fail.Infra(fmt.Errorf("%s: read: %w", source, err))
+	}
+	return parseBytes(data, source)
+}
+
+// ParseBytes is Parse for a mailbox already in memory.
+func ParseBytes(data []byte, source string) ([]*Message, error) {
+	return parseBytes(data, source)
+}
+
+func parseBytes(data []byte, source string) ([]*Message, error) {
+	data = normalizeNewlines(data)
+	data = bytes.TrimPrefix(data, []byte("\xef\xbb\xbf"))
+	// Skip leading blank lines.
+	start, line := 0, 1
+	for start < len(data) && data[start] == '\n' {
+		start++
+		line++
+	}
+	if start >= len(data) || len(bytes.TrimSpace(data[start:])) == 0 {
+		return nil, fail.Inputf("%s: not an mbox: it is empty (no messages)", source)
+	}
+	first := data[start:]
+	if i := bytes.IndexByte(first, '\n'); i >= 0 {
+		first = first[:i]
+	}
+	if !bytes.HasPrefix(first, []byte("From ")) {
+		if !headerLineRE.Match(first) {
+			return nil, fail.Inputf("%s: not an mbox: first line is %q (expected a \"From \" line or a mail header)", source, clip(string(first), 60))
+		}
+		m, err := ParseMessage(data[start:], fmt.Sprintf("%s:%d", source, line))
+		if err != nil {
+			return nil, err
+		}
+		return []*Message{m}, nil
+	}
+	chunks := splitMbox(data[start:], line)
+	var out []*Message
+	for _, c := range chunks {
+		src := fmt.Sprintf("%s:%d", source, c.line)
+		if len(bytes.TrimSpace(c.data)) == 0 {
+			// A From_ line with nothing after it: nothing to keep.
+			continue
+		}
+		m, err := ParseMessage(c.data, src)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, m)
+	}
+	if len(out) == 0 {
+		return nil, fail.Inputf("%s: not an mbox: \"From \" lines but no messages", source)
+	}
+	return out, nil
+}
+
+type chunk struct {
+	data []byte
+	line int // 1-based line number of the From_ line
+}
+
+// strictFromRE matches a real From_ line: "From <addr> <date with hh:mm>".
+// git mailsplit uses the same idea (a time and a year after the address).
+var strictFromRE = regexp.MustCompile(`^From \S+ +.*\d:\d\d`)
+
+// looseFromRE matches From_ lines some tools write without a date
+// ("From foo@bar", "From -", "From <sha1>").
+var looseFromRE = regexp.MustCompile(`^From (\S*@\S*|-|[0-9a-f]{7,64})\s*$`)
+
+// headerLineRE matches the start of a header field.
+var headerLineRE = regexp.MustCompile(`^[!-9;-~]+:`)
+
+// splitMbox cuts an mbox (LF line ends, starting with a From_ line) into
+// messages, dropping From_ lines and reversing ">From " escaping.
+func splitMbox(data []byte, firstLine int) []chunk {
+	var chunks []chunk
+	var cur *bytes.Buffer
+	curLine := 0
+	flush := func() {
+		if cur == nil {
+			return
+		}
+		b := cur.Bytes()
+		// The blank line before the next From_ line belongs to the mbox.
+		if bytes.HasSuffix(b, []byte("\n\n")) {
+			b = b[:len(b)-1]
+		}
+		chunks = append(chunks, chunk{data: b, line: curLine})
+	}
+	prevBlank := true
+	lineNo := firstLine - 1
+	for pos := 0; pos < len(data); {
+		end := bytes.IndexByte(data[pos:], '\n')
+		var ln []byte
+		next := len(data)
+		if end >= 0 {
+			ln = data[pos : pos+end+1] // includes '\n'
+			next = pos + end + 1
+		} else {
+			ln = data[pos:]
+		}
+		lineNo++
+		body := bytes.TrimSuffix(ln, []byte("\n"))
+		if bytes.HasPrefix(body, []byte("From ")) && (cur == nil || isFromLine(body, prevBlank, data[next:])) {
+			flush()
+			cur = bytes.NewBuffer(make([]byte, 0, 4096))
+			curLine = lineNo
+			prevBlank = false
+			pos = next
+			continue
+		}
+		if len(body) > 0 && body[0] == '>' {
+			j := 0
+			for j < len(body) && body[j] == '>' {
+				j++
+			}
+			if bytes.HasPrefix(body[j:], []byte("From ")) {
+				ln = ln[1:]
+			}
+		}
+		cur.Write(ln)
+		prevBlank = len(body) == 0
+		pos = next
+	}
+	flush()
+	return chunks
+}
+
+// isFromLine decides whether an unescaped "From " line inside an mbox starts
+// a new message: a dated From_ line always does; a loose one only after a
+// blank line and before a header line.
+func isFromLine(line []byte, prevBlank bool, rest []byte) bool {
+	if strictFromRE.Match(line) {
+		return true
+	}
+	if !prevBlank || !looseFromRE.Match(line) {
+		return false
+	}
+	if i := bytes.IndexByte(rest, '\n'); i >= 0 {
+		rest = rest[:i]
+	}
+	return headerLineRE.Match(rest)
+}
+
+// normalizeNewlines turns CRLF (and a lone CR before LF) into LF.
+func normalizeNewlines(b []byte) []byte {
+	if bytes.IndexByte(b, '\r') < 0 {
+		return b
+	}
+	return bytes.ReplaceAll(b, []byte("\r\n"), []byte("\n"))
+}
+
+func clip(s string, n int) string {
+	r := []rune(s)
+	if len(r) <= n {
+		return s
+	}
+	return string(r[:n]) + "..."
+}
