@@ -1,0 +1,80 @@
+package stats
+
+import (
+	"fmt"
+	"math"
+)
+
+// AdaptiveOptions steer NeedMore.
+type AdaptiveOptions struct {
+	HigherIsBetter bool
+	// Alpha is the overall significance level; 0 means 0.05.
+	Alpha float64
+	// MinN is the minimum number of samples per variant before any
+	// decision; 0 means 3.
+	MinN int
+	// MaxN is the budget: the most samples per variant. Must be >= MinN.
+	MaxN int
+	// MinChange (percent) is both the practical threshold and the
+	// equivalence margin: once the whole confidence interval lies within
+	// ±MinChange the variants are declared equivalent and sampling stops.
+	MinChange float64
+}
+
+// NeedMore says whether another interleaved run of both variants is
+// needed, and why (or why not). It stops when the verdict is clear or the
+// budget is spent.
+//
+// Sequential looks inflate false positives, so every interim look (n <
+// MaxN) tests at Alpha/K, K = MaxN-MinN+1 the number of possible looks
+// (Bonferroni); the final verdict should be computed by CompareWith at
+// Alpha once sampling stopped.
+func NeedMore(base, other []float64, o AdaptiveOptions) (bool, string) {
+	minN := o.MinN
+	if minN <= 0 {
+		minN = 3
+	}
+	maxN := o.MaxN
+	if maxN < minN {
+		maxN = minN
+	}
+	alpha := Options{Alpha: o.Alpha}.alpha()
+	sb, so := Summarize(base), Summarize(other)
+	n := sb.N
+	if so.N < n {
+		n = so.N
+	}
+	if n < minN {
+		return true, fmt.Sprintf("n=%d < minimum %d per variant", n, minN)
+	}
+	looks := maxN - minN + 1
+	a := alpha / float64(looks)
+	c := CompareWith(base, other, Options{HigherIsBetter: o.HigherIsBetter, Alpha: a, MinChange: o.MinChange})
+	switch {
+	case c.Exact:
+		return false, fmt.Sprintf("clear at n=%d: %s (%s)", n, c.Verdict, c.Reason)
+	case c.Verdict == Regression || c.Verdict == Improvement:
+		return false, fmt.Sprintf("clear at n=%d: %s, %s (interim alpha %.3g = %g/%d looks)", n, c.Verdict, c.Reason, a, alpha, looks)
+	case o.MinChange > 0 && c.CIBounded && math.Max(math.Abs(c.CILow), math.Abs(c.CIHigh)) < o.MinChange:
+		return false, fmt.Sprintf("clear at n=%d: equivalent, the CI [%+.2f%%, %+.2f%%] lies within ±%g%%",
+			n, c.CILow, c.CIHigh, o.MinChange)
+	case n >= maxN:
+		return false, fmt.Sprintf("budget spent: n=%d of %d per variant and still no clear verdict (%s)", n, maxN, c.Reason)
+	}
+	return true, fmt.Sprintf("unclear at n=%d of %d: %s", n, maxN, c.Reason)
+}
+
+// AdaptiveAlpha is the per-look significance level NeedMore uses
+// (Alpha/K over the K possible looks); compute the final verdict of an
+// adaptive run with it to keep the overall false-positive rate at Alpha.
+func AdaptiveAlpha(o AdaptiveOptions) float64 {
+	minN := o.MinN
+	if minN <= 0 {
+		minN = 3
+	}
+	maxN := o.MaxN
+	if maxN < minN {
+		maxN = minN
+	}
+	return Options{Alpha: o.Alpha}.alpha() / float64(maxN-minN+1)
+}
