@@ -25,7 +25,10 @@ type Subject struct {
 	Version  int      `json:"version"` // 1 when absent
 	Index    int      `json:"index"`   // 0 for a cover letter or a lone patch
 	Total    int      `json:"total"`   // 1 for a lone patch
-	Title    string   `json:"title"`   // the subject without prefixes
+	// HasCounter is true when the subject carried "i/n" or "i of n" (a
+	// lone "[PATCH] foo" has none).
+	HasCounter bool   `json:"has_counter,omitempty"`
+	Title      string `json:"title"` // the subject without prefixes
 }
 
 // Trailer is one "Name: value" line with where it came from.
