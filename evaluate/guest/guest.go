@@ -1,0 +1,187 @@
+// Package guest is the benchmark agent that runs inside a booted kernel
+// (as /init of an initramfs, or as a plain program on a hardware Target
+// over SSH), and the host side's view of it: the Plan the agent follows,
+// the records it prints on the console, and Build, which cross-compiles
+// the agent for a guest architecture at run time.
+//
+// The agent prints one record per line, prefixed with Marker:
+//
+//	@@PATCHEVAL {"type":"info",...}      kernel release, cmdline, knobs
+//	@@PATCHEVAL {"type":"result",...}    one benchmark iteration
+//	@@PATCHEVAL {"type":"error",...}     a benchmark or knob failed
+//	@@PATCHEVAL {"type":"done","ok":true}
+//
+// The package only uses the standard library, so the agent builds offline
+// from the source embedded in the patcheval binary.
+package guest
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"io"
+	"strings"
+)
+
+// Marker starts every agent record on the console.
+const Marker = "@@PATCHEVAL "
+
+// Version is the agent protocol version, recorded with every sample.
+const Version = "patcheval-agent/1"
+
+// Benchmark names the agent knows.
+const (
+	BenchKill      = "kill"       // kill(getpid(), 0) loop
+	BenchKillChild = "kill-child" // kill(child, SIGUSR1) loop, child ignores SIGUSR1 (stress-ng kill)
+	BenchGetppid   = "getppid"    // perf bench syscall basic
+	BenchGetpgid   = "getpgid"
+	BenchFork      = "fork"   // fork + child exit + wait4
+	BenchExecve    = "execve" // fork + execve(/init --patcheval-exit) + wait4
+	BenchRCU       = "rcu"    // membarrier(MEMBARRIER_CMD_GLOBAL) = synchronize_rcu()
+	BenchBridge    = "bridge" // RTM_NEWLINK kind bridge + RTM_DELLINK
+)
+
+// Benchmarks lists every benchmark name in a stable order.
+var Benchmarks = []string{BenchKill, BenchKillChild, BenchGetppid, BenchGetpgid, BenchFork, BenchExecve, BenchRCU, BenchBridge}
+
+// Bench is one benchmark request.
+type Bench struct {
+	Name string `json:"name"`
+	// Ops is the loop count per iteration (0: the benchmark's default).
+	Ops int `json:"ops,omitempty"`
+	// Runs and Calls shape the rcu benchmark: Runs runs of Calls timed
+	// calls each (default 10 x 100, as in the RCU thread).
+	Runs  int `json:"runs,omitempty"`
+	Calls int `json:"calls,omitempty"`
+}
+
+// Plan is what the agent does in one boot.
+type Plan struct {
+	Benchmarks []Bench `json:"benchmarks"`
+	// Iterations repeats the whole benchmark list (default 1).
+	Iterations int `json:"iterations,omitempty"`
+	// Preempt is written to /sys/kernel/debug/sched/preempt when set
+	// (full, lazy, voluntary, none); a kernel without the file fails the
+	// boot with an error record.
+	Preempt string `json:"preempt,omitempty"`
+	// Sysctls are written to /proc/sys before the benchmarks
+	// ("kernel.printk" -> /proc/sys/kernel/printk).
+	Sysctls map[string]string `json:"sysctls,omitempty"`
+	// CPUs pins the agent and its children like taskset -c ("0-7,9").
+	CPUs string `json:"cpus,omitempty"`
+}
+
+// Info is the agent's first record: what it runs on.
+type Info struct {
+	Release        string `json:"release"`
+	Machine        string `json:"machine"`
+	Cmdline        string `json:"cmdline"`
+	NumCPU         int    `json:"num_cpu"`
+	PreemptPresent bool   `json:"preempt_present"`
+	// Preempt is the current model as the kernel shows it, "(full)"
+	// marking in /sys/kernel/debug/sched/preempt stripped to "full".
+	Preempt      string `json:"preempt,omitempty"`
+	PreemptRaw   string `json:"preempt_raw,omitempty"`
+	AgentVersion string `json:"agent_version"`
+	NoInit       bool   `json:"no_init,omitempty"`
+	CPUs         string `json:"cpus,omitempty"`
+}
+
+// RunStat is one rcu run: Calls timed calls.
+type RunStat struct {
+	Calls  int     `json:"calls"`
+	MeanNS float64 `json:"mean_ns"`
+	MinNS  float64 `json:"min_ns"`
+	MaxNS  float64 `json:"max_ns"`
+}
+
+// Result is one benchmark iteration.
+type Result struct {
+	Benchmark  string  `json:"benchmark"`
+	Iteration  int     `json:"iteration"`
+	Iterations int64   `json:"iterations"` // operations timed
+	DurationNS int64   `json:"duration_ns"`
+	OpsPerSec  float64 `json:"ops_per_sec"`
+	NsPerOp    float64 `json:"ns_per_op"`
+	// Runs holds per-run statistics of the rcu benchmark.
+	Runs []RunStat `json:"runs,omitempty"`
+	// Skipped says why the benchmark did not run ("no bridge support").
+	Skipped string `json:"skipped,omitempty"`
+}
+
+// Record is one console line of the agent.
+type Record struct {
+	Type   string  `json:"type"` // info, result, error, done
+	Info   *Info   `json:"info,omitempty"`
+	Result *Result `json:"result,omitempty"`
+	Error  string  `json:"error,omitempty"`
+	OK     bool    `json:"ok,omitempty"`
+}
+
+// Line renders r as a console line (with Marker and newline).
+func (r Record) Line() string {
+	b, _ := json.Marshal(r)
+	return Marker + string(b) + "\n"
+}
+
+// ParseLine finds an agent record in one console line. Kernel messages may
+// precede the marker on the same line. ok is false when the line holds no
+// record; err is set when it holds a broken one.
+func ParseLine(line string) (rec Record, ok bool, err error) {
+	i := strings.Index(line, Marker)
+	if i < 0 {
+		return Record{}, false, nil
+	}
+	s := strings.TrimSpace(line[i+len(Marker):])
+	if err := json.Unmarshal([]byte(s), &rec); err != nil {
+		return Record{}, true, fmt.Errorf("agent record %q: %w", s, err)
+	}
+	return rec, true, nil
+}
+
+// Output is everything the agent reported in one boot.
+type Output struct {
+	Info    *Info
+	Results []Result
+	Errors  []string
+	Done    bool // the agent printed its done record
+	OK      bool // ... with ok=true
+}
+
+// Parse reads a whole console log.
+func Parse(r io.Reader) (*Output, error) {
+	out := &Output{}
+	sc := bufio.NewScanner(r)
+	sc.Buffer(make([]byte, 1<<16), 1<<24)
+	for sc.Scan() {
+		if err := out.Add(sc.Text()); err != nil {
+			return out, err
+		}
+	}
+	return out, sc.Err()
+}
+
+// ParseBytes is Parse on a byte slice.
+func ParseBytes(b []byte) (*Output, error) { return Parse(bytes.NewReader(b)) }
+
+// Add feeds one console line.
+func (o *Output) Add(line string) error {
+	rec, ok, err := ParseLine(line)
+	if !ok || err != nil {
+		return err
+	}
+	switch rec.Type {
+	case "info":
+		o.Info = rec.Info
+	case "result":
+		if rec.Result != nil {
+			o.Results = append(o.Results, *rec.Result)
+		}
+	case "error":
+		o.Errors = append(o.Errors, rec.Error)
+	case "done":
+		o.Done, o.OK = true, rec.OK
+	}
+	return nil
+}

@@ -1,0 +1,165 @@
+package guest
+
+import (
+	"context"
+	"encoding/json"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"strconv"
+	"strings"
+	"testing"
+)
+
+func TestParseLine(t *testing.T) {
+	rec := Record{Type: "result", Result: &Result{Benchmark: "kill", Iterations: 10, NsPerOp: 955}}
+	line := "[    7.1] random: crng init done" + rec.Line()
+	got, ok, err := ParseLine(line)
+	if !ok || err != nil || got.Result.NsPerOp != 955 || got.Result.Benchmark != "kill" {
+		t.Fatalf("ParseLine(%q) = %+v %v %v", line, got, ok, err)
+	}
+	if _, ok, _ := ParseLine("Kernel panic - not syncing"); ok {
+		t.Fatal("plain kernel line parsed as a record")
+	}
+	if _, ok, err := ParseLine(Marker + "{broken"); !ok || err == nil {
+		t.Fatal("broken record not reported")
+	}
+	out, err := ParseBytes([]byte("boot\n" + Record{Type: "info", Info: &Info{Release: "6.1.0"}}.Line() + rec.Line() + Record{Type: "done", OK: true}.Line()))
+	if err != nil || out.Info.Release != "6.1.0" || len(out.Results) != 1 || !out.Done || !out.OK {
+		t.Fatalf("Parse: %+v %v", out, err)
+	}
+}
+
+func TestParseCPUs(t *testing.T) {
+	got, err := ParseCPUs("0-2,5")
+	if err != nil || len(got) != 4 || got[3] != 5 {
+		t.Fatalf("ParseCPUs = %v %v", got, err)
+	}
+	for _, bad := range []string{"", "a", "3-1", "-1"} {
+		if _, err := ParseCPUs(bad); err == nil {
+			t.Errorf("ParseCPUs(%q) accepted", bad)
+		}
+	}
+}
+
+// TestBenchmarksInProcess runs every benchmark loop in the test process
+// (fork, execve and kill-child need the agent binary: see TestAgentNoInit).
+func TestBenchmarksInProcess(t *testing.T) {
+	for _, b := range []Bench{{Name: BenchKill, Ops: 20000}, {Name: BenchGetppid, Ops: 20000}, {Name: BenchGetpgid, Ops: 20000}, {Name: BenchFork, Ops: 20}, {Name: BenchRCU, Runs: 2, Calls: 3}} {
+		r, err := RunBench(b)
+		if err != nil {
+			t.Fatalf("%s: %v", b.Name, err)
+		}
+		if r.Skipped != "" {
+			t.Logf("%s skipped: %s", b.Name, r.Skipped)
+			continue
+		}
+		want := int64(b.Ops)
+		if b.Name == BenchRCU {
+			want = 6
+			if len(r.Runs) != 2 || r.Runs[0].Calls != 3 || r.Runs[0].MinNS > r.Runs[0].MeanNS || r.Runs[0].MeanNS > r.Runs[0].MaxNS {
+				t.Errorf("rcu runs: %+v", r.Runs)
+			}
+		}
+		if r.Benchmark != b.Name || r.Iterations != want || r.NsPerOp <= 0 || r.OpsPerSec <= 0 || r.DurationNS <= 0 {
+			t.Errorf("%s: %+v", b.Name, r)
+		}
+		t.Logf("%s: %.0f ns/op", b.Name, r.NsPerOp)
+	}
+}
+
+// TestAgentNoInit builds the agent from the embedded source for the host
+// and runs a whole plan in no-init mode.
+func TestAgentNoInit(t *testing.T) {
+	if runtime.GOOS != "linux" {
+		t.Skip("agent is Linux only")
+	}
+	cache := t.TempDir()
+	bin, err := Build(context.Background(), runtime.GOARCH, cache)
+	if err != nil {
+		t.Fatal(err)
+	}
+	again, err := Build(context.Background(), runtime.GOARCH, cache)
+	if err != nil || again != bin {
+		t.Fatalf("second Build = %q, %v; want cached %q", again, err, bin)
+	}
+	plan := Plan{Iterations: 2, CPUs: "0", Benchmarks: []Bench{
+		{Name: BenchKill, Ops: 10000}, {Name: BenchKillChild, Ops: 10000}, {Name: BenchExecve, Ops: 5},
+		{Name: BenchFork, Ops: 10}, {Name: BenchRCU, Runs: 1, Calls: 2}, {Name: BenchBridge, Ops: 3},
+	}}
+	pj, _ := json.Marshal(plan)
+	pf := filepath.Join(t.TempDir(), "plan.json")
+	os.WriteFile(pf, pj, 0o644)
+	cmd := exec.Command(bin, NoInitFlag, PlanFlag, pf)
+	o, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("agent: %v\n%s", err, o)
+	}
+	out, err := ParseBytes(o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if out.Info == nil || !out.Info.NoInit || out.Info.Release == "" || out.Info.AgentVersion != Version || out.Info.CPUs != "0" {
+		t.Errorf("info: %+v", out.Info)
+	}
+	if !out.Done || !out.OK || len(out.Errors) > 0 {
+		t.Errorf("done=%v ok=%v errors=%v", out.Done, out.OK, out.Errors)
+	}
+	if len(out.Results) != 12 {
+		t.Fatalf("got %d results, want 12:\n%s", len(out.Results), o)
+	}
+	for _, r := range out.Results {
+		if r.Skipped == "" && r.NsPerOp <= 0 {
+			t.Errorf("result %+v", r)
+		}
+		t.Logf("%s #%d: %.0f ns/op %s", r.Benchmark, r.Iteration, r.NsPerOp, r.Skipped)
+	}
+	// An unknown benchmark fails the agent with an error record.
+	cmd = exec.Command(bin, NoInitFlag)
+	cmd.Stdin = strings.NewReader(`{"benchmarks":[{"name":"nope"}]}`)
+	o, err = cmd.Output()
+	if err == nil {
+		t.Fatal("agent accepted an unknown benchmark")
+	}
+	out, _ = ParseBytes(o)
+	if len(out.Errors) != 1 || !strings.Contains(out.Errors[0], `"nope"`) || out.OK {
+		t.Errorf("unknown benchmark: %+v", out)
+	}
+}
+
+// TestSigChildIgnores checks that the kill-child benchmark's child really
+// ignores SIGUSR1 (SigIgn in /proc/PID/status), as stress-ng's does.
+func TestSigChildIgnores(t *testing.T) {
+	bin, err := Build(context.Background(), runtime.GOARCH, t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, w, _ := os.Pipe()
+	cmd := exec.Command(bin, SigChildFlag)
+	cmd.ExtraFiles = []*os.File{w}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer cmd.Process.Kill()
+	w.Close()
+	b := make([]byte, 1)
+	if _, err := r.Read(b); err != nil {
+		t.Fatal(err)
+	}
+	st, _ := os.ReadFile(filepath.Join("/proc", strconv.Itoa(cmd.Process.Pid), "status"))
+	for _, l := range strings.Split(string(st), "\n") {
+		if strings.HasPrefix(l, "SigIgn:") {
+			var mask uint64
+			for _, c := range strings.TrimSpace(strings.TrimPrefix(l, "SigIgn:")) {
+				mask = mask<<4 | uint64(strings.IndexRune("0123456789abcdef", c))
+			}
+			if mask&(1<<(10-1)) == 0 { // SIGUSR1 = 10
+				t.Fatalf("child does not ignore SIGUSR1: %s", l)
+			}
+			return
+		}
+	}
+	t.Fatal("no SigIgn line")
+}
+
