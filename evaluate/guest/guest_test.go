@@ -162,4 +162,3 @@ func TestSigChildIgnores(t *testing.T) {
 	}
 	t.Fatal("no SigIgn line")
 }
-
