@@ -1,0 +1,742 @@
+// Package store keeps every evaluation in an embedded SQLite database: the
+// evaluations (one pipeline applied to one Series on one tree), the kernel
+// builds per Variant, the runs (one boot of one Variant's kernel, with its
+// Environment and console log) and every Sample a run produced.
+//
+// The database lives in <state dir>/patcheval.db (see internal/xdg) and is
+// opened in WAL mode with a busy timeout and foreign keys on, so that
+// `patcheval runs` can read while an evaluation writes.
+//
+// Crash safety: a run is recorded in two steps. BeginRun inserts a row in
+// state "running"; FinishRun writes the run's status, Environment, console
+// log and all of its samples in ONE transaction. A process killed with
+// SIGKILL therefore loses at most the run in flight: every finished run and
+// its samples survive, and FinishedRuns (the resume set) never counts a
+// half-started run. Re-running the same command finds the evaluation again
+// by its key (CreateOrResumeEvaluation) and skips the finished runs.
+//
+// The schema is versioned: migrations is an ordered list applied in one
+// transaction each, recorded in the schema_version table.
+package store
+
+import (
+	"bytes"
+	"compress/gzip"
+	"context"
+	"crypto/sha256"
+	"database/sql"
+	"encoding/binary"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/url"
+	"os"
+	"path/filepath"
+	"time"
+
+	"github.com/patcheval/patcheval/evaluate"
+	"github.com/patcheval/patcheval/internal/fail"
+	"github.com/patcheval/patcheval/internal/xdg"
+
+	_ "modernc.org/sqlite" // database/sql driver "sqlite"
+)
+
+// FileName is the database's file name inside the state directory.
+const FileName = "patcheval.db"
+
+// DefaultPath is <state dir>/patcheval.db; PATCHEVAL_STATE_DIR (then
+// XDG_DATA_HOME) moves the state directory.
+func DefaultPath() string { return filepath.Join(xdg.StateDir(), FileName) }
+
+// Store is an open database. It is safe for concurrent use.
+type Store struct {
+	db   *sql.DB
+	path string
+}
+
+// Evaluation statuses.
+const (
+	StatusRunning = "running"
+	StatusDone    = "done"
+	StatusFailed  = "failed"
+)
+
+// RunStatus is the state of one run.
+type RunStatus string
+
+const (
+	// RunRunning: BeginRun was called, FinishRun not (yet). A run left in
+	// this state by a crash is not finished and is redone on resume.
+	RunRunning RunStatus = "running"
+	// RunOK: the boot and every benchmark succeeded.
+	RunOK RunStatus = "ok"
+	// RunFailed: the kernel under test failed (panic, agent failure that is
+	// the kernel's fault). An evaluated result: counts as finished.
+	RunFailed RunStatus = "failed"
+	// RunInfra: the machine failed (QEMU killed, hang, ssh lost). Not
+	// counted as finished: a resume tries it again.
+	RunInfra RunStatus = "infra"
+)
+
+// Finished reports whether a run in this state counts as done for resume.
+func (s RunStatus) Finished() bool { return s == RunOK || s == RunFailed }
+
+func (s RunStatus) valid() bool {
+	switch s {
+	case RunRunning, RunOK, RunFailed, RunInfra:
+		return true
+	}
+	return false
+}
+
+// EvaluationMeta describes what an evaluation evaluates.
+type EvaluationMeta struct {
+	Pipeline      string `json:"pipeline"`
+	SeriesMsgID   string `json:"series_msgid,omitempty"`
+	SeriesTitle   string `json:"series_title,omitempty"`
+	SeriesVersion int    `json:"series_version,omitempty"`
+	Tree          string `json:"tree,omitempty"`
+	Base          string `json:"base,omitempty"`
+}
+
+// Evaluation is one stored evaluation.
+type Evaluation struct {
+	ID  int64  `json:"id"`
+	Key string `json:"key"`
+	EvaluationMeta
+	Created time.Time `json:"created"`
+	Updated time.Time `json:"updated"`
+	Status  string    `json:"status"`
+	// Counts, filled by ListEvaluations and Evaluation.
+	Builds       int `json:"builds"`
+	Runs         int `json:"runs"`
+	FinishedRuns int `json:"finished_runs"`
+	Samples      int `json:"samples"`
+}
+
+// Build is one kernel build of an evaluation (one Variant on one arch; a
+// build shared by several runtime-only variants is recorded once per
+// variant, or once under the name of the variant that owns it).
+type Build struct {
+	ID           int64           `json:"id"`
+	EvaluationID int64           `json:"evaluation_id"`
+	Variant      string          `json:"variant"`
+	Arch         string          `json:"arch"`
+	Commit       string          `json:"commit,omitempty"`
+	ConfigHash   string          `json:"config_hash,omitempty"`
+	ArtifactDir  string          `json:"artifact_dir,omitempty"`
+	Status       string          `json:"status"` // "ok", "failed", "infra", ...
+	ErrorKind    string          `json:"error_kind,omitempty"`
+	ErrorText    string          `json:"error_text,omitempty"`
+	Metadata     json.RawMessage `json:"metadata,omitempty"`
+	Created      time.Time       `json:"created"`
+}
+
+// RunKey names a run within an evaluation.
+type RunKey struct {
+	Variant string
+	Boot    int
+}
+
+func (k RunKey) String() string { return fmt.Sprintf("%s#%d", k.Variant, k.Boot) }
+
+// Run is one stored run (one boot of one Variant).
+type Run struct {
+	ID           int64                `json:"id"`
+	EvaluationID int64                `json:"evaluation_id"`
+	Variant      string               `json:"variant"`
+	Boot         int                  `json:"boot"`
+	Status       RunStatus            `json:"status"`
+	Env          evaluate.Environment `json:"environment"`
+	Started      time.Time            `json:"started"`
+	Finished     time.Time            `json:"finished,omitzero"`
+	ErrorKind    string               `json:"error_kind,omitempty"`
+	ErrorText    string               `json:"error_text,omitempty"`
+	Samples      int                  `json:"samples"`
+	ConsoleBytes int                  `json:"console_bytes"`
+}
+
+// Key is a content hash over parts (length-prefixed, so that ("ab","c")
+// and ("a","bc") differ): use it for the evaluation key, e.g.
+// Key(pipelineHash, seriesMsgID, seriesVersion, treeCommit).
+func Key(parts ...string) string {
+	h := sha256.New()
+	var n [8]byte
+	for _, p := range parts {
+		binary.BigEndian.PutUint64(n[:], uint64(len(p)))
+		h.Write(n[:])
+		io.WriteString(h, p)
+	}
+	return hex.EncodeToString(h.Sum(nil))
+}
+
+// Open opens (creating it and its directories when missing) the database
+// at path and brings its schema up to date. An empty path means
+// DefaultPath().
+func Open(path string) (*Store, error) {
+	if path == "" {
+		path = DefaultPath()
+	}
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		return nil, fail.Infraf("store: creating the state directory for %s: %w", path, err)
+	}
+	q := url.Values{}
+	q.Add("_pragma", "busy_timeout(10000)")
+	q.Add("_pragma", "journal_mode(WAL)")
+	q.Add("_pragma", "foreign_keys(1)")
+	// FULL: a committed run survives power loss too, not only kill -9;
+	// one fsync per finished run is cheap next to a kernel boot.
+	q.Add("_pragma", "synchronous(FULL)")
+	q.Set("_txlock", "immediate")
+	dsn := "file:" + (&url.URL{Path: path}).EscapedPath() + "?" + q.Encode()
+	db, err := sql.Open("sqlite", dsn)
+	if err != nil {
+		return nil, fail.Infraf("store: opening %s: %w", path, err)
+	}
+	s := &Store{db: db, path: path}
+	if err := s.migrate(context.Background()); err != nil {
+		db.Close()
+		return nil, err
+	}
+	return s, nil
+}
+
+// Path is the database file's path.
+func (s *Store) Path() string { return s.path }
+
+// Close closes the database.
+func (s *Store) Close() error { return s.db.Close() }
+
+// DB exposes the database handle for read-only queries by reports.
+func (s *Store) DB() *sql.DB { return s.db }
+
+// migrations is the ordered schema history; migrations[i] brings the
+// schema from version i to i+1. Never edit a released entry: append.
+var migrations = []string{
+	// 1: evaluations, builds, runs, samples.
+	`
+CREATE TABLE evaluations (
+	id             INTEGER PRIMARY KEY,
+	key            TEXT NOT NULL UNIQUE,
+	pipeline       TEXT NOT NULL,
+	series_msgid   TEXT NOT NULL DEFAULT '',
+	series_title   TEXT NOT NULL DEFAULT '',
+	series_version INTEGER NOT NULL DEFAULT 0,
+	tree           TEXT NOT NULL DEFAULT '',
+	base           TEXT NOT NULL DEFAULT '',
+	created        TEXT NOT NULL,
+	updated        TEXT NOT NULL,
+	status         TEXT NOT NULL
+);
+CREATE TABLE builds (
+	id            INTEGER PRIMARY KEY,
+	evaluation_id INTEGER NOT NULL REFERENCES evaluations(id) ON DELETE CASCADE,
+	variant       TEXT NOT NULL,
+	arch          TEXT NOT NULL,
+	commit_id     TEXT NOT NULL DEFAULT '',
+	config_hash   TEXT NOT NULL DEFAULT '',
+	artifact_dir  TEXT NOT NULL DEFAULT '',
+	status        TEXT NOT NULL,
+	error_kind    TEXT NOT NULL DEFAULT '',
+	error_text    TEXT NOT NULL DEFAULT '',
+	metadata      TEXT NOT NULL DEFAULT '',
+	created       TEXT NOT NULL,
+	UNIQUE (evaluation_id, variant, arch)
+);
+CREATE TABLE runs (
+	id              INTEGER PRIMARY KEY,
+	evaluation_id   INTEGER NOT NULL REFERENCES evaluations(id) ON DELETE CASCADE,
+	variant         TEXT NOT NULL,
+	boot            INTEGER NOT NULL,
+	status          TEXT NOT NULL,
+	kernel_release  TEXT NOT NULL DEFAULT '',
+	config_hash     TEXT NOT NULL DEFAULT '',
+	cmdline         TEXT NOT NULL DEFAULT '',
+	target          TEXT NOT NULL DEFAULT '',
+	qemu_args       TEXT NOT NULL DEFAULT '',
+	host            TEXT NOT NULL DEFAULT '',
+	agent_version   TEXT NOT NULL DEFAULT '',
+	deterministic   INTEGER NOT NULL DEFAULT 0,
+	kvm             INTEGER NOT NULL DEFAULT 0,
+	started         TEXT NOT NULL,
+	finished        TEXT NOT NULL DEFAULT '',
+	error_kind      TEXT NOT NULL DEFAULT '',
+	error_text      TEXT NOT NULL DEFAULT '',
+	console         BLOB,
+	console_format  TEXT NOT NULL DEFAULT '',
+	console_bytes   INTEGER NOT NULL DEFAULT 0
+);
+CREATE INDEX runs_by_evaluation ON runs(evaluation_id, variant, boot);
+CREATE TABLE samples (
+	id               INTEGER PRIMARY KEY,
+	run_id           INTEGER NOT NULL REFERENCES runs(id) ON DELETE CASCADE,
+	benchmark        TEXT NOT NULL,
+	metric           TEXT NOT NULL,
+	unit             TEXT NOT NULL DEFAULT '',
+	value            REAL NOT NULL,
+	higher_is_better INTEGER NOT NULL DEFAULT 0,
+	iteration        INTEGER NOT NULL DEFAULT 0,
+	extra            TEXT NOT NULL DEFAULT '',
+	time             TEXT NOT NULL DEFAULT ''
+);
+CREATE INDEX samples_by_run ON samples(run_id);
+`,
+}
+
+// SchemaVersion is the schema version this code writes.
+func SchemaVersion() int { return len(migrations) }
+
+func (s *Store) migrate(ctx context.Context) error {
+	if _, err := s.db.ExecContext(ctx, `CREATE TABLE IF NOT EXISTS schema_version (version INTEGER NOT NULL)`); err != nil {
+		return fail.Infraf("store: %s: creating schema_version: %w", s.path, err)
+	}
+	for {
+		tx, err := s.db.BeginTx(ctx, nil)
+		if err != nil {
+			return fail.Infraf("store: %s: %w", s.path, err)
+		}
+		v, err := versionTx(ctx, tx)
+		if err != nil {
+			tx.Rollback()
+			return fail.Infraf("store: %s: reading schema_version: %w", s.path, err)
+		}
+		if v > len(migrations) {
+			tx.Rollback()
+			return fail.Infraf("store: %s has schema version %d, newer than this patcheval knows (%d): upgrade patcheval or use another --db", s.path, v, len(migrations))
+		}
+		if v == len(migrations) {
+			return tx.Commit()
+		}
+		if _, err := tx.ExecContext(ctx, migrations[v]); err != nil {
+			tx.Rollback()
+			return fail.Infraf("store: %s: migration %d: %w", s.path, v+1, err)
+		}
+		if _, err := tx.ExecContext(ctx, `DELETE FROM schema_version`); err != nil {
+			tx.Rollback()
+			return fail.Infraf("store: %s: %w", s.path, err)
+		}
+		if _, err := tx.ExecContext(ctx, `INSERT INTO schema_version(version) VALUES (?)`, v+1); err != nil {
+			tx.Rollback()
+			return fail.Infraf("store: %s: %w", s.path, err)
+		}
+		if err := tx.Commit(); err != nil {
+			return fail.Infraf("store: %s: migration %d: %w", s.path, v+1, err)
+		}
+	}
+}
+
+func versionTx(ctx context.Context, tx *sql.Tx) (int, error) {
+	var v sql.NullInt64
+	err := tx.QueryRowContext(ctx, `SELECT MAX(version) FROM schema_version`).Scan(&v)
+	if err != nil {
+		return 0, err
+	}
+	return int(v.Int64), nil
+}
+
+// Version is the database's current schema version.
+func (s *Store) Version() (int, error) {
+	var v sql.NullInt64
+	if err := s.db.QueryRow(`SELECT MAX(version) FROM schema_version`).Scan(&v); err != nil {
+		return 0, fail.Infraf("store: %s: %w", s.path, err)
+	}
+	return int(v.Int64), nil
+}
+
+const timeFormat = time.RFC3339Nano
+
+func fmtTime(t time.Time) string {
+	if t.IsZero() {
+		return ""
+	}
+	return t.UTC().Format(timeFormat)
+}
+
+func parseTime(s string) time.Time {
+	if s == "" {
+		return time.Time{}
+	}
+	t, _ := time.Parse(timeFormat, s)
+	return t
+}
+
+func b2i(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
+}
+
+// CreateOrResumeEvaluation returns the evaluation stored under key,
+// creating it with meta when there is none. resumed is true when it
+// existed: the caller then skips the runs in FinishedRuns.
+func (s *Store) CreateOrResumeEvaluation(key string, meta EvaluationMeta) (*Evaluation, bool, error) {
+	if key == "" {
+		return nil, false, fail.Inputf("store: an evaluation needs a key")
+	}
+	now := fmtTime(time.Now())
+	res, err := s.db.Exec(`INSERT INTO evaluations
+		(key, pipeline, series_msgid, series_title, series_version, tree, base, created, updated, status)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT(key) DO NOTHING`,
+		key, meta.Pipeline, meta.SeriesMsgID, meta.SeriesTitle, meta.SeriesVersion, meta.Tree, meta.Base, now, now, StatusRunning)
+	if err != nil {
+		return nil, false, fail.Infraf("store: %s: creating evaluation %s: %w", s.path, key, err)
+	}
+	n, _ := res.RowsAffected()
+	resumed := n == 0
+	var id int64
+	if err := s.db.QueryRow(`SELECT id FROM evaluations WHERE key = ?`, key).Scan(&id); err != nil {
+		return nil, false, fail.Infraf("store: %s: evaluation %s: %w", s.path, key, err)
+	}
+	if resumed {
+		if _, err := s.db.Exec(`UPDATE evaluations SET status = ?, updated = ? WHERE id = ?`, StatusRunning, now, id); err != nil {
+			return nil, false, fail.Infraf("store: %s: %w", s.path, err)
+		}
+	}
+	e, err := s.Evaluation(id)
+	return e, resumed, err
+}
+
+// SetEvaluationStatus records an evaluation's status (StatusDone,
+// StatusFailed, ...).
+func (s *Store) SetEvaluationStatus(id int64, status string) error {
+	res, err := s.db.Exec(`UPDATE evaluations SET status = ?, updated = ? WHERE id = ?`, status, fmtTime(time.Now()), id)
+	if err != nil {
+		return fail.Infraf("store: %s: %w", s.path, err)
+	}
+	if n, _ := res.RowsAffected(); n == 0 {
+		return fail.Inputf("store: %s: no evaluation %d", s.path, id)
+	}
+	return nil
+}
+
+const evalColumns = `e.id, e.key, e.pipeline, e.series_msgid, e.series_title, e.series_version, e.tree, e.base,
+	e.created, e.updated, e.status,
+	(SELECT COUNT(*) FROM builds b WHERE b.evaluation_id = e.id),
+	(SELECT COUNT(*) FROM runs r WHERE r.evaluation_id = e.id),
+	(SELECT COUNT(*) FROM runs r WHERE r.evaluation_id = e.id AND r.status IN ('ok', 'failed')),
+	(SELECT COUNT(*) FROM samples s JOIN runs r ON s.run_id = r.id WHERE r.evaluation_id = e.id)`
+
+type scanner interface{ Scan(dest ...any) error }
+
+func scanEvaluation(row scanner) (*Evaluation, error) {
+	var e Evaluation
+	var created, updated string
+	err := row.Scan(&e.ID, &e.Key, &e.Pipeline, &e.SeriesMsgID, &e.SeriesTitle, &e.SeriesVersion, &e.Tree, &e.Base,
+		&created, &updated, &e.Status, &e.Builds, &e.Runs, &e.FinishedRuns, &e.Samples)
+	if err != nil {
+		return nil, err
+	}
+	e.Created, e.Updated = parseTime(created), parseTime(updated)
+	return &e, nil
+}
+
+// Evaluation returns one evaluation. An unknown id is a bad-input error.
+func (s *Store) Evaluation(id int64) (*Evaluation, error) {
+	e, err := scanEvaluation(s.db.QueryRow(`SELECT `+evalColumns+` FROM evaluations e WHERE e.id = ?`, id))
+	if errors.Is(err, sql.ErrNoRows) {
+		return nil, fail.Inputf("store: %s: no evaluation %d (see 'patcheval runs')", s.path, id)
+	}
+	if err != nil {
+		return nil, fail.Infraf("store: %s: evaluation %d: %w", s.path, id, err)
+	}
+	return e, nil
+}
+
+// ListEvaluations returns every evaluation, newest first.
+func (s *Store) ListEvaluations() ([]*Evaluation, error) {
+	rows, err := s.db.Query(`SELECT ` + evalColumns + ` FROM evaluations e ORDER BY e.id DESC`)
+	if err != nil {
+		return nil, fail.Infraf("store: %s: listing evaluations: %w", s.path, err)
+	}
+	defer rows.Close()
+	var out []*Evaluation
+	for rows.Next() {
+		e, err := scanEvaluation(rows)
+		if err != nil {
+			return nil, fail.Infraf("store: %s: %w", s.path, err)
+		}
+		out = append(out, e)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fail.Infraf("store: %s: %w", s.path, err)
+	}
+	return out, nil
+}
+
+// RecordBuild stores (or replaces) the build of b.Variant on b.Arch in
+// evaluation evalID and returns its id.
+func (s *Store) RecordBuild(evalID int64, b Build) (int64, error) {
+	if b.Status == "" {
+		b.Status = "ok"
+	}
+	if b.Created.IsZero() {
+		b.Created = time.Now()
+	}
+	meta := ""
+	if len(b.Metadata) > 0 {
+		if !json.Valid(b.Metadata) {
+			return 0, fail.Inputf("store: build %s/%s: metadata is not valid JSON", b.Variant, b.Arch)
+		}
+		meta = string(b.Metadata)
+	}
+	var id int64
+	err := s.db.QueryRow(`INSERT INTO builds
+		(evaluation_id, variant, arch, commit_id, config_hash, artifact_dir, status, error_kind, error_text, metadata, created)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+		ON CONFLICT(evaluation_id, variant, arch) DO UPDATE SET
+			commit_id = excluded.commit_id, config_hash = excluded.config_hash,
+			artifact_dir = excluded.artifact_dir, status = excluded.status,
+			error_kind = excluded.error_kind, error_text = excluded.error_text,
+			metadata = excluded.metadata, created = excluded.created
+		RETURNING id`,
+		evalID, b.Variant, b.Arch, b.Commit, b.ConfigHash, b.ArtifactDir, b.Status, b.ErrorKind, b.ErrorText, meta, fmtTime(b.Created)).Scan(&id)
+	if err != nil {
+		return 0, fail.Infraf("store: %s: recording build %s/%s of evaluation %d: %w", s.path, b.Variant, b.Arch, evalID, err)
+	}
+	return id, nil
+}
+
+// BuildsOf returns an evaluation's builds ordered by id.
+func (s *Store) BuildsOf(evalID int64) ([]Build, error) {
+	rows, err := s.db.Query(`SELECT id, evaluation_id, variant, arch, commit_id, config_hash, artifact_dir,
+		status, error_kind, error_text, metadata, created FROM builds WHERE evaluation_id = ? ORDER BY id`, evalID)
+	if err != nil {
+		return nil, fail.Infraf("store: %s: builds of evaluation %d: %w", s.path, evalID, err)
+	}
+	defer rows.Close()
+	var out []Build
+	for rows.Next() {
+		var b Build
+		var meta, created string
+		if err := rows.Scan(&b.ID, &b.EvaluationID, &b.Variant, &b.Arch, &b.Commit, &b.ConfigHash, &b.ArtifactDir,
+			&b.Status, &b.ErrorKind, &b.ErrorText, &meta, &created); err != nil {
+			return nil, fail.Infraf("store: %s: %w", s.path, err)
+		}
+		if meta != "" {
+			b.Metadata = json.RawMessage(meta)
+		}
+		b.Created = parseTime(created)
+		out = append(out, b)
+	}
+	return out, rows.Err()
+}
+
+// BeginRun records that boot number boot of variant starts now and
+// returns the run's id. The run is not finished until FinishRun commits.
+func (s *Store) BeginRun(evalID int64, variant string, boot int) (int64, error) {
+	var id int64
+	err := s.db.QueryRow(`INSERT INTO runs (evaluation_id, variant, boot, status, started) VALUES (?, ?, ?, ?, ?) RETURNING id`,
+		evalID, variant, boot, string(RunRunning), fmtTime(time.Now())).Scan(&id)
+	if err != nil {
+		return 0, fail.Infraf("store: %s: beginning run %s#%d of evaluation %d: %w", s.path, variant, boot, evalID, err)
+	}
+	return id, nil
+}
+
+// FinishRun records the end of run runID: its status, Environment,
+// console log and samples, in one transaction. The samples' Variant and
+// Boot are the run's (their own fields are ignored).
+func (s *Store) FinishRun(runID int64, status RunStatus, env evaluate.Environment, console []byte, samples []evaluate.Sample) error {
+	return s.FinishRunErr(runID, status, env, console, samples, nil)
+}
+
+// FinishRunErr is FinishRun that also stores why the run failed: runErr's
+// kind (internal/fail) and text.
+func (s *Store) FinishRunErr(runID int64, status RunStatus, env evaluate.Environment, console []byte, samples []evaluate.Sample, runErr error) error {
+	if !status.valid() || status == RunRunning {
+		return fail.Inputf("store: run %d: cannot finish with status %q (want ok, failed or infra)", runID, status)
+	}
+	var qemu string
+	if len(env.QEMUArgs) > 0 {
+		b, _ := json.Marshal(env.QEMUArgs)
+		qemu = string(b)
+	}
+	blob, format, err := encodeConsole(console)
+	if err != nil {
+		return fail.Infraf("store: run %d: compressing console: %w", runID, err)
+	}
+	var errKind, errText string
+	if runErr != nil {
+		errKind, errText = fail.KindOf(runErr).String(), runErr.Error()
+	}
+	tx, err := s.db.Begin()
+	if err != nil {
+		return fail.Infraf("store: %s: finishing run %d: %w", s.path, runID, err)
+	}
+	defer tx.Rollback()
+	res, err := tx.Exec(`UPDATE runs SET status = ?, kernel_release = ?, config_hash = ?, cmdline = ?, target = ?,
+		qemu_args = ?, host = ?, agent_version = ?, deterministic = ?, kvm = ?, finished = ?,
+		error_kind = ?, error_text = ?, console = ?, console_format = ?, console_bytes = ?
+		WHERE id = ? AND status = 'running'`,
+		string(status), env.KernelRelease, env.ConfigHash, env.Cmdline, env.Target,
+		qemu, env.Host, env.AgentVersion, b2i(env.Deterministic), b2i(env.KVM), fmtTime(time.Now()),
+		errKind, errText, blob, format, len(console), runID)
+	if err != nil {
+		return fail.Infraf("store: %s: finishing run %d: %w", s.path, runID, err)
+	}
+	if n, _ := res.RowsAffected(); n != 1 {
+		return fail.Inputf("store: %s: run %d does not exist or is already finished", s.path, runID)
+	}
+	stmt, err := tx.Prepare(`INSERT INTO samples (run_id, benchmark, metric, unit, value, higher_is_better, iteration, extra, time)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)`)
+	if err != nil {
+		return fail.Infraf("store: %s: %w", s.path, err)
+	}
+	defer stmt.Close()
+	for i, sm := range samples {
+		extra := ""
+		if len(sm.Extra) > 0 {
+			b, err := json.Marshal(sm.Extra)
+			if err != nil { // NaN or Inf in Extra
+				return fail.Inputf("store: run %d sample %d (%s %s): extra: %w", runID, i, sm.Benchmark, sm.Metric, err)
+			}
+			extra = string(b)
+		}
+		if _, err := stmt.Exec(runID, sm.Benchmark, sm.Metric, sm.Unit, sm.Value, b2i(sm.HigherIsBetter), sm.Iteration, extra, fmtTime(sm.Time)); err != nil {
+			return fail.Infraf("store: %s: run %d sample %d: %w", s.path, runID, i, err)
+		}
+	}
+	if err := tx.Commit(); err != nil {
+		return fail.Infraf("store: %s: committing run %d: %w", s.path, runID, err)
+	}
+	return nil
+}
+
+// consoleCompressMin is the size from which console logs are gzipped.
+const consoleCompressMin = 512
+
+func encodeConsole(c []byte) ([]byte, string, error) {
+	if len(c) == 0 {
+		return nil, "", nil
+	}
+	if len(c) < consoleCompressMin {
+		return c, "text", nil
+	}
+	var buf bytes.Buffer
+	zw, _ := gzip.NewWriterLevel(&buf, gzip.BestSpeed)
+	if _, err := zw.Write(c); err != nil {
+		return nil, "", err
+	}
+	if err := zw.Close(); err != nil {
+		return nil, "", err
+	}
+	return buf.Bytes(), "gzip", nil
+}
+
+// FinishedRuns is the resume set: the (variant, boot) pairs of evaluation
+// evalID with a finished run (status ok or failed). Runs left "running" by
+// a crash and runs that failed for infrastructure reasons are absent.
+func (s *Store) FinishedRuns(evalID int64) (map[RunKey]bool, error) {
+	rows, err := s.db.Query(`SELECT DISTINCT variant, boot FROM runs WHERE evaluation_id = ? AND status IN ('ok', 'failed')`, evalID)
+	if err != nil {
+		return nil, fail.Infraf("store: %s: finished runs of evaluation %d: %w", s.path, evalID, err)
+	}
+	defer rows.Close()
+	out := map[RunKey]bool{}
+	for rows.Next() {
+		var k RunKey
+		if err := rows.Scan(&k.Variant, &k.Boot); err != nil {
+			return nil, fail.Infraf("store: %s: %w", s.path, err)
+		}
+		out[k] = true
+	}
+	return out, rows.Err()
+}
+
+// Samples returns every sample of evaluation evalID's finished runs, with
+// Variant and Boot filled in from the run, ordered by run then insertion.
+func (s *Store) Samples(evalID int64) ([]evaluate.Sample, error) {
+	rows, err := s.db.Query(`SELECT r.variant, r.boot, s.benchmark, s.metric, s.unit, s.value, s.higher_is_better,
+		s.iteration, s.extra, s.time
+		FROM samples s JOIN runs r ON s.run_id = r.id
+		WHERE r.evaluation_id = ? AND r.status IN ('ok', 'failed')
+		ORDER BY r.id, s.id`, evalID)
+	if err != nil {
+		return nil, fail.Infraf("store: %s: samples of evaluation %d: %w", s.path, evalID, err)
+	}
+	defer rows.Close()
+	var out []evaluate.Sample
+	for rows.Next() {
+		var sm evaluate.Sample
+		var hib int
+		var extra, t string
+		if err := rows.Scan(&sm.Variant, &sm.Boot, &sm.Benchmark, &sm.Metric, &sm.Unit, &sm.Value, &hib,
+			&sm.Iteration, &extra, &t); err != nil {
+			return nil, fail.Infraf("store: %s: %w", s.path, err)
+		}
+		sm.HigherIsBetter = hib != 0
+		if extra != "" {
+			if err := json.Unmarshal([]byte(extra), &sm.Extra); err != nil {
+				return nil, fail.Infraf("store: %s: sample extra %q: %w", s.path, extra, err)
+			}
+		}
+		sm.Time = parseTime(t)
+		out = append(out, sm)
+	}
+	return out, rows.Err()
+}
+
+// RunsOf returns every run of evaluation evalID (all attempts, any
+// status) in the order they began, with their sample counts.
+func (s *Store) RunsOf(evalID int64) ([]Run, error) {
+	rows, err := s.db.Query(`SELECT r.id, r.evaluation_id, r.variant, r.boot, r.status, r.kernel_release, r.config_hash,
+		r.cmdline, r.target, r.qemu_args, r.host, r.agent_version, r.deterministic, r.kvm, r.started, r.finished,
+		r.error_kind, r.error_text, r.console_bytes,
+		(SELECT COUNT(*) FROM samples s WHERE s.run_id = r.id)
+		FROM runs r WHERE r.evaluation_id = ? ORDER BY r.id`, evalID)
+	if err != nil {
+		return nil, fail.Infraf("store: %s: runs of evaluation %d: %w", s.path, evalID, err)
+	}
+	defer rows.Close()
+	var out []Run
+	for rows.Next() {
+		var r Run
+		var status, qemu, started, finished string
+		var det, kvm int
+		if err := rows.Scan(&r.ID, &r.EvaluationID, &r.Variant, &r.Boot, &status, &r.Env.KernelRelease, &r.Env.ConfigHash,
+			&r.Env.Cmdline, &r.Env.Target, &qemu, &r.Env.Host, &r.Env.AgentVersion, &det, &kvm, &started, &finished,
+			&r.ErrorKind, &r.ErrorText, &r.ConsoleBytes, &r.Samples); err != nil {
+			return nil, fail.Infraf("store: %s: %w", s.path, err)
+		}
+		r.Status = RunStatus(status)
+		r.Env.Deterministic, r.Env.KVM = det != 0, kvm != 0
+		if qemu != "" {
+			_ = json.Unmarshal([]byte(qemu), &r.Env.QEMUArgs)
+		}
+		r.Started, r.Finished = parseTime(started), parseTime(finished)
+		out = append(out, r)
+	}
+	return out, rows.Err()
+}
+
+// Console returns run runID's console log as the target printed it.
+func (s *Store) Console(runID int64) ([]byte, error) {
+	var blob []byte
+	var format string
+	err := s.db.QueryRow(`SELECT console, console_format FROM runs WHERE id = ?`, runID).Scan(&blob, &format)
+	if errors.Is(err, sql.ErrNoRows) {
+		return nil, fail.Inputf("store: %s: no run %d (see 'patcheval runs show <evaluation>')", s.path, runID)
+	}
+	if err != nil {
+		return nil, fail.Infraf("store: %s: console of run %d: %w", s.path, runID, err)
+	}
+	switch format {
+	case "", "text":
+		return blob, nil
+	case "gzip":
+		zr, err := gzip.NewReader(bytes.NewReader(blob))
+		if err != nil {
+			return nil, fail.Infraf("store: %s: console of run %d: %w", s.path, runID, err)
+		}
+		out, err := io.ReadAll(zr)
+		if err != nil {
+			return nil, fail.Infraf("store: %s: console of run %d: %w", s.path, runID, err)
+		}
+		return out, nil
+	default:
+		return nil, fail.Infraf("store: %s: console of run %d has unknown format %q", s.path, runID, format)
+	}
+}
