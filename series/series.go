@@ -27,7 +27,10 @@ type Subject struct {
 	Total    int      `json:"total"`   // 1 for a lone patch
 	// HasCounter is true when the subject carried "i/n" or "i of n" (a
 	// lone "[PATCH] foo" has none).
-	HasCounter bool   `json:"has_counter,omitempty"`
+	HasCounter bool `json:"has_counter,omitempty"`
+	// HasVersion is true when the subject carried "vN" (Version is 1
+	// otherwise).
+	HasVersion bool   `json:"has_version,omitempty"`
 	Title      string `json:"title"` // the subject without prefixes
 }
 
@@ -51,8 +54,10 @@ func (t Trailer) String() string { return t.Name + ": " + t.Value }
 
 // Patch is one patch of a series.
 type Patch struct {
-	Msg     *mbox.Message `json:"-"`
-	Subject Subject       `json:"subject"`
+	Msg *mbox.Message `json:"-"`
+	// MessageID is Msg's Message-ID (for JSON).
+	MessageID string  `json:"message_id"`
+	Subject   Subject `json:"subject"`
 	// Author and Date of the commit: the in-body From:/Date: win over the
 	// mail headers.
 	Author mbox.Address `json:"author"`
@@ -72,6 +77,9 @@ type Patch struct {
 	FromVersion int `json:"from_version,omitempty"`
 	// PatchID is `git patch-id --stable` of Diff.
 	PatchID string `json:"patch_id,omitempty"`
+	// BelowCut is the text between the "---" line and the diff (notes,
+	// changelog, diffstat); git am drops it.
+	BelowCut string `json:"-"`
 }
 
 // Base describes what the series applies to.
@@ -96,11 +104,13 @@ type Series struct {
 	Title   string `json:"title"`
 	Version int    `json:"version"`
 	// Reason says why this version was chosen.
-	Reason  string        `json:"reason"`
-	Author  mbox.Address  `json:"author"`
-	Date    time.Time     `json:"date"`
-	Cover   *mbox.Message `json:"-"`
-	Patches []*Patch      `json:"patches"`
+	Reason string        `json:"reason"`
+	Author mbox.Address  `json:"author"`
+	Date   time.Time     `json:"date"`
+	Cover  *mbox.Message `json:"-"`
+	// CoverMessageID is the cover letter's Message-ID ("" without one).
+	CoverMessageID string   `json:"cover_message_id,omitempty"`
+	Patches        []*Patch `json:"patches"`
 	// Missing lists patch numbers (1-based) not found.
 	Missing  []int     `json:"missing,omitempty"`
 	Base     Base      `json:"base"`

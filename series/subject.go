@@ -82,8 +82,10 @@ func (sub *Subject) parseBracket(in string) {
 			sub.IsPatch = true
 		case patchVerRE.MatchString(c):
 			sub.IsPatch = true
+			sub.HasVersion = true
 			sub.Version, _ = strconv.Atoi(patchVerRE.FindStringSubmatch(c)[1])
 		case versionRE.MatchString(c):
+			sub.HasVersion = true
 			sub.Version, _ = strconv.Atoi(c[1:])
 		case counterRE.MatchString(c):
 			m := counterRE.FindStringSubmatch(c)

@@ -1,0 +1,536 @@
+package series
+
+import (
+	"fmt"
+	"net/mail"
+	"regexp"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/patcheval/patcheval/internal/fail"
+	"github.com/patcheval/patcheval/mbox"
+)
+
+// role is what a thread message is to Resolve.
+type role int
+
+const (
+	roleFollowup role = iota // reply, or anything else
+	rolePatch
+	roleCover
+)
+
+type info struct {
+	msg     *mbox.Message
+	sub     Subject
+	role    role
+	version int
+	diff    bool
+	stat    bool
+}
+
+// vgroup is one version of the series found in the thread.
+type vgroup struct {
+	version int
+	total   int
+	cover   *info
+	patches map[int]*info // by number
+	first   *info         // earliest message of this version
+}
+
+// Resolve turns a Thread into the Series of one version.
+//
+// Messages are sorted into patches (a diff, not a reply), cover letters
+// ("0/N", or a non-reply with a diffstat and no diff) and follow-ups. Patches
+// are grouped by version; the version whose first message is the newest is
+// chosen unless opt.Version picks one, and Series.Reason says why. A version
+// with missing patches whose patches reply to the same-numbered patches of
+// the version before is a partial re-roll: the missing patches are taken
+// from the earlier version (Patch.FromVersion) and a note says so. Patches
+// still missing are in Series.Missing and the notes ("2/3 missing").
+//
+// Trailers are collected from follow-ups (quoted lines ignored): a reply
+// below a patch gives trailers to that patch, a reply below the cover letter
+// gives them to every patch (FromCover). A person trailer (Reviewed-by, ...)
+// is accepted only when the reply's sender is that person, unless
+// opt.AnySender: the sender's address must match the trailer's (case
+// ignored, "+tag" ignored, one sub-domain level ignored, like b4), or, when
+// the addresses differ, the names must be equal (case ignored) — people
+// often review from another address than the one they want in the trailer.
+// Refused trailers are in Series.Refused with a note. Like b4, "Cc:",
+// "To:", "From:" lines and values with an http(s) URL are not taken from
+// replies, and replies in Thread.Orphans (parent missing) give no trailers.
+// Trailers given on an earlier version of a patch with the same
+// `git patch-id --stable` are carried over (b4 does the same), with their
+// Version showing where they were given.
+//
+// A thread with no patch at all is a fail.Input error naming the thread.
+func Resolve(t *mbox.Thread, opt Options) (*Series, error) {
+	if t == nil || len(t.Messages) == 0 {
+		src := "thread"
+		if t != nil && t.Source != "" {
+			src = t.Source
+		}
+		return nil, fail.Inputf("%s: no messages", src)
+	}
+	infos := make(map[string]*info, len(t.Messages))
+	var all []*info
+	for _, m := range t.Messages {
+		in := &info{msg: m, sub: ParseSubject(m.Subject)}
+		in.diff = hasDiff(m.Body)
+		in.stat = hasDiffstat(m.Body)
+		switch {
+		case in.sub.IsReply:
+		case in.diff:
+			in.role = rolePatch
+		case in.sub.HasCounter && in.sub.Index == 0:
+			in.role = roleCover
+		case in.stat && !in.sub.IsReply && in.sub.IsPatch:
+			// A cover letter without 0/N is found below, from its patches.
+		}
+		in.version = in.sub.Version
+		infos[m.MessageID] = in
+		all = append(all, in)
+	}
+	// A patch without "vN" below a cover letter (or below patch 1) that
+	// has one takes its version, like b4.
+	for _, in := range all {
+		if in.role != rolePatch || in.sub.HasVersion {
+			continue
+		}
+		if p := t.Parent(in.msg); p != nil {
+			pi := infos[p.MessageID]
+			if pi.sub.HasVersion && ((!pi.diff && pi.stat) || pi.role == roleCover || (pi.role == rolePatch && pi.sub.Number() == 1)) {
+				in.version = pi.sub.Version
+			}
+		}
+	}
+
+	s := &Series{}
+	groups := map[int]*vgroup{}
+	group := func(v int) *vgroup {
+		g := groups[v]
+		if g == nil {
+			g = &vgroup{version: v, patches: map[int]*info{}}
+			groups[v] = g
+		}
+		return g
+	}
+	for _, in := range all {
+		switch in.role {
+		case rolePatch:
+			g := group(in.version)
+			n := in.sub.Number()
+			if old := g.patches[n]; old != nil {
+				s.Notes = append(s.Notes, fmt.Sprintf("v%d patch %d/%d sent twice: kept <%s>, ignored <%s>",
+					in.version, n, in.sub.Total, old.msg.MessageID, in.msg.MessageID))
+				continue
+			}
+			g.patches[n] = in
+			if in.sub.Total > g.total {
+				g.total = in.sub.Total
+			}
+			if g.first == nil || in.msg.Date.Before(g.first.msg.Date) {
+				g.first = in
+			}
+		case roleCover:
+			g := group(in.version)
+			if g.cover == nil {
+				g.cover = in
+			}
+			if in.sub.Total > g.total {
+				g.total = in.sub.Total
+			}
+			if g.first == nil || in.msg.Date.Before(g.first.msg.Date) {
+				g.first = in
+			}
+		}
+	}
+	// Versions that have patches.
+	var vs []*vgroup
+	for _, g := range groups {
+		if len(g.patches) > 0 {
+			vs = append(vs, g)
+		}
+	}
+	if len(vs) == 0 {
+		return nil, fail.Inputf("%s: no patches in the thread (%d messages; a patch is a message with a diff whose subject is not a reply)", t.Source, len(t.Messages))
+	}
+	sort.Slice(vs, func(i, j int) bool { return vs[i].version < vs[j].version })
+	for _, g := range vs {
+		v := Version{Version: g.version, Total: g.total, Date: g.first.msg.Date, MessageID: g.first.msg.MessageID}
+		for n := range g.patches {
+			v.Found = append(v.Found, n)
+		}
+		sort.Ints(v.Found)
+		if g.cover != nil {
+			v.Title = g.cover.sub.Title
+		} else {
+			v.Title = g.patches[v.Found[0]].sub.Title
+		}
+		s.Versions = append(s.Versions, v)
+	}
+
+	// Choose the version.
+	var g *vgroup
+	if opt.Version > 0 {
+		for _, c := range vs {
+			if c.version == opt.Version {
+				g = c
+			}
+		}
+		if g == nil {
+			var have []string
+			for _, c := range vs {
+				have = append(have, fmt.Sprintf("v%d", c.version))
+			}
+			return nil, fail.Inputf("%s: no v%d patches in the thread (found %s)", t.Source, opt.Version, strings.Join(have, ", "))
+		}
+		s.Reason = fmt.Sprintf("v%d requested", g.version)
+	} else {
+		g = vs[0]
+		for _, c := range vs[1:] {
+			if c.first.msg.Date.After(g.first.msg.Date) || c.first.msg.Date.Equal(g.first.msg.Date) && c.version > g.version {
+				g = c
+			}
+		}
+		if len(vs) == 1 {
+			s.Reason = fmt.Sprintf("v%d is the only version in the thread", g.version)
+		} else {
+			var others []string
+			for _, c := range vs {
+				if c != g {
+					others = append(others, fmt.Sprintf("v%d %s", c.version, day(c.first.msg.Date)))
+				}
+			}
+			s.Reason = fmt.Sprintf("v%d is the newest version: its first message <%s> is dated %s (others: %s)",
+				g.version, g.first.msg.MessageID, day(g.first.msg.Date), strings.Join(others, ", "))
+			if g.version != vs[len(vs)-1].version {
+				s.Reason += fmt.Sprintf("; note v%d has a higher number but was sent earlier (b4 would take v%d)", vs[len(vs)-1].version, vs[len(vs)-1].version)
+			}
+		}
+	}
+	s.Version = g.version
+
+	// Partial re-roll: fill missing patches from the version before.
+	chosen := map[int]*info{}
+	fromV := map[int]int{}
+	for n, in := range g.patches {
+		chosen[n] = in
+	}
+	total := g.total
+	if prev := groups[g.version-1]; prev != nil && len(prev.patches) > 0 && countMissing(chosen, total) > 0 {
+		sane := true
+		for n, in := range g.patches {
+			if !repliesToSameNumber(t, infos, in, g.version-1, n, in.sub.Total) {
+				sane = false
+				break
+			}
+		}
+		if sane {
+			var filled []string
+			for n, pin := range prev.patches {
+				if n == 0 || n > total {
+					continue
+				}
+				if _, ok := chosen[n]; !ok {
+					chosen[n] = pin
+					fromV[n] = prev.version
+					filled = append(filled, fmt.Sprintf("%d/%d", n, total))
+				}
+			}
+			if len(filled) > 0 {
+				sort.Strings(filled)
+				var sent []string
+				for n := range g.patches {
+					sent = append(sent, fmt.Sprintf("%d/%d", n, total))
+				}
+				sort.Strings(sent)
+				s.Notes = append(s.Notes, fmt.Sprintf("partial re-roll: v%d re-sent only %s as replies to the v%d patches; %s taken from v%d",
+					g.version, strings.Join(sent, ", "), prev.version, strings.Join(filled, ", "), prev.version))
+			}
+		}
+	}
+
+	// Cover letter.
+	var cover *info
+	if g.cover != nil {
+		cover = g.cover
+	} else {
+		for _, n := range sortedKeys(g.patches) {
+			if p := t.Parent(g.patches[n].msg); p != nil {
+				pi := infos[p.MessageID]
+				if pi.role != rolePatch && !pi.sub.IsReply && pi.stat && !pi.diff {
+					cover = pi
+					pi.role = roleCover
+				}
+			}
+			break
+		}
+	}
+	if cover != nil {
+		s.Cover = cover.msg
+		s.CoverMessageID = cover.msg.MessageID
+		s.Title = cover.sub.Title
+		s.Author = cover.msg.From
+		s.Date = cover.msg.Date
+		parseBase(cover.msg.Body, &s.Base)
+	}
+
+	// Patches in order.
+	for _, n := range sortedKeys(chosen) {
+		if n == 0 {
+			continue
+		}
+		in := chosen[n]
+		p := buildPatch(in)
+		p.FromVersion = fromV[n]
+		if p.FromVersion != 0 {
+			// Renumber like b4: the patch belongs to the new version now.
+			p.Subject.Version = g.version
+			p.Subject.HasVersion = g.version > 1
+			p.Subject.Total = total
+		}
+		s.Patches = append(s.Patches, p)
+		if cover == nil {
+			parseBase(in.msg.Body, &s.Base)
+		}
+	}
+	for n := 1; n <= total; n++ {
+		if _, ok := chosen[n]; !ok {
+			s.Missing = append(s.Missing, n)
+			s.Notes = append(s.Notes, fmt.Sprintf("%d/%d missing from v%d", n, total, g.version))
+		}
+	}
+	if cover == nil {
+		first := s.Patches[0]
+		s.Title = first.Subject.Title
+		s.Author = first.Msg.From
+		s.Date = first.Msg.Date
+	}
+
+	collectTrailers(t, infos, s, g, cover, chosen, opt)
+
+	for _, o := range t.Orphans {
+		s.Orphans = append(s.Orphans, o.MessageID)
+	}
+	return s, nil
+}
+
+func day(t time.Time) string { return t.Format("2006-01-02") }
+
+func countMissing(m map[int]*info, total int) int {
+	n := 0
+	for i := 1; i <= total; i++ {
+		if m[i] == nil {
+			n++
+		}
+	}
+	return n
+}
+
+func sortedKeys(m map[int]*info) []int {
+	ks := make([]int, 0, len(m))
+	for k := range m {
+		ks = append(ks, k)
+	}
+	sort.Ints(ks)
+	return ks
+}
+
+// repliesToSameNumber reports whether in replies (directly or further down)
+// to a patch of version v with the same number and total.
+func repliesToSameNumber(t *mbox.Thread, infos map[string]*info, in *info, v, n, total int) bool {
+	for _, a := range t.Ancestors(in.msg) {
+		ai := infos[a.MessageID]
+		if ai.role == rolePatch && ai.version == v && ai.sub.Number() == n && ai.sub.Total == total {
+			return true
+		}
+	}
+	return false
+}
+
+// buildPatch makes a Patch from a patch mail.
+func buildPatch(in *info) *Patch {
+	m := in.msg
+	pp := splitBody(m.Body)
+	p := &Patch{
+		Msg:       m,
+		MessageID: m.MessageID,
+		Subject:  in.sub,
+		Author:   m.From,
+		Date:     m.Date,
+		Message:  pp.Message,
+		BelowCut: pp.BelowCut,
+		Diff:     pp.Diff,
+	}
+	p.Subject.Version = in.version
+	if f := pp.Header["from"]; f != "" {
+		if a, err := mail.ParseAddress(f); err == nil {
+			p.Author = mbox.Address{Name: a.Name, Email: a.Address}
+		} else if a, ok := parsePerson(f); ok {
+			p.Author = a
+		}
+	}
+	if d := pp.Header["date"]; d != "" {
+		if tm, err := mail.ParseDate(d); err == nil {
+			p.Date = tm
+		}
+	}
+	if sj := pp.Header["subject"]; sj != "" {
+		p.Subject.Title = ParseSubject(sj).Title
+	}
+	p.PatchID = PatchID(p.Diff)
+	_, block := splitTrailerBlock(p.Message)
+	for _, tr := range ParseTrailers(block) {
+		tr.MessageID = m.MessageID
+		tr.From = m.From
+		tr.Version = in.version
+		tr.InPatch = true
+		p.Trailers = append(p.Trailers, tr)
+	}
+	return p
+}
+
+var urlRE = regexp.MustCompile(`https?://`)
+
+// replyTrailers are the trailers a follow-up gives, filtered like b4 does
+// for follow-ups.
+func replyTrailers(m *mbox.Message) []Trailer {
+	var out []Trailer
+	for _, tr := range ParseTrailers(m.Body) {
+		switch strings.ToLower(tr.Name) {
+		case "cc", "to", "from", "author":
+			continue
+		}
+		if urlRE.MatchString(tr.Value) {
+			continue
+		}
+		tr.MessageID = m.MessageID
+		tr.From = m.From
+		out = append(out, tr)
+	}
+	return out
+}
+
+// senderMatches says whether a person trailer may be accepted from a
+// message sent by from.
+func senderMatches(tr Trailer, from mbox.Address) bool {
+	if tr.Person == nil {
+		return true
+	}
+	if emailEq(tr.Person.Email, from.Email) {
+		return true
+	}
+	tn := strings.ToLower(strings.TrimSpace(tr.Person.Name))
+	fn := strings.ToLower(strings.TrimSpace(from.Name))
+	return tn != "" && tn == fn
+}
+
+var plusTagRE = regexp.MustCompile(`\+[^@]+@`)
+
+// emailEq is b4's fuzzy address comparison.
+func emailEq(a, b string) bool {
+	a, b = strings.ToLower(a), strings.ToLower(b)
+	if a == b {
+		return true
+	}
+	if !strings.Contains(a, "@") || !strings.Contains(b, "@") {
+		return false
+	}
+	a, b = plusTagRE.ReplaceAllString(a, "@"), plusTagRE.ReplaceAllString(b, "@")
+	if a == b {
+		return true
+	}
+	al, ad, _ := strings.Cut(a, "@")
+	bl, bd, _ := strings.Cut(b, "@")
+	if al != bl {
+		return false
+	}
+	d := strings.Count(ad, ".") - strings.Count(bd, ".")
+	return (d == 1 || d == -1) && (strings.HasSuffix(ad, "."+bd) || strings.HasSuffix(bd, "."+ad))
+}
+
+// collectTrailers walks the follow-ups and attaches their trailers.
+func collectTrailers(t *mbox.Thread, infos map[string]*info, s *Series, g *vgroup, cover *info, chosen map[int]*info, opt Options) {
+	orphan := map[string]bool{}
+	for _, o := range t.Orphans {
+		orphan[o.MessageID] = true
+	}
+	// Which Patch each patch mail became, and earlier-version patches
+	// with the same patch-id (trailer carry-over).
+	byMsg := map[string]*Patch{}
+	byPID := map[string]*Patch{}
+	for _, p := range s.Patches {
+		byMsg[p.Msg.MessageID] = p
+		if p.PatchID != "" {
+			byPID[p.PatchID] = p
+		}
+	}
+	var coverTrailers []Trailer
+	for _, m := range t.Messages {
+		in := infos[m.MessageID]
+		if in.role != roleFollowup {
+			continue
+		}
+		trs := replyTrailers(m)
+		if len(trs) == 0 {
+			continue
+		}
+		if orphan[m.MessageID] {
+			s.Notes = append(s.Notes, fmt.Sprintf("orphan <%s> from %s carries %d trailer(s); not applied because the message it replies to is missing", m.MessageID, m.From, len(trs)))
+			continue
+		}
+		// Walk up to the patch or cover letter this reply belongs to.
+		var target *info
+		for _, a := range t.Ancestors(m) {
+			ai := infos[a.MessageID]
+			if ai.role == rolePatch || ai.role == roleCover || !ai.sub.IsReply {
+				target = ai
+				break
+			}
+		}
+		if target == nil {
+			continue
+		}
+		var dest *Patch
+		isCover := false
+		switch {
+		case target == cover:
+			isCover = true
+		case target.role == rolePatch:
+			dest = byMsg[target.msg.MessageID]
+			if dest == nil && target.version != g.version {
+				// Carry over from an earlier/other version when the diff
+				// is the same.
+				dest = byPID[PatchID(splitBody(target.msg.Body).Diff)]
+				if dest == nil {
+					continue
+				}
+			}
+			if dest == nil {
+				continue
+			}
+		default:
+			continue
+		}
+		for _, tr := range trs {
+			tr.Version = target.version
+			tr.FromCover = isCover
+			if !opt.AnySender && !senderMatches(tr, m.From) {
+				s.Refused = append(s.Refused, tr)
+				s.Notes = append(s.Notes, fmt.Sprintf("refused %q from <%s>: sent by %s, not by the person named (use --any-sender to accept)", tr.String(), m.MessageID, m.From))
+				continue
+			}
+			if isCover {
+				coverTrailers = append(coverTrailers, tr)
+			} else {
+				dest.Trailers = append(dest.Trailers, tr)
+			}
+		}
+	}
+	for _, p := range s.Patches {
+		p.Trailers = append(p.Trailers, coverTrailers...)
+	}
+}
