@@ -358,12 +358,12 @@ func buildPatch(in *info) *Patch {
 	p := &Patch{
 		Msg:       m,
 		MessageID: m.MessageID,
-		Subject:  in.sub,
-		Author:   m.From,
-		Date:     m.Date,
-		Message:  pp.Message,
-		BelowCut: pp.BelowCut,
-		Diff:     pp.Diff,
+		Subject:   in.sub,
+		Author:    m.From,
+		Date:      m.Date,
+		Message:   pp.Message,
+		BelowCut:  pp.BelowCut,
+		Diff:      pp.Diff,
 	}
 	p.Subject.Version = in.version
 	if f := pp.Header["from"]; f != "" {

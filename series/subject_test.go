@@ -2,6 +2,7 @@ package series
 
 import (
 	"reflect"
+	"regexp"
 	"strings"
 	"testing"
 )
@@ -45,8 +46,10 @@ func TestParseSubject(t *testing.T) {
 		{"[PATCH V3 01/10] zero padded", Subject{IsPatch: true, Version: 3, Index: 1, Total: 10, HasCounter: true, Title: "zero padded"}},
 		{"[PATCH", Subject{Version: 1, Total: 1, Title: "[PATCH"}},
 	}
+	hasV := regexp.MustCompile(`(?i)[\[ ,]v\d|patchv\d`)
 	for _, c := range cases {
 		got := ParseSubject(c.in)
+		c.want.HasVersion = hasV.MatchString(c.in)
 		if !reflect.DeepEqual(got, c.want) {
 			t.Errorf("ParseSubject(%q)\n got %+v\nwant %+v", c.in, got, c.want)
 		}
