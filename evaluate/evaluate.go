@@ -17,6 +17,9 @@ type Kernel struct {
 	Config     string `json:"config,omitempty"` // path of the final .config
 	ConfigHash string `json:"config_hash,omitempty"`
 	Commit     string `json:"commit,omitempty"`
+	// Cmdline is extra kernel command line for this variant
+	// ("selinux=0 enforcing=0 preempt=full").
+	Cmdline string `json:"cmdline,omitempty"`
 }
 
 // Sample is one measured value.
@@ -34,6 +37,9 @@ type Sample struct {
 	// iterations, duration).
 	Extra map[string]float64 `json:"extra,omitempty"`
 	Time  time.Time          `json:"time"`
+	// Deterministic says the sample was measured under QEMU -icount
+	// (timings are functions of executed instructions, not wall time).
+	Deterministic bool `json:"deterministic,omitempty"`
 }
 
 // Environment records what a run ran on.

@@ -40,6 +40,10 @@ const (
 	BenchExecve    = "execve" // fork + execve(/init --patcheval-exit) + wait4
 	BenchRCU       = "rcu"    // membarrier(MEMBARRIER_CMD_GLOBAL) = synchronize_rcu()
 	BenchBridge    = "bridge" // RTM_NEWLINK kind bridge + RTM_DELLINK
+
+	// BenchStressNGKill runs `stress-ng --kill 1 -t N --metrics-brief`
+	// (under perf stat when available) on SSH targets, not in the agent.
+	BenchStressNGKill = "stress-ng-kill"
 )
 
 // Benchmarks lists every benchmark name in a stable order.
@@ -54,6 +58,8 @@ type Bench struct {
 	// calls each (default 10 x 100, as in the RCU thread).
 	Runs  int `json:"runs,omitempty"`
 	Calls int `json:"calls,omitempty"`
+	// Seconds is the duration of stress-ng benchmarks (-t, default 10).
+	Seconds int `json:"seconds,omitempty"`
 }
 
 // Plan is what the agent does in one boot.
@@ -106,6 +112,9 @@ type Result struct {
 	NsPerOp    float64 `json:"ns_per_op"`
 	// Runs holds per-run statistics of the rcu benchmark.
 	Runs []RunStat `json:"runs,omitempty"`
+	// Counters holds external counters (perf stat on SSH targets,
+	// stress-ng's miscellaneous metrics).
+	Counters map[string]float64 `json:"counters,omitempty"`
 	// Skipped says why the benchmark did not run ("no bridge support").
 	Skipped string `json:"skipped,omitempty"`
 }
