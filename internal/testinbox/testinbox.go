@@ -1,0 +1,465 @@
+// Package testinbox runs a real public-inbox server on loopback for tests,
+// benchmarks and demos: the same software lore.kernel.org runs, serving the
+// mail threads you give it.
+//
+// Start(tb, files...) builds a fresh v2 inbox in a temporary directory with
+// its own PI_CONFIG and HOME (public-inbox-init -V2), imports every message
+// of the mbox files with public-inbox-mda (publicinboxmda.spamcheck=none,
+// ORIGINAL_RECIPIENT set to the inbox address, --no-precheck because the
+// fixtures are addressed to the real lists), runs public-inbox-index and
+// public-inbox-extindex --all, and starts public-inbox-httpd on
+// 127.0.0.1 with a free port (the listening socket is created here and
+// handed to the daemon through LISTEN_FDS, so there is no port race). The
+// server is stopped on tb.Cleanup.
+//
+// What the server answers (public-inbox 1.9, Debian bookworm/trixie):
+//
+//	<URL>/test/<msgid>/t.mbox.gz   the thread as gzipped mboxrd
+//	<URL>/all/<msgid>/t.mbox.gz    same, through the "all" extindex (like
+//	                               lore); 404 when Options.NoAll
+//	<URL>/<msgid>/                 302 to <URL>/all/<msgid>/, or with NoAll
+//	                               to <URL>/test/<msgid>/ (the inbox URL
+//	                               written in the config); 404 if unknown
+//
+// # b4 against the server
+//
+// b4 (0.12 in Debian) reads its settings with `git config`, so they can be
+// given through git's environment without touching any config file:
+//
+//	GIT_CONFIG_COUNT=1 \
+//	GIT_CONFIG_KEY_0=b4.midmask GIT_CONFIG_VALUE_0=<URL>/all/%s \
+//	XDG_CACHE_HOME=$(mktemp -d) \
+//	b4 am -n series -o OUTDIR <msgid>
+//
+// (Server.B4Env returns exactly these variables; use <URL>/test/%s with
+// NoAll.) `git -c b4.midmask=...` does not reach b4, which is not a git
+// sub-command. XDG_CACHE_HOME keeps b4's own cache out of the way; b4 am
+// -C also disables it.
+//
+// A standalone server for benchmarks and the README demo:
+//
+//	go run ./internal/testinbox/cmd/serve-inbox -listen 127.0.0.1:8080 thread.mbox...
+//
+// prints the base URL and serves until killed.
+package testinbox
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// Options configure New.
+type Options struct {
+	// Inbox is the inbox name (default "test"); its address is
+	// <Inbox>@example.org.
+	Inbox string
+	// Listen is the address to listen on (default "127.0.0.1:0", a free
+	// port).
+	Listen string
+	// NoAll skips the "all" extindex: /all/<msgid>/ is then 404, like a
+	// public-inbox mirror without one.
+	NoAll bool
+	// Dir is where the inbox and config go (default: a new temp dir,
+	// removed by Close).
+	Dir string
+	// Log receives the daemon's stderr (default: a file in Dir).
+	Log *os.File
+}
+
+// Server is a running public-inbox-httpd.
+type Server struct {
+	// URL is the base URL, "http://127.0.0.1:PORT" (no trailing slash).
+	URL string
+	// Inbox is the inbox name ("test"); its messages are under URL/Inbox/.
+	Inbox string
+	// Address is the inbox's mail address.
+	Address string
+	// Dir holds the inbox, the extindex and the config.
+	Dir string
+
+	opt     Options
+	env     []string
+	cmd     *exec.Cmd
+	done    chan struct{}
+	mu      sync.Mutex
+	closed  bool
+	ownDir  bool
+	logPath string
+}
+
+// Start is New for tests: it fails tb when the server cannot be started,
+// and closes the server on tb.Cleanup. Only when PATCHEVAL_SKIP_SLOW=1 and
+// public-inbox is not installed is the test skipped.
+func Start(tb testing.TB, mboxFiles ...string) *Server {
+	tb.Helper()
+	return StartWith(tb, Options{}, mboxFiles...)
+}
+
+// StartWith is Start with options.
+func StartWith(tb testing.TB, opt Options, mboxFiles ...string) *Server {
+	tb.Helper()
+	if _, err := exec.LookPath("public-inbox-httpd"); err != nil && os.Getenv("PATCHEVAL_SKIP_SLOW") == "1" {
+		tb.Skip("public-inbox not installed and PATCHEVAL_SKIP_SLOW=1")
+	}
+	if opt.Dir == "" {
+		opt.Dir = tb.TempDir()
+	}
+	s, err := New(opt, mboxFiles...)
+	if err != nil {
+		tb.Fatalf("testinbox: %v", err)
+	}
+	tb.Cleanup(func() { s.Close() })
+	return s
+}
+
+// New builds an inbox from mboxFiles and starts public-inbox-httpd.
+func New(opt Options, mboxFiles ...string) (*Server, error) {
+	for _, tool := range []string{"public-inbox-init", "public-inbox-mda", "public-inbox-index", "public-inbox-httpd", "git"} {
+		if _, err := exec.LookPath(tool); err != nil {
+			return nil, fmt.Errorf("%s not found: install the Debian package public-inbox (.ci/install-deps)", tool)
+		}
+	}
+	if opt.Inbox == "" {
+		opt.Inbox = "test"
+	}
+	if opt.Listen == "" {
+		opt.Listen = "127.0.0.1:0"
+	}
+	s := &Server{Inbox: opt.Inbox, Address: opt.Inbox + "@example.org", opt: opt}
+	if opt.Dir == "" {
+		d, err := os.MkdirTemp("", "testinbox-")
+		if err != nil {
+			return nil, err
+		}
+		opt.Dir, s.ownDir = d, true
+	}
+	s.Dir = opt.Dir
+	ok := false
+	defer func() {
+		if !ok {
+			s.Close()
+		}
+	}()
+
+	ln, err := net.Listen("tcp", opt.Listen)
+	if err != nil {
+		return nil, fmt.Errorf("listen %s: %v", opt.Listen, err)
+	}
+	defer ln.Close()
+	s.URL = "http://" + ln.Addr().String()
+
+	home := filepath.Join(s.Dir, "home")
+	if err := os.MkdirAll(home, 0o755); err != nil {
+		return nil, err
+	}
+	cfg := filepath.Join(s.Dir, "pi-config")
+	s.env = append(cleanEnv(),
+		"HOME="+home,
+		"PI_CONFIG="+cfg,
+		"XDG_CONFIG_HOME="+filepath.Join(home, ".config"),
+		"XDG_DATA_HOME="+filepath.Join(home, ".local/share"),
+		"XDG_CACHE_HOME="+filepath.Join(home, ".cache"),
+		"GIT_CONFIG_NOSYSTEM=1",
+		"TZ=UTC",
+	)
+	inboxDir := filepath.Join(s.Dir, "inbox")
+	if err := s.run(nil, "public-inbox-init", "-V2", s.Inbox, inboxDir, s.URL+"/"+s.Inbox, s.Address); err != nil {
+		return nil, err
+	}
+	if err := s.run(nil, "git", "config", "-f", cfg, "publicinboxmda.spamcheck", "none"); err != nil {
+		return nil, err
+	}
+	if !opt.NoAll {
+		for _, kv := range [][2]string{{"extindex.all.topdir", filepath.Join(s.Dir, "all")}, {"extindex.all.url", s.URL + "/all"}} {
+			if err := s.run(nil, "git", "config", "-f", cfg, kv[0], kv[1]); err != nil {
+				return nil, err
+			}
+		}
+	}
+	for _, f := range mboxFiles {
+		if err := s.importFile(f); err != nil {
+			return nil, err
+		}
+	}
+	if err := s.index(); err != nil {
+		return nil, err
+	}
+
+	// Hand the listening socket to the daemon (systemd-style activation:
+	// LISTEN_PID must be the daemon's own pid, hence the exec from sh).
+	lf, err := ln.(*net.TCPListener).File()
+	if err != nil {
+		return nil, err
+	}
+	defer lf.Close()
+	logf := opt.Log
+	if logf == nil {
+		s.logPath = filepath.Join(s.Dir, "httpd.log")
+		logf, err = os.Create(s.logPath)
+		if err != nil {
+			return nil, err
+		}
+		defer logf.Close()
+	}
+	s.cmd = exec.Command("sh", "-c", `LISTEN_PID=$$ LISTEN_FDS=1; export LISTEN_PID LISTEN_FDS; exec public-inbox-httpd -W0`)
+	s.cmd.Env = s.env
+	s.cmd.ExtraFiles = []*os.File{lf}
+	s.cmd.Stdout = logf
+	s.cmd.Stderr = logf
+	s.cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	if err := s.cmd.Start(); err != nil {
+		return nil, fmt.Errorf("start public-inbox-httpd: %v", err)
+	}
+	s.done = make(chan struct{})
+	go func() { s.cmd.Wait(); close(s.done) }()
+	ln.Close()
+	lf.Close()
+	if err := s.waitReady(30 * time.Second); err != nil {
+		return nil, err
+	}
+	ok = true
+	return s, nil
+}
+
+// Add imports the messages of one more mbox file and re-indexes; the
+// running server serves them right away.
+func (s *Server) Add(tb testing.TB, mbox string) {
+	tb.Helper()
+	if err := s.AddFile(mbox); err != nil {
+		tb.Fatalf("testinbox: %v", err)
+	}
+}
+
+// AddFile is Add without testing.
+func (s *Server) AddFile(mbox string) error {
+	if err := s.importFile(mbox); err != nil {
+		return err
+	}
+	return s.index()
+}
+
+// AddMessage imports one raw message (no From_ line) and re-indexes.
+func (s *Server) AddMessage(raw []byte) error {
+	if err := s.mda(raw, "message"); err != nil {
+		return err
+	}
+	return s.index()
+}
+
+// B4Env returns the environment variables that point b4 at this server
+// (see the package doc). cacheDir is b4's cache directory.
+func (s *Server) B4Env(cacheDir string) []string {
+	mask := s.URL + "/all/%s"
+	if s.opt.NoAll {
+		mask = s.URL + "/" + s.Inbox + "/%s"
+	}
+	return []string{
+		"GIT_CONFIG_COUNT=1",
+		"GIT_CONFIG_KEY_0=b4.midmask",
+		"GIT_CONFIG_VALUE_0=" + mask,
+		"XDG_CACHE_HOME=" + cacheDir,
+	}
+}
+
+// ThreadURL is the t.mbox.gz URL of msgid's thread in the inbox.
+func (s *Server) ThreadURL(msgid string) string {
+	return s.URL + "/" + s.Inbox + "/" + strings.ReplaceAll(msgid, "@", "%40") + "/t.mbox.gz"
+}
+
+// Close stops the daemon (SIGTERM to its process group, SIGKILL after 5s)
+// and removes the directory when New created it.
+func (s *Server) Close() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		return nil
+	}
+	s.closed = true
+	if s.cmd != nil && s.cmd.Process != nil {
+		pid := s.cmd.Process.Pid
+		syscall.Kill(-pid, syscall.SIGTERM)
+		select {
+		case <-s.done:
+		case <-time.After(5 * time.Second):
+			syscall.Kill(-pid, syscall.SIGKILL)
+			<-s.done
+		}
+	}
+	if s.ownDir {
+		return os.RemoveAll(s.Dir)
+	}
+	return nil
+}
+
+// Wait blocks until the daemon exits (serve-inbox uses it).
+func (s *Server) Wait() {
+	if s.done != nil {
+		<-s.done
+	}
+}
+
+func (s *Server) waitReady(limit time.Duration) error {
+	deadline := time.Now().Add(limit)
+	client := &http.Client{Timeout: 2 * time.Second}
+	for {
+		select {
+		case <-s.done:
+			return fmt.Errorf("public-inbox-httpd exited at start: %s", s.logTail())
+		default:
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, s.URL+"/"+s.Inbox+"/_/text/config/raw", nil)
+		resp, err := client.Do(req)
+		if err == nil {
+			resp.Body.Close()
+			cancel()
+			if resp.StatusCode == http.StatusOK {
+				return nil
+			}
+			err = fmt.Errorf("status %s", resp.Status)
+		} else {
+			cancel()
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("public-inbox-httpd on %s not answering after %s (%v): %s", s.URL, limit, err, s.logTail())
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+func (s *Server) logTail() string {
+	if s.logPath == "" {
+		return "(log not captured)"
+	}
+	b, _ := os.ReadFile(s.logPath)
+	if len(b) > 2000 {
+		b = b[len(b)-2000:]
+	}
+	return strings.TrimSpace(string(b))
+}
+
+func (s *Server) index() error {
+	if err := s.run(nil, "public-inbox-index", filepath.Join(s.Dir, "inbox")); err != nil {
+		return err
+	}
+	if !s.opt.NoAll {
+		return s.run(nil, "public-inbox-extindex", "--all", filepath.Join(s.Dir, "all"))
+	}
+	return nil
+}
+
+func (s *Server) importFile(path string) error {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return err
+	}
+	msgs := SplitMbox(data)
+	if len(msgs) == 0 {
+		return fmt.Errorf("%s: no messages", path)
+	}
+	for i, m := range msgs {
+		if err := s.mda(m, fmt.Sprintf("%s message %d", path, i+1)); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (s *Server) mda(raw []byte, what string) error {
+	env := append([]string{"ORIGINAL_RECIPIENT=" + s.Address}, s.env...)
+	cmd := exec.Command("public-inbox-mda", "--no-precheck")
+	cmd.Env = env
+	cmd.Stdin = bytes.NewReader(raw)
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		return fmt.Errorf("public-inbox-mda (%s): %v: %s", what, err, bytes.TrimSpace(out))
+	}
+	return nil
+}
+
+func (s *Server) run(stdin []byte, name string, args ...string) error {
+	cmd := exec.Command(name, args...)
+	cmd.Env = s.env
+	if stdin != nil {
+		cmd.Stdin = bytes.NewReader(stdin)
+	}
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		return fmt.Errorf("%s %s: %v: %s", name, strings.Join(args, " "), err, bytes.TrimSpace(out))
+	}
+	return nil
+}
+
+// cleanEnv is the process environment without variables that would point
+// public-inbox or git at the user's own configuration.
+func cleanEnv() []string {
+	var out []string
+	for _, kv := range os.Environ() {
+		k, _, _ := strings.Cut(kv, "=")
+		switch {
+		case k == "HOME" || k == "PI_CONFIG" || k == "PI_DIR" || k == "TZ" || strings.HasPrefix(k, "XDG_"),
+			strings.HasPrefix(k, "GIT_"), strings.HasPrefix(k, "LISTEN_"):
+			continue
+		}
+		out = append(out, kv)
+	}
+	return out
+}
+
+// SplitMbox splits an mbox (mboxrd or mboxo, LF or CRLF) into raw
+// messages, dropping From_ lines and undoing ">From " escaping. It is
+// deliberately simpler than package mbox's parser (and independent of it):
+// a From_ line is a "From " line at the start or after a blank line.
+func SplitMbox(data []byte) [][]byte {
+	data = bytes.ReplaceAll(data, []byte("\r\n"), []byte("\n"))
+	var out [][]byte
+	var cur *bytes.Buffer
+	prevBlank := true
+	sc := bufio.NewScanner(bytes.NewReader(data))
+	sc.Buffer(make([]byte, 1<<20), 64<<20)
+	flush := func() {
+		if cur != nil {
+			b := cur.Bytes()
+			// The blank line before the next From_ line is the mbox's.
+			if bytes.HasSuffix(b, []byte("\n\n")) {
+				b = b[:len(b)-1]
+			}
+			if len(bytes.TrimSpace(b)) > 0 {
+				out = append(out, b)
+			}
+		}
+	}
+	for sc.Scan() {
+		line := sc.Bytes()
+		if bytes.HasPrefix(line, []byte("From ")) && prevBlank {
+			flush()
+			cur = new(bytes.Buffer)
+			prevBlank = false
+			continue
+		}
+		if cur == nil {
+			// Not an mbox: one raw message.
+			cur = new(bytes.Buffer)
+		}
+		if t := bytes.TrimLeft(line, ">"); len(t) < len(line) && bytes.HasPrefix(t, []byte("From ")) {
+			line = line[1:]
+		}
+		cur.Write(line)
+		cur.WriteByte('\n')
+		prevBlank = len(line) == 0
+	}
+	flush()
+	return out
+}
