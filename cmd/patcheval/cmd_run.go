@@ -1,0 +1,247 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"io"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/patcheval/patcheval/evaluate"
+	"github.com/patcheval/patcheval/evaluate/guest"
+	"github.com/patcheval/patcheval/evaluate/qemu"
+	"github.com/patcheval/patcheval/evaluate/ssh"
+	"github.com/patcheval/patcheval/internal/fail"
+)
+
+// runSink, when set (by the store wiring), receives every boot before the
+// next one starts; runDone returns the boots already finished.
+var (
+	runSink func(ctx context.Context, rec evaluate.BootRecord) error
+	runDone func(ctx context.Context, rp *evaluate.RunPlan) (map[evaluate.BootKey]bool, error)
+)
+
+type kernelFlags []evaluate.RunVariant
+
+func (k *kernelFlags) String() string { return "" }
+
+// Set parses VARIANT=PATH[,arch=A][,cmdline=C][,preempt=P].
+func (k *kernelFlags) Set(s string) error {
+	v, err := parseKernelFlag(s)
+	if err != nil {
+		return err
+	}
+	*k = append(*k, v)
+	return nil
+}
+
+func parseKernelFlag(s string) (evaluate.RunVariant, error) {
+	var rv evaluate.RunVariant
+	name, rest, ok := strings.Cut(s, "=")
+	if !ok || name == "" || rest == "" {
+		return rv, fmt.Errorf("--kernel %q: want VARIANT=PATH[,arch=ppc64le][,cmdline=...][,preempt=full]", s)
+	}
+	parts := strings.Split(rest, ",")
+	rv.Kernel = evaluate.Kernel{Variant: name, Image: parts[0], Arch: "ppc64le"}
+	for _, p := range parts[1:] {
+		key, val, _ := strings.Cut(p, "=")
+		switch key {
+		case "arch":
+			rv.Kernel.Arch = val
+		case "cmdline":
+			rv.Kernel.Cmdline = val
+		case "preempt":
+			rv.Preempt = val
+		default:
+			return rv, fmt.Errorf("--kernel %q: unknown option %q (want arch, cmdline or preempt)", s, key)
+		}
+	}
+	if _, err := qemu.MachineFor(rv.Kernel.Arch); err != nil {
+		return rv, err
+	}
+	return rv, nil
+}
+
+// parseBenches parses "kill,getppid:100000,rcu".
+func parseBenches(s string) ([]guest.Bench, error) {
+	var out []guest.Bench
+	for _, f := range strings.Split(s, ",") {
+		f = strings.TrimSpace(f)
+		if f == "" {
+			continue
+		}
+		name, n, hasN := strings.Cut(f, ":")
+		b := guest.Bench{Name: name}
+		known := name == guest.BenchStressNGKill
+		for _, k := range guest.Benchmarks {
+			known = known || k == name
+		}
+		if !known {
+			return nil, fmt.Errorf("--bench: unknown benchmark %q (known: %s, %s)", name, strings.Join(guest.Benchmarks, ", "), guest.BenchStressNGKill)
+		}
+		if hasN {
+			v, err := strconv.Atoi(n)
+			if err != nil || v <= 0 {
+				return nil, fmt.Errorf("--bench %s: %q is not a positive count", name, n)
+			}
+			switch name {
+			case guest.BenchRCU:
+				b.Calls = v
+			case guest.BenchStressNGKill:
+				b.Seconds = v
+			default:
+				b.Ops = v
+			}
+		}
+		out = append(out, b)
+	}
+	if len(out) == 0 {
+		return nil, fmt.Errorf("--bench: no benchmarks given")
+	}
+	return out, nil
+}
+
+func init() {
+	register(&command{
+		name:    "run",
+		summary: "boot kernels (QEMU or a machine over SSH), run benchmarks, print every sample",
+		usage:   "patcheval run --kernel VARIANT=PATH[,arch=ppc64le][,cmdline=...][,preempt=...]... [--bench kill,getppid] [--boots N] [--iterations M] [--deterministic] [--target qemu|ssh://user@host[:port]] [--json]",
+		setup: func(fs *flag.FlagSet) func(ctx context.Context, env *Env, args []string) error {
+			var kernels kernelFlags
+			fs.Var(&kernels, "kernel", "a variant to boot: `VARIANT=PATH[,arch=ppc64le|arm64|x86_64][,cmdline=...][,preempt=full]` (repeat; booted interleaved)")
+			bench := fs.String("bench", "kill", "comma-separated `benchmarks`, each optionally NAME:COUNT (ops; rcu: calls per run; stress-ng-kill: seconds): "+strings.Join(guest.Benchmarks, ", ")+", "+guest.BenchStressNGKill)
+			boots := fs.Int("boots", 1, "boots per variant (N)")
+			iters := fs.Int("iterations", 1, "iterations of the benchmark list per boot (M)")
+			det := fs.Bool("deterministic", false, "QEMU -icount shift=0,sleep=off: timings count instructions, not wall time")
+			target := fs.String("target", "qemu", "where to run: qemu, or ssh://user@host[:port] (the machine's running kernel)")
+			asJSON := fs.Bool("json", false, "print one JSON object per boot")
+			smp := fs.Int("smp", 1, "QEMU CPUs")
+			mem := fs.Int("memory", 512, "QEMU memory in MiB")
+			timeout := fs.Duration("timeout", 10*time.Minute, "per-boot timeout (a hang is killed and reported)")
+			kvm := fs.String("kvm", "auto", "QEMU KVM: auto, on or off")
+			cmdline := fs.String("cmdline", "", "kernel command line appended for every variant")
+			preempt := fs.String("preempt", "", "write this model to /sys/kernel/debug/sched/preempt in every boot")
+			cpus := fs.String("cpus", "", "pin the benchmarks like taskset -c (`LIST`, e.g. 0-7)")
+			keepGoing := fs.Bool("keep-going", false, "continue with the other boots after a failed boot")
+			console := fs.Bool("console", false, "copy the QEMU console to stderr as it arrives")
+			hook := fs.String("boot-hook", "", "ssh target: shell `command` run before each boot (e.g. kexec), then wait for the machine")
+			identity := fs.String("identity", "", "ssh target: identity `file`")
+			return func(ctx context.Context, env *Env, args []string) error {
+				if len(args) > 0 {
+					return fail.Inputf("run: unexpected arguments %q", args)
+				}
+				if len(kernels) == 0 && strings.HasPrefix(*target, "ssh://") {
+					kernels = kernelFlags{{Kernel: evaluate.Kernel{Variant: "running"}}}
+				}
+				if len(kernels) == 0 {
+					return fail.Inputf("run: no --kernel VARIANT=PATH given")
+				}
+				bs, err := parseBenches(*bench)
+				if err != nil {
+					return fail.Input(err)
+				}
+				rp := evaluate.RunPlan{Variants: kernels, Boots: *boots, KeepGoing: *keepGoing,
+					Plan: guest.Plan{Benchmarks: bs, Iterations: *iters, Preempt: *preempt, CPUs: *cpus}}
+				var t evaluate.Target
+				switch {
+				case *target == "qemu":
+					cfg := qemu.Config{SMP: *smp, MemoryMB: *mem, Deterministic: *det, KVM: *kvm, Timeout: *timeout, Cmdline: *cmdline}
+					if *console {
+						cfg.Console = env.Stderr
+					}
+					t = qemu.New(cfg)
+				case strings.HasPrefix(*target, "ssh://"):
+					if *det {
+						return fail.Inputf("run: --deterministic needs the qemu target")
+					}
+					st, err := ssh.New(ssh.Config{URL: *target, BootHook: *hook, IdentityFile: *identity, Timeout: *timeout})
+					if err != nil {
+						return err
+					}
+					t = st
+				default:
+					return fail.Inputf("run: --target %q: want qemu or ssh://user@host[:port]", *target)
+				}
+				if runDone != nil {
+					if rp.Done, err = runDone(ctx, &rp); err != nil {
+						return err
+					}
+				}
+				return evaluate.Run(ctx, t, rp, func(rec evaluate.BootRecord) error {
+					printBoot(env.Stdout, env.Stderr, rec, *asJSON)
+					if runSink != nil {
+						return runSink(ctx, rec)
+					}
+					return nil
+				})
+			}
+		},
+	})
+}
+
+// bootJSON is the --json form of one boot.
+type bootJSON struct {
+	Variant  string                `json:"variant"`
+	Boot     int                   `json:"boot"`
+	Target   string                `json:"target"`
+	Kernel   evaluate.Kernel       `json:"kernel"`
+	Env      *evaluate.Environment `json:"environment,omitempty"`
+	Info     *guest.Info           `json:"info,omitempty"`
+	Duration float64               `json:"duration_s,omitempty"`
+	Samples  []evaluate.Sample     `json:"samples"`
+	Skipped  []string              `json:"skipped,omitempty"`
+	Error    string                `json:"error,omitempty"`
+	Phase    string                `json:"phase,omitempty"`
+}
+
+func printBoot(w, ew io.Writer, rec evaluate.BootRecord, asJSON bool) {
+	if asJSON {
+		j := bootJSON{Variant: rec.Key.Variant, Boot: rec.Key.Boot, Target: rec.Target, Kernel: rec.Kernel, Samples: rec.Samples, Skipped: rec.Skipped}
+		if j.Samples == nil {
+			j.Samples = []evaluate.Sample{}
+		}
+		if rec.Result != nil {
+			j.Env, j.Duration = &rec.Result.Env, rec.Result.Duration.Seconds()
+			if rec.Result.Output != nil {
+				j.Info = rec.Result.Output.Info
+			}
+		}
+		if rec.Err != nil {
+			j.Error = rec.Err.Error()
+			if be, ok := rec.Err.(*evaluate.BootError); ok {
+				j.Phase = be.Phase
+			}
+		}
+		b, _ := json.Marshal(j)
+		fmt.Fprintf(w, "%s\n", b)
+		return
+	}
+	det := ""
+	if rec.Result != nil && rec.Result.Env.Deterministic {
+		det = " (deterministic: -icount, instruction-counted time)"
+	}
+	rel := ""
+	if rec.Result != nil && rec.Result.Output != nil && rec.Result.Output.Info != nil {
+		i := rec.Result.Output.Info
+		rel = " " + i.Release
+		if i.PreemptPresent {
+			rel += " preempt=" + i.Preempt
+		}
+	}
+	fmt.Fprintf(w, "# %s boot %d on %s%s%s\n", rec.Key.Variant, rec.Key.Boot, rec.Target, rel, det)
+	for _, s := range rec.Samples {
+		if s.Metric == "ops/s" {
+			continue
+		}
+		fmt.Fprintf(w, "%s\t%d\t%d\t%s\t%.1f %s\n", s.Variant, s.Boot, s.Iteration, s.Benchmark, s.Value, s.Metric)
+	}
+	for _, s := range rec.Skipped {
+		fmt.Fprintf(w, "%s\t%d\tskipped %s\n", rec.Key.Variant, rec.Key.Boot, s)
+	}
+	if rec.Err != nil {
+		fmt.Fprintf(ew, "patcheval run: %v\n", rec.Err)
+	}
+}
