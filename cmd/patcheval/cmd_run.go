@@ -191,10 +191,12 @@ type bootJSON struct {
 	Env      *evaluate.Environment `json:"environment,omitempty"`
 	Info     *guest.Info           `json:"info,omitempty"`
 	Duration float64               `json:"duration_s,omitempty"`
-	Samples  []evaluate.Sample     `json:"samples"`
-	Skipped  []string              `json:"skipped,omitempty"`
-	Error    string                `json:"error,omitempty"`
-	Phase    string                `json:"phase,omitempty"`
+	// FirstResult is the time from QEMU's start to the first result.
+	FirstResult float64           `json:"first_result_s,omitempty"`
+	Samples     []evaluate.Sample `json:"samples"`
+	Skipped     []string          `json:"skipped,omitempty"`
+	Error       string            `json:"error,omitempty"`
+	Phase       string            `json:"phase,omitempty"`
 }
 
 func printBoot(w, ew io.Writer, rec evaluate.BootRecord, asJSON bool) {
@@ -204,7 +206,7 @@ func printBoot(w, ew io.Writer, rec evaluate.BootRecord, asJSON bool) {
 			j.Samples = []evaluate.Sample{}
 		}
 		if rec.Result != nil {
-			j.Env, j.Duration = &rec.Result.Env, rec.Result.Duration.Seconds()
+			j.Env, j.Duration, j.FirstResult = &rec.Result.Env, rec.Result.Duration.Seconds(), rec.Result.FirstResult.Seconds()
 			if rec.Result.Output != nil {
 				j.Info = rec.Result.Output.Info
 			}

@@ -1,0 +1,204 @@
+package qemu
+
+import (
+	"context"
+	"errors"
+	"math"
+	"os"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/patcheval/patcheval/evaluate"
+	"github.com/patcheval/patcheval/evaluate/guest"
+	"github.com/patcheval/patcheval/internal/fail"
+)
+
+var (
+	agentOnce sync.Once
+	agentPath string
+	agentErr  error
+)
+
+// ppcAgent builds the ppc64le agent once per test binary.
+func ppcAgent(t *testing.T) string {
+	agentOnce.Do(func() {
+		dir, err := os.MkdirTemp("", "patcheval-agent-test-")
+		if err != nil {
+			agentErr = err
+			return
+		}
+		agentPath, agentErr = guest.Build(context.Background(), "ppc64le", dir)
+	})
+	if agentErr != nil {
+		t.Fatal(agentErr)
+	}
+	return agentPath
+}
+
+func target(t *testing.T, cfg Config) *Target {
+	cfg.Agent = ppcAgent(t)
+	if testing.Verbose() {
+		cfg.Console = &testLog{t: t}
+	}
+	return New(cfg)
+}
+
+type testLog struct{ t *testing.T }
+
+func (l *testLog) Write(b []byte) (int, error) {
+	l.t.Log(strings.TrimRight(string(b), "\n"))
+	return len(b), nil
+}
+
+func TestCommand(t *testing.T) {
+	tg := New(Config{Deterministic: true, SMP: 2, Cmdline: "quiet"})
+	for arch, want := range map[string][]string{
+		"ppc64le": {"qemu-system-ppc64", "-M pseries -cpu POWER9 -vga none", "console=hvc0"},
+		"arm64":   {"qemu-system-aarch64", "-M virt -cpu max", "console=ttyAMA0"},
+		"x86_64":  {"qemu-system-x86_64", "-M q35", "console=ttyS0"},
+	} {
+		argv, cmdline, kvm, err := tg.Command(evaluate.Kernel{Arch: arch, Image: "vmlinux", Cmdline: "selinux=0 enforcing=0"}, "initrd")
+		if err != nil {
+			t.Fatal(err)
+		}
+		s := strings.Join(argv, " ")
+		if argv[0] != want[0] || !strings.Contains(s, want[1]) || !strings.Contains(s, "-icount shift=0,sleep=off") || !strings.Contains(s, "-smp 2") || kvm {
+			t.Errorf("%s: %s (kvm %v)", arch, s, kvm)
+		}
+		if !strings.HasPrefix(cmdline, want[2]) || !strings.HasSuffix(cmdline, "selinux=0 enforcing=0 quiet") {
+			t.Errorf("%s: cmdline %q", arch, cmdline)
+		}
+	}
+	if _, _, _, err := New(Config{KVM: "on", Deterministic: true}).Command(evaluate.Kernel{Arch: "ppc64le"}, "x"); fail.KindOf(err) != fail.KindInput {
+		t.Errorf("kvm+icount accepted: %v", err)
+	}
+	if _, _, _, err := tg.Command(evaluate.Kernel{Arch: "mips"}, "x"); fail.KindOf(err) != fail.KindInput {
+		t.Errorf("unknown arch: %v", err)
+	}
+}
+
+// TestRunDeterministic boots the voluntary kernel three times through
+// evaluate.Run (two variants, one boot already done): order must be
+// interleaved with the done boot skipped, and in deterministic mode the
+// two boots of the same kernel agree within 1% on kill ns/op.
+func TestRunDeterministic(t *testing.T) {
+	img := kernel(t, "base-voluntary")
+	tg := target(t, Config{Deterministic: true})
+	a := evaluate.Kernel{Variant: "a", Arch: "ppc64le", Image: img, Cmdline: "selinux=0"}
+	b := evaluate.Kernel{Variant: "b", Arch: "ppc64le", Image: img}
+	var order []evaluate.BootKey
+	kill := map[evaluate.BootKey]float64{}
+	rp := evaluate.RunPlan{
+		Variants: []evaluate.RunVariant{{Kernel: a}, {Kernel: b}},
+		Boots:    2,
+		Plan:     guest.Plan{Iterations: 2, Benchmarks: []guest.Bench{{Name: "kill"}, {Name: "getppid", Ops: 50000}}},
+		Done:     map[evaluate.BootKey]bool{{Variant: "b", Boot: 0}: true},
+	}
+	err := evaluate.Run(context.Background(), tg, rp, func(rec evaluate.BootRecord) error {
+		order = append(order, rec.Key)
+		if rec.Err != nil {
+			t.Fatalf("%v: %v", rec.Key, rec.Err)
+		}
+		r := rec.Result
+		if !r.Env.Deterministic || r.Env.KernelRelease == "" || r.Output.Info == nil {
+			t.Errorf("%v: env %+v info %+v", rec.Key, r.Env, r.Output.Info)
+		}
+		if rec.Key.Variant == "a" && !strings.Contains(r.Output.Info.Cmdline, "selinux=0") {
+			t.Errorf("variant a cmdline %q lacks selinux=0", r.Output.Info.Cmdline)
+		}
+		if len(rec.Samples) != 8 {
+			t.Errorf("%v: %d samples, want 8", rec.Key, len(rec.Samples))
+		}
+		for _, s := range rec.Samples {
+			if !s.Deterministic {
+				t.Errorf("sample %+v not marked deterministic", s)
+			}
+			if s.Benchmark == "kill" && s.Metric == "ns/op" && s.Iteration == 1 {
+				kill[rec.Key] = s.Value
+			}
+		}
+		t.Logf("%v: %s boot %.1fs, first result after %.1fs, kill %.1f ns/op", rec.Key, r.Env.KernelRelease, r.Duration.Seconds(), r.FirstResult.Seconds(), kill[rec.Key])
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []evaluate.BootKey{{Variant: "a", Boot: 0}, {Variant: "a", Boot: 1}, {Variant: "b", Boot: 1}}
+	if len(order) != 3 || order[0] != want[0] || order[1] != want[1] || order[2] != want[2] {
+		t.Fatalf("boot order %v, want %v", order, want)
+	}
+	k0, k1 := kill[want[0]], kill[want[1]]
+	if d := math.Abs(k0-k1) / k0; d > 0.01 {
+		t.Errorf("deterministic kill ns/op differ by %.2f%%: %.1f vs %.1f", d*100, k0, k1)
+	}
+}
+
+// TestAllBenchmarks boots once with two CPUs and runs every benchmark.
+func TestAllBenchmarks(t *testing.T) {
+	img := kernel(t, "base-voluntary")
+	tg := target(t, Config{SMP: 2})
+	res, err := tg.Boot(context.Background(), evaluate.Kernel{Variant: "v", Arch: "ppc64le", Image: img},
+		guest.Plan{CPUs: "0", Sysctls: map[string]string{"kernel.printk": "4"}, Benchmarks: []guest.Bench{
+			{Name: "kill", Ops: 20000}, {Name: "kill-child", Ops: 20000}, {Name: "getppid", Ops: 20000}, {Name: "getpgid", Ops: 20000},
+			{Name: "fork", Ops: 50}, {Name: "execve", Ops: 5}, {Name: "rcu", Runs: 2, Calls: 5}, {Name: "bridge", Ops: 5},
+		}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(res.Output.Results) != 8 {
+		t.Fatalf("%d results:\n%s", len(res.Output.Results), res.Console)
+	}
+	for _, r := range res.Output.Results {
+		t.Logf("%-10s %12.1f ns/op %s", r.Benchmark, r.NsPerOp, r.Skipped)
+		if r.Skipped == "" && (r.NsPerOp <= 0 || r.Iterations <= 0) {
+			t.Errorf("bad result %+v", r)
+		}
+	}
+	if i := res.Output.Info; i.NumCPU != 2 || i.PreemptPresent || i.CPUs != "0" {
+		t.Errorf("info %+v", i)
+	}
+}
+
+func TestKernelPanic(t *testing.T) {
+	img := kernel(t, "base-voluntary")
+	tg := target(t, Config{Timeout: 3 * time.Minute})
+	_, err := tg.Boot(context.Background(), evaluate.Kernel{Variant: "p", Arch: "ppc64le", Image: img, Cmdline: "rdinit=/nonexistent"},
+		guest.Plan{Benchmarks: []guest.Bench{{Name: "kill"}}})
+	var be *evaluate.BootError
+	if !errors.As(err, &be) || be.Phase != evaluate.PhaseKernelPanic || fail.KindOf(err) != fail.KindFailed {
+		t.Fatalf("rdinit=/nonexistent: %v", err)
+	}
+	if !strings.Contains(be.Tail, "Kernel panic") || len(be.Console) == 0 {
+		t.Errorf("tail lacks the panic:\n%s", be.Tail)
+	}
+	t.Logf("classified: %s: %s", be.Phase, be.Msg)
+}
+
+func TestHangAndAgentFailure(t *testing.T) {
+	img := kernel(t, "base-voluntary")
+	k := evaluate.Kernel{Variant: "h", Arch: "ppc64le", Image: img}
+	start := time.Now()
+	_, err := target(t, Config{Timeout: 25 * time.Second}).Boot(context.Background(), k,
+		guest.Plan{Benchmarks: []guest.Bench{{Name: "kill", Ops: 1 << 30}}})
+	var be *evaluate.BootError
+	if !errors.As(err, &be) || be.Phase != evaluate.PhaseKernelHang || fail.KindOf(err) != fail.KindFailed {
+		t.Fatalf("endless benchmark: %v", err)
+	}
+	if el := time.Since(start); el > 40*time.Second {
+		t.Errorf("hang took %v to be killed", el)
+	}
+	if !strings.Contains(be.Tail, guest.Marker) {
+		t.Errorf("tail lacks the agent's info record:\n%s", be.Tail)
+	}
+	t.Logf("classified: %s: %s", be.Phase, be.Msg)
+
+	_, err = target(t, Config{}).Boot(context.Background(), k,
+		guest.Plan{Preempt: "full", Benchmarks: []guest.Bench{{Name: "kill"}}})
+	if !errors.As(err, &be) || be.Phase != evaluate.PhaseAgentFailure || !strings.Contains(be.Msg, "sched/preempt") {
+		t.Fatalf("preempt=full on a kernel without PREEMPT_DYNAMIC: %v", err)
+	}
+	t.Logf("classified: %s: %s", be.Phase, be.Msg)
+}
+
