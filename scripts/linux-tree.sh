@@ -44,10 +44,9 @@ tar -xJf "$tarball" -C "$tmp"
 src="$tmp/linux-source-6.1"
 [ -d "$src" ] || src=$(find "$tmp" -mindepth 1 -maxdepth 1 -type d | head -n1)
 
+git init -q --bare "$tmp/repo.git"
+git --git-dir="$tmp/repo.git" config gc.auto 0
 export GIT_DIR="$tmp/repo.git" GIT_WORK_TREE="$src"
-git init -q --bare "$GIT_DIR"
-git config core.bare false
-git config gc.auto 0
 echo "linux-tree: importing $(find "$src" -type f | wc -l) files into git" >&2
 # Debian's top-level .gitignore ignores everything; add -f takes all files.
 git add -f -A .
@@ -56,7 +55,6 @@ export GIT_COMMITTER_NAME="$GIT_AUTHOR_NAME" GIT_COMMITTER_EMAIL="$GIT_AUTHOR_EM
 export GIT_AUTHOR_DATE="2022-12-11T14:15:00Z" GIT_COMMITTER_DATE="2022-12-11T14:15:00Z"
 git commit -q -m "Linux 6.1 (Debian linux-source-6.1 $(basename "$tarball"))"
 git tag v6.1-debian
-git config core.bare true
 git repack -q -a -d
 unset GIT_DIR GIT_WORK_TREE
 touch "$tmp/repo.git/patcheval-imported"
