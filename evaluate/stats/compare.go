@@ -207,15 +207,15 @@ func CompareWith(base, other []float64, o Options) Comparison {
 	}
 	if c.WelchP < a && excludes {
 		c.Verdict = c.direction()
-		c.Reason = fmt.Sprintf("Welch p %s < %g and the %s CI %s excludes 0", pStr(c.WelchP), a, confPct, ci)
+		c.Reason = fmt.Sprintf("Welch %s and the %s CI %s excludes 0", pVsAlpha(c.WelchP, a, "<"), confPct, ci)
 		c.applyThreshold()
 		return c
 	}
 	c.Verdict = NoChange
 	if c.WelchP >= a {
-		c.Reason = fmt.Sprintf("Welch p %s >= %g (%s CI %s)", pStr(c.WelchP), a, confPct, ci)
+		c.Reason = fmt.Sprintf("Welch %s (%s CI %s)", pVsAlpha(c.WelchP, a, ">="), confPct, ci)
 	} else {
-		c.Reason = fmt.Sprintf("Welch p %s < %g but the %s CI %s does not exclude 0", pStr(c.WelchP), a, confPct, ci)
+		c.Reason = fmt.Sprintf("Welch %s but the %s CI %s does not exclude 0", pVsAlpha(c.WelchP, a, "<"), confPct, ci)
 	}
 	return c
 }
@@ -225,6 +225,14 @@ func pStr(p float64) string {
 		return "< 0.001"
 	}
 	return "= " + fmtP(p)
+}
+
+// pVsAlpha is "p < 0.001" or "p = 0.012 < 0.05".
+func pVsAlpha(p, a float64, rel string) string {
+	if p < 0.001 && a >= 0.001 && rel == "<" {
+		return "p < 0.001"
+	}
+	return fmt.Sprintf("p %s %s %g", pStr(p), rel, a)
 }
 
 func (c *Comparison) direction() Verdict {

@@ -1,0 +1,546 @@
+package report
+
+import (
+	"bytes"
+	"crypto/rand"
+	"encoding/hex"
+	"fmt"
+	"io"
+	"regexp"
+	"strings"
+	"time"
+	"unicode/utf8"
+
+	message "github.com/emersion/go-message"
+
+	"github.com/patcheval/patcheval/evaluate/stats"
+	"github.com/patcheval/patcheval/internal/fail"
+	"github.com/patcheval/patcheval/mbox"
+)
+
+// MaxBodyWidth is the widest body line of a Draft, in columns.
+const MaxBodyWidth = 72
+
+// Draft is a reply mail, ready to be written as .eml. Header values are
+// kept as plain decoded text; WriteDraft encodes and sanitises them.
+type Draft struct {
+	From       mbox.Address   `json:"from"`
+	To         []mbox.Address `json:"to"`
+	Cc         []mbox.Address `json:"cc,omitempty"`
+	Subject    string         `json:"subject"`
+	Date       time.Time      `json:"date"`
+	MessageID  string         `json:"message_id"` // without brackets
+	InReplyTo  string         `json:"in_reply_to"`
+	References []string       `json:"references"`
+	// Body is the plain-text body, LF line ends.
+	Body string `json:"body"`
+	// Notes say what NewDraft decided (Tested-by left out because of a
+	// regression, addresses dropped as malformed, ...). Not in the mail.
+	Notes []string `json:"notes,omitempty"`
+	// TestedBy is set when the body carries a Tested-by trailer.
+	TestedBy bool `json:"tested_by"`
+}
+
+// DraftOptions steer NewDraft.
+type DraftOptions struct {
+	// From is the sender (git config user.name / user.email, or settings).
+	From mbox.Address
+	// TestedBy asks for a "Tested-by: From" trailer; it is added only when
+	// no comparison found a regression.
+	TestedBy bool
+	// Greeting opens the mail ("Hi Shrikanth,"); empty: none.
+	Greeting string
+	// Intro replaces the generated first paragraph of the results.
+	Intro string
+	// Quote replaces the quoted part of the answered message.
+	Quote string
+	// QuoteLines caps the quote (0: 10 lines).
+	QuoteLines int
+	// MaxListedDeltas caps the derived config differences listed per
+	// pair (0: 8).
+	MaxListedDeltas int
+	// Domain is the right-hand side of the Message-ID; empty: the From
+	// address's domain, or patcheval.local.
+	Domain string
+	// Now and Rand make drafts reproducible in tests (zero: time.Now,
+	// crypto/rand).
+	Now  time.Time
+	Rand io.Reader
+}
+
+// NewDraft writes the reply to parent (the message being answered) that
+// reports r: reply-all addressing, threading headers, an attribution line
+// and a trimmed quote, then the results, methodology and verdicts.
+func NewDraft(r *Report, parent *mbox.Message, o DraftOptions) (*Draft, error) {
+	if r == nil {
+		return nil, fail.Inputf("draft: no report")
+	}
+	if parent == nil {
+		return nil, fail.Inputf("draft: no message to answer")
+	}
+	if !validEmail(o.From.Email) {
+		return nil, fail.Inputf("draft: sender address %q is not a valid address (set git config user.email or the From setting)", oneLine(o.From.Email))
+	}
+	if !validEmail(parent.From.Email) {
+		return nil, fail.Inputf("draft: the answered message <%s> has no usable From address (%q)", oneLine(parent.MessageID), oneLine(parent.From.Email))
+	}
+	pid := cleanID(parent.MessageID)
+	if pid == "" {
+		return nil, fail.Inputf("draft: the answered message has an unusable Message-ID %q", oneLine(parent.MessageID))
+	}
+	d := &Draft{From: cleanAddr(o.From), Date: o.Now, InReplyTo: pid}
+	if d.Date.IsZero() {
+		d.Date = time.Now()
+	}
+	d.Date = d.Date.Truncate(time.Second)
+
+	// Addressing: To the author, Cc everybody else, never ourselves.
+	seen := map[string]bool{strings.ToLower(d.From.Email): true}
+	author := cleanAddr(parent.From)
+	if !seen[strings.ToLower(author.Email)] {
+		d.To = append(d.To, author)
+		seen[strings.ToLower(author.Email)] = true
+	}
+	for _, list := range [][]mbox.Address{parent.To, parent.Cc} {
+		for _, a := range list {
+			a = cleanAddr(a)
+			k := strings.ToLower(a.Email)
+			if !validEmail(a.Email) {
+				if a.Email != "" {
+					d.Notes = append(d.Notes, fmt.Sprintf("dropped malformed address %q", a.Email))
+				}
+				continue
+			}
+			if seen[k] {
+				continue
+			}
+			seen[k] = true
+			d.Cc = append(d.Cc, a)
+		}
+	}
+	if len(d.To) == 0 && len(d.Cc) > 0 {
+		// Answering our own message: the first Cc becomes To.
+		d.To, d.Cc = d.Cc[:1], d.Cc[1:]
+	}
+	if len(d.To) == 0 {
+		return nil, fail.Inputf("draft: nobody to send to: <%s> is from the sender and has no other recipients", pid)
+	}
+
+	d.Subject = ReplySubject(parent.Subject)
+	for _, ref := range parent.References {
+		if id := cleanID(ref); id != "" && id != pid && !containsStr(d.References, id) {
+			d.References = append(d.References, id)
+		}
+	}
+	d.References = append(d.References, pid)
+
+	domain := o.Domain
+	if domain == "" {
+		if i := strings.LastIndexByte(d.From.Email, '@'); i >= 0 {
+			domain = d.From.Email[i+1:]
+		}
+	}
+	if !regexp.MustCompile(`^[A-Za-z0-9.-]+$`).MatchString(domain) {
+		domain = "patcheval.local"
+	}
+	rnd := o.Rand
+	if rnd == nil {
+		rnd = rand.Reader
+	}
+	var buf [8]byte
+	if _, err := io.ReadFull(rnd, buf[:]); err != nil {
+		return nil, fail.Infraf("draft: random Message-ID: %v", err)
+	}
+	d.MessageID = d.Date.UTC().Format("20060102150405") + "." + hex.EncodeToString(buf[:]) + "@" + domain
+
+	regs := r.Regressions()
+	d.TestedBy = o.TestedBy && len(regs) == 0
+	if o.TestedBy && len(regs) > 0 {
+		d.Notes = append(d.Notes, "Tested-by left out: "+strings.Join(regs, "; "))
+	}
+	d.Body = draftBody(r, parent, o, d)
+	if err := CheckBody(d.Body); err != nil {
+		return nil, fmt.Errorf("draft: internal error: %w", err)
+	}
+	return d, nil
+}
+
+func containsStr(l []string, s string) bool {
+	for _, x := range l {
+		if x == s {
+			return true
+		}
+	}
+	return false
+}
+
+var reRe = regexp.MustCompile(`(?i)^\s*(re|aw|sv|antw)\s*(\[\d+\])?\s*:\s*`)
+
+// ReplySubject is "Re: " + subject, without stacking Re: prefixes, on one
+// clean line.
+func ReplySubject(subject string) string {
+	s := oneLine(subject)
+	for {
+		t := reRe.ReplaceAllString(s, "")
+		if t == s {
+			break
+		}
+		s = t
+	}
+	return "Re: " + s
+}
+
+// CheckBody reports the first body line wider than MaxBodyWidth columns,
+// or a carriage return or other control character.
+func CheckBody(body string) error {
+	for i, l := range strings.Split(body, "\n") {
+		if w := Width(l); w > MaxBodyWidth {
+			return fmt.Errorf("body line %d is %d columns wide (max %d): %q", i+1, w, MaxBodyWidth, l)
+		}
+		if strings.ContainsAny(l, "\r\t\x00") {
+			return fmt.Errorf("body line %d has a control character: %q", i+1, l)
+		}
+		if !utf8.ValidString(l) {
+			return fmt.Errorf("body line %d is not valid UTF-8", i+1)
+		}
+	}
+	return nil
+}
+
+// Attribution is the "On <date>, <name> wrote:" line(s) for m, wrapped to
+// the body width.
+func Attribution(m *mbox.Message) []string {
+	who := oneLine(cleanAddr(m.From).String())
+	text := who + " wrote:"
+	if !m.Date.IsZero() {
+		text = "On " + m.Date.Format("Mon, 02 Jan 2006 15:04:05 -0700") + ", " + text
+	}
+	return Wrap(text, MaxBodyWidth, "", "")
+}
+
+// inBodyHeader matches the in-body From:/Date:/Subject: lines of a patch.
+var inBodyHeader = regexp.MustCompile(`^(From|Date|Subject):\s`)
+
+// trailerLine matches commit trailers (Signed-off-by: and friends).
+var trailerLine = regexp.MustCompile(`^[A-Za-z][A-Za-z0-9-]*(-by|-to)?:\s+\S`)
+
+// Quote picks the relevant part of m to quote: its own text (quoted lines,
+// in-body headers, trailers, the diffstat, the diff and the signature cut
+// away), the first paragraph, or more paragraphs up to maxLines lines
+// (0: 10). "[...]" marks what was cut.
+func Quote(m *mbox.Message, maxLines int) []string {
+	if maxLines <= 0 {
+		maxLines = 10
+	}
+	lines := strings.Split(cleanText(strings.ReplaceAll(m.Body, "\r", "")), "\n")
+	var text []string
+	start := true
+	for _, l := range lines {
+		t := strings.TrimRight(l, " ")
+		if t == "---" || t == "-- " || l == "-- " || strings.HasPrefix(t, "diff --git ") || strings.HasPrefix(t, "Index: ") ||
+			strings.HasPrefix(t, "base-commit: ") {
+			break
+		}
+		if start {
+			if t == "" || inBodyHeader.MatchString(t) {
+				continue
+			}
+			start = false
+		}
+		if strings.HasPrefix(t, ">") {
+			continue
+		}
+		if trailerLine.MatchString(t) && isTrailer(t) {
+			continue
+		}
+		text = append(text, t)
+	}
+	// The first paragraph is the summary worth quoting.
+	var first []string
+	rest := false
+	for _, l := range text {
+		if l == "" {
+			if len(first) > 0 {
+				rest = true
+				break
+			}
+			continue
+		}
+		first = append(first, l)
+	}
+	if !rest {
+		for _, l := range text[len(first):] {
+			if l != "" {
+				rest = true
+			}
+		}
+	}
+	var out []string
+	for _, l := range first {
+		if Width("> "+l) <= MaxBodyWidth {
+			out = append(out, "> "+l)
+		} else {
+			out = append(out, Wrap(l, MaxBodyWidth, "> ", "> ")...)
+		}
+	}
+	if len(out) > maxLines {
+		out, rest = out[:maxLines], true
+	}
+	if rest {
+		out = append(out, "> [...]")
+	}
+	return out
+}
+
+var trailerNames = map[string]bool{
+	"signed-off-by": true, "acked-by": true, "reviewed-by": true, "tested-by": true,
+	"reported-by": true, "suggested-by": true, "co-developed-by": true, "cc": true,
+	"fixes": true, "link": true, "closes": true, "message-id": true,
+}
+
+func isTrailer(l string) bool {
+	i := strings.IndexByte(l, ':')
+	return i > 0 && trailerNames[strings.ToLower(l[:i])]
+}
+
+// draftBody composes the mail text.
+func draftBody(r *Report, parent *mbox.Message, o DraftOptions, d *Draft) string {
+	const w = MaxBodyWidth
+	var out []string
+	p := func(lines ...string) { out = append(out, lines...) }
+	para := func(text string) { p(Wrap(text, w, "", "")...) }
+	if g := oneLine(o.Greeting); g != "" {
+		para(g)
+		p("")
+	}
+	p(Attribution(parent)...)
+	if o.Quote != "" {
+		for _, l := range strings.Split(cleanText(strings.TrimRight(o.Quote, "\n")), "\n") {
+			p(Wrap(l, w, "> ", "> ")...)
+		}
+	} else {
+		p(Quote(parent, o.QuoteLines)...)
+	}
+	p("")
+
+	// The answer first.
+	if o.Intro != "" {
+		for _, pr := range strings.Split(strings.TrimSpace(o.Intro), "\n\n") {
+			para(pr)
+			p("")
+		}
+	} else {
+		what := "this series"
+		if r.Series.Version > 1 {
+			what = fmt.Sprintf("v%d of this series", r.Series.Version)
+		}
+		intro := "I measured " + what + " with patcheval"
+		if t := oneLine(r.Title); t != "" {
+			intro += " (" + t + ")"
+		}
+		intro += "."
+		if r.Arch != "" || r.Target.Kind != "" {
+			intro += " Kernels built for " + oneLine(r.Arch)
+			if r.Target.Deterministic {
+				intro += " and run in deterministic QEMU (instruction counting)"
+			} else if r.Target.Kind != "" {
+				intro += " and run on " + oneLine(r.Target.Kind)
+			}
+			intro += "; details below."
+		}
+		para(intro)
+		p("")
+	}
+	var verdicts []string
+	for _, b := range r.Benchmarks {
+		for _, c := range b.Comparisons {
+			verdicts = append(verdicts, verdictSentence(b, c))
+		}
+	}
+	if len(verdicts) > 0 {
+		p("Verdicts:")
+		for _, v := range verdicts {
+			p(Wrap(v, w, "- ", "  ")...)
+		}
+		p("")
+	}
+
+	for _, b := range r.Benchmarks {
+		para(b.heading() + ":")
+		p("")
+		p(statsTable(b, false).lines("  ", w)...)
+		p("")
+		if r.PerRun {
+			for _, row := range b.Rows {
+				para(row.Variant + ":")
+				p(runTable(b, row.Variant).lines("  ", w)...)
+				p("")
+			}
+		}
+		if len(b.Comparisons) > 0 {
+			p(compTable(b, false).lines("  ", w)...)
+			p("")
+		}
+	}
+	if len(r.Decompositions) > 0 {
+		for _, dc := range r.Decompositions {
+			p(decompLines(dc, w, "")...)
+			p("")
+		}
+	}
+	if len(r.Confounds) > 0 {
+		para("Config differences between the compared kernels (requested by " +
+			"the variant, or derived by Kconfig):")
+		limit := o.MaxListedDeltas
+		if limit <= 0 {
+			limit = 8
+		}
+		for _, c := range r.Confounds {
+			p(confoundLines(c, w, "- ", limit)...)
+		}
+		p("")
+	}
+
+	p("Methodology:")
+	item := func(name, val string) {
+		if val != "" {
+			p(Wrap(name+": "+val, w, "- ", "  ")...)
+		}
+	}
+	item("tree", treeText(r.Tree))
+	if len(r.Tree.Commits) > 0 {
+		p("- commits:")
+		for _, c := range r.Tree.Commits {
+			p(Wrap(short(c.Hash, 12)+" (\""+oneLine(c.Subject)+"\")", w, "    ", "      ")...)
+		}
+	}
+	item("arch", oneLine(r.Arch))
+	if len(r.Variants) > 0 {
+		p("- kernels:")
+		for _, v := range r.Variants {
+			p(variantLines(v, w, "    ")...)
+		}
+	}
+	item("target", targetText(r.Target))
+	item("samples", nText(r)+"; variants interleaved")
+	for _, b := range r.Benchmarks {
+		if b.Description != "" {
+			item(b.Name, b.Description)
+		}
+	}
+	if r.Rule != "" {
+		item("verdict rule", r.Rule)
+	}
+	if len(r.Timings) > 0 {
+		item("wall time", timingText(r))
+	}
+	p("")
+	if d.TestedBy {
+		p("Tested-by: " + formatAddrText(d.From))
+		p("")
+	}
+	// Trim trailing blank lines; end with one newline.
+	for len(out) > 0 && out[len(out)-1] == "" {
+		out = out[:len(out)-1]
+	}
+	return strings.Join(out, "\n") + "\n"
+}
+
+// verdictSentence is one comparison in words.
+func verdictSentence(b Benchmark, c Comparison) string {
+	s := fmt.Sprintf("%s %s: %s -> %s %s", b.Name, b.Metric, c.Base, c.Other, Pct(c.Change))
+	switch {
+	case c.Exact:
+		s += " (exact, constant samples)"
+	case c.CIBounded:
+		s += fmt.Sprintf(" (%g%% CI %s)", 100*c.Confidence, ciText(c.Comparison))
+	}
+	s += ": " + string(c.Verdict)
+	if c.Verdict == stats.Inconclusive {
+		s += " (" + c.Reason + ")"
+	}
+	return s
+}
+
+// formatAddrText renders an address for body text (a trailer): the name
+// as is (cleaned), no encoding.
+func formatAddrText(a mbox.Address) string {
+	a = cleanAddr(a)
+	if a.Name == "" {
+		return "<" + a.Email + ">"
+	}
+	return a.Name + " <" + a.Email + ">"
+}
+
+// WriteDraft writes d as an RFC 5322 message: UTF-8 plain text,
+// Content-Transfer-Encoding 8bit, LF line ends (the usual form of an .eml
+// or mbox file; Send converts to CRLF). Header values are stripped of
+// control characters and RFC 2047-encoded where needed, so no text from
+// the answered message can add or break a header line.
+func WriteDraft(w io.Writer, d Draft) error {
+	if !validEmail(d.From.Email) {
+		return fail.Inputf("draft: invalid From address %q", oneLine(d.From.Email))
+	}
+	var h message.Header
+	set := func(k, v string) { h.Add(k, v) }
+	date := d.Date
+	if date.IsZero() {
+		date = time.Now()
+	}
+	set("Date", date.Format("Mon, 02 Jan 2006 15:04:05 -0700"))
+	set("From", formatAddr(d.From))
+	if to := formatList(d.To); to != "" {
+		set("To", to)
+	} else {
+		return fail.Inputf("draft: no valid To address")
+	}
+	if cc := formatList(d.Cc); cc != "" {
+		set("Cc", cc)
+	}
+	set("Subject", encodeText(oneLine(d.Subject)))
+	if id := cleanID(d.MessageID); id != "" {
+		set("Message-ID", "<"+id+">")
+	} else {
+		return fail.Inputf("draft: invalid Message-ID %q", oneLine(d.MessageID))
+	}
+	if id := cleanID(d.InReplyTo); id != "" {
+		set("In-Reply-To", "<"+id+">")
+	}
+	var refs []string
+	for _, r := range d.References {
+		if id := cleanID(r); id != "" {
+			refs = append(refs, "<"+id+">")
+		}
+	}
+	if len(refs) > 0 {
+		set("References", strings.Join(refs, " "))
+	}
+	set("MIME-Version", "1.0")
+	set("Content-Type", "text/plain; charset=UTF-8")
+	set("Content-Transfer-Encoding", "8bit")
+	set("User-Agent", "patcheval")
+
+	var buf bytes.Buffer
+	mw, err := message.CreateWriter(&buf, h)
+	if err != nil {
+		return fmt.Errorf("draft: %w", err)
+	}
+	body := strings.ReplaceAll(d.Body, "\r", "")
+	if !strings.HasSuffix(body, "\n") {
+		body += "\n"
+	}
+	for i, l := range strings.Split(body, "\n") {
+		if len(l) > 998 {
+			return fail.Inputf("draft: body line %d is %d bytes long (RFC 5322 allows 998)", i+1, len(l))
+		}
+	}
+	if _, err := io.WriteString(mw, body); err != nil {
+		return err
+	}
+	if err := mw.Close(); err != nil {
+		return err
+	}
+	out := bytes.ReplaceAll(buf.Bytes(), []byte("\r\n"), []byte("\n"))
+	_, err = w.Write(out)
+	return err
+}

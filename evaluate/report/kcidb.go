@@ -1,0 +1,334 @@
+package report
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"io"
+	"regexp"
+	"strings"
+	"time"
+
+	"github.com/patcheval/patcheval/evaluate/stats"
+)
+
+// KCIDB v5.3 I/O data (kernelci/kcidb-io, kcidb_io/schema/v05_03.py).
+// Only the properties patcheval fills are declared; all are optional
+// except the ids and origin.
+
+// KCIDBOrigin is the origin of every object patcheval submits.
+const KCIDBOrigin = "patcheval"
+
+type kcidbData struct {
+	Version   kcidbVersion    `json:"version"`
+	Checkouts []kcidbCheckout `json:"checkouts"`
+	Builds    []kcidbBuild    `json:"builds"`
+	Tests     []kcidbTest     `json:"tests"`
+}
+
+type kcidbVersion struct {
+	Major int `json:"major"`
+	Minor int `json:"minor"`
+}
+
+type kcidbCheckout struct {
+	ID               string         `json:"id"`
+	Origin           string         `json:"origin"`
+	TreeName         string         `json:"tree_name,omitempty"`
+	GitRepositoryURL string         `json:"git_repository_url,omitempty"`
+	GitCommitHash    string         `json:"git_commit_hash,omitempty"`
+	GitCommitName    string         `json:"git_commit_name,omitempty"`
+	PatchsetHash     *string        `json:"patchset_hash,omitempty"`
+	MessageID        string         `json:"message_id,omitempty"`
+	Comment          string         `json:"comment,omitempty"`
+	StartTime        string         `json:"start_time,omitempty"`
+	Valid            bool           `json:"valid"`
+	Misc             map[string]any `json:"misc,omitempty"`
+}
+
+type kcidbBuild struct {
+	ID           string         `json:"id"`
+	CheckoutID   string         `json:"checkout_id"`
+	Origin       string         `json:"origin"`
+	Comment      string         `json:"comment,omitempty"`
+	StartTime    string         `json:"start_time,omitempty"`
+	Duration     float64        `json:"duration,omitempty"`
+	Architecture string         `json:"architecture,omitempty"`
+	ConfigName   string         `json:"config_name,omitempty"`
+	Status       string         `json:"status"`
+	Misc         map[string]any `json:"misc,omitempty"`
+}
+
+type kcidbNumber struct {
+	Value  float64 `json:"value"`
+	Unit   string  `json:"unit,omitempty"`
+	Prefix string  `json:"prefix,omitempty"`
+}
+
+type kcidbEnvironment struct {
+	Comment string         `json:"comment,omitempty"`
+	Misc    map[string]any `json:"misc,omitempty"`
+}
+
+type kcidbTest struct {
+	ID          string            `json:"id"`
+	BuildID     string            `json:"build_id"`
+	Origin      string            `json:"origin"`
+	Environment *kcidbEnvironment `json:"environment,omitempty"`
+	Path        string            `json:"path"`
+	Comment     string            `json:"comment,omitempty"`
+	Status      string            `json:"status"`
+	Number      *kcidbNumber      `json:"number,omitempty"`
+	StartTime   string            `json:"start_time,omitempty"`
+	Misc        map[string]any    `json:"misc,omitempty"`
+}
+
+var (
+	kcidbPathPart = regexp.MustCompile(`[^a-zA-Z0-9_-]+`)
+	kcidbArch     = regexp.MustCompile(`^[a-z0-9_]*$`)
+	sha1Re        = regexp.MustCompile(`^[0-9a-f]{40}$`)
+	gitURLRe      = regexp.MustCompile(`^(https|git)://[^\s]+$`)
+)
+
+// pathPart makes a KCIDB test path component ([a-zA-Z0-9_-]+):
+// "ns/op" -> "ns_per_op", "voluntary+dyn" -> "voluntary_dyn".
+func pathPart(s string) string {
+	s = strings.ReplaceAll(s, "/", "_per_")
+	s = kcidbPathPart.ReplaceAllString(s, "_")
+	s = strings.Trim(s, "_")
+	if s == "" {
+		s = "x"
+	}
+	return s
+}
+
+// idPart keeps ids readable and free of the characters that would upset
+// a URL or a shell.
+func idPart(s string) string { return pathPart(s) }
+
+func kcidbTime(t time.Time) string {
+	if t.IsZero() {
+		return ""
+	}
+	return t.UTC().Format("2006-01-02T15:04:05.000000+00:00")
+}
+
+// runID is r.ID, or a stable hash of what identifies the run.
+func (r *Report) runID() string {
+	if r.ID != "" {
+		return idPart(r.ID)
+	}
+	h := sha256.Sum256([]byte(r.Title + "\x00" + r.Series.MessageID + "\x00" + r.Tree.Base + "\x00" + kcidbTime(r.Generated)))
+	return hex.EncodeToString(h[:8])
+}
+
+// WriteKCIDB writes r as KCIDB v5.3 I/O data: two checkouts (the base,
+// and the base with the Series applied), one build per Variant, one test
+// per Sample (path "<benchmark>.<metric>", status DONE, the value in
+// "number") and one test per Comparison (path
+// "<benchmark>.<metric>.vs_<base>", the change in percent in "number",
+// status FAIL for a regression, PASS for an improvement or no significant
+// change, DONE when inconclusive; the statistics in misc).
+func WriteKCIDB(w io.Writer, r *Report) error {
+	rid := r.runID()
+	pre := KCIDBOrigin + ":" + rid
+	start := kcidbTime(r.Generated)
+	base := strings.ToLower(r.Tree.Base)
+
+	checkout := func(patched bool) kcidbCheckout {
+		c := kcidbCheckout{Origin: KCIDBOrigin, TreeName: oneLine(r.Tree.Name), GitCommitName: oneLine(r.Tree.BaseName),
+			StartTime: start, Valid: true, Misc: map[string]any{}}
+		if sha1Re.MatchString(base) {
+			c.GitCommitHash = base
+		} else if base != "" {
+			c.Misc["base"] = oneLine(r.Tree.Base)
+		}
+		if gitURLRe.MatchString(r.Tree.URL) {
+			c.GitRepositoryURL = r.Tree.URL
+		} else if r.Tree.URL != "" || r.Tree.Path != "" {
+			c.Misc["tree"] = oneLine(r.Tree.URL + r.Tree.Path)
+		}
+		if patched {
+			c.ID = pre + ":checkout:series"
+			ph := patchsetHash(r.Series.PatchHashes)
+			c.PatchsetHash = &ph
+			if id := cleanID(r.Series.MessageID); id != "" && strings.Contains(id, "@") {
+				c.MessageID = id
+			}
+			c.Comment = oneLine(r.Series.Subject)
+			if c.Comment == "" {
+				c.Comment = oneLine(r.Series.Title)
+			}
+			var commits []string
+			for _, cm := range r.Tree.Commits {
+				commits = append(commits, cm.Hash)
+			}
+			if len(commits) > 0 {
+				c.Misc["commits"] = commits
+			}
+			if r.Series.Link != "" {
+				c.Misc["link"] = r.Series.Link
+			}
+		} else {
+			c.ID = pre + ":checkout:base"
+			empty := ""
+			c.PatchsetHash = &empty
+			c.Comment = "base"
+		}
+		if len(c.Misc) == 0 {
+			c.Misc = nil
+		}
+		return c
+	}
+	d := kcidbData{Version: kcidbVersion{Major: 5, Minor: 3}}
+	needBase, needSeries := false, false
+	for _, v := range r.Variants {
+		if v.Patched {
+			needSeries = true
+		} else {
+			needBase = true
+		}
+	}
+	if needBase || len(r.Variants) == 0 {
+		d.Checkouts = append(d.Checkouts, checkout(false))
+	}
+	if needSeries {
+		d.Checkouts = append(d.Checkouts, checkout(true))
+	}
+	arch := strings.ToLower(r.Arch)
+	if !kcidbArch.MatchString(arch) {
+		arch = pathPart(arch)
+	}
+	buildID := map[string]string{}
+	for _, v := range r.Variants {
+		b := kcidbBuild{ID: pre + ":build:" + idPart(v.Name), Origin: KCIDBOrigin, StartTime: start,
+			Duration: v.BuildSeconds, Architecture: arch, ConfigName: v.Name, Status: "PASS",
+			Comment: oneLine(v.Description)}
+		b.CheckoutID = pre + ":checkout:base"
+		if v.Patched {
+			b.CheckoutID = pre + ":checkout:series"
+		}
+		misc := map[string]any{}
+		if len(v.Config) > 0 {
+			misc["config"] = v.Config
+		}
+		if v.Cmdline != "" {
+			misc["cmdline"] = v.Cmdline
+		}
+		if len(v.Runtime) > 0 {
+			misc["runtime"] = v.Runtime
+		}
+		if v.Kernel.ConfigHash != "" {
+			misc["config_hash"] = v.Kernel.ConfigHash
+		}
+		if v.Env.KernelRelease != "" {
+			misc["kernel_release"] = v.Env.KernelRelease
+		}
+		if len(misc) > 0 {
+			b.Misc = misc
+		}
+		buildID[v.Name] = b.ID
+		d.Builds = append(d.Builds, b)
+	}
+	env := &kcidbEnvironment{Comment: oneLine(targetText(r.Target)), Misc: map[string]any{
+		"target": r.Target.Kind, "deterministic": r.Target.Deterministic}}
+	if len(r.Target.Command) > 0 {
+		env.Misc["command"] = r.Target.Command
+	}
+	if r.Target.Host != "" {
+		env.Misc["host"] = r.Target.Host
+	}
+	bid := func(variant string) string {
+		if id, ok := buildID[variant]; ok {
+			return id
+		}
+		// A variant the report does not describe still gets a build.
+		id := pre + ":build:" + idPart(variant)
+		buildID[variant] = id
+		d.Builds = append(d.Builds, kcidbBuild{ID: id, CheckoutID: pre + ":checkout:base", Origin: KCIDBOrigin,
+			Architecture: arch, ConfigName: variant, Status: "PASS"})
+		return id
+	}
+	for _, b := range r.Benchmarks {
+		path := pathPart(b.Name) + "." + pathPart(b.Metric)
+		count := map[string]int{}
+		for _, run := range b.Runs {
+			count[run.Variant]++
+			t := kcidbTest{
+				ID:      fmt.Sprintf("%s:test:%s:%s:%d", pre, idPart(run.Variant), path, count[run.Variant]),
+				BuildID: bid(run.Variant), Origin: KCIDBOrigin, Environment: env, Path: path,
+				Status: "DONE", StartTime: kcidbTime(run.Time),
+				Misc: map[string]any{"variant": run.Variant, "boot": run.Boot, "iteration": run.Iteration,
+					"higher_is_better": b.HigherIsBetter},
+			}
+			if isFinite(run.Value) {
+				t.Number = &kcidbNumber{Value: run.Value, Unit: unitOf(b)}
+			} else {
+				t.Status = "ERROR"
+				t.Comment = "non-finite value"
+			}
+			if len(run.Extra) > 0 {
+				extra := map[string]float64{}
+				for k, v := range run.Extra {
+					if isFinite(v) {
+						extra[k] = v
+					}
+				}
+				t.Misc["extra"] = extra
+			}
+			d.Tests = append(d.Tests, t)
+		}
+		for _, c := range b.Comparisons {
+			cp := path + ".vs_" + pathPart(c.Base)
+			t := kcidbTest{
+				ID:      fmt.Sprintf("%s:test:%s:%s", pre, idPart(c.Other), cp),
+				BuildID: bid(c.Other), Origin: KCIDBOrigin, Environment: env, Path: cp,
+				Number:  &kcidbNumber{Value: c.Change, Unit: "%"},
+				Comment: fmt.Sprintf("%s vs %s: %s", c.Other, c.Base, c.Verdict),
+				Misc: map[string]any{
+					"base": c.Base, "other": c.Other, "verdict": string(c.Verdict), "reason": c.Reason,
+					"rule": c.Rule, "ci_bounded": c.CIBounded, "ci_low_pct": c.CILow, "ci_high_pct": c.CIHigh,
+					"confidence": c.Confidence, "welch_p": c.WelchP, "welch_tested": c.Tested,
+					"mann_whitney_p": c.UP, "base_n": c.Comparison.Base.N, "other_n": c.Comparison.Other.N,
+					"base_mean": c.Comparison.Base.Mean, "other_mean": c.Comparison.Other.Mean,
+				},
+			}
+			switch c.Verdict {
+			case stats.Regression:
+				t.Status = "FAIL"
+			case stats.Improvement, stats.NoChange:
+				t.Status = "PASS"
+			default:
+				t.Status = "DONE"
+			}
+			d.Tests = append(d.Tests, t)
+		}
+	}
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	return enc.Encode(d)
+}
+
+func unitOf(b Benchmark) string {
+	if b.Unit != "" {
+		return b.Unit
+	}
+	return b.Metric
+}
+
+func isFinite(v float64) bool { return v == v && v-v == 0 }
+
+// patchsetHash is KCIDB's patchset_hash: sha256 over the newline-terminated
+// sha256 hex sums of each patch, in order; "" for no patches.
+func patchsetHash(sums []string) string {
+	if len(sums) == 0 {
+		return ""
+	}
+	var b strings.Builder
+	for _, s := range sums {
+		b.WriteString(s)
+		b.WriteByte('\n')
+	}
+	return sha256Hex(b.String())
+}

@@ -1,0 +1,164 @@
+package report
+
+import (
+	"bufio"
+	"fmt"
+	"io"
+	"strings"
+)
+
+// mdCell escapes a table cell.
+func mdCell(s string) string {
+	s = oneLine(s)
+	s = strings.ReplaceAll(s, `\`, `\\`)
+	return strings.ReplaceAll(s, "|", `\|`)
+}
+
+// mdText escapes inline text that may contain Markdown syntax.
+func mdText(s string) string {
+	s = oneLine(s)
+	r := strings.NewReplacer(`\`, `\\`, "*", `\*`, "_", `\_`, "`", "\\`", "<", "&lt;", ">", "&gt;", "[", `\[`, "]", `\]`, "|", `\|`)
+	return r.Replace(s)
+}
+
+func mdTable(bw *bufio.Writer, t *table) {
+	row := func(cells []string) {
+		bw.WriteString("|")
+		for _, c := range cells {
+			bw.WriteString(" " + mdCell(c) + " |")
+		}
+		bw.WriteString("\n")
+	}
+	row(t.head)
+	bw.WriteString("|")
+	for i := range t.head {
+		if i < len(t.right) && t.right[i] {
+			bw.WriteString("---:|")
+		} else {
+			bw.WriteString("---|")
+		}
+	}
+	bw.WriteString("\n")
+	for _, r := range t.rows {
+		row(r)
+	}
+}
+
+// WriteMarkdown renders r as Markdown (GitHub flavoured tables).
+func WriteMarkdown(w io.Writer, r *Report) error {
+	bw := bufio.NewWriter(w)
+	f := func(format string, a ...any) { fmt.Fprintf(bw, format, a...) }
+	title := r.Title
+	if title == "" {
+		title = "patcheval report"
+	}
+	f("# %s\n\n", mdText(title))
+	s := r.Series
+	if s.Title != "" || s.Subject != "" {
+		subj := s.Subject
+		if subj == "" {
+			subj = s.Title
+		}
+		f("- **Series:** %s (v%d, %d patch(es)) from %s", mdText(subj), s.Version, s.Patches, mdText(s.Author.String()))
+		if s.Link != "" {
+			f(" — <%s>", oneLine(s.Link))
+		} else if s.MessageID != "" {
+			f(" — `<%s>`", strings.ReplaceAll(oneLine(s.MessageID), "`", ""))
+		}
+		f("\n")
+	}
+	if t := treeText(r.Tree); t != "" {
+		f("- **Tree:** %s\n", mdText(t))
+	}
+	for _, c := range r.Tree.Commits {
+		f("- **Commit:** `%s` %s\n", short(c.Hash, 12), mdText(c.Subject))
+	}
+	if r.Arch != "" {
+		f("- **Arch:** %s\n", mdText(r.Arch))
+	}
+	f("- **Target:** %s\n", mdText(targetText(r.Target)))
+	f("- **Samples:** %s\n\n", mdText(nText(r)))
+	if len(r.Variants) > 0 {
+		f("## Variants\n\n")
+		t := &table{head: []string{"Variant", "Config", "Series", "Cmdline", "Runtime"}}
+		for _, v := range r.Variants {
+			applied := "not applied"
+			if v.Patched {
+				applied = "applied"
+			}
+			cmd := v.Cmdline
+			if cmd == "" {
+				cmd = v.Env.Cmdline
+			}
+			t.rows = append(t.rows, []string{v.Name, strings.Join(v.Config, " "), applied, cmd, strings.Join(v.Runtime, "; ")})
+		}
+		mdTable(bw, t)
+		f("\n")
+	}
+	if len(r.Confounds) > 0 {
+		f("## Config differences\n\n")
+		for _, c := range r.Confounds {
+			f("- %s\n", mdText(strings.Join(confoundLines(c, 0, "", 0), " ")))
+		}
+		f("\n")
+	}
+	for _, b := range r.Benchmarks {
+		f("## %s\n\n", mdText(b.heading()))
+		if b.Description != "" {
+			f("%s\n\n", mdText(b.Description))
+		}
+		mdTable(bw, statsTable(b, true))
+		f("\n")
+		if r.PerRun {
+			for _, row := range b.Rows {
+				f("%s:\n\n", mdText(row.Variant))
+				mdTable(bw, runTable(b, row.Variant))
+				f("\n")
+			}
+		}
+		if len(b.Comparisons) > 0 {
+			mdTable(bw, compTable(b, true))
+			f("\n")
+			for _, c := range b.Comparisons {
+				f("- %s → %s: **%s** — %s\n", mdText(c.Base), mdText(c.Other), c.Verdict, mdText(c.Reason))
+			}
+			f("\n")
+		}
+	}
+	if len(r.Decompositions) > 0 {
+		f("## Decomposition\n\n")
+		for _, d := range r.Decompositions {
+			f("%s %s, %s: %s in total\n\n", mdText(d.Benchmark), mdText(d.Metric), mdText(strings.Join(d.Chain, " -> ")), Pct(d.Total))
+			if !d.Defined {
+				f("%s\n\n", mdText(d.Reason))
+				continue
+			}
+			t := &table{head: []string{"Step", "change", "share (log)", "share CI", "share (linear)"}, right: []bool{false, true, true, false, true}}
+			for _, s := range d.Steps {
+				ci := ""
+				if s.ShareCI {
+					ci = fmt.Sprintf("%.1f%% .. %.1f%%", s.ShareLow, s.ShareHigh)
+				}
+				t.rows = append(t.rows, []string{s.From + " -> " + s.To, Pct(s.Change), fmt.Sprintf("%.1f%%", s.Share), ci, fmt.Sprintf("%.1f%%", s.LinearShare)})
+			}
+			mdTable(bw, t)
+			f("\n")
+		}
+	}
+	if r.Rule != "" {
+		f("**Verdict rule:** %s\n\n", mdText(r.Rule))
+	}
+	if len(r.Timings) > 0 {
+		t := &table{head: []string{"Stage", "Wall time", "Note"}, right: []bool{false, true, false}}
+		for _, s := range r.Timings {
+			t.rows = append(t.rows, []string{s.Stage, Dur(s.Duration), s.Note})
+		}
+		t.rows = append(t.rows, []string{"total", Dur(r.TotalTime()), ""})
+		mdTable(bw, t)
+		f("\n")
+	}
+	for _, n := range r.Notes {
+		f("- Note: %s\n", mdText(n))
+	}
+	return bw.Flush()
+}

@@ -1,0 +1,429 @@
+// Package report renders an evaluation of a patch Series: the Report
+// model (series, tree, base, commits, arch, Variants with their configs,
+// kernel command lines and runtime knobs, the config differences between
+// compared Variants, the Target, per-Benchmark statistics, Comparisons with
+// verdicts, decompositions along isolation chains, and stage timings) and
+// its renderers: terminal tables (WriteText), JSON (WriteJSON), Markdown
+// (WriteMarkdown), KCIDB v5.3 JSON (WriteKCIDB) and the reply Draft
+// (NewDraft, WriteDraft: an RFC 5322 plain-text mail, bottom-posted, lines
+// of at most 72 columns). Nothing here sends mail unless Send is called.
+package report
+
+import (
+	"fmt"
+	"sort"
+	"time"
+
+	"github.com/patcheval/patcheval/evaluate"
+	"github.com/patcheval/patcheval/evaluate/stats"
+	"github.com/patcheval/patcheval/internal/fail"
+	"github.com/patcheval/patcheval/mbox"
+	"github.com/patcheval/patcheval/series"
+)
+
+// Report is one evaluation of a Series.
+type Report struct {
+	// Title names the evaluation (the pipeline's title).
+	Title string `json:"title"`
+	// ID identifies this run; KCIDB object ids are built from it.
+	ID        string    `json:"id"`
+	Generated time.Time `json:"generated"`
+
+	Series SeriesInfo `json:"series"`
+	Tree   TreeInfo   `json:"tree"`
+	Arch   string     `json:"arch"`
+	Target TargetInfo `json:"target"`
+
+	Variants []Variant `json:"variants"`
+	// Confounds are the config differences between compared Variants.
+	Confounds []Confound `json:"confounds,omitempty"`
+
+	Benchmarks     []Benchmark     `json:"benchmarks"`
+	Decompositions []Decomposition `json:"decompositions,omitempty"`
+
+	// Timings is the wall time of each stage (fetch, apply, build, boot,
+	// benchmark, report).
+	Timings []StageTiming `json:"timings,omitempty"`
+
+	// Rule is the verdict rule used by every Comparison.
+	Rule  string   `json:"rule"`
+	Notes []string `json:"notes,omitempty"`
+	// PerRun asks the renderers for per-run tables (Run, value and the
+	// Extra min/max of each run, like the RCU thread's table).
+	PerRun bool `json:"per_run,omitempty"`
+}
+
+// SeriesInfo identifies the evaluated Series.
+type SeriesInfo struct {
+	Title     string       `json:"title"`
+	Subject   string       `json:"subject,omitempty"` // cover (or lone patch) subject
+	Version   int          `json:"version"`
+	Author    mbox.Address `json:"author"`
+	MessageID string       `json:"message_id,omitempty"`
+	Link      string       `json:"link,omitempty"`
+	Patches   int          `json:"patches"`
+	// PatchHashes are hex sha256 sums of each patch text, in order
+	// (KCIDB patchset_hash); optional.
+	PatchHashes []string `json:"patch_hashes,omitempty"`
+}
+
+// SeriesInfoFrom fills a SeriesInfo from a resolved Series. linkBase (e.g.
+// "https://lore.kernel.org/all/") gives Link; "" leaves it empty.
+func SeriesInfoFrom(s *series.Series, linkBase string) SeriesInfo {
+	if s == nil {
+		return SeriesInfo{}
+	}
+	si := SeriesInfo{Title: s.Title, Version: s.Version, Author: s.Author, Patches: len(s.Patches)}
+	var first *mbox.Message
+	if s.Cover != nil {
+		first = s.Cover
+	} else if len(s.Patches) > 0 && s.Patches[0] != nil {
+		first = s.Patches[0].Msg
+	}
+	if first != nil {
+		si.Subject, si.MessageID = first.Subject, first.MessageID
+		if linkBase != "" {
+			si.Link = linkBase + first.MessageID + "/"
+		}
+	}
+	for _, p := range s.Patches {
+		if p == nil {
+			continue
+		}
+		si.PatchHashes = append(si.PatchHashes, sha256Hex(p.Diff))
+	}
+	return si
+}
+
+// TreeInfo is the kernel tree, its base and the commits made from the
+// Series.
+type TreeInfo struct {
+	Name string `json:"name,omitempty"` // "Debian linux-source-6.1"
+	URL  string `json:"url,omitempty"`  // git URL, when the tree has one
+	Path string `json:"path,omitempty"`
+	// Base is the full commit hash the Series was applied to; BaseName
+	// its describe name or tag (v6.1-debian).
+	Base     string   `json:"base"`
+	BaseName string   `json:"base_name,omitempty"`
+	Commits  []Commit `json:"commits,omitempty"`
+}
+
+// Commit is one applied commit.
+type Commit struct {
+	Hash    string `json:"hash"`
+	Subject string `json:"subject"`
+}
+
+// TargetInfo describes where the kernels ran.
+type TargetInfo struct {
+	Kind        string `json:"kind"` // "qemu", "ssh"
+	Description string `json:"description,omitempty"`
+	// Command is the QEMU command line (or the ssh destination).
+	Command       []string `json:"command,omitempty"`
+	Host          string   `json:"host,omitempty"`
+	Deterministic bool     `json:"deterministic"`
+	KVM           bool     `json:"kvm,omitempty"`
+}
+
+// Variant is one kernel configuration that was built and run.
+type Variant struct {
+	Name        string `json:"name"`
+	Description string `json:"description,omitempty"`
+	// Patched says the Series was applied for this Variant.
+	Patched bool `json:"patched"`
+	// Config lists the requested Kconfig settings ("PREEMPT_VOLUNTARY=y").
+	Config  []string `json:"config,omitempty"`
+	Cmdline string   `json:"cmdline,omitempty"`
+	// Runtime lists runtime knobs applied after boot
+	// ("/sys/kernel/debug/sched/preempt=full").
+	Runtime []string             `json:"runtime,omitempty"`
+	Kernel  evaluate.Kernel      `json:"kernel"`
+	Env     evaluate.Environment `json:"environment"`
+	// Boots is the number of boots measured; BuildSeconds the build's
+	// wall time (0: cached or unknown).
+	Boots        int     `json:"boots,omitempty"`
+	BuildSeconds float64 `json:"build_seconds,omitempty"`
+}
+
+// ConfigDelta is one Kconfig symbol that differs between two Variants.
+type ConfigDelta struct {
+	Symbol string `json:"symbol"` // without CONFIG_
+	From   string `json:"from"`   // "n", "y", "m", a value; "" means unset
+	To     string `json:"to"`
+	// Requested is true when a Variant asked for it; false when it
+	// followed from Kconfig (select, default, depends).
+	Requested bool `json:"requested"`
+	// Rule is the Kconfig line responsible ("default y if PREEMPT ||
+	// PREEMPT_RT || PREEMPT_DYNAMIC"); Where its file:line.
+	Rule  string `json:"rule,omitempty"`
+	Where string `json:"where,omitempty"`
+}
+
+// Confound lists the config differences between two compared Variants.
+type Confound struct {
+	Base   string        `json:"base"`
+	Other  string        `json:"other"`
+	Deltas []ConfigDelta `json:"deltas"`
+}
+
+// Derived returns the deltas nobody asked for.
+func (c Confound) Derived() []ConfigDelta {
+	var out []ConfigDelta
+	for _, d := range c.Deltas {
+		if !d.Requested {
+			out = append(out, d)
+		}
+	}
+	return out
+}
+
+// Benchmark holds one (benchmark, metric): per-Variant statistics, the
+// individual runs and the Comparisons.
+type Benchmark struct {
+	Name           string `json:"name"`
+	Metric         string `json:"metric"`
+	Unit           string `json:"unit,omitempty"`
+	HigherIsBetter bool   `json:"higher_is_better"`
+	Description    string `json:"description,omitempty"`
+
+	Rows        []Row        `json:"rows"`
+	Runs        []Run        `json:"runs,omitempty"`
+	Comparisons []Comparison `json:"comparisons,omitempty"`
+}
+
+// Row is one Variant's summary.
+type Row struct {
+	Variant string `json:"variant"`
+	stats.Summary
+}
+
+// Run is one Sample.
+type Run struct {
+	Variant   string             `json:"variant"`
+	Boot      int                `json:"boot"`
+	Iteration int                `json:"iteration"`
+	Value     float64            `json:"value"`
+	Extra     map[string]float64 `json:"extra,omitempty"`
+	Time      time.Time          `json:"time,omitzero"`
+}
+
+// Comparison is one Variant against its baseline.
+type Comparison struct {
+	Base  string `json:"base_variant"`
+	Other string `json:"other_variant"`
+	stats.Comparison
+}
+
+// Decomposition is stats.Decomposition for one (benchmark, metric).
+type Decomposition struct {
+	Benchmark string `json:"benchmark"`
+	Metric    string `json:"metric"`
+	stats.Decomposition
+}
+
+// StageTiming is a stage's wall time.
+type StageTiming struct {
+	Stage    string        `json:"stage"` // fetch, apply, build, boot, benchmark, report
+	Duration time.Duration `json:"duration_ns"`
+	Note     string        `json:"note,omitempty"`
+}
+
+// Pair names a comparison: Other against Base.
+type Pair struct{ Base, Other string }
+
+// Spec says what AddResults compares.
+type Spec struct {
+	Comparisons []Pair
+	// Chains are ordered isolation chains to decompose (A -> B -> C).
+	Chains [][]string
+	// Stats are the comparison options (Alpha, MinChange); the direction
+	// comes from the samples.
+	Stats stats.Options
+}
+
+// AddResults summarises samples per (benchmark, metric, variant), compares
+// the Spec's pairs and decomposes its chains, appending to r.Benchmarks and
+// r.Decompositions and setting r.Rule. Variants are listed in r.Variants'
+// order, then in order of appearance. A pair or chain naming a Variant
+// without samples for a benchmark is skipped for that benchmark with a
+// note; one naming a Variant that is in no sample at all is an error.
+func (r *Report) AddResults(samples []evaluate.Sample, spec Spec) error {
+	seen := map[string]bool{}
+	for _, s := range samples {
+		seen[s.Variant] = true
+	}
+	for _, p := range spec.Comparisons {
+		for _, v := range []string{p.Base, p.Other} {
+			if !seen[v] {
+				return fail.Inputf("report: comparison %s -> %s: variant %q has no samples", p.Base, p.Other, v)
+			}
+		}
+	}
+	for _, ch := range spec.Chains {
+		if len(ch) < 2 {
+			return fail.Inputf("report: chain %q needs at least 2 variants", ch)
+		}
+		for _, v := range ch {
+			if !seen[v] {
+				return fail.Inputf("report: chain %q: variant %q has no samples", ch, v)
+			}
+		}
+	}
+	order := map[string]int{}
+	for i, v := range r.Variants {
+		order[v.Name] = i
+	}
+	sets := stats.Sets(samples)
+	type bm struct{ name, metric string }
+	var bms []bm
+	bset := map[bm]bool{}
+	for _, s := range sets {
+		k := bm{s.Benchmark, s.Metric}
+		if !bset[k] {
+			bset[k] = true
+			bms = append(bms, k)
+		}
+	}
+	opts := spec.Stats
+	for _, k := range bms {
+		b := Benchmark{Name: k.name, Metric: k.metric}
+		var vs []stats.SampleSet
+		higher, anyHigher := false, false
+		for _, s := range sets {
+			if s.Benchmark == k.name && s.Metric == k.metric {
+				vs = append(vs, s)
+				if s.Unit != "" && b.Unit == "" {
+					b.Unit = s.Unit
+				}
+				if s.HigherIsBetter {
+					anyHigher = true
+				}
+			}
+		}
+		higher = anyHigher
+		if !anyHigher {
+			if h, known := stats.HigherIsBetter(k.metric); known {
+				higher = h
+			}
+		}
+		b.HigherIsBetter = higher
+		sort.SliceStable(vs, func(i, j int) bool {
+			oi, iok := order[vs[i].Variant]
+			oj, jok := order[vs[j].Variant]
+			if iok != jok {
+				return iok
+			}
+			return iok && oi < oj
+		})
+		for _, s := range vs {
+			b.Rows = append(b.Rows, Row{Variant: s.Variant, Summary: s.Summary})
+		}
+		for _, s := range samples {
+			if s.Benchmark == k.name && s.Metric == k.metric {
+				b.Runs = append(b.Runs, Run{Variant: s.Variant, Boot: s.Boot, Iteration: s.Iteration,
+					Value: s.Value, Extra: s.Extra, Time: s.Time})
+			}
+		}
+		sort.SliceStable(b.Runs, func(i, j int) bool {
+			oi, oj := order[b.Runs[i].Variant], order[b.Runs[j].Variant]
+			return oi < oj
+		})
+		o := opts
+		o.HigherIsBetter = higher
+		for _, p := range spec.Comparisons {
+			bs, os := find(vs, p.Base), find(vs, p.Other)
+			if bs == nil || os == nil {
+				r.Notes = append(r.Notes, fmt.Sprintf("%s %s: no samples for %s -> %s, comparison skipped",
+					k.name, k.metric, p.Base, p.Other))
+				continue
+			}
+			b.Comparisons = append(b.Comparisons, Comparison{Base: p.Base, Other: p.Other,
+				Comparison: stats.CompareWith(bs.Values, os.Values, o)})
+		}
+		for _, ch := range spec.Chains {
+			m := map[string][]float64{}
+			ok := true
+			for _, v := range ch {
+				s := find(vs, v)
+				if s == nil {
+					ok = false
+					break
+				}
+				m[v] = s.Values
+			}
+			if !ok {
+				r.Notes = append(r.Notes, fmt.Sprintf("%s %s: chain %v incomplete, not decomposed", k.name, k.metric, ch))
+				continue
+			}
+			d, err := stats.DecomposeSamples(ch, m, 1-o.Alpha)
+			if err != nil {
+				r.Notes = append(r.Notes, fmt.Sprintf("%s %s: %v", k.name, k.metric, err))
+				continue
+			}
+			r.Decompositions = append(r.Decompositions, Decomposition{Benchmark: k.name, Metric: k.metric, Decomposition: d})
+		}
+		r.Benchmarks = append(r.Benchmarks, b)
+	}
+	r.Rule = stats.Rule(opts)
+	return nil
+}
+
+func find(sets []stats.SampleSet, v string) *stats.SampleSet {
+	for i := range sets {
+		if sets[i].Variant == v {
+			return &sets[i]
+		}
+	}
+	return nil
+}
+
+// Regressions lists the comparisons whose verdict is a regression.
+func (r *Report) Regressions() []string {
+	var out []string
+	for _, b := range r.Benchmarks {
+		for _, c := range b.Comparisons {
+			if c.Verdict == stats.Regression {
+				out = append(out, fmt.Sprintf("%s %s: %s -> %s %+.1f%%", b.Name, b.Metric, c.Base, c.Other, c.Change))
+			}
+		}
+	}
+	return out
+}
+
+// Variant returns the named Variant or nil.
+func (r *Report) Variant(name string) *Variant {
+	for i := range r.Variants {
+		if r.Variants[i].Name == name {
+			return &r.Variants[i]
+		}
+	}
+	return nil
+}
+
+// Samples per variant n: the smallest and largest n over all rows.
+func (r *Report) nRange() (lo, hi int) {
+	lo = -1
+	for _, b := range r.Benchmarks {
+		for _, row := range b.Rows {
+			if lo < 0 || row.N < lo {
+				lo = row.N
+			}
+			if row.N > hi {
+				hi = row.N
+			}
+		}
+	}
+	if lo < 0 {
+		lo = 0
+	}
+	return lo, hi
+}
+
+// TotalTime sums the stage timings.
+func (r *Report) TotalTime() time.Duration {
+	var t time.Duration
+	for _, s := range r.Timings {
+		t += s.Duration
+	}
+	return t
+}
