@@ -220,6 +220,7 @@ func Resolve(t *mbox.Thread, opt Options) (*Series, error) {
 		chosen[n] = in
 	}
 	total := g.total
+	var prevCover *info
 	if prev := groups[g.version-1]; prev != nil && len(prev.patches) > 0 && countMissing(chosen, total) > 0 {
 		sane := true
 		for n, in := range g.patches {
@@ -249,6 +250,11 @@ func Resolve(t *mbox.Thread, opt Options) (*Series, error) {
 				sort.Strings(sent)
 				s.Notes = append(s.Notes, fmt.Sprintf("partial re-roll: v%d re-sent only %s as replies to the v%d patches; %s taken from v%d",
 					g.version, strings.Join(sent, ", "), prev.version, strings.Join(filled, ", "), prev.version))
+				if g.cover == nil && prev.cover != nil {
+					// b4 takes the earlier cover letter along too.
+					prevCover = prev.cover
+					s.Notes = append(s.Notes, fmt.Sprintf("partial re-roll: using the v%d cover letter <%s>", prev.version, prev.cover.msg.MessageID))
+				}
 			}
 		}
 	}
@@ -257,6 +263,8 @@ func Resolve(t *mbox.Thread, opt Options) (*Series, error) {
 	var cover *info
 	if g.cover != nil {
 		cover = g.cover
+	} else if prevCover != nil {
+		cover = prevCover
 	} else {
 		for _, n := range sortedKeys(g.patches) {
 			if p := t.Parent(g.patches[n].msg); p != nil {
@@ -318,7 +326,7 @@ func Resolve(t *mbox.Thread, opt Options) (*Series, error) {
 	return s, nil
 }
 
-func day(t time.Time) string { return t.Format("2006-01-02") }
+func day(t time.Time) string { return t.UTC().Format("2006-01-02 15:04 MST") }
 
 func countMissing(m map[int]*info, total int) int {
 	n := 0

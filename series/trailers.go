@@ -139,7 +139,7 @@ func ParseTrailers(body string) []Trailer {
 	// Drop provisional person trailers that never got an address.
 	kept := out[:0]
 	for _, t := range out {
-		if IsPersonTrailer(t.Name) && !emailRE.MatchString(t.Value) {
+		if IsPersonTrailer(t.Name) && t.Person == nil {
 			continue
 		}
 		kept = append(kept, t)

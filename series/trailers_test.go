@@ -120,3 +120,35 @@ Link: https://patch.msgid.link/20250210194600.322cfa9d-1-sshegde@linux.ibm.com
 		t.Errorf("title only: %q", got)
 	}
 }
+
+func FuzzParseTrailers(f *testing.F) {
+	for _, s := range []string{
+		"Reviewed-by: A <a@b.org>\n",
+		"> Acked-by: Q <q@x.org>\nTested-by: T\n <t@x.org>\n",
+		"Fixes: 0123 (\"a\nb\")\n-- \nsig\n",
+		"Signed-off-by: X\n<x@y.z>\n[ note ]\nCc: stable@vger.kernel.org # 6.1\n",
+		"Link: https://x/y\r\nCloses: z\n",
+	} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, body string) {
+		trs := ParseTrailers(body)
+		for _, tr := range trs {
+			if tr.Name == "" || strings.ContainsAny(tr.Name, ": \n") {
+				t.Fatalf("bad name %q from %q", tr.Name, body)
+			}
+			if strings.Contains(tr.Value, "\n") {
+				t.Fatalf("value with newline %q", tr.Value)
+			}
+			if IsPersonTrailer(tr.Name) && tr.Person == nil {
+				t.Fatalf("person trailer without person: %+v from %q", tr, body)
+			}
+		}
+		// Quoting the whole body removes every trailer.
+		quoted := "> " + strings.ReplaceAll(body, "\n", "\n> ")
+		if q := ParseTrailers(quoted); len(q) != 0 {
+			t.Fatalf("trailers from quoted text: %+v", q)
+		}
+		_, _ = splitTrailerBlock(body)
+	})
+}
