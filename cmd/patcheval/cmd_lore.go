@@ -1,0 +1,176 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"os"
+	"path/filepath"
+
+	"github.com/patcheval/patcheval/internal/fail"
+	"github.com/patcheval/patcheval/internal/progress"
+	"github.com/patcheval/patcheval/mbox"
+	"github.com/patcheval/patcheval/series"
+)
+
+// loreStep extends `patcheval lore`: setup adds flags; the returned
+// function runs after the series is resolved and shown (and the am mbox
+// written). A nil function, or one that does nothing when its flags are
+// unset, leaves the command as it is. Other cmd_*.go files append to
+// loreSteps in their init (e.g. --tree to apply, --pipeline to evaluate).
+type loreStep func(fs *flag.FlagSet) func(ctx context.Context, env *Env, lr *loreResult) error
+
+var loreSteps []loreStep
+
+// loreResult is what `patcheval lore` produced, handed to loreSteps.
+type loreResult struct {
+	Thread *mbox.Thread
+	Series *series.Series
+	AM     series.AMOptions
+	// AMPath is the am mbox written with --am-out ("" without).
+	AMPath string
+	// JSON is true with --json (steps should not print text to Stdout).
+	JSON bool
+}
+
+// loreFlags are the flags that name and resolve a series.
+type loreFlags struct {
+	file      string
+	lore      string
+	noCache   bool
+	version   int
+	anySender bool
+	linkMask  string
+}
+
+func (f *loreFlags) add(fs *flag.FlagSet) {
+	fs.StringVar(&f.file, "m", "", "read the thread from an mbox `FILE` or maildir instead of lore (\"-\": stdin)")
+	fs.StringVar(&f.lore, "lore", "", "public-inbox base `URL` (default $PATCHEVAL_LORE, else "+mbox.DefaultLore+")")
+	fs.BoolVar(&f.noCache, "no-cache", false, "do not use or fill the cache of fetched threads")
+	fs.IntVar(&f.version, "v", 0, "use version `N` of the series (default: the newest)")
+	fs.BoolVar(&f.anySender, "any-sender", false, "accept Reviewed-by/Acked-by/... trailers even when the reply was sent by someone else")
+	fs.StringVar(&f.linkMask, "link-mask", series.DefaultLinkMask, "Link: trailer `mask` for the am mbox, %s is the Message-ID (\"\": no Link:)")
+}
+
+// source turns the flags and arguments into a thread source.
+func (f *loreFlags) source(args []string) (mbox.Source, error) {
+	switch {
+	case f.file != "" && len(args) > 0:
+		return mbox.Source{}, fail.Inputf("give either -m FILE or a Message-ID/lore URL, not both (got -m %s and %q)", f.file, args)
+	case f.file != "":
+		if f.file == "-" {
+			return mbox.FileSource("-", false), nil
+		}
+		fi, err := os.Stat(f.file)
+		if err != nil {
+			return mbox.Source{}, fail.Inputf("-m %s: %v", f.file, err)
+		}
+		return mbox.FileSource(f.file, fi.IsDir()), nil
+	case len(args) == 1:
+		return mbox.ParseSource(args[0])
+	case len(args) == 0:
+		return mbox.Source{}, fail.Inputf("no thread given: want a Message-ID, a lore URL, or -m FILE")
+	default:
+		return mbox.Source{}, fail.Inputf("want one Message-ID or lore URL, got %d arguments %q", len(args), args)
+	}
+}
+
+// resolve fetches the thread and resolves its series.
+func (f *loreFlags) resolve(ctx context.Context, env *Env, args []string) (*mbox.Thread, *series.Series, error) {
+	src, err := f.source(args)
+	if err != nil {
+		return nil, nil, err
+	}
+	pr := progress.New(env.Stderr)
+	t, err := mbox.Fetch(ctx, src, mbox.FetchOptions{
+		Lore:     mbox.LoreBase(f.lore),
+		NoCache:  f.noCache,
+		Stdin:    env.Stdin,
+		Progress: pr,
+	})
+	pr.Done()
+	if err != nil {
+		return nil, nil, err
+	}
+	s, err := series.Resolve(t, series.Options{Version: f.version, AnySender: f.anySender})
+	if err != nil {
+		return t, nil, err
+	}
+	return t, s, nil
+}
+
+func init() {
+	register(&command{
+		name:    "lore",
+		summary: "fetch a thread from lore (or an mbox), resolve its patch series, write a git-am-ready mbox",
+		usage:   "patcheval lore [flags] <msgid | lore URL>   or   patcheval lore [flags] -m FILE|-",
+		setup: func(fs *flag.FlagSet) func(ctx context.Context, env *Env, args []string) error {
+			var lf loreFlags
+			lf.add(fs)
+			asJSON := fs.Bool("json", false, "print the resolved series as JSON")
+			amOut := fs.String("am-out", "", "write a git-am-ready mbox to `DIR`/<slug>.mbx (like b4 am) and print its path")
+			var steps []func(ctx context.Context, env *Env, lr *loreResult) error
+			for _, st := range loreSteps {
+				if fn := st(fs); fn != nil {
+					steps = append(steps, fn)
+				}
+			}
+			return func(ctx context.Context, env *Env, args []string) error {
+				t, s, err := lf.resolve(ctx, env, args)
+				if err != nil {
+					return err
+				}
+				lr := &loreResult{Thread: t, Series: s, AM: series.AMOptions{LinkMask: lf.linkMask}, JSON: *asJSON}
+				if *asJSON {
+					enc := json.NewEncoder(env.Stdout)
+					enc.SetIndent("", "  ")
+					if err := enc.Encode(s); err != nil {
+						return fail.Infraf("writing JSON: %w", err)
+					}
+				} else if err := s.WriteSummary(env.Stdout, lr.AM); err != nil {
+					return fail.Infraf("writing summary: %w", err)
+				}
+				if *amOut != "" {
+					if lr.AMPath, err = writeAM(s, *amOut, lr.AM); err != nil {
+						return err
+					}
+					out := env.Stdout
+					if *asJSON {
+						out = env.Stderr
+					}
+					if len(s.Missing) > 0 {
+						fmt.Fprintf(env.Stderr, "warning: the series is incomplete (missing %v); the am mbox has the patches found\n", s.Missing)
+					}
+					fmt.Fprintln(out, lr.AMPath)
+				}
+				for _, st := range steps {
+					if err := st(ctx, env, lr); err != nil {
+						return err
+					}
+				}
+				return nil
+			}
+		},
+	})
+}
+
+// writeAM writes DIR/<slug>.mbx and returns its path.
+func writeAM(s *series.Series, dir string, opt series.AMOptions) (string, error) {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return "", fail.Inputf("--am-out %s: %v", dir, err)
+	}
+	path := filepath.Join(dir, s.Slug()+".mbx")
+	f, err := os.Create(path)
+	if err != nil {
+		return "", fail.Inputf("--am-out: %v", err)
+	}
+	if err := s.WriteAM(f, opt); err != nil {
+		f.Close()
+		return "", fail.Infraf("%s: %w", path, err)
+	}
+	if err := f.Close(); err != nil {
+		return "", fail.Infraf("%s: %w", path, err)
+	}
+	return path, nil
+}
