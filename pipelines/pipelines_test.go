@@ -1,0 +1,414 @@
+package pipelines
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"reflect"
+	"strings"
+	"testing"
+
+	"github.com/patcheval/patcheval/evaluate/guest"
+	"github.com/patcheval/patcheval/internal/fail"
+)
+
+func TestShippedPipelinesLoad(t *testing.T) {
+	names := List()
+	if !reflect.DeepEqual(names, []string{"ppc-preempt-dynamic", "rcu-sync-latency", "selinux-tax"}) {
+		t.Fatalf("List() = %v", names)
+	}
+	for _, n := range names {
+		p, err := Builtin(n)
+		if err != nil {
+			t.Fatalf("builtin %s: %v", n, err)
+		}
+		if p.Name != n || p.Description == "" || len(p.Warnings) > 0 {
+			t.Errorf("%s: name %q, description %q, warnings %v", n, p.Name, p.Description, p.Warnings)
+		}
+		// The same file loads from disk too (the CLI's --pipeline path).
+		q, err := Load(n + ".toml")
+		if err != nil {
+			t.Fatalf("Load %s.toml: %v", n, err)
+		}
+		if q.Hash() != p.Hash() {
+			t.Errorf("%s: hash differs between builtin and file", n)
+		}
+		src, _ := BuiltinSource(n)
+		if !strings.HasPrefix(string(src), "# "+n+" — reproduces") {
+			t.Errorf("%s: the file must start by saying what it reproduces", n)
+		}
+		if !p.Deterministic || p.Target.KVM != "off" || p.Tree.Base != DefaultBase || p.Tree.Path != "" {
+			t.Errorf("%s: deterministic %v kvm %q tree %+v", n, p.Deterministic, p.Target.KVM, p.Tree)
+		}
+		if got := len(p.Runs()); got != p.Repeats.Boots*len(p.Variants) {
+			t.Errorf("%s: %d runs", n, got)
+		}
+	}
+}
+
+func TestPPCPreemptDynamic(t *testing.T) {
+	p, err := Builtin("ppc-preempt-dynamic")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p.Series.MsgID != "20261102093000.4121-0-tester@example.org" || !p.NeedsSeries() {
+		t.Errorf("series: %+v", p.Series)
+	}
+	if !reflect.DeepEqual(p.Arches, []string{"ppc64le"}) || p.BaseConfig != "tinyconfig" ||
+		!reflect.DeepEqual(p.Fragments, []Fragment{{Name: "ppc64le-pseries"}}) {
+		t.Errorf("build: %v %q %v", p.Arches, p.BaseConfig, p.Fragments)
+	}
+	want := map[string]map[string]string{
+		"voluntary":          {"PREEMPT_VOLUNTARY": "y", "PREEMPT_DYNAMIC": "n"},
+		"voluntary+dyn":      {"PREEMPT_VOLUNTARY": "y", "PREEMPT_DYNAMIC": "y"},
+		"voluntary+dyn@full": {"PREEMPT_VOLUNTARY": "y", "PREEMPT_DYNAMIC": "y"},
+		"full":               {"PREEMPT": "y", "PREEMPT_VOLUNTARY": "n", "PREEMPT_DYNAMIC": "n"},
+	}
+	for name, syms := range want {
+		v := p.Variant(name)
+		if v == nil || !reflect.DeepEqual(v.Symbols, syms) || !v.ApplySeries {
+			t.Errorf("variant %s: %+v", name, v)
+		}
+	}
+	if v := p.Variant("voluntary+dyn@full"); v.SchedPreempt != "full" || v.Kernel != "voluntary+dyn" {
+		t.Errorf("runtime switch variant: %+v", v)
+	}
+	builds := p.Builds()
+	if len(builds) != 3 {
+		t.Fatalf("builds: %+v", builds)
+	}
+	if !reflect.DeepEqual(builds[1].Variants, []string{"voluntary+dyn", "voluntary+dyn@full"}) || builds[1].Variant != "voluntary+dyn" {
+		t.Errorf("shared build: %+v", builds[1])
+	}
+	if !reflect.DeepEqual(p.Comparisons, []Comparison{{"voluntary", "voluntary+dyn"}, {"voluntary", "full"}, {"voluntary+dyn", "voluntary+dyn@full"}}) {
+		t.Errorf("comparisons: %v", p.Comparisons)
+	}
+	if len(p.Chains) != 1 || !reflect.DeepEqual(p.Chains[0].Variants, []string{"voluntary", "voluntary+dyn", "full"}) {
+		t.Errorf("chains: %v", p.Chains)
+	}
+	runs := p.Runs()
+	// Interleaved: A B C D A B C D ...
+	var order []string
+	for _, r := range runs[:8] {
+		order = append(order, fmt.Sprintf("%s#%d", r.Variant, r.Boot))
+	}
+	if strings.Join(order, " ") != "voluntary#0 voluntary+dyn#0 voluntary+dyn@full#0 full#0 voluntary#1 voluntary+dyn#1 voluntary+dyn@full#1 full#1" {
+		t.Errorf("run order: %v", order)
+	}
+	r := runs[2]
+	if r.BuildKey != builds[1].Key || r.Plan.Preempt != "full" || !r.Deterministic || r.Target.SMP != 1 || r.Target.MemoryMiB != 512 {
+		t.Errorf("run plan: %+v", r)
+	}
+	wantBench := []guest.Bench{{Name: "kill", Ops: 200000}, {Name: "getppid", Ops: 200000}}
+	if !reflect.DeepEqual(r.Plan.Benchmarks, wantBench) || r.Plan.Iterations != 1 {
+		t.Errorf("plan benchmarks: %+v", r.Plan)
+	}
+}
+
+func TestSelinuxAndRCU(t *testing.T) {
+	s, err := Builtin("selinux-tax")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s.NeedsSeries() || len(s.Builds()) != 1 {
+		t.Errorf("selinux-tax: needs series %v, builds %v", s.NeedsSeries(), s.Builds())
+	}
+	if s.Variant("selinux-off").Cmdline != "selinux=0" || s.Variant("selinux-on").Cmdline != "security=selinux selinux=1" {
+		t.Errorf("selinux cmdlines: %+v", s.Variants)
+	}
+	if s.Variant("selinux-on").Symbols["SECURITY_SELINUX_BOOTPARAM"] != "y" {
+		t.Error("selinux= needs SECURITY_SELINUX_BOOTPARAM")
+	}
+	src, _ := BuiltinSource("selinux-tax")
+	if !strings.Contains(string(src), "NO POLICY IS LOADED") || !strings.Contains(string(src), `"no policy loaded"`) {
+		t.Error("selinux-tax must say that no policy is loaded")
+	}
+
+	r, err := Builtin("rcu-sync-latency")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(r.Benchmarks, []Benchmark{{Name: "rcu", Calls: 100, Runs: 10}}) {
+		t.Errorf("rcu benchmark: %+v", r.Benchmarks)
+	}
+	if r.Target.SMP < 2 || r.Variant("base").Symbols["MEMBARRIER"] != "y" {
+		t.Error("membarrier(GLOBAL) is synchronize_rcu() only with MEMBARRIER=y and more than one CPU")
+	}
+	if r.Variant("expedited").Cmdline != "rcupdate.rcu_expedited=1" || len(r.Builds()) != 1 {
+		t.Errorf("rcu variants: %+v", r.Variants)
+	}
+}
+
+// The boot config names a pipeline may use exist in build/configs.
+func TestBootConfigNamesExist(t *testing.T) {
+	for _, n := range BootConfigs {
+		if _, err := os.Stat(filepath.Join("..", "build", "configs", n+".config")); err != nil {
+			t.Errorf("boot config %s: %v", n, err)
+		}
+	}
+}
+
+const valid = `name = "t"
+deterministic = true
+
+[build]
+arch = "ppc64le"
+fragments = ["ppc64le-pseries"]
+
+[[variant]]
+name = "a"
+symbols = { PREEMPT_VOLUNTARY = "y" }
+
+[[variant]]
+name = "b"
+symbols = { PREEMPT_DYNAMIC = true }
+
+[[benchmark]]
+name = "kill"
+iterations = 1000
+
+[repeats]
+boots = 2
+`
+
+func TestMinimalDefaults(t *testing.T) {
+	p, err := Parse([]byte(valid), "min.toml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p.BaseConfig != "tinyconfig" || p.Target.Kind != "qemu" || p.Target.Timeout == 0 || p.Repeats.Iterations != 1 || !p.Series.Apply {
+		t.Errorf("defaults: %+v", p)
+	}
+	if p.Variant("b").Symbols["PREEMPT_DYNAMIC"] != "y" {
+		t.Error("boolean symbol not turned into y")
+	}
+	if !reflect.DeepEqual(p.Comparisons, []Comparison{{"a", "b"}}) {
+		t.Errorf("default comparisons: %v", p.Comparisons)
+	}
+}
+
+// Each case replaces old with new in valid (or appends when old is "")
+// and must fail at file:line with msg in the text.
+func TestMalformed(t *testing.T) {
+	dir := t.TempDir()
+	cases := []struct {
+		name, old, new string
+		line            int
+		msg             string
+	}{
+		{"unknown top key", "name = \"t\"", "name = \"t\"\ncolour = \"red\"", 2, `unknown key "colour"`},
+		{"unknown variant key", "name = \"b\"\n", "name = \"b\"\nsymbolz = { X = \"y\" }\n", 14, `unknown key "variant.symbolz"`},
+		{"unknown key in first of two", "name = \"a\"\n", "name = \"a\"\nfoo = 1\n", 10, `unknown key "variant.foo"`},
+		{"unknown table", "", "[tagret]\nsmp = 2\n", 22, `unknown key "tagret"`},
+		{"bad type top", "deterministic = true", "deterministic = \"yes\"", 2, "deterministic"},
+		{"bad type in first array table", "iterations = 1000", "iterations = \"many\"", 18, "iterations"},
+		{"bad type in first variant", "name = \"a\"\n", "name = \"a\"\ncmdline = 3\n", 10, "cmdline"},
+		{"syntax error", "boots = 2", "boots = = 2", 21, ""},
+		{"unknown variant in comparison", "", "[[comparison]]\nbase = \"a\"\nother = \"c\"\n", 24, `unknown variant "c"`},
+		{"comparison with itself", "", "[[comparison]]\nbase = \"a\"\nother = \"a\"\n", 22, "with itself"},
+		{"unknown variant in chain", "", "[[chain]]\nvariants = [\"a\", \"zz\"]\n", 23, `unknown variant "zz"`},
+		{"short chain", "", "[[chain]]\nvariants = [\"a\"]\n", 23, "at least two"},
+		{"boots zero", "boots = 2", "boots = 0", 21, "repeats.boots = 0"},
+		{"duplicate variant", "name = \"b\"", "name = \"a\"", 13, `duplicate variant name "a" (first at line 8)`},
+		{"sched_preempt without dynamic", "symbols = { PREEMPT_VOLUNTARY = \"y\" }", "symbols = { PREEMPT_VOLUNTARY = \"y\" }\nsched_preempt = \"full\"", 11, "PREEMPT_DYNAMIC=y"},
+		{"bad sched_preempt", "symbols = { PREEMPT_DYNAMIC = true }", "symbols = { PREEMPT_DYNAMIC = true }\nsched_preempt = \"fast\"", 15, `sched_preempt "fast"`},
+		{"missing fragment file", `fragments = ["ppc64le-pseries"]`, `fragments = ["ppc64le-pseries", "extra/missing.config"]`, 6, `fragment "extra/missing.config": no such file`},
+		{"arch without qemu default", `arch = "ppc64le"`, `arch = ["ppc64le", "riscv64"]`, 5, `"riscv64" has no QEMU default`},
+		{"deterministic with kvm", "", "[target]\nkvm = \"on\"\n", 23, "cannot use KVM"},
+		{"deterministic over ssh", "", "[target]\nkind = \"ssh\"\nhost = \"ssh://root@box\"\n", 2, "needs QEMU"},
+		{"ssh without host", "deterministic = true", "deterministic = false\n[target]\nkind = \"ssh\"", 3, "ssh://user@host"},
+		{"unknown benchmark", `name = "kill"`, `name = "hackbench"`, 17, `unknown benchmark "hackbench"`},
+		{"rcu with iterations", `name = "kill"`, `name = "rcu_sync"`, 18, "calls and runs"},
+		{"kill with calls", "iterations = 1000", "iterations = 1000\ncalls = 3", 19, "no calls parameter"},
+		{"negative iterations", "iterations = 1000", "iterations = -1", 18, "iterations = -1"},
+		{"bad symbol name", "PREEMPT_VOLUNTARY = \"y\"", "\"PREEMPT VOLUNTARY\" = \"y\"", 10, "not a Kconfig symbol"},
+		{"bad symbol value", "PREEMPT_VOLUNTARY = \"y\"", "PREEMPT_VOLUNTARY = 1.5", 10, "value must be"},
+		{"kernel of unknown variant", "name = \"b\"\n", "name = \"b\"\nkernel = \"nope\"\n", 14, `kernel = "nope": no such variant`},
+		{"shared kernel with symbols", "name = \"b\"\n", "name = \"b\"\nkernel = \"a\"\n", 15, "cannot set Kconfig symbols"},
+		{"bad memory", "", "[target]\nmemory = \"lots\"\n", 23, `target.memory "lots"`},
+		{"bad timeout", "", "[target]\ntimeout = \"5 minutes\"\n", 23, "target.timeout"},
+		{"bad cpus", "name = \"a\"\n", "name = \"a\"\ncpus = \"0-x\"\n", 10, "CPU list"},
+		{"no name", `name = "t"`, `description = "x"`, 0, "needs a name"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			src := valid + c.new
+			if c.old != "" {
+				if !strings.Contains(valid, c.old) {
+					t.Fatalf("bad case: %q not in the valid pipeline", c.old)
+				}
+				src = strings.Replace(valid, c.old, c.new, 1)
+			}
+			file := filepath.Join(dir, strings.ReplaceAll(c.name, " ", "-")+".toml")
+			os.WriteFile(file, []byte(src), 0o644)
+			_, err := Load(file)
+			if err == nil {
+				t.Fatalf("accepted:\n%s", src)
+			}
+			want := fmt.Sprintf("%s:%d: ", file, c.line)
+			if c.line == 0 {
+				want = file + ": "
+			}
+			if !strings.Contains(err.Error(), want) || !strings.Contains(err.Error(), c.msg) {
+				t.Fatalf("error %q\nwant it to contain %q and %q\n--- source:\n%s", err, want, c.msg, numbered(src))
+			}
+			if fail.KindOf(err) != fail.KindInput {
+				t.Errorf("kind %v, want bad input", fail.KindOf(err))
+			}
+		})
+	}
+}
+
+func numbered(s string) string {
+	var b strings.Builder
+	for i, l := range strings.Split(s, "\n") {
+		fmt.Fprintf(&b, "%3d %s\n", i+1, l)
+	}
+	return b.String()
+}
+
+func TestAllErrorsReported(t *testing.T) {
+	src := strings.Replace(valid, "boots = 2", "boots = 0", 1) + "[[comparison]]\nbase = \"x\"\nother = \"a\"\n"
+	_, err := Parse([]byte(src), "multi.toml")
+	var es Errors
+	if !errors.As(err, &es) || len(es) != 2 || es[0].Line != 21 || es[1].Line != 23 {
+		t.Fatalf("errors: %v", err)
+	}
+}
+
+func TestFragmentFilesAndHash(t *testing.T) {
+	dir := t.TempDir()
+	os.MkdirAll(filepath.Join(dir, "frags"), 0o755)
+	frag := filepath.Join(dir, "frags", "hz.config")
+	os.WriteFile(frag, []byte("CONFIG_HZ_1000=y\n"), 0o644)
+	src := strings.Replace(valid, `fragments = ["ppc64le-pseries"]`, `fragments = ["ppc64le-pseries", "frags/hz.config"]`, 1)
+	file := filepath.Join(dir, "p.toml")
+	os.WriteFile(file, []byte(src), 0o644)
+	p, err := Load(file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(p.Fragments, []Fragment{{Name: "ppc64le-pseries"}, {Path: frag}}) {
+		t.Fatalf("fragments: %+v", p.Fragments)
+	}
+	h1 := p.Hash()
+	// Comments and descriptions do not change the hash; fragment contents do.
+	os.WriteFile(file, []byte("# a comment\n"+strings.Replace(src, `name = "t"`, "name = \"t\"\ndescription = \"words\"", 1)), 0o644)
+	if p2, _ := Load(file); p2.Hash() != h1 {
+		t.Error("hash changed with a comment")
+	}
+	os.WriteFile(frag, []byte("CONFIG_HZ_250=y\n"), 0o644)
+	if p.Hash() == h1 {
+		t.Error("hash ignores fragment contents")
+	}
+	q, _ := Parse([]byte(strings.Replace(valid, "iterations = 1000", "iterations = 1001", 1)), "q.toml")
+	r, _ := Parse([]byte(valid), "q.toml")
+	if q.Hash() == r.Hash() {
+		t.Error("hash ignores benchmark parameters")
+	}
+	// A builtin pipeline cannot name files.
+	if _, err := Parse([]byte(src), ""); err == nil {
+		t.Error("relative fragment without a directory accepted")
+	}
+}
+
+func TestMultiArchLabels(t *testing.T) {
+	p, err := Parse([]byte(strings.Replace(valid, `arch = "ppc64le"`, `arch = ["ppc64le", "aarch64"]`, 1)), "m.toml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(p.Arches, []string{"ppc64le", "arm64"}) || len(p.Builds()) != 4 {
+		t.Fatalf("arches %v builds %d", p.Arches, len(p.Builds()))
+	}
+	runs := p.Runs()
+	if len(runs) != 8 || runs[0].Variant != "a/ppc64le" || runs[7].Variant != "b/arm64" || runs[7].Name != "b" {
+		t.Fatalf("runs: %+v", runs)
+	}
+}
+
+func TestFind(t *testing.T) {
+	if p, err := Find("selinux-tax"); err != nil || p.Name != "selinux-tax" {
+		t.Fatalf("Find builtin: %v", err)
+	}
+	if p, err := Find("rcu-sync-latency.toml"); err != nil || p.File != "rcu-sync-latency.toml" {
+		t.Fatalf("Find file: %v", err)
+	}
+	if _, err := Find("no-such-pipeline"); err == nil || !strings.Contains(err.Error(), "ppc-preempt-dynamic") {
+		t.Fatalf("Find missing: %v", err)
+	}
+}
+
+func TestLineIndex(t *testing.T) {
+	src := `a = 1
+s = """
+[not]
+x = 2
+"""
+arr = [
+  "x = 3",
+  [1, 2],
+]
+[[v]]
+n = "one"   # [comment]
+[v.k]
+z = 1
+[[v]]
+n = "two"
+"q.r".s = 4
+[t]
+u = { w = 1 }
+`
+	ix := indexLines(src)
+	want := map[string]int{"a": 1, "s": 2, "arr": 6, "v[0]": 10, "v[0].n": 11, "v[0].k": 12, "v[0].k.z": 13,
+		"v[1].n": 15, "v[1].q.r.s": 16, "t.u": 18, "t.u.w": 18}
+	for p, l := range want {
+		if got := ix.line(p); got != l {
+			t.Errorf("line(%s) = %d, want %d", p, got, l)
+		}
+	}
+	for _, p := range []string{"not", "x"} {
+		if _, ok := ix.lines[p]; ok {
+			t.Errorf("indexed %q from inside a string or array", p)
+		}
+	}
+	if got := ix.matching("v.n"); !reflect.DeepEqual(got, []int{11, 15}) {
+		t.Errorf("matching(v.n) = %v", got)
+	}
+}
+
+func FuzzParse(f *testing.F) {
+	for _, n := range List() {
+		src, _ := BuiltinSource(n)
+		f.Add(src)
+	}
+	f.Add([]byte(valid))
+	f.Add([]byte(valid + "[[comparison]]\nbase = \"a\"\nother = \"q\"\n"))
+	f.Add([]byte("[[variant]]\nname = 3\n[[variant]]\nsymbols = []\n"))
+	f.Add([]byte("a = '''\n[x]\n'''\n[[b.c]]\n[b]\n"))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		p, err := Parse(data, "fuzz.toml")
+		if err != nil {
+			if !strings.Contains(err.Error(), "fuzz.toml") {
+				t.Fatalf("error does not name the file: %v", err)
+			}
+			return
+		}
+		if len(p.Variants) == 0 || len(p.Arches) == 0 || p.Repeats.Boots < 1 {
+			t.Fatalf("accepted an empty pipeline: %+v", p)
+		}
+		if got, want := len(p.Runs()), p.Repeats.Boots*len(p.Variants)*len(p.Arches); got != want {
+			t.Fatalf("%d runs, want %d", got, want)
+		}
+		keys := map[string]bool{}
+		for _, b := range p.Builds() {
+			keys[b.Key] = true
+		}
+		for _, r := range p.Runs() {
+			if !keys[r.BuildKey] {
+				t.Fatalf("run %s has no build", r.Variant)
+			}
+		}
+		_ = p.Hash()
+	})
+}
