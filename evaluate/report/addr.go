@@ -60,19 +60,35 @@ func needsEncoding(s string) bool {
 	return false
 }
 
-// encodeText returns s for an unstructured header (Subject): as is when
-// it is plain printable ASCII, otherwise as RFC 2047 Q-encoded words
-// (each at most 75 characters, split on character boundaries).
+// encodeText returns s for an unstructured header (Subject): plain
+// printable ASCII words stay as they are; each run of words that needs
+// encoding (non-ASCII, controls, "=?") becomes RFC 2047 Q-encoded words
+// (at most 60 characters each, so go-message can fold the line).
 func encodeText(s string) string {
 	if !needsEncoding(s) {
 		return s
 	}
-	return encodeWords(s)
+	words := strings.Split(s, " ")
+	var out []string
+	for i := 0; i < len(words); {
+		if !needsEncoding(words[i]) {
+			out = append(out, words[i])
+			i++
+			continue
+		}
+		j := i
+		for j < len(words) && needsEncoding(words[j]) {
+			j++
+		}
+		out = append(out, encodeWords(strings.Join(words[i:j], " ")))
+		i = j
+	}
+	return strings.Join(out, " ")
 }
 
 func encodeWords(s string) string {
 	const prefix, suffix = "=?UTF-8?q?", "?="
-	const max = 75 - len(prefix) - len(suffix)
+	const max = 60 - len(prefix) - len(suffix)
 	var words []string
 	var cur strings.Builder
 	for _, r := range s {
@@ -123,6 +139,8 @@ func formatAddr(a mbox.Address) string {
 	case name == "":
 		return a.Email
 	case needsEncoding(name):
+		// The whole phrase: a partly encoded name could leave
+		// specials unquoted.
 		name = encodeWords(name)
 	case !phraseRe.MatchString(name):
 		name = `"` + strings.NewReplacer(`\`, `\\`, `"`, `\"`).Replace(name) + `"`

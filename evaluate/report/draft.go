@@ -276,18 +276,25 @@ func Quote(m *mbox.Message, maxLines int) []string {
 		}
 	}
 	var out []string
-	for _, l := range first {
-		if Width("> "+l) <= MaxBodyWidth {
-			out = append(out, "> "+l)
-		} else {
-			out = append(out, Wrap(l, MaxBodyWidth, "> ", "> ")...)
-		}
+	if fits(prefixed("> ", first), MaxBodyWidth) {
+		out = prefixed("> ", first)
+	} else {
+		// Too wide once quoted: refill the paragraph.
+		out = Wrap(strings.Join(first, " "), MaxBodyWidth, "> ", "> ")
 	}
 	if len(out) > maxLines {
 		out, rest = out[:maxLines], true
 	}
 	if rest {
 		out = append(out, "> [...]")
+	}
+	return out
+}
+
+func prefixed(p string, lines []string) []string {
+	out := make([]string, len(lines))
+	for i, l := range lines {
+		out[i] = p + l
 	}
 	return out
 }
@@ -396,7 +403,7 @@ func draftBody(r *Report, parent *mbox.Message, o DraftOptions, d *Draft) string
 			limit = 8
 		}
 		for _, c := range r.Confounds {
-			p(confoundLines(c, w, "- ", limit)...)
+			p(confoundLines(c, w, "- ", "  ", limit)...)
 		}
 		p("")
 	}
@@ -481,13 +488,13 @@ func WriteDraft(w io.Writer, d Draft) error {
 	if !validEmail(d.From.Email) {
 		return fail.Inputf("draft: invalid From address %q", oneLine(d.From.Email))
 	}
-	var h message.Header
-	set := func(k, v string) { h.Add(k, v) }
+	type field struct{ k, v string }
+	var fields []field
+	set := func(k, v string) { fields = append(fields, field{k, v}) }
 	date := d.Date
 	if date.IsZero() {
 		date = time.Now()
 	}
-	set("Date", date.Format("Mon, 02 Jan 2006 15:04:05 -0700"))
 	set("From", formatAddr(d.From))
 	if to := formatList(d.To); to != "" {
 		set("To", to)
@@ -498,6 +505,7 @@ func WriteDraft(w io.Writer, d Draft) error {
 		set("Cc", cc)
 	}
 	set("Subject", encodeText(oneLine(d.Subject)))
+	set("Date", date.Format("Mon, 02 Jan 2006 15:04:05 -0700"))
 	if id := cleanID(d.MessageID); id != "" {
 		set("Message-ID", "<"+id+">")
 	} else {
@@ -519,6 +527,11 @@ func WriteDraft(w io.Writer, d Draft) error {
 	set("Content-Type", "text/plain; charset=UTF-8")
 	set("Content-Transfer-Encoding", "8bit")
 	set("User-Agent", "patcheval")
+	// go-message writes the fields last-added first.
+	var h message.Header
+	for i := len(fields) - 1; i >= 0; i-- {
+		h.Add(fields[i].k, fields[i].v)
+	}
 
 	var buf bytes.Buffer
 	mw, err := message.CreateWriter(&buf, h)

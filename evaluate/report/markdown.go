@@ -98,7 +98,7 @@ func WriteMarkdown(w io.Writer, r *Report) error {
 	if len(r.Confounds) > 0 {
 		f("## Config differences\n\n")
 		for _, c := range r.Confounds {
-			f("- %s\n", mdText(strings.Join(confoundLines(c, 0, "", 0), " ")))
+			f("- %s\n", mdText(strings.Join(confoundLines(c, 0, "", "", 0), " ")))
 		}
 		f("\n")
 	}

@@ -220,7 +220,7 @@ func deltaText(d ConfigDelta) string {
 // confoundLines summarises a Confound: what the Variants asked for and
 // what else differs, with the Kconfig rule. limit caps the derived list
 // (0: no cap).
-func confoundLines(c Confound, width int, indent string, limit int) []string {
+func confoundLines(c Confound, width int, indent, hang string, limit int) []string {
 	var req, der []string
 	derived := c.Derived()
 	for _, d := range c.Deltas {
@@ -259,7 +259,7 @@ func confoundLines(c Confound, width int, indent string, limit int) []string {
 	default:
 		text += "same configuration"
 	}
-	return Wrap(text, width, indent, indent+"  ")
+	return Wrap(text, width, indent, hang)
 }
 
 // variantLines describes a Variant's kernel: config, series, cmdline,

@@ -69,7 +69,7 @@ func WriteText(w io.Writer, r *Report) error {
 	if len(r.Confounds) > 0 {
 		p("Config differences between compared variants:")
 		for _, c := range r.Confounds {
-			p(confoundLines(c, width, "  ", 0)...)
+			p(confoundLines(c, width, "  ", "    ", 0)...)
 		}
 		p("")
 	}
