@@ -96,7 +96,9 @@ type Series struct {
 }
 
 // Fragment is a config fragment: a boot config shipped in build/configs
-// (Name, e.g. "ppc64le-pseries") or a file (Path, absolute).
+// (Name, e.g. "ppc64le-pseries", the file build/configs/<Name>.config) or
+// a file (Path, absolute). In Pipeline.Fragments, Name may be BootFragment;
+// BuildSpec.Fragments have it resolved for the spec's arch.
 type Fragment struct {
 	Name string `json:"name,omitempty"`
 	Path string `json:"path,omitempty"`
@@ -414,6 +416,12 @@ var archAliases = map[string]string{
 // (<name>.config) that a pipeline can name as a fragment.
 var BootConfigs = []string{"ppc64le-pseries", "arm64-virt", "x86_64-q35"}
 
+// BootFragment, as a fragment, means each arch's own boot config: what a
+// pipeline building several architectures names.
+const BootFragment = "qemu-boot"
+
+var bootConfigFor = map[string]string{"ppc64le": "ppc64le-pseries", "arm64": "arm64-virt", "x86_64": "x86_64-q35"}
+
 var (
 	reName    = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_.+@=-]*$`)
 	reSymbol  = regexp.MustCompile(`^[A-Za-z0-9_]+$`)
@@ -729,7 +737,16 @@ func (ps *parser) build(r *rawPipeline) *Pipeline {
 	for i, f := range r.Build.Fragments {
 		path := fmt.Sprintf("build.fragments[%d]", i)
 		name := strings.TrimSuffix(f, ".config")
+		if name == BootFragment {
+			p.Fragments = append(p.Fragments, Fragment{Name: name})
+			continue
+		}
 		if !strings.Contains(f, "/") && contains(BootConfigs, name) {
+			for _, a := range p.Arches {
+				if want := bootConfigFor[a]; want != name {
+					ps.errorf(path, "fragment %q is the boot config of another architecture; for %s use %q (or %q: each arch's own)", f, a, want, BootFragment)
+				}
+			}
 			p.Fragments = append(p.Fragments, Fragment{Name: name})
 			continue
 		}
@@ -1135,9 +1152,16 @@ func (p *Pipeline) Builds() []BuildSpec {
 				continue
 			}
 			byKey[key] = len(out)
+			var frags []Fragment
+			for _, f := range p.Fragments {
+				if f.Name == BootFragment {
+					f.Name = bootConfigFor[arch]
+				}
+				frags = append(frags, f)
+			}
 			out = append(out, BuildSpec{
 				Key: key, Variant: owner.Name, Variants: []string{v.Name}, Arch: arch, ApplySeries: owner.ApplySeries,
-				BaseConfig: p.BaseConfig, Fragments: append([]Fragment(nil), p.Fragments...), Symbols: owner.Symbols,
+				BaseConfig: p.BaseConfig, Fragments: frags, Symbols: owner.Symbols,
 			})
 		}
 	}

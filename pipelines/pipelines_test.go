@@ -229,6 +229,7 @@ func TestMalformed(t *testing.T) {
 		{"bad memory", "", "[target]\nmemory = \"lots\"\n", 23, `target.memory "lots"`},
 		{"bad timeout", "", "[target]\ntimeout = \"5 minutes\"\n", 23, "target.timeout"},
 		{"bad cpus", "name = \"a\"\n", "name = \"a\"\ncpus = \"0-x\"\n", 10, "CPU list"},
+		{"fragment of another arch", `fragments = ["ppc64le-pseries"]`, `fragments = ["arm64-virt"]`, 6, `use "ppc64le-pseries"`},
 		{"no name", `name = "t"`, `description = "x"`, 0, "needs a name"},
 	}
 	for _, c := range cases {
@@ -314,12 +315,19 @@ func TestFragmentFilesAndHash(t *testing.T) {
 }
 
 func TestMultiArchLabels(t *testing.T) {
-	p, err := Parse([]byte(strings.Replace(valid, `arch = "ppc64le"`, `arch = ["ppc64le", "aarch64"]`, 1)), "m.toml")
+	src := strings.Replace(valid, `arch = "ppc64le"`, `arch = ["ppc64le", "aarch64"]`, 1)
+	if _, err := Parse([]byte(src), "m.toml"); err == nil || !strings.Contains(err.Error(), "m.toml:6: ") {
+		t.Fatalf("ppc64le-pseries for arm64 accepted: %v", err)
+	}
+	p, err := Parse([]byte(strings.Replace(src, `"ppc64le-pseries"`, `"qemu-boot"`, 1)), "m.toml")
 	if err != nil {
 		t.Fatal(err)
 	}
 	if !reflect.DeepEqual(p.Arches, []string{"ppc64le", "arm64"}) || len(p.Builds()) != 4 {
 		t.Fatalf("arches %v builds %d", p.Arches, len(p.Builds()))
+	}
+	if b := p.Builds(); b[0].Fragments[0].Name != "ppc64le-pseries" || b[3].Fragments[0].Name != "arm64-virt" {
+		t.Fatalf("qemu-boot not resolved per arch: %+v", b)
 	}
 	runs := p.Runs()
 	if len(runs) != 8 || runs[0].Variant != "a/ppc64le" || runs[7].Variant != "b/arm64" || runs[7].Name != "b" {
