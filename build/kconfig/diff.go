@@ -1,0 +1,320 @@
+package kconfig
+
+import (
+	"fmt"
+	"io"
+	"sort"
+	"strconv"
+	"strings"
+	"text/tabwriter"
+)
+
+// SymbolChange is one symbol whose value differs between two final
+// configurations.
+type SymbolChange struct {
+	Symbol string
+	A, B   string // values in each config ("n" when absent; strings unquoted)
+	// Requested: the symbol is one the variants asked for; otherwise the
+	// change is derived, a consequence Kconfig drew by itself.
+	Requested bool
+	Prompt    bool // the symbol has a prompt (a user can set it)
+	Defined   bool // the tree's Kconfig defines the symbol
+	Type      Type
+	// Rules are the Kconfig lines whose outcome changed from A to B and so
+	// explain the change: a default whose condition changed, a select or
+	// imply from a symbol that changed, a depends on that became
+	// (un)met, the choice's member.
+	Rules []Rule
+	// Causes are the changed symbols the rules name.
+	Causes []string
+	// Depth is 0 for requested symbols, else 1 + the smallest depth of a
+	// cause (-1 when no chain leads back to a requested symbol).
+	Depth int
+}
+
+// Mechanical reports a derived change that no user could set and no rule
+// in the tree explains from another changed symbol: toolchain probes
+// ($(cc-option,...)), values from the environment.
+func (c SymbolChange) Mechanical() bool {
+	return !c.Requested && !c.Prompt && len(c.Causes) == 0
+}
+
+// Diff lists every symbol whose value differs between the final configs a
+// and b, requested changes first, then derived ones in causal order
+// (a select's target after the selecting symbol), each derived change with
+// the Kconfig rules that explain it, evaluated from a to b. requested
+// names the variants' own symbols (CONFIG_ prefix allowed, values unused).
+func Diff(kc *Kconfig, a, b Config, requested map[string]string) []SymbolChange {
+	req := map[string]bool{}
+	for n := range requested {
+		n, _ = normRequest(n, "")
+		req[n] = true
+	}
+	names := map[string]bool{}
+	for n := range a {
+		names[n] = true
+	}
+	for n := range b {
+		names[n] = true
+	}
+	changed := map[string]bool{}
+	for n := range names {
+		if norm(a, n) != norm(b, n) {
+			changed[n] = true
+		}
+	}
+	var out []SymbolChange
+	for n := range changed {
+		c := SymbolChange{Symbol: n, A: norm(a, n), B: norm(b, n), Requested: req[n], Depth: -1}
+		if s := kc.Symbols[n]; s != nil {
+			c.Defined, c.Prompt, c.Type = s.Defined(), s.HasPrompt(), s.Type
+		}
+		if c.Requested {
+			c.Depth = 0
+		} else {
+			c.Rules, c.Causes = kc.explainChange(n, a, b, changed)
+		}
+		out = append(out, c)
+	}
+	// Causal depth: breadth first from the requested symbols.
+	depth := map[string]int{}
+	for _, c := range out {
+		if c.Requested {
+			depth[c.Symbol] = 0
+		}
+	}
+	for progress := true; progress; {
+		progress = false
+		for i := range out {
+			c := &out[i]
+			for _, cause := range c.Causes {
+				if d, ok := depth[cause]; ok {
+					if cur, ok := depth[c.Symbol]; !ok || d+1 < cur {
+						depth[c.Symbol] = d + 1
+						c.Depth = d + 1
+						progress = true
+					}
+				}
+			}
+		}
+	}
+	sort.Slice(out, func(i, j int) bool {
+		x, y := out[i], out[j]
+		if x.Requested != y.Requested {
+			return x.Requested
+		}
+		if x.Mechanical() != y.Mechanical() {
+			return !x.Mechanical()
+		}
+		dx, dy := x.Depth, y.Depth
+		if dx < 0 {
+			dx = 1 << 20
+		}
+		if dy < 0 {
+			dy = 1 << 20
+		}
+		if dx != dy {
+			return dx < dy
+		}
+		return x.Symbol < y.Symbol
+	})
+	return out
+}
+
+func appendUnique(list []string, add ...string) []string {
+	for _, a := range add {
+		found := false
+		for _, l := range list {
+			if l == a {
+				found = true
+				break
+			}
+		}
+		if !found {
+			list = append(list, a)
+		}
+	}
+	return list
+}
+
+// explainChange finds the rules whose outcome differs between a and b.
+func (kc *Kconfig) explainChange(name string, a, b Config, changed map[string]bool) ([]Rule, []string) {
+	s := kc.Symbols[name]
+	if !s.Defined() {
+		return []Rule{{Kind: "config", Text: "CONFIG_" + name, Note: "not defined in this tree's Kconfig"}}, nil
+	}
+	var rules []Rule
+	var causes []string
+	cond := func(p *Property, e *Expr) {
+		ta, tb := kc.Eval(e, a), kc.Eval(e, b)
+		if ta == tb {
+			return
+		}
+		note, syms := changedNote(e, a, b)
+		word := "now true"
+		switch {
+		case tb == No:
+			word = "now false"
+		case tb == Mod:
+			word = "now m"
+		}
+		if note != "" {
+			note = word + ": " + note
+		} else {
+			note = word
+		}
+		rules = append(rules, ruleOf(p, note))
+		causes = appendUnique(causes, syms...)
+	}
+	seenDep := map[*Property]bool{}
+	for _, d := range s.Defs {
+		for _, p := range d.Deps {
+			if !seenDep[p] {
+				seenDep[p] = true
+				cond(p, p.Expr)
+			}
+		}
+		for _, v := range d.Visible {
+			if !seenDep[v] {
+				seenDep[v] = true
+				cond(v, v.Expr)
+			}
+		}
+		for _, p := range d.Props {
+			switch p.Kind {
+			case PropPrompt:
+				cond(p, p.Cond)
+			case PropDefault, PropRange:
+				before := len(rules)
+				cond(p, p.Cond)
+				if len(rules) > before || kc.Eval(p.Cond, b) == No {
+					continue
+				}
+				// Same condition, different value: `default PREEMPTION`,
+				// `def_bool X && Y`, `range 1 NR_CPUS`.
+				if p.Kind == PropDefault && (d.Type == TypeBool || d.Type == TypeTristate || s.Type == TypeBool || s.Type == TypeTristate) {
+					cond(p, p.Expr)
+				} else {
+					vals := And(p.Expr, p.Expr2)
+					if note, syms := changedNote(vals, a, b); note != "" {
+						rules = append(rules, ruleOf(p, "value changed: "+note))
+						causes = appendUnique(causes, syms...)
+					}
+				}
+			}
+		}
+	}
+	for _, p := range s.SelectedBy {
+		kc.reverse(p, a, b, &rules, &causes)
+	}
+	for _, p := range s.ImpliedBy {
+		kc.reverse(p, a, b, &rules, &causes)
+	}
+	if c := s.Choice; c != nil {
+		ca, cb := chosen(c, a), chosen(c, b)
+		if ca != cb {
+			rules = append(rules, Rule{Kind: "choice", Pos: c.Pos, Text: choiceText(c),
+				Note: fmt.Sprintf("member %s -> %s", orNone(ca), orNone(cb))})
+			for _, m := range []string{ca, cb} {
+				if m != "" && m != name {
+					causes = appendUnique(causes, m)
+				}
+			}
+		}
+	}
+	// Only changed symbols are causes.
+	var real []string
+	for _, c := range causes {
+		if changed[c] && c != name {
+			real = append(real, c)
+		}
+	}
+	return rules, real
+}
+
+func orNone(s string) string {
+	if s == "" {
+		return "(none)"
+	}
+	return s
+}
+
+// reverse adds a select/imply line whose effect changed.
+func (kc *Kconfig) reverse(p *Property, a, b Config, rules *[]Rule, causes *[]string) {
+	e := And(Sym(p.Owner), p.Cond)
+	ta, tb := kc.Eval(e, a), kc.Eval(e, b)
+	if ta == tb {
+		return
+	}
+	var parts []string
+	var syms []string
+	for _, s := range e.Symbols() {
+		if norm(a, s) != norm(b, s) {
+			parts = append(parts, fmt.Sprintf("%s %s -> %s", s, norm(a, s), norm(b, s)))
+			syms = append(syms, s)
+		}
+	}
+	word := "now active"
+	if tb == No {
+		word = "no longer active"
+	}
+	note := word
+	if len(parts) > 0 {
+		note += ": " + strings.Join(parts, ", ")
+	}
+	*rules = append(*rules, ruleOf(p, note))
+	*causes = appendUnique(*causes, syms...)
+}
+
+func showValue(v string, t Type) string {
+	if t == TypeString {
+		return strconv.Quote(v)
+	}
+	return v
+}
+
+// FormatDiff writes the confound report, one symbol a line (further rules
+// on continuation lines):
+//
+//	requested  PREEMPT_DYNAMIC  n -> y
+//	derived    PREEMPT_RCU      n -> y  kernel/rcu/Kconfig:21 default y if PREEMPTION (now true: PREEMPTION=y)
+//
+// Mechanical changes (no prompt, no rule naming another changed symbol:
+// toolchain probes, environment) are grouped at the end.
+func FormatDiff(w io.Writer, changes []SymbolChange) error {
+	tw := tabwriter.NewWriter(w, 0, 8, 2, ' ', 0)
+	var mech []SymbolChange
+	for _, c := range changes {
+		if c.Mechanical() {
+			mech = append(mech, c)
+			continue
+		}
+		kind := "derived"
+		if c.Requested {
+			kind = "requested"
+		}
+		first := ""
+		if len(c.Rules) > 0 {
+			first = c.Rules[0].String()
+		} else if !c.Requested {
+			first = "(no Kconfig rule found)"
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s -> %s\t%s\n", kind, c.Symbol, showValue(c.A, c.Type), showValue(c.B, c.Type), first)
+		for _, r := range c.Rules[min(1, len(c.Rules)):] {
+			fmt.Fprintf(tw, "\t\t\t%s\n", r.String())
+		}
+	}
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	if len(mech) > 0 {
+		var parts []string
+		for _, c := range mech {
+			parts = append(parts, fmt.Sprintf("%s %s -> %s", c.Symbol, showValue(c.A, c.Type), showValue(c.B, c.Type)))
+		}
+		if _, err := fmt.Fprintf(w, "derived, mechanical (no prompt; toolchain probes, environment or rules not tied to a changed symbol): %s\n", strings.Join(parts, "; ")); err != nil {
+			return err
+		}
+	}
+	return nil
+}
