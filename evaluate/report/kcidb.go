@@ -198,7 +198,7 @@ func WriteKCIDB(w io.Writer, r *Report) error {
 	}
 	arch := strings.ToLower(r.Arch)
 	if !kcidbArch.MatchString(arch) {
-		arch = pathPart(arch)
+		arch = regexp.MustCompile(`[^a-z0-9_]+`).ReplaceAllString(arch, "_")
 	}
 	buildID := map[string]string{}
 	for _, v := range r.Variants {
@@ -262,7 +262,7 @@ func WriteKCIDB(w io.Writer, r *Report) error {
 				Misc: map[string]any{"variant": run.Variant, "boot": run.Boot, "iteration": run.Iteration,
 					"higher_is_better": b.HigherIsBetter},
 			}
-			if isFinite(run.Value) {
+			if !run.Invalid && isFinite(run.Value) {
 				t.Number = &kcidbNumber{Value: run.Value, Unit: unitOf(b)}
 			} else {
 				t.Status = "ERROR"

@@ -11,6 +11,7 @@ package report
 
 import (
 	"fmt"
+	"math"
 	"sort"
 	"time"
 
@@ -199,12 +200,15 @@ type Row struct {
 
 // Run is one Sample.
 type Run struct {
-	Variant   string             `json:"variant"`
-	Boot      int                `json:"boot"`
-	Iteration int                `json:"iteration"`
-	Value     float64            `json:"value"`
-	Extra     map[string]float64 `json:"extra,omitempty"`
-	Time      time.Time          `json:"time,omitzero"`
+	Variant   string  `json:"variant"`
+	Boot      int     `json:"boot"`
+	Iteration int     `json:"iteration"`
+	Value     float64 `json:"value"`
+	// Invalid marks a NaN or infinite measurement (Value is 0 then; the
+	// statistics ignore it).
+	Invalid bool               `json:"invalid,omitempty"`
+	Extra   map[string]float64 `json:"extra,omitempty"`
+	Time    time.Time          `json:"time,omitzero"`
 }
 
 // Comparison is one Variant against its baseline.
@@ -320,13 +324,27 @@ func (r *Report) AddResults(samples []evaluate.Sample, spec Spec) error {
 		}
 		for _, s := range samples {
 			if s.Benchmark == k.name && s.Metric == k.metric {
-				b.Runs = append(b.Runs, Run{Variant: s.Variant, Boot: s.Boot, Iteration: s.Iteration,
-					Value: s.Value, Extra: s.Extra, Time: s.Time})
+				run := Run{Variant: s.Variant, Boot: s.Boot, Iteration: s.Iteration, Value: s.Value, Time: s.Time}
+				if math.IsNaN(s.Value) || math.IsInf(s.Value, 0) {
+					run.Value, run.Invalid = 0, true
+				}
+				for k, v := range s.Extra {
+					if !math.IsNaN(v) && !math.IsInf(v, 0) {
+						if run.Extra == nil {
+							run.Extra = map[string]float64{}
+						}
+						run.Extra[k] = v
+					}
+				}
+				b.Runs = append(b.Runs, run)
 			}
 		}
+		rowIdx := map[string]int{}
+		for i, row := range b.Rows {
+			rowIdx[row.Variant] = i
+		}
 		sort.SliceStable(b.Runs, func(i, j int) bool {
-			oi, oj := order[b.Runs[i].Variant], order[b.Runs[j].Variant]
-			return oi < oj
+			return rowIdx[b.Runs[i].Variant] < rowIdx[b.Runs[j].Variant]
 		})
 		o := opts
 		o.HigherIsBetter = higher

@@ -299,3 +299,33 @@ func TestWrapAndTableFit(t *testing.T) {
 		t.Errorf("width: %d %d", Width("日本語"), Width("café"))
 	}
 }
+
+// TestNaNSample: a NaN measurement is ignored by the statistics, marked
+// in the runs, and every renderer still works.
+func TestNaNSample(t *testing.T) {
+	ss := seedSamples()
+	nan := 0.0
+	nan /= nan
+	ss = append(ss, evaluate.Sample{Variant: "full", Benchmark: "kill", Metric: "ns/op", Value: nan, Boot: 3,
+		Extra: map[string]float64{"min": nan}})
+	r := &Report{Title: "nan", Generated: gen, Variants: []Variant{{Name: "voluntary"}, {Name: "voluntary-dyn"}, {Name: "full"}}}
+	if err := r.AddResults(ss, Spec{Comparisons: []Pair{{"voluntary", "full"}}}); err != nil {
+		t.Fatal(err)
+	}
+	k := r.Benchmarks[0]
+	if k.Rows[2].N != 3 || k.Rows[2].Dropped != 1 || len(k.Runs) != 10 || !k.Runs[9].Invalid {
+		t.Fatalf("rows %+v runs %+v", k.Rows[2], k.Runs[9])
+	}
+	var b bytes.Buffer
+	for _, w := range []func(*bytes.Buffer, *Report) error{
+		func(b *bytes.Buffer, r *Report) error { return WriteJSON(b, r) },
+		func(b *bytes.Buffer, r *Report) error { return WriteText(b, r) },
+		func(b *bytes.Buffer, r *Report) error { return WriteMarkdown(b, r) },
+		func(b *bytes.Buffer, r *Report) error { return WriteKCIDB(b, r) },
+	} {
+		b.Reset()
+		if err := w(&b, r); err != nil {
+			t.Fatal(err)
+		}
+	}
+}

@@ -149,7 +149,11 @@ func runTable(b Benchmark, variant string) *table {
 		t.right = append(t.right, true)
 	}
 	for i, r := range runs {
-		row := []string{fmt.Sprint(i + 1), Num(r.Value, dec)}
+		val := Num(r.Value, dec)
+		if r.Invalid {
+			val = "invalid"
+		}
+		row := []string{fmt.Sprint(i + 1), val}
 		for _, k := range extras {
 			if v, ok := r.Extra[k]; ok {
 				row = append(row, Num(v, dec))
