@@ -1,0 +1,752 @@
+// Package build builds Linux kernels for evaluation: one Artifact per
+// Variant (a base config, Fragments and the Variant's Kconfig symbols),
+// cross-compiled for ppc64le, arm64 or x86_64.
+//
+// A build composes the .config like scripts/kconfig/merge_config.sh (base
+// target or file, then Fragments, then the Variant's symbols), runs make
+// olddefconfig and verifies, before compiling, that every requested symbol
+// holds its value (package kconfig explains why one did not). Artifacts
+// (image, System.map, .config, build log, tuxmake-style metadata.json) are
+// cached by content: (tree hash, final .config, toolchain, arch, targets).
+// Each (repository, arch, recipe) has a workspace whose sources are
+// materialised incrementally with apply.Checkout and whose O= directory is
+// kept, so a base -> patched rebuild compiles only what the Series changed.
+//
+// Failures are typed: *KernelError (the tree does not compile or link:
+// exit 1) and *InfraError (toolchain, disk, killed, timeout: exit 3);
+// configuration problems are bad input (exit 2). Builds run a patched tree's
+// Makefiles with a scrubbed environment and, where unshare -n works,
+// without network.
+package build
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	git "github.com/go-git/go-git/v5"
+	"github.com/go-git/go-git/v5/plumbing"
+
+	"github.com/patcheval/patcheval/internal/fail"
+	"github.com/patcheval/patcheval/internal/progress"
+	"github.com/patcheval/patcheval/internal/xdg"
+)
+
+// Request is one kernel to build.
+type Request struct {
+	// Repo is a git repository (bare or not); Commit any revision in it.
+	Repo, Commit string
+	// Arch is ppc64le, arm64 or x86_64 (aliases accepted).
+	Arch string
+	// BaseConfig is a make target (tinyconfig, defconfig,
+	// ppc64le_guest_defconfig, ...) or the path of a config file.
+	BaseConfig string
+	// Fragments are config fragment files merged in order over the base.
+	Fragments []string
+	// Symbols are the Variant's Kconfig symbols (without CONFIG_): SYM ->
+	// y, n, m or a value. Each must hold in the final .config.
+	Symbols map[string]string
+	// Variant names this kernel ("voluntary", "dynamic").
+	Variant string
+	// LLVM builds with LLVM=1 (clang, lld) instead of GCC.
+	LLVM bool
+	// Targets are make targets; empty means the arch's boot image.
+	Targets []string
+}
+
+// Options control how builds run.
+type Options struct {
+	// CacheDir holds builds/ (artifacts, workspaces) and ccache/; default
+	// xdg.CacheDir().
+	CacheDir string
+	// Jobs is the make -j budget shared by all concurrent builds
+	// (default: the number of CPUs).
+	Jobs     int
+	Progress *progress.Reporter
+	// Timeout bounds one build (0: none).
+	Timeout time.Duration
+	// NoNetwork runs make in a private network namespace (unshare -n)
+	// when the machine allows; Metadata says whether it applied.
+	NoNetwork bool
+	// Nice runs make under nice -n Nice.
+	Nice int
+	// NoCache ignores cached artifacts (the build still updates the cache).
+	NoCache bool
+	// ConfigOnly stops after the verified .config: the Artifact has Config
+	// and Meta (status PASS, no image) and is not cached.
+	ConfigOnly bool
+	// Log receives the build's output as it runs (in addition to the log
+	// file); nil for none.
+	Log io.Writer
+}
+
+// Artifact is a built (or failed) kernel.
+type Artifact struct {
+	// Dir is the artifact directory: <cache>/builds/<key>/.
+	Dir       string
+	Image     string
+	SystemMap string
+	Config    string
+	Log       string
+	// MetadataPath is Dir/metadata.json.
+	MetadataPath string
+	Meta         Metadata
+	CacheHit     bool
+}
+
+// ConfigHash is the final .config's hash.
+func (a *Artifact) ConfigHash() string { return a.Meta.Patcheval.ConfigHash }
+
+// Build builds one kernel, or returns the cached artifact at once.
+func Build(ctx context.Context, req Request, opts Options) (*Artifact, error) {
+	return build(ctx, req, opts, nil)
+}
+
+// BuildAll builds several kernels concurrently within one -j budget
+// (opts.Jobs): a GNU make jobserver shared by all makes. Results are in
+// request order; errs[i] is nil when arts[i] built.
+func BuildAll(ctx context.Context, reqs []Request, opts Options) ([]*Artifact, []error) {
+	arts := make([]*Artifact, len(reqs))
+	errs := make([]error, len(reqs))
+	jobs := opts.Jobs
+	if jobs <= 0 {
+		jobs = defaultJobs()
+	}
+	conc := min(len(reqs), jobs)
+	if conc <= 1 {
+		for i, r := range reqs {
+			arts[i], errs[i] = build(ctx, r, opts, nil)
+		}
+		return arts, errs
+	}
+	js, err := newJobserver(jobs - conc)
+	if err != nil {
+		for i := range errs {
+			errs[i] = fail.Infra(err)
+		}
+		return arts, errs
+	}
+	defer js.close()
+	var wg sync.WaitGroup
+	next := make(chan int)
+	var mu sync.Mutex
+	remaining := len(reqs)
+	for w := 0; w < conc; w++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range next {
+				arts[i], errs[i] = build(ctx, reqs[i], opts, js)
+				mu.Lock()
+				remaining--
+				idle := remaining < conc // this worker will not get another build
+				mu.Unlock()
+				if idle {
+					js.add(1) // hand its implicit job slot to the others
+				}
+			}
+		}()
+	}
+	for i := range reqs {
+		next <- i
+	}
+	close(next)
+	wg.Wait()
+	return arts, errs
+}
+
+func defaultJobs() int {
+	n := numCPU()
+	if n < 1 {
+		n = 1
+	}
+	return n
+}
+
+// job is one build in progress.
+type job struct {
+	req      Request
+	opts     Options
+	arch     archInfo
+	tc       *Toolchain
+	cache    string
+	label    string
+	commit   string
+	tree     string
+	when     time.Time
+	recipe   string // hash of what decides the config
+	indexKey string
+	ws       string // the Variant's workspace: out/ (O=), home/, build.log
+	srcDir   string // the Variant's sources: ws/src
+	syms     map[string]string
+	baseFile []byte // BaseConfig content when it is a file
+	frags    [][]byte
+	targets  []string
+	js       *jobserver
+}
+
+func build(ctx context.Context, req Request, opts Options, js *jobserver) (*Artifact, error) {
+	j, err := prepare(ctx, req, opts)
+	if err != nil {
+		return nil, err
+	}
+	j.js = js
+	if !opts.NoCache && !opts.ConfigOnly {
+		if a := j.lookupIndex(); a != nil {
+			opts.Progress.Printf("%s: cached %s", j.label, a.Dir)
+			return a, nil
+		}
+	}
+	if err := os.MkdirAll(j.ws, 0o755); err != nil {
+		return nil, fail.Infra(fmt.Errorf("build workspace: %w", err))
+	}
+	unlock, err := lockFile(ctx, j.ws+".lock", func() {
+		opts.Progress.Status("%s: waiting for another build in the same workspace", j.label)
+	})
+	if err != nil {
+		return nil, err
+	}
+	defer unlock()
+	if !opts.NoCache && !opts.ConfigOnly {
+		if a := j.lookupIndex(); a != nil {
+			opts.Progress.Printf("%s: cached %s", j.label, a.Dir)
+			return a, nil
+		}
+	}
+	if opts.Timeout > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, opts.Timeout)
+		defer cancel()
+	}
+	return j.run(ctx)
+}
+
+// Cached returns the cached artifact for req without building, or nil.
+func Cached(ctx context.Context, req Request, opts Options) (*Artifact, error) {
+	j, err := prepare(ctx, req, opts)
+	if err != nil {
+		return nil, err
+	}
+	return j.lookupIndex(), nil
+}
+
+// prepare validates the request, resolves the commit and the toolchain and
+// computes the recipe.
+func prepare(ctx context.Context, req Request, opts Options) (*job, error) {
+	ai, err := lookupArch(req.Arch)
+	if err != nil {
+		return nil, err
+	}
+	req.Arch = ai.Name
+	if req.Repo == "" || req.Commit == "" {
+		return nil, fail.Inputf("build: a repository (--tree) and a commit are required")
+	}
+	if abs, err := filepath.Abs(req.Repo); err == nil {
+		req.Repo = abs
+	}
+	if req.BaseConfig == "" {
+		return nil, fail.Inputf("build: a base config (make target like tinyconfig, or a config file) is required")
+	}
+	j := &job{req: req, opts: opts, arch: ai}
+	if j.opts.CacheDir == "" {
+		j.opts.CacheDir = xdg.CacheDir()
+	}
+	if j.opts.Jobs <= 0 {
+		j.opts.Jobs = defaultJobs()
+	}
+	if j.opts.Progress == nil {
+		j.opts.Progress = progress.Discard()
+	}
+	j.cache = filepath.Join(j.opts.CacheDir, "builds")
+	j.label = ai.Name
+	if req.Variant != "" {
+		j.label += "/" + req.Variant
+	}
+	j.syms, err = normalizeSymbols(req.Symbols)
+	if err != nil {
+		return nil, err
+	}
+	if isConfigFile(req.BaseConfig) {
+		j.baseFile, err = os.ReadFile(req.BaseConfig)
+		if err != nil {
+			return nil, fail.Inputf("base config %s: %w", req.BaseConfig, err)
+		}
+	} else if !validTarget(req.BaseConfig) {
+		return nil, fail.Inputf("base config %q is neither a config file nor a *config make target", req.BaseConfig)
+	}
+	for _, f := range req.Fragments {
+		data, err := os.ReadFile(f)
+		if err != nil {
+			return nil, fail.Inputf("config fragment %s: %w", f, err)
+		}
+		j.frags = append(j.frags, data)
+	}
+	j.targets = req.Targets
+	if len(j.targets) == 0 {
+		j.targets = ai.Targets
+	}
+	j.commit, j.tree, j.when, err = resolveCommit(req.Repo, req.Commit)
+	if err != nil {
+		return nil, err
+	}
+	j.tc, err = FindToolchain(ctx, ai.Name, req.LLVM)
+	if err != nil {
+		return nil, err
+	}
+	parts := [][]byte{[]byte("recipe/v1"), []byte(ai.Name), []byte(j.tc.ID())}
+	if j.baseFile != nil {
+		parts = append(parts, []byte("file"), j.baseFile)
+	} else {
+		parts = append(parts, []byte("target"), []byte(req.BaseConfig))
+	}
+	for _, f := range j.frags {
+		parts = append(parts, f)
+	}
+	parts = append(parts, symbolsFragment(j.syms))
+	j.recipe = sha256hex(parts...)
+	j.indexKey = sha256hex([]byte("index/v1"), []byte(j.tree), []byte(j.recipe), []byte(strings.Join(j.targets, " ")))
+	j.ws = filepath.Join(j.cache, "work", sha256hex([]byte(req.Repo), []byte(j.recipe))[:24])
+	j.srcDir = filepath.Join(j.ws, "src")
+	return j, nil
+}
+
+func isConfigFile(s string) bool {
+	if strings.ContainsRune(s, '/') || strings.HasSuffix(s, ".config") || strings.HasPrefix(s, ".") {
+		return true
+	}
+	if fi, err := os.Stat(s); err == nil && fi.Mode().IsRegular() {
+		return true
+	}
+	return false
+}
+
+func validTarget(s string) bool {
+	if !strings.HasSuffix(s, "config") {
+		return false
+	}
+	for _, r := range s {
+		if !(r == '_' || r == '-' || r == '.' || r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9') {
+			return false
+		}
+	}
+	return true
+}
+
+// resolveCommit resolves rev in the repository at repo to a commit hash,
+// its tree hash and its committer date.
+func resolveCommit(repo, rev string) (commit, tree string, when time.Time, err error) {
+	r, err := git.PlainOpen(repo)
+	if err != nil {
+		r, err = git.PlainOpenWithOptions(repo, &git.PlainOpenOptions{DetectDotGit: true})
+	}
+	if err != nil {
+		return "", "", when, fail.Inputf("kernel tree %s: %w", repo, err)
+	}
+	h, err := r.ResolveRevision(plumbing.Revision(rev))
+	if err != nil {
+		return "", "", when, fail.Inputf("kernel tree %s: revision %q: %w", repo, rev, err)
+	}
+	c, err := r.CommitObject(*h)
+	if err != nil {
+		return "", "", when, fail.Inputf("kernel tree %s: %s is not a commit: %w", repo, rev, err)
+	}
+	return c.Hash.String(), c.TreeHash.String(), c.Committer.When, nil
+}
+
+// lookupIndex returns the cached artifact for the job's (tree, recipe,
+// targets), or nil.
+func (j *job) lookupIndex() *Artifact {
+	key, err := os.ReadFile(filepath.Join(j.cache, "index", j.indexKey))
+	if err != nil {
+		return nil
+	}
+	return j.loadArtifact(strings.TrimSpace(string(key)))
+}
+
+// loadArtifact reads a passed artifact from the cache; nil when absent or
+// damaged.
+func (j *job) loadArtifact(key string) *Artifact {
+	if key == "" || strings.ContainsAny(key, "/.") {
+		return nil
+	}
+	a, err := LoadArtifact(filepath.Join(j.cache, key))
+	if err != nil || a.Meta.Results.Status != "PASS" {
+		return nil
+	}
+	if _, err := os.Stat(a.Image); err != nil {
+		return nil
+	}
+	a.CacheHit = true
+	a.Meta.Patcheval.Variant = j.req.Variant
+	return a
+}
+
+// LoadArtifact reads an artifact directory (one holding metadata.json).
+func LoadArtifact(dir string) (*Artifact, error) {
+	mp := filepath.Join(dir, "metadata.json")
+	data, err := os.ReadFile(mp)
+	if err != nil {
+		return nil, fail.Inputf("build artifact %s: %w", dir, err)
+	}
+	a := &Artifact{Dir: dir, MetadataPath: mp}
+	if err := json.Unmarshal(data, &a.Meta); err != nil {
+		return nil, fail.Inputf("build artifact %s: metadata.json: %w", dir, err)
+	}
+	a.Config = filepath.Join(dir, "config")
+	a.Log = filepath.Join(dir, "build.log")
+	if a.Meta.Patcheval.Image != "" {
+		a.Image = filepath.Join(dir, a.Meta.Patcheval.Image)
+		a.SystemMap = filepath.Join(dir, "System.map")
+	}
+	return a, nil
+}
+
+// run composes the config, verifies it, compiles and stores the artifact.
+// The workspace lock is held.
+func (j *job) run(ctx context.Context) (*Artifact, error) {
+	start := time.Now()
+	meta := j.newMeta(start)
+	out, home := filepath.Join(j.ws, "out"), filepath.Join(j.ws, "home")
+	for _, d := range []string{out, home} {
+		if err := os.MkdirAll(d, 0o755); err != nil {
+			return nil, fail.Infra(fmt.Errorf("build workspace: %w", err))
+		}
+	}
+	logPath := filepath.Join(j.ws, "build.log")
+	logf, err := os.Create(logPath)
+	if err != nil {
+		return nil, fail.Infra(fmt.Errorf("build log: %w", err))
+	}
+	defer logf.Close()
+	var logw io.Writer = logf
+	if j.opts.Log != nil {
+		logw = io.MultiWriter(logf, j.opts.Log)
+	}
+	failWith := func(err error, phase string) (*Artifact, error) {
+		return j.recordFailure(meta, err, start, logPath, out)
+	}
+
+	// Sources: one directory per (repo, arch, recipe), moved
+	// incrementally to j.commit and held there until the build ends.
+	t0 := time.Now()
+	src := j.srcDir
+	st, release, err := j.acquireSource(ctx)
+	if err != nil {
+		return failWith(err, "checkout")
+	}
+	defer release()
+	meta.Results.Duration["checkout"] = time.Since(t0).Seconds()
+	_, statErr := os.Stat(filepath.Join(out, "vmlinux"))
+	meta.Build.Incremental = statErr == nil
+	fmt.Fprintf(logw, "# sources %s at %s (tree %s): %s\n", src, j.commit, j.tree, st)
+
+	r := &runner{arch: j.arch, tc: j.tc, src: src, out: out, home: home, cacheDir: j.opts.CacheDir,
+		ws: j.cache, nice: j.opts.Nice, noNetwork: j.opts.NoNetwork,
+		timestamp: j.when.UTC().Format("Mon Jan 2 15:04:05 UTC 2006"), label: j.label,
+		progress: j.opts.Progress, jobserver: j.js, jobs: j.opts.Jobs}
+
+	// Config.
+	t0 = time.Now()
+	j.opts.Progress.Status("%s: configuring (%s)", j.label, j.req.BaseConfig)
+	final, warnings, err := j.configure(ctx, r, logw, logPath)
+	meta.Build.ReproducerCmdline = j.reproducer(r)
+	meta.Patcheval.Isolation = r.iso
+	if err != nil {
+		return failWith(err, "config")
+	}
+	meta.Results.Duration["config"] = time.Since(t0).Seconds()
+	meta.Patcheval.ConfigWarnings = warnings
+	meta.Patcheval.ConfigHash = ConfigHash(final)
+	key := sha256hex([]byte("build/v1"), []byte(j.tree), final, []byte(j.tc.ID()), []byte(j.arch.Name),
+		[]byte(strings.Join(j.targets, " ")))
+	meta.Patcheval.CacheKey = key
+	if j.opts.ConfigOnly {
+		meta.Results.Status = "PASS"
+		meta.Results.Duration["total"] = time.Since(start).Seconds()
+		dir := filepath.Join(j.cache, "configs", j.indexKey[:24])
+		os.RemoveAll(dir)
+		if err := os.MkdirAll(dir, 0o755); err != nil {
+			return nil, classifyIO(j, err)
+		}
+		a := &Artifact{Dir: dir, Config: filepath.Join(dir, "config"), Log: filepath.Join(dir, "build.log"),
+			MetadataPath: filepath.Join(dir, "metadata.json"), Meta: meta}
+		if err := os.WriteFile(a.Config, final, 0o644); err != nil {
+			return nil, classifyIO(j, err)
+		}
+		copyFile(logPath, a.Log)
+		data, _ := json.MarshalIndent(meta, "", "  ")
+		os.WriteFile(a.MetadataPath, append(data, '\n'), 0o644)
+		return a, nil
+	}
+	if !j.opts.NoCache {
+		if a := j.loadArtifact(key); a != nil {
+			// Another recipe gave the same final .config for this tree.
+			j.writeIndex(key)
+			j.opts.Progress.Printf("%s: cached %s (same final .config)", j.label, a.Dir)
+			return a, nil
+		}
+	}
+
+	// Compile.
+	t0 = time.Now()
+	j.opts.Progress.Status("%s: make %s", j.label, strings.Join(j.targets, " "))
+	lines, err := r.run(ctx, logw, true, j.targets...)
+	meta.Build.MakeCommand = r.makeArgs(j.targets...)
+	meta.Results.Duration["build"] = time.Since(t0).Seconds()
+	meta.Results.Errors, meta.Results.Warnings = countDiagnostics(lines)
+	meta.Results.ObjectsCompiled = objectCount(lines)
+	meta.Patcheval.Isolation = r.iso
+	if err != nil {
+		ferr := r.makeFailure(ctx, err, lines, logPath)
+		setVariant(ferr, j.req.Variant)
+		return failWith(ferr, "build")
+	}
+	if rel, err := os.ReadFile(filepath.Join(out, "include/config/kernel.release")); err == nil {
+		meta.Source.KernelRelease = strings.TrimSpace(string(rel))
+		v := meta.Source.KernelRelease
+		if i := strings.IndexAny(v, "-+"); i > 0 {
+			v = v[:i]
+		}
+		meta.Source.KernelVersion = v
+	}
+	meta.Results.Status = "PASS"
+	meta.Results.Duration["total"] = time.Since(start).Seconds()
+	logf.Sync()
+	a, err := j.store(key, meta, out, logPath)
+	if err != nil {
+		return nil, err
+	}
+	j.writeIndex(key)
+	j.opts.Progress.Printf("%s: built %s in %s (%d objects compiled%s)", j.label, filepath.Base(a.Image),
+		time.Since(start).Round(time.Second), meta.Results.ObjectsCompiled, map[bool]string{true: ", incremental"}[meta.Build.Incremental])
+	return a, nil
+}
+
+func setVariant(err error, v string) {
+	var ke *KernelError
+	var ie *InfraError
+	if errors.As(err, &ke) {
+		ke.Variant = v
+	} else if errors.As(err, &ie) {
+		ie.Variant = v
+	}
+}
+
+func short(h string) string {
+	if len(h) > 12 {
+		return h[:12]
+	}
+	return h
+}
+
+func (j *job) newMeta(start time.Time) Metadata {
+	m := Metadata{
+		Build: MetaBuild{TargetArch: j.arch.Name, KernelArch: j.arch.KArch, Toolchain: j.tc.Name,
+			Kconfig: j.req.BaseConfig, Targets: j.targets, Jobs: j.opts.Jobs, CCache: j.tc.CCache != ""},
+		Results:  MetaResults{Status: "FAIL", Duration: map[string]float64{}},
+		Git:      MetaGit{URL: j.req.Repo, Commit: j.commit, Tree: j.tree, Ref: j.req.Commit},
+		Compiler: MetaCompiler{Name: strings.SplitN(j.tc.Name, "-", 2)[0], Version: j.tc.CCMajor, VersionFull: j.tc.CCVersion},
+		Tools:    map[string]string{"ld": j.tc.Binutils},
+		Patcheval: MetaPatcheval{Variant: j.req.Variant, RequestedSymbols: j.syms, RecipeHash: j.recipe,
+			Toolchain: *j.tc, Started: start.UTC().Format(time.RFC3339)},
+	}
+	if j.tc.CCache != "" {
+		m.Tools["ccache"] = j.tc.CCacheVersion
+	}
+	m.Build.KconfigAdd = append(m.Build.KconfigAdd, j.req.Fragments...)
+	keys := make([]string, 0, len(j.syms))
+	for k := range j.syms {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	for _, k := range keys {
+		m.Build.KconfigAdd = append(m.Build.KconfigAdd, configLineFor(k, j.syms[k]))
+	}
+	return m
+}
+
+// reproducer is the command sequence that redoes the build by hand.
+func (j *job) reproducer(r *runner) []string {
+	var cmds []string
+	if j.baseFile != nil {
+		cmds = append(cmds, "cp "+j.req.BaseConfig+" $O/.config")
+	} else {
+		cmds = append(cmds, strings.Join(r.makeArgs(j.req.BaseConfig), " "))
+	}
+	if len(j.req.Fragments) > 0 || len(j.syms) > 0 {
+		cmds = append(cmds, "scripts/kconfig/merge_config.sh -m -O $O $O/.config "+strings.Join(j.req.Fragments, " ")+" <variant symbols>")
+	}
+	cmds = append(cmds, strings.Join(r.makeArgs("olddefconfig"), " "))
+	cmds = append(cmds, strings.Join(r.makeArgs(j.targets...), " "))
+	return cmds
+}
+
+// writeIndex records that the job's (tree, recipe, targets) built key.
+func (j *job) writeIndex(key string) {
+	dir := filepath.Join(j.cache, "index")
+	if os.MkdirAll(dir, 0o755) != nil {
+		return
+	}
+	tmp, err := os.CreateTemp(dir, ".tmp-")
+	if err != nil {
+		return
+	}
+	tmp.WriteString(key + "\n")
+	tmp.Close()
+	os.Rename(tmp.Name(), filepath.Join(dir, j.indexKey))
+}
+
+// store copies the outputs into <cache>/builds/<key>/ atomically.
+func (j *job) store(key string, meta Metadata, out, logPath string) (*Artifact, error) {
+	tmp, err := os.MkdirTemp(j.cache, ".tmp-")
+	if err != nil {
+		return nil, fail.Infra(fmt.Errorf("build cache: %w", err))
+	}
+	defer os.RemoveAll(tmp)
+	image := filepath.Base(j.arch.Image)
+	copies := [][2]string{
+		{filepath.Join(out, ".config"), "config"},
+		{logPath, "build.log"},
+	}
+	imgPath := filepath.Join(out, j.arch.Image)
+	if _, err := os.Stat(imgPath); err == nil {
+		copies = append(copies, [2]string{imgPath, image})
+		meta.Patcheval.Image = image
+	}
+	if _, err := os.Stat(filepath.Join(out, "System.map")); err == nil {
+		copies = append(copies, [2]string{filepath.Join(out, "System.map"), "System.map"})
+	}
+	if j.arch.Image != "vmlinux" {
+		if _, err := os.Stat(filepath.Join(out, "vmlinux")); err == nil && false {
+			copies = append(copies, [2]string{filepath.Join(out, "vmlinux"), "vmlinux"})
+		}
+	}
+	meta.Results.Artifacts = map[string][]string{"config": {"config"}, "log": {"build.log"}}
+	for _, c := range copies {
+		if err := copyFile(c[0], filepath.Join(tmp, c[1])); err != nil {
+			return nil, classifyIO(j, err)
+		}
+		switch c[1] {
+		case image:
+			meta.Results.Artifacts["kernel"] = []string{image}
+		case "System.map":
+			meta.Results.Artifacts["system_map"] = []string{"System.map"}
+		}
+	}
+	if meta.Patcheval.Image == "" {
+		return nil, &InfraError{Arch: j.arch.Name, Variant: j.req.Variant, Reason: "make",
+			Msg: "make succeeded but " + j.arch.Image + " is missing (targets " + strings.Join(j.targets, " ") + ")"}
+	}
+	data, _ := json.MarshalIndent(meta, "", "  ")
+	if err := os.WriteFile(filepath.Join(tmp, "metadata.json"), append(data, '\n'), 0o644); err != nil {
+		return nil, classifyIO(j, err)
+	}
+	dst := filepath.Join(j.cache, key)
+	os.RemoveAll(dst) // a damaged or failed entry
+	if err := os.Rename(tmp, dst); err != nil {
+		if _, serr := os.Stat(filepath.Join(dst, "metadata.json")); serr != nil {
+			return nil, classifyIO(j, err)
+		}
+	}
+	a, err := LoadArtifact(dst)
+	if err != nil {
+		return nil, fail.Infra(err)
+	}
+	a.Meta.Patcheval.Variant = j.req.Variant
+	return a, nil
+}
+
+func classifyIO(j *job, err error) error {
+	reason := "io"
+	if errors.Is(err, syscall.ENOSPC) {
+		reason = "disk full"
+	}
+	return &InfraError{Arch: j.arch.Name, Variant: j.req.Variant, Reason: reason, Msg: err.Error(), Err: err}
+}
+
+// recordFailure writes the failure's metadata and log under
+// <cache>/builds/failed/<index key>/ and returns an Artifact describing it
+// together with err.
+func (j *job) recordFailure(meta Metadata, err error, start time.Time, logPath, out string) (*Artifact, error) {
+	meta.Results.Status = "FAIL"
+	meta.Results.Duration["total"] = time.Since(start).Seconds()
+	meta.Results.Error = err.Error()
+	var ke *KernelError
+	var ie *InfraError
+	switch {
+	case errors.As(err, &ke):
+		meta.Results.ErrorKind = "kernel"
+		meta.Results.ErrorFile, meta.Results.ErrorLine, meta.Results.ErrorExcerpt = ke.File, ke.Line, ke.Excerpt
+		if meta.Results.Errors == 0 {
+			meta.Results.Errors = 1
+		}
+	case errors.As(err, &ie):
+		meta.Results.ErrorKind = "infra"
+	default:
+		meta.Results.ErrorKind = map[fail.Kind]string{fail.KindInput: "input", fail.KindFailed: "kernel", fail.KindInfra: "infra"}[fail.KindOf(err)]
+	}
+	dir := filepath.Join(j.cache, "failed", j.indexKey[:24])
+	os.RemoveAll(dir)
+	if os.MkdirAll(dir, 0o755) != nil {
+		return nil, err
+	}
+	a := &Artifact{Dir: dir, Log: filepath.Join(dir, "build.log"), MetadataPath: filepath.Join(dir, "metadata.json"), Meta: meta}
+	copyFile(logPath, a.Log)
+	if copyFile(filepath.Join(out, ".config"), filepath.Join(dir, "config")) == nil {
+		a.Config = filepath.Join(dir, "config")
+	}
+	data, _ := json.MarshalIndent(meta, "", "  ")
+	os.WriteFile(a.MetadataPath, append(data, '\n'), 0o644)
+	switch {
+	case ke != nil:
+		ke.Log = a.Log
+	case ie != nil && ie.Log != "":
+		ie.Log = a.Log
+	}
+	return a, err
+}
+
+func copyFile(src, dst string) error {
+	in, err := os.Open(src)
+	if err != nil {
+		return err
+	}
+	defer in.Close()
+	fi, err := in.Stat()
+	if err != nil {
+		return err
+	}
+	o, err := os.OpenFile(dst, os.O_CREATE|os.O_TRUNC|os.O_WRONLY, fi.Mode().Perm())
+	if err != nil {
+		return err
+	}
+	if _, err := io.Copy(o, in); err != nil {
+		o.Close()
+		return err
+	}
+	return o.Close()
+}
+
+// lockFile takes an exclusive flock on path, waiting until ctx ends; the
+// returned func releases it. Concurrent processes building in the same
+// workspace serialise here.
+func lockFile(ctx context.Context, path string, waiting func()) (func(), error) {
+	f, err := os.OpenFile(path, os.O_CREATE|os.O_RDWR, 0o644)
+	if err != nil {
+		return nil, fail.Infra(fmt.Errorf("build lock %s: %w", path, err))
+	}
+	if err := flockWait(ctx, int(f.Fd()), syscall.LOCK_EX, waiting); err != nil {
+		f.Close()
+		return nil, err
+	}
+	return func() { syscall.Flock(int(f.Fd()), syscall.LOCK_UN); f.Close() }, nil
+}

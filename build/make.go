@@ -1,0 +1,277 @@
+package build
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/patcheval/patcheval/internal/progress"
+)
+
+// Isolation says how an untrusted tree's build was contained.
+type Isolation struct {
+	// ScrubbedEnv: the build saw only PATH, HOME (the workspace), LANG and
+	// the kbuild/ccache variables patcheval sets; no tokens or credentials.
+	ScrubbedEnv bool `json:"scrubbed_env"`
+	// NoNetwork: make ran in its own network namespace (unshare -n).
+	NoNetwork bool `json:"no_network"`
+	// Note explains why network isolation did not apply, when it did not.
+	Note string `json:"note,omitempty"`
+	// Env lists the variable names the build saw.
+	Env []string `json:"env"`
+}
+
+var (
+	unshareOnce sync.Once
+	unshareOK   bool
+	unshareNote string
+)
+
+// canUnshareNet checks once whether "unshare -n" works here (root or user
+// namespaces).
+func canUnshareNet() (bool, string) {
+	unshareOnce.Do(func() {
+		p, err := exec.LookPath("unshare")
+		if err != nil {
+			unshareNote = "unshare not installed (util-linux): build ran with the host network"
+			return
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		out, err := exec.CommandContext(ctx, p, "-n", "--", "true").CombinedOutput()
+		if err != nil {
+			unshareNote = fmt.Sprintf("unshare -n failed (%s): build ran with the host network", strings.TrimSpace(string(out)))
+			if unshareNote == "" {
+				unshareNote = err.Error()
+			}
+			return
+		}
+		unshareOK = true
+	})
+	return unshareOK, unshareNote
+}
+
+// runner runs make for one workspace.
+type runner struct {
+	arch      archInfo
+	tc        *Toolchain
+	src, out  string
+	home      string
+	cacheDir  string
+	ws        string // workspace root (ccache base dir)
+	nice      int
+	noNetwork bool // requested
+	timestamp string
+	label     string
+	progress  *progress.Reporter
+	jobserver *jobserver // shared -j budget, or nil
+	jobs      int
+
+	iso Isolation
+}
+
+// makeArgs is the make command line (without isolation prefixes).
+func (r *runner) makeArgs(targets ...string) []string {
+	args := []string{"make", "-C", r.src, "O=" + r.out, "ARCH=" + r.arch.KArch}
+	if r.tc.LLVM {
+		args = append(args, "LLVM=1")
+	} else if r.tc.CrossCompile != "" {
+		args = append(args, "CROSS_COMPILE="+r.tc.CrossCompile)
+	}
+	if r.tc.CCache != "" {
+		args = append(args, "CC=ccache "+r.tc.CC)
+	}
+	return append(args, targets...)
+}
+
+// env is the scrubbed environment.
+func (r *runner) env() []string {
+	path := os.Getenv("PATH")
+	if path == "" {
+		path = "/usr/local/bin:/usr/bin:/bin"
+	}
+	env := []string{
+		"PATH=" + path,
+		"HOME=" + r.home,
+		"LANG=C",
+		"LC_ALL=C",
+		"TMPDIR=" + filepath.Join(r.home, "tmp"),
+		"KBUILD_BUILD_USER=patcheval",
+		"KBUILD_BUILD_HOST=patcheval",
+	}
+	if r.timestamp != "" {
+		env = append(env, "KBUILD_BUILD_TIMESTAMP="+r.timestamp)
+	}
+	if r.tc.CCache != "" {
+		env = append(env,
+			"CCACHE_DIR="+filepath.Join(r.cacheDir, "ccache"),
+			"CCACHE_BASEDIR="+r.ws,
+			"CCACHE_NOHASHDIR=1",
+			"CCACHE_MAXSIZE=5G")
+	}
+	return env
+}
+
+// run runs make with targets, appending its output to logw and feeding
+// progress; parallel says whether to use the job budget.
+func (r *runner) run(ctx context.Context, logw io.Writer, parallel bool, targets ...string) (lines []string, err error) {
+	args := r.makeArgs(targets...)
+	env := r.env()
+	var extra []*os.File
+	if parallel {
+		if r.jobserver != nil {
+			env = append(env, fmt.Sprintf("MAKEFLAGS=-j --jobserver-auth=3,4"))
+			extra = []*os.File{r.jobserver.r, r.jobserver.w}
+		} else {
+			args = append(args[:1], append([]string{fmt.Sprintf("-j%d", max(1, r.jobs))}, args[1:]...)...)
+		}
+	}
+	if err := os.MkdirAll(filepath.Join(r.home, "tmp"), 0o755); err != nil {
+		return nil, err
+	}
+	cmdline := args
+	if r.nice > 0 {
+		cmdline = append([]string{"nice", "-n", fmt.Sprint(r.nice)}, cmdline...)
+	}
+	r.iso.ScrubbedEnv = true
+	r.iso.Env = nil
+	for _, e := range env {
+		k, _, _ := strings.Cut(e, "=")
+		r.iso.Env = append(r.iso.Env, k)
+	}
+	if r.noNetwork {
+		if ok, note := canUnshareNet(); ok {
+			cmdline = append([]string{"unshare", "-n", "--"}, cmdline...)
+			r.iso.NoNetwork = true
+			r.iso.Note = ""
+		} else {
+			r.iso.Note = note
+		}
+	} else {
+		r.iso.Note = "network isolation not requested"
+	}
+	cmd := exec.CommandContext(ctx, cmdline[0], cmdline[1:]...)
+	cmd.Env = env
+	cmd.Dir = r.out
+	cmd.ExtraFiles = extra
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	cmd.Cancel = func() error { return syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) }
+	cmd.WaitDelay = 10 * time.Second
+	pr, pw, err := os.Pipe()
+	if err != nil {
+		return nil, err
+	}
+	cmd.Stdout, cmd.Stderr = pw, pw
+	fmt.Fprintf(logw, "$ %s\n", strings.Join(args, " "))
+	if err := cmd.Start(); err != nil {
+		pr.Close()
+		pw.Close()
+		return nil, err
+	}
+	pw.Close()
+	objects := 0
+	lastPrint := time.Time{}
+	sc := bufio.NewScanner(pr)
+	sc.Buffer(make([]byte, 1<<20), 1<<20)
+	for sc.Scan() {
+		l := sc.Text()
+		fmt.Fprintln(logw, l)
+		lines = append(lines, l)
+		f := strings.Fields(l)
+		if len(f) >= 2 && (f[0] == "CC" || f[0] == "AS") && strings.HasPrefix(l, "  ") {
+			objects++
+			obj := f[len(f)-1]
+			if r.progress.Live() || time.Since(lastPrint) > 20*time.Second {
+				r.progress.Status("%s: %s %s (%d objects)", r.label, f[0], obj, objects)
+				lastPrint = time.Now()
+			}
+		} else if len(f) >= 2 && (f[0] == "LD" || f[0] == "KSYMS" || f[0] == "SORTTAB" || f[0] == "SYSMAP") && strings.HasPrefix(l, "  ") {
+			r.progress.Status("%s: %s %s (%d objects)", r.label, f[0], f[len(f)-1], objects)
+		}
+	}
+	pr.Close()
+	err = cmd.Wait()
+	return lines, err
+}
+
+// objectCount counts compiled objects in make output.
+func objectCount(lines []string) int {
+	n := 0
+	for _, l := range lines {
+		f := strings.Fields(l)
+		if len(f) >= 2 && (f[0] == "CC" || f[0] == "AS") && strings.HasPrefix(l, "  ") {
+			n++
+		}
+	}
+	return n
+}
+
+// makeFailure classifies a make error: context (timeout, interrupt), a
+// signal, then the log.
+func (r *runner) makeFailure(ctx context.Context, err error, lines []string, logPath string) error {
+	var ie *InfraError
+	switch {
+	case errors.Is(ctx.Err(), context.DeadlineExceeded):
+		ie = &InfraError{Reason: "timeout", Msg: "build exceeded its time limit", Err: ctx.Err()}
+	case ctx.Err() != nil:
+		ie = &InfraError{Reason: "interrupted", Msg: "build interrupted", Err: ctx.Err()}
+	default:
+		var ee *exec.ExitError
+		if errors.As(err, &ee) {
+			if ws, ok := ee.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
+				ie = &InfraError{Reason: "killed", Msg: "make killed by signal " + ws.Signal().String(), Err: err}
+			}
+		} else {
+			ie = &InfraError{Reason: "make", Msg: "could not run make: " + err.Error(), Err: err}
+		}
+	}
+	if ie == nil {
+		switch c := classifyFailure(lines, r.src, r.out).(type) {
+		case *KernelError:
+			c.Arch, c.Log = r.arch.Name, logPath
+			return c
+		case *InfraError:
+			ie = c
+		default:
+			ie = &InfraError{Reason: "make", Msg: "make failed without a recognised error: " + err.Error(), Err: err}
+		}
+	}
+	ie.Arch, ie.Log = r.arch.Name, logPath
+	return ie
+}
+
+// jobserver is a GNU make jobserver pipe shared by concurrent builds so
+// that together they stay within one -j budget.
+type jobserver struct {
+	r, w *os.File
+}
+
+func newJobserver(tokens int) (*jobserver, error) {
+	r, w, err := os.Pipe()
+	if err != nil {
+		return nil, err
+	}
+	js := &jobserver{r: r, w: w}
+	js.add(tokens)
+	return js, nil
+}
+
+func (j *jobserver) add(n int) {
+	if n > 0 {
+		j.w.Write([]byte(strings.Repeat("+", n)))
+	}
+}
+
+func (j *jobserver) close() {
+	j.r.Close()
+	j.w.Close()
+}

@@ -1,0 +1,111 @@
+package build
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/patcheval/patcheval/series/apply"
+)
+
+// acquireSource brings the shared source directory to j.commit and holds
+// it there with a shared lock until release is called. Builds at the same
+// commit share the sources concurrently; a build at another commit waits,
+// then moves the sources incrementally (apply.Checkout rewrites only the
+// files that differ, so make in each O= directory recompiles only what
+// changed).
+func (j *job) acquireSource(ctx context.Context) (summary string, release func(), err error) {
+	if err := os.MkdirAll(filepath.Dir(j.srcDir), 0o755); err != nil {
+		return "", nil, classifyIO(j, err)
+	}
+	f, err := os.OpenFile(j.srcDir+".lock", os.O_CREATE|os.O_RDWR, 0o644)
+	if err != nil {
+		return "", nil, classifyIO(j, err)
+	}
+	fd := int(f.Fd())
+	unlock := func() { syscall.Flock(fd, syscall.LOCK_UN) }
+	marker := j.srcDir + ".commit"
+	summary = "already at commit"
+	waited := false
+	for attempt := 0; ; attempt++ {
+		if err := flockWait(ctx, fd, syscall.LOCK_SH, func() {
+			if !waited {
+				j.opts.Progress.Status("%s: waiting for the sources (another build holds them at another commit)", j.label)
+				waited = true
+			}
+		}); err != nil {
+			f.Close()
+			return "", nil, err
+		}
+		if cur, _ := os.ReadFile(marker); strings.TrimSpace(string(cur)) == j.commit {
+			return summary, func() { unlock(); f.Close() }, nil
+		}
+		unlock()
+		if err := flockWait(ctx, fd, syscall.LOCK_EX, nil); err != nil {
+			f.Close()
+			return "", nil, err
+		}
+		if cur, _ := os.ReadFile(marker); strings.TrimSpace(string(cur)) != j.commit {
+			j.opts.Progress.Status("%s: checkout %s", j.label, short(j.commit))
+			os.Remove(marker)
+			st, err := apply.Checkout(ctx, j.req.Repo, j.commit, j.srcDir)
+			if err != nil && ctx.Err() == nil {
+				// Not a checkout of this repository (or damaged): start over.
+				if rerr := os.RemoveAll(j.srcDir); rerr == nil {
+					st, err = apply.Checkout(ctx, j.req.Repo, j.commit, j.srcDir)
+				}
+			}
+			if err != nil {
+				unlock()
+				f.Close()
+				return "", nil, &InfraError{Arch: j.arch.Name, Variant: j.req.Variant, Reason: "io",
+					Msg: "materialising the sources of " + short(j.commit) + ": " + err.Error(), Err: err}
+			}
+			if err := os.WriteFile(marker, []byte(j.commit+"\n"), 0o644); err != nil {
+				unlock()
+				f.Close()
+				return "", nil, classifyIO(j, err)
+			}
+			if st.Fresh {
+				summary = fmt.Sprintf("fresh checkout, %d files in %s", st.Written, st.Duration.Round(time.Millisecond))
+			} else {
+				summary = fmt.Sprintf("incremental checkout from %s: %d files written, %d removed in %s",
+					short(st.Previous), st.Written, st.Removed, st.Duration.Round(time.Millisecond))
+			}
+		}
+		// Downgrade to shared (not atomic: re-check the marker).
+		unlock()
+		if attempt > 50 {
+			f.Close()
+			return "", nil, &InfraError{Arch: j.arch.Name, Reason: "io", Msg: "could not hold the sources at " + short(j.commit) + ": too much contention"}
+		}
+	}
+}
+
+// flockWait takes the flock how on fd, polling until ctx ends; waiting is
+// called once when the lock is busy.
+func flockWait(ctx context.Context, fd, how int, waiting func()) error {
+	for {
+		err := syscall.Flock(fd, how|syscall.LOCK_NB)
+		if err == nil {
+			return nil
+		}
+		if !errors.Is(err, syscall.EWOULDBLOCK) {
+			return &InfraError{Reason: "io", Msg: "lock: " + err.Error(), Err: err}
+		}
+		if waiting != nil {
+			waiting()
+			waiting = nil
+		}
+		select {
+		case <-ctx.Done():
+			return &InfraError{Reason: "interrupted", Msg: "waiting for a build lock", Err: ctx.Err()}
+		case <-time.After(250 * time.Millisecond):
+		}
+	}
+}

@@ -1,0 +1,282 @@
+package build
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/patcheval/patcheval/internal/fail"
+)
+
+func TestMergeFragmentLikeMergeConfig(t *testing.T) {
+	base := []byte("# header\nCONFIG_A=y\n# CONFIG_B is not set\nCONFIG_C=\"x\"\nCONFIG_D=y\n")
+	frag := []byte("CONFIG_B=y\n# CONFIG_D is not set\nCONFIG_E=4\n# comment\n")
+	got, notes := mergeFragment(base, "f.config", frag)
+	want := "# header\nCONFIG_A=y\nCONFIG_C=\"x\"\nCONFIG_B=y\n# CONFIG_D is not set\nCONFIG_E=4\n"
+	if string(got) != want {
+		t.Fatalf("merged:\n%s\nwant:\n%s", got, want)
+	}
+	if len(notes) != 2 || !strings.Contains(notes[0], "CONFIG_B is redefined: n -> y") {
+		t.Fatalf("notes %q", notes)
+	}
+}
+
+func TestParseSymbols(t *testing.T) {
+	m, err := ParseSymbols("CONFIG_PREEMPT_DYNAMIC=y, NR_CPUS=4,LOCALVERSION=-test,X=n")
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]string{"PREEMPT_DYNAMIC": "y", "NR_CPUS": "4", "LOCALVERSION": `"-test"`, "X": "n"}
+	for k, v := range want {
+		if m[k] != v {
+			t.Errorf("%s = %q, want %q", k, m[k], v)
+		}
+	}
+	if _, err := ParseSymbols("FOO"); fail.KindOf(err) != fail.KindInput {
+		t.Errorf("FOO without a value: %v", err)
+	}
+	if _, err := ParseSymbols("BAD-NAME=y"); err == nil {
+		t.Error("a bad symbol name was accepted")
+	}
+}
+
+func TestCheckRequested(t *testing.T) {
+	final := map[string]string{"A": "y", "B": "n", "C": "m", "S": `"x"`}
+	probs := checkRequested(map[string]string{"A": "y", "B": "y", "C": "y", "D": "y", "E": "n", "S": `"x"`}, final)
+	got := map[string]string{}
+	for _, p := range probs {
+		got[p.Symbol] = p.Kind
+	}
+	want := map[string]string{"B": "dropped", "C": "changed", "D": "dropped"}
+	if len(got) != len(want) {
+		t.Fatalf("problems %v, want %v", got, want)
+	}
+	for k, v := range want {
+		if got[k] != v {
+			t.Errorf("%s: %q, want %q", k, got[k], v)
+		}
+	}
+	err := &ConfigError{Arch: "ppc64le", Variant: "v", Problems: probs}
+	if fail.Code(err) != 2 {
+		t.Errorf("ConfigError exit code %d, want 2", fail.Code(err))
+	}
+}
+
+// A real gcc error log (a syntax error in an O= build whose sources are
+// elsewhere) classifies as a kernel error at file:line.
+func TestClassifyCompileError(t *testing.T) {
+	src, out := "/c/builds/src/abc", "/c/builds/work/def/out"
+	log := strings.Split(`  CC      kernel/sched/core.o
+../../../src/abc/kernel/sched/core.c: In function 'patcheval_broken':
+../../../src/abc/kernel/sched/core.c:11437:50: error: expected ';' before '}' token
+11437 | static int patcheval_broken(void) { return 1 }
+      |                                                  ^~
+      |                                                  ;
+make[3]: *** [/c/builds/src/abc/scripts/Makefile.build:250: kernel/sched/core.o] Error 1
+make[2]: *** [/c/builds/src/abc/scripts/Makefile.build:500: kernel/sched] Error 2`, "\n")
+	err := classifyFailure(log, src, out)
+	var ke *KernelError
+	if !errors.As(err, &ke) {
+		t.Fatalf("got %T %v, want *KernelError", err, err)
+	}
+	if ke.File != "kernel/sched/core.c" || ke.Line != 11437 || ke.Stage != "compile" {
+		t.Errorf("at %s:%d (%s)", ke.File, ke.Line, ke.Stage)
+	}
+	if len(ke.Excerpt) < 3 || !strings.HasPrefix(ke.Excerpt[1], "kernel/sched/core.c:11437:50: error") {
+		t.Errorf("excerpt %q", ke.Excerpt)
+	}
+	if fail.Code(err) != 1 {
+		t.Errorf("exit code %d, want 1", fail.Code(err))
+	}
+}
+
+func TestClassifyLinkAndInfra(t *testing.T) {
+	link := []string{"  LD      vmlinux.o", "powerpc64le-linux-gnu-ld: kernel/fork.o: in function `x':", "fork.c:(.text+0x10): undefined reference to `nope'", "make[1]: *** [Makefile:1164: vmlinux] Error 1"}
+	var ke *KernelError
+	if err := classifyFailure(link, "/s", "/o"); !errors.As(err, &ke) || ke.Stage != "link" {
+		t.Errorf("link error: %v", err)
+	}
+	disk := []string{"  CC kernel/fork.o", "kernel/fork.c:1: fatal error: error writing to /tmp/x: No space left on device"}
+	var ie *InfraError
+	if err := classifyFailure(disk, "/s", "/o"); !errors.As(err, &ie) || ie.Reason != "disk full" {
+		t.Errorf("disk full: %v", err)
+	} else if fail.Code(err) != 3 {
+		t.Errorf("exit code %d, want 3", fail.Code(err))
+	}
+	oom := []string{"powerpc64le-linux-gnu-gcc: fatal error: Killed signal terminated program cc1", "internal compiler error: Killed (program cc1)"}
+	if err := classifyFailure(oom, "/s", "/o"); !errors.As(err, &ie) || ie.Reason != "out of memory" {
+		t.Errorf("oom: %v", err)
+	}
+}
+
+func TestToolchain(t *testing.T) {
+	tc, err := FindToolchain(context.Background(), "powerpc", false)
+	if err != nil {
+		if _, lerr := exec.LookPath("powerpc64le-linux-gnu-gcc"); lerr == nil {
+			t.Fatal(err)
+		}
+		var ie *InfraError
+		if !errors.As(err, &ie) || !strings.Contains(err.Error(), "gcc-powerpc64le-linux-gnu") {
+			t.Fatalf("missing toolchain error does not name the package: %v", err)
+		}
+		return
+	}
+	if tc.CrossCompile != "powerpc64le-linux-gnu-" || !strings.HasPrefix(tc.Name, "gcc-") || tc.Binutils == "" {
+		t.Errorf("toolchain %+v", tc)
+	}
+	// A missing compiler names the Debian package.
+	t.Setenv("PATH", t.TempDir())
+	toolchainCache.Delete("arm64false")
+	_, err = findToolchain(context.Background(), arches["arm64"], false)
+	var ie *InfraError
+	if !errors.As(err, &ie) || !strings.Contains(err.Error(), "apt-get install gcc-aarch64-linux-gnu") || fail.Code(err) != 3 {
+		t.Errorf("missing compiler: %v", err)
+	}
+}
+
+func TestBootConfigs(t *testing.T) {
+	for _, a := range Arches() {
+		name, data := BootConfig(a)
+		if name == "" || len(data) == 0 {
+			t.Fatalf("no boot config for %s", a)
+		}
+		_, vals := symbolLines(data)
+		for _, sym := range []string{"BLK_DEV_INITRD", "DEVTMPFS", "PROC_FS", "SYSFS", "BINFMT_ELF", "PRINTK", "TTY", "FUTEX", "PREEMPT_VOLUNTARY"} {
+			if vals[sym] != "y" {
+				t.Errorf("%s: CONFIG_%s=%q, want y", name, sym, vals[sym])
+			}
+		}
+	}
+	_, x86 := BootConfig("amd64")
+	if !strings.Contains(string(x86), "CONFIG_SERIAL_8250_CONSOLE=y") || !strings.Contains(string(x86), "CONFIG_64BIT=y") {
+		t.Error("x86_64 boot config lacks the 8250 console or 64BIT")
+	}
+	_, arm := BootConfig("aarch64")
+	if !strings.Contains(string(arm), "CONFIG_SERIAL_AMBA_PL011_CONSOLE=y") {
+		t.Error("arm64 boot config lacks the PL011 console")
+	}
+	dir := t.TempDir()
+	p, err := WriteBootConfig("ppc64le", dir)
+	if err != nil || filepath.Base(p) != "ppc64le-pseries.config" {
+		t.Fatal(p, err)
+	}
+	if _, err := os.Stat(p); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestRequestValidation(t *testing.T) {
+	ctx := context.Background()
+	cases := []Request{
+		{Repo: ".", Commit: "HEAD", Arch: "sparc", BaseConfig: "tinyconfig"},
+		{Repo: ".", Commit: "HEAD", Arch: "ppc64le"},
+		{Repo: ".", Commit: "HEAD", Arch: "ppc64le", BaseConfig: "rm -rf"},
+		{Repo: t.TempDir(), Commit: "HEAD", Arch: "ppc64le", BaseConfig: "tinyconfig"},
+		{Repo: ".", Commit: "HEAD", Arch: "ppc64le", BaseConfig: "tinyconfig", Fragments: []string{"/nonexistent.config"}},
+		{Repo: ".", Commit: "HEAD", Arch: "ppc64le", BaseConfig: "tinyconfig", Symbols: map[string]string{"a b": "y"}},
+	}
+	for i, r := range cases {
+		_, err := Build(ctx, r, Options{CacheDir: t.TempDir()})
+		if err == nil || fail.KindOf(err) != fail.KindInput {
+			t.Errorf("case %d: got %v (kind %v), want bad input", i, err, fail.KindOf(err))
+		}
+	}
+}
+
+func TestLockFileSerialises(t *testing.T) {
+	p := filepath.Join(t.TempDir(), "x.lock")
+	un, err := lockFile(context.Background(), p, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	if _, err := lockFile(ctx, p, nil); err == nil {
+		t.Fatal("second lock succeeded while the first is held")
+	}
+	un()
+	un2, err := lockFile(context.Background(), p, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	un2()
+}
+
+// Two makes sharing one jobserver never run more jobs together than the
+// budget: tokens + one implicit slot per make.
+func TestJobserverSharesBudget(t *testing.T) {
+	dir := t.TempDir()
+	mk := "all: a b c d e f\na b c d e f:\n\t@echo + >> " + dir + "/log; sleep 0.3; echo - >> " + dir + "/log\n"
+	if err := os.WriteFile(filepath.Join(dir, "Makefile"), []byte(mk), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	js, err := newJobserver(1) // budget 3 for two makes
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer js.close()
+	errs := make(chan error, 2)
+	for i := 0; i < 2; i++ {
+		go func() {
+			cmd := exec.Command("make", "-s", "-C", dir)
+			cmd.Env = append(os.Environ(), "MAKEFLAGS=-j --jobserver-auth=3,4")
+			cmd.ExtraFiles = []*os.File{js.r, js.w}
+			out, err := cmd.CombinedOutput()
+			if err != nil {
+				err = fmt.Errorf("%v: %s", err, out)
+			}
+			errs <- err
+		}()
+	}
+	for i := 0; i < 2; i++ {
+		if err := <-errs; err != nil {
+			t.Fatal(err)
+		}
+	}
+	data, _ := os.ReadFile(filepath.Join(dir, "log"))
+	cur, peak := 0, 0
+	for _, l := range strings.Fields(string(data)) {
+		if l == "+" {
+			cur++
+		} else {
+			cur--
+		}
+		peak = max(peak, cur)
+	}
+	if peak > 3 || peak < 2 {
+		t.Errorf("peak concurrency %d, want 2..3 (budget 3)", peak)
+	}
+}
+
+func TestScrubbedEnvironment(t *testing.T) {
+	t.Setenv("GITHUB_TOKEN", "secret")
+	t.Setenv("SSH_AUTH_SOCK", "/tmp/agent")
+	t.Setenv("AWS_SECRET_ACCESS_KEY", "x")
+	r := &runner{arch: arches["ppc64le"], tc: &Toolchain{CC: "powerpc64le-linux-gnu-gcc", CrossCompile: "powerpc64le-linux-gnu-", CCache: "/usr/bin/ccache"},
+		src: "/ws/src", out: "/ws/out", home: "/ws/home", cacheDir: "/c", ws: "/c/builds"}
+	env := r.env()
+	for _, e := range env {
+		k, _, _ := strings.Cut(e, "=")
+		switch k {
+		case "PATH", "HOME", "LANG", "LC_ALL", "TMPDIR", "KBUILD_BUILD_USER", "KBUILD_BUILD_HOST",
+			"KBUILD_BUILD_TIMESTAMP", "CCACHE_DIR", "CCACHE_BASEDIR", "CCACHE_NOHASHDIR", "CCACHE_MAXSIZE":
+		default:
+			t.Errorf("unexpected variable in the build environment: %s", e)
+		}
+		if strings.Contains(e, "secret") || strings.Contains(e, "agent") {
+			t.Errorf("credential leaked: %s", e)
+		}
+	}
+	if !strings.Contains(strings.Join(env, "\n"), "HOME=/ws/home") {
+		t.Errorf("HOME is not the workspace: %q", env)
+	}
+	args := r.makeArgs("vmlinux")
+	if strings.Join(args, " ") != "make -C /ws/src O=/ws/out ARCH=powerpc CROSS_COMPILE=powerpc64le-linux-gnu- CC=ccache powerpc64le-linux-gnu-gcc vmlinux" {
+		t.Errorf("make args %q", args)
+	}
+}
