@@ -174,11 +174,13 @@ func runsShow(w io.Writer, st *store.Store, id int64, asJSON bool) error {
 		fmt.Fprintln(tw, "  VARIANT\tARCH\tSTATUS\tCOMMIT\tCONFIG\tARTIFACTS")
 		for _, b := range builds {
 			fmt.Fprintf(tw, "  %s\t%s\t%s\t%s\t%s\t%s\n", b.Variant, b.Arch, b.Status, runsShort(b.Commit, 12), runsShort(b.ConfigHash, 12), runsOrDash(b.ArtifactDir))
-			if b.ErrorText != "" {
-				fmt.Fprintf(tw, "  \t\t%s: %s\t\t\t\n", b.ErrorKind, runsFirstLine(b.ErrorText))
-			}
 		}
 		tw.Flush()
+		for _, b := range builds {
+			if b.ErrorText != "" {
+				fmt.Fprintf(w, "  build %s/%s: %s: %s\n", b.Variant, b.Arch, b.ErrorKind, runsFirstLine(b.ErrorText))
+			}
+		}
 	}
 
 	fmt.Fprintf(w, "\nruns (%d)\n", len(runs))
@@ -195,11 +197,13 @@ func runsShow(w io.Writer, st *store.Store, id int64, asJSON bool) error {
 				dur = r.Finished.Sub(r.Started).Round(100 * time.Millisecond).String()
 			}
 			fmt.Fprintf(tw, "  %d\t%s\t%d\t%s\t%d\t%s\t%s\t%s\n", r.ID, r.Variant, r.Boot, r.Status, r.Samples, runsOrDash(r.Env.KernelRelease), target, dur)
-			if r.ErrorText != "" {
-				fmt.Fprintf(tw, "  \t\t\t%s: %s\t\t\t\t\n", r.ErrorKind, runsFirstLine(r.ErrorText))
-			}
 		}
 		tw.Flush()
+		for _, r := range runs {
+			if r.ErrorText != "" {
+				fmt.Fprintf(w, "  run %d (%s#%d): %s: %s (patcheval runs console %d)\n", r.ID, r.Variant, r.Boot, r.ErrorKind, runsFirstLine(r.ErrorText), r.ID)
+			}
+		}
 	}
 
 	fmt.Fprintf(w, "\nsamples of finished runs (%d)\n", len(samples))
