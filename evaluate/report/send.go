@@ -1,0 +1,182 @@
+package report
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"crypto/tls"
+	"fmt"
+	"io"
+	"net"
+	"net/smtp"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/patcheval/patcheval/internal/fail"
+	"github.com/patcheval/patcheval/mbox"
+)
+
+// SMTPSettings say how Send reaches the mail server.
+type SMTPSettings struct {
+	Host string
+	// Port defaults to 587 (465 with Security "tls").
+	Port     int
+	Username string
+	Password string
+	// Security is "starttls" (the default: required), "tls" (implicit
+	// TLS, port 465) or "none" (plain text; only to a loopback address).
+	Security string
+	// HeloName is sent in EHLO (default "localhost").
+	HeloName string
+	// Timeout bounds the whole exchange (default 60s).
+	Timeout time.Duration
+	// TLSConfig overrides the TLS settings (tests).
+	TLSConfig *tls.Config
+}
+
+// Recipients are the envelope recipients of d: To and Cc, deduplicated.
+func (d Draft) Recipients() []string {
+	var out []string
+	seen := map[string]bool{}
+	for _, a := range append(append([]mbox.Address(nil), d.To...), d.Cc...) {
+		a = cleanAddr(a)
+		k := strings.ToLower(a.Email)
+		if validEmail(a.Email) && !seen[k] {
+			seen[k] = true
+			out = append(out, a.Email)
+		}
+	}
+	return out
+}
+
+// Confirm shows who d goes to and asks on out/in for a "y". The caller
+// makes sure in is a terminal.
+func Confirm(in io.Reader, out io.Writer, d Draft) (bool, error) {
+	fmt.Fprintf(out, "From:    %s\n", formatAddrText(d.From))
+	fmt.Fprintf(out, "To:      %s\n", strings.Join(d.Recipients(), ", "))
+	fmt.Fprintf(out, "Subject: %s\n", oneLine(d.Subject))
+	fmt.Fprintf(out, "Send this mail? [y/N] ")
+	line, err := bufio.NewReader(in).ReadString('\n')
+	if err != nil && line == "" {
+		return false, err
+	}
+	a := strings.ToLower(strings.TrimSpace(line))
+	return a == "y" || a == "yes", nil
+}
+
+func isLoopback(host string) bool {
+	if host == "localhost" {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
+}
+
+// Send delivers d over SMTP. It never runs unless the caller asked for
+// it (--send) and confirmed.
+func Send(ctx context.Context, s SMTPSettings, d Draft) error {
+	if s.Host == "" {
+		return fail.Inputf("send: no SMTP host configured")
+	}
+	sec := strings.ToLower(s.Security)
+	if sec == "" {
+		sec = "starttls"
+	}
+	switch sec {
+	case "starttls", "tls", "none":
+	default:
+		return fail.Inputf("send: SMTP security %q: want starttls, tls or none", s.Security)
+	}
+	if sec == "none" && !isLoopback(s.Host) {
+		return fail.Inputf("send: refusing to send in plain text to %s (security \"none\" is only for loopback)", s.Host)
+	}
+	port := s.Port
+	if port == 0 {
+		port = 587
+		if sec == "tls" {
+			port = 465
+		}
+	}
+	rcpts := d.Recipients()
+	if len(rcpts) == 0 {
+		return fail.Inputf("send: the draft has no valid recipient")
+	}
+	var msg bytes.Buffer
+	if err := WriteDraft(&msg, d); err != nil {
+		return err
+	}
+	timeout := s.Timeout
+	if timeout <= 0 {
+		timeout = 60 * time.Second
+	}
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	addr := net.JoinHostPort(s.Host, strconv.Itoa(port))
+	tlsConf := s.TLSConfig
+	if tlsConf == nil {
+		tlsConf = &tls.Config{ServerName: s.Host}
+	}
+	var conn net.Conn
+	var err error
+	dialer := &net.Dialer{}
+	if sec == "tls" {
+		conn, err = (&tls.Dialer{NetDialer: dialer, Config: tlsConf}).DialContext(ctx, "tcp", addr)
+	} else {
+		conn, err = dialer.DialContext(ctx, "tcp", addr)
+	}
+	if err != nil {
+		return fail.Infraf("send: connecting to %s: %v", addr, err)
+	}
+	if dl, ok := ctx.Deadline(); ok {
+		conn.SetDeadline(dl)
+	}
+	stop := context.AfterFunc(ctx, func() { conn.Close() })
+	defer stop()
+	c, err := smtp.NewClient(conn, s.Host)
+	if err != nil {
+		conn.Close()
+		return fail.Infraf("send: %s: %v", addr, err)
+	}
+	defer c.Close()
+	helo := s.HeloName
+	if helo == "" {
+		helo = "localhost"
+	}
+	if err := c.Hello(helo); err != nil {
+		return fail.Infraf("send: EHLO to %s: %v", addr, err)
+	}
+	if sec == "starttls" {
+		if ok, _ := c.Extension("STARTTLS"); !ok {
+			return fail.Infraf("send: %s does not offer STARTTLS (set security to \"tls\", or \"none\" for a loopback relay)", addr)
+		}
+		if err := c.StartTLS(tlsConf); err != nil {
+			return fail.Infraf("send: STARTTLS with %s: %v", addr, err)
+		}
+	}
+	if s.Username != "" {
+		if err := c.Auth(smtp.PlainAuth("", s.Username, s.Password, s.Host)); err != nil {
+			return fail.Inputf("send: authentication as %s at %s failed: %v", s.Username, addr, err)
+		}
+	}
+	if err := c.Mail(d.From.Email); err != nil {
+		return fail.Infraf("send: MAIL FROM:<%s>: %v", d.From.Email, err)
+	}
+	for _, r := range rcpts {
+		if err := c.Rcpt(r); err != nil {
+			return fail.Infraf("send: RCPT TO:<%s>: %v", r, err)
+		}
+	}
+	w, err := c.Data()
+	if err != nil {
+		return fail.Infraf("send: DATA: %v", err)
+	}
+	// The DATA writer turns LF into CRLF and dot-stuffs.
+	if _, err := w.Write(msg.Bytes()); err != nil {
+		return fail.Infraf("send: writing the message: %v", err)
+	}
+	if err := w.Close(); err != nil {
+		return fail.Infraf("send: the server refused the message: %v", err)
+	}
+	return c.Quit()
+}

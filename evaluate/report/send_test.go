@@ -1,0 +1,181 @@
+package report
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/base64"
+	"net"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+)
+
+// smtpServer is a tiny SMTP server on loopback that records one session.
+type smtpServer struct {
+	ln       net.Listener
+	mu       sync.Mutex
+	from     string
+	rcpts    []string
+	data     string
+	auth     string
+	starttls bool // advertise STARTTLS (never completes it)
+	done     chan struct{}
+}
+
+func newSMTPServer(t *testing.T, starttls bool) *smtpServer {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := &smtpServer{ln: ln, starttls: starttls, done: make(chan struct{})}
+	go s.serve()
+	t.Cleanup(func() { ln.Close() })
+	return s
+}
+
+func (s *smtpServer) port() int { return s.ln.Addr().(*net.TCPAddr).Port }
+
+func (s *smtpServer) serve() {
+	defer close(s.done)
+	c, err := s.ln.Accept()
+	if err != nil {
+		return
+	}
+	defer c.Close()
+	c.SetDeadline(time.Now().Add(10 * time.Second))
+	r := bufio.NewReader(c)
+	w := func(l string) { c.Write([]byte(l + "\r\n")) }
+	w("220 test ESMTP")
+	for {
+		line, err := r.ReadString('\n')
+		if err != nil {
+			return
+		}
+		line = strings.TrimRight(line, "\r\n")
+		cmd := strings.ToUpper(line)
+		switch {
+		case strings.HasPrefix(cmd, "EHLO"):
+			if s.starttls {
+				w("250-test")
+				w("250 STARTTLS")
+			} else {
+				w("250-test")
+				w("250-AUTH PLAIN")
+				w("250 8BITMIME")
+			}
+		case strings.HasPrefix(cmd, "AUTH PLAIN"):
+			s.mu.Lock()
+			s.auth = strings.TrimSpace(line[len("AUTH PLAIN"):])
+			s.mu.Unlock()
+			w("235 ok")
+		case strings.HasPrefix(cmd, "MAIL FROM:"):
+			s.mu.Lock()
+			s.from = line[len("MAIL FROM:"):]
+			s.mu.Unlock()
+			w("250 ok")
+		case strings.HasPrefix(cmd, "RCPT TO:"):
+			s.mu.Lock()
+			s.rcpts = append(s.rcpts, line[len("RCPT TO:"):])
+			s.mu.Unlock()
+			w("250 ok")
+		case cmd == "DATA":
+			w("354 go")
+			var b strings.Builder
+			for {
+				l, err := r.ReadString('\n')
+				if err != nil {
+					return
+				}
+				if l == ".\r\n" {
+					break
+				}
+				b.WriteString(l)
+			}
+			s.mu.Lock()
+			s.data = b.String()
+			s.mu.Unlock()
+			w("250 queued")
+		case cmd == "QUIT":
+			w("221 bye")
+			return
+		default:
+			w("502 what")
+		}
+	}
+}
+
+func TestSend(t *testing.T) {
+	d, eml := seedDraft(t, false)
+	srv := newSMTPServer(t, false)
+	err := Send(context.Background(), SMTPSettings{Host: "127.0.0.1", Port: srv.port(), Security: "none",
+		Username: "jane", Password: "secret"}, *d)
+	if err != nil {
+		t.Fatal(err)
+	}
+	<-srv.done
+	srv.mu.Lock()
+	defer srv.mu.Unlock()
+	if srv.from != "<jane@example.com>" && !strings.HasPrefix(srv.from, "<jane@example.com>") {
+		t.Errorf("MAIL FROM %q", srv.from)
+	}
+	if strings.Join(srv.rcpts, ",") != "<tester@example.org>,<linuxppc-dev@lists.ozlabs.org>,<sshegde@linux.ibm.com>" {
+		t.Errorf("RCPT %q", srv.rcpts)
+	}
+	auth, _ := base64.StdEncoding.DecodeString(srv.auth)
+	if string(auth) != "\x00jane\x00secret" {
+		t.Errorf("AUTH %q", auth)
+	}
+	// On the wire: CRLF line ends, dot-stuffing undone gives the draft.
+	wire := strings.ReplaceAll(srv.data, "\r\n", "\n")
+	wire = strings.ReplaceAll(wire, "\n..", "\n.")
+	if wire != string(eml) {
+		t.Errorf("sent message differs from the draft:\n%s", srv.data)
+	}
+	if strings.Contains(strings.ReplaceAll(srv.data, "\r\n", ""), "\n") {
+		t.Errorf("bare LF on the wire")
+	}
+	parseDraft(t, []byte(srv.data))
+}
+
+func TestSendRefusals(t *testing.T) {
+	d, _ := seedDraft(t, false)
+	ctx := context.Background()
+	if err := Send(ctx, SMTPSettings{Host: "mail.example.org", Security: "none"}, *d); err == nil ||
+		!strings.Contains(err.Error(), "plain text") {
+		t.Errorf("plain text to a remote host: %v", err)
+	}
+	if err := Send(ctx, SMTPSettings{}, *d); err == nil {
+		t.Error("no host accepted")
+	}
+	// STARTTLS required (the default) but the server does not offer it.
+	srv := newSMTPServer(t, false)
+	if err := Send(ctx, SMTPSettings{Host: "127.0.0.1", Port: srv.port()}, *d); err == nil ||
+		!strings.Contains(err.Error(), "STARTTLS") {
+		t.Errorf("no STARTTLS: %v", err)
+	}
+	// A closed port is an infrastructure error naming the address.
+	ln, _ := net.Listen("tcp", "127.0.0.1:0")
+	port := ln.Addr().(*net.TCPAddr).Port
+	ln.Close()
+	if err := Send(ctx, SMTPSettings{Host: "127.0.0.1", Port: port, Security: "none"}, *d); err == nil ||
+		!strings.Contains(err.Error(), "127.0.0.1") {
+		t.Errorf("closed port: %v", err)
+	}
+}
+
+func TestConfirm(t *testing.T) {
+	d, _ := seedDraft(t, false)
+	var out bytes.Buffer
+	ok, err := Confirm(strings.NewReader("y\n"), &out, *d)
+	if err != nil || !ok || !strings.Contains(out.String(), "tester@example.org, linuxppc-dev@lists.ozlabs.org") {
+		t.Errorf("%v %v %q", ok, err, out.String())
+	}
+	if ok, _ := Confirm(strings.NewReader("\n"), &out, *d); ok {
+		t.Error("empty answer confirmed")
+	}
+	if ok, _ := Confirm(strings.NewReader(""), &out, *d); ok {
+		t.Error("EOF confirmed")
+	}
+}
