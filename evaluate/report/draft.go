@@ -221,6 +221,9 @@ func Attribution(m *mbox.Message) []string {
 // inBodyHeader matches the in-body From:/Date:/Subject: lines of a patch.
 var inBodyHeader = regexp.MustCompile(`^(From|Date|Subject):\s`)
 
+// attribLine ends an attribution line ("... wrote:", "... a écrit :").
+var attribLine = regexp.MustCompile(`(wrote|écrit|schrieb|escribió)\s*:$`)
+
 // trailerLine matches commit trailers (Signed-off-by: and friends).
 var trailerLine = regexp.MustCompile(`^[A-Za-z][A-Za-z0-9-]*(-by|-to)?:\s+\S`)
 
@@ -248,6 +251,14 @@ func Quote(m *mbox.Message, maxLines int) []string {
 			start = false
 		}
 		if strings.HasPrefix(t, ">") {
+			continue
+		}
+		if attribLine.MatchString(t) {
+			// An attribution of quoted text, maybe wrapped: drop it
+			// and its first half.
+			if n := len(text); n > 0 && strings.HasPrefix(text[n-1], "On ") {
+				text = text[:n-1]
+			}
 			continue
 		}
 		if trailerLine.MatchString(t) && isTrailer(t) {
@@ -358,13 +369,7 @@ func draftBody(r *Report, parent *mbox.Message, o DraftOptions, d *Draft) string
 		para(intro)
 		p("")
 	}
-	var verdicts []string
-	for _, b := range r.Benchmarks {
-		for _, c := range b.Comparisons {
-			verdicts = append(verdicts, verdictSentence(b, c))
-		}
-	}
-	if len(verdicts) > 0 {
+	if verdicts := Verdicts(r); len(verdicts) > 0 {
 		p("Verdicts:")
 		for _, v := range verdicts {
 			p(Wrap(v, w, "- ", "  ")...)
@@ -451,6 +456,19 @@ func draftBody(r *Report, parent *mbox.Message, o DraftOptions, d *Draft) string
 		out = out[:len(out)-1]
 	}
 	return strings.Join(out, "\n") + "\n"
+}
+
+// Verdicts is one line per comparison ("kill ns/op: voluntary ->
+// voluntary-dyn +24.8% (95% CI +24.7% .. +25.0%): regression"), for the
+// draft and for a command's closing summary.
+func Verdicts(r *Report) []string {
+	var out []string
+	for _, b := range r.Benchmarks {
+		for _, c := range b.Comparisons {
+			out = append(out, verdictSentence(b, c))
+		}
+	}
+	return out
 }
 
 // verdictSentence is one comparison in words.

@@ -388,3 +388,82 @@ func TestDraftNarrow(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+func TestAttributionAndQuote(t *testing.T) {
+	ist := time.FixedZone("", 5*3600+1800)
+	m := &mbox.Message{From: mbox.Address{Name: "Shrikanth Hegde", Email: "sshegde@linux.ibm.com"},
+		Date: time.Date(2025, 2, 10, 19, 46, 0, 0, ist)}
+	if got := strings.Join(Attribution(m), "\n"); got != "On Mon, 10 Feb 2025 19:46:00 +0530, Shrikanth Hegde <sshegde@linux.ibm.com>\nwrote:" &&
+		got != "On Mon, 10 Feb 2025 19:46:00 +0530, Shrikanth Hegde\n<sshegde@linux.ibm.com> wrote:" {
+		t.Errorf("attribution %q", got)
+	}
+	m.Date = time.Time{}
+	if got := strings.Join(Attribution(m), "\n"); got != "Shrikanth Hegde <sshegde@linux.ibm.com> wrote:" {
+		t.Errorf("no date: %q", got)
+	}
+
+	// The cover letter: its first paragraph, then [...].
+	var cover *mbox.Message
+	for _, msg := range loadThread(t) {
+		if strings.Contains(msg.Subject, "0/1") {
+			cover = msg
+		}
+	}
+	q := strings.Join(Quote(cover, 0), "\n")
+	want := "> This is the v4 \"powerpc: enable dynamic preemption\" patch carried to\n" +
+		"> v6.1 so that its effect can be measured on a v6.1 tree: with it,\n" +
+		"> CONFIG_PREEMPT_DYNAMIC=y takes effect on powerpc, which in turn turns\n" +
+		"> on CONFIG_PREEMPT_RCU (kernel/rcu/Kconfig: default y if PREEMPT ||\n" +
+		"> PREEMPT_RT || PREEMPT_DYNAMIC).\n> [...]"
+	if q != want {
+		t.Errorf("cover quote:\n%s", q)
+	}
+
+	// A reply: its own words, not what it quoted, capped.
+	reply := &mbox.Message{Body: "On Mon, Jul 27, 2026 at 12:29 PM Someone <some@one.org>\nwrote:\n> quoted text\n> more\n\n" +
+		"Tested on 7.1 by switching the runtime mode via\n/sys/kernel/debug/sched/preempt:\n\nMode  kill\nfull  57,476\n\n-- \nJirka\n"}
+	q = strings.Join(Quote(reply, 0), "\n")
+	if q != "> Tested on 7.1 by switching the runtime mode via\n> /sys/kernel/debug/sched/preempt:\n> [...]" {
+		t.Errorf("reply quote:\n%s", q)
+	}
+	if strings.Contains(q, "quoted text") || strings.Contains(q, "Jirka") {
+		t.Errorf("reply quote has quoted text or the signature:\n%s", q)
+	}
+	long := &mbox.Message{Body: strings.Repeat("line\n", 30)}
+	if ql := Quote(long, 4); len(ql) != 5 || ql[4] != "> [...]" {
+		t.Errorf("cap: %q", ql)
+	}
+}
+
+func TestUnicodeSubjectFolding(t *testing.T) {
+	p := patchMsg(t)
+	q := *p
+	q.Subject = "[PATCH v2] rcu: Reduce synchronize_rcu() latency — naïve café résumé test with a rather long subject line"
+	d, err := NewDraft(seedReport(t), &q, DraftOptions{From: me, Now: gen})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var b bytes.Buffer
+	if err := WriteDraft(&b, *d); err != nil {
+		t.Fatal(err)
+	}
+	hdr := b.String()[:strings.Index(b.String(), "\n\n")]
+	for _, l := range strings.Split(hdr, "\n") {
+		if len(l) > 78 {
+			t.Errorf("header line %d long: %q", len(l), l)
+		}
+	}
+	if !strings.Contains(hdr, "Subject: Re: [PATCH v2] rcu: Reduce") {
+		t.Errorf("plain words were encoded:\n%s", hdr)
+	}
+	mr, _ := parseDraft(t, b.Bytes())
+	if s, _ := mr.Header.Subject(); s != "Re: "+q.Subject {
+		t.Errorf("subject round trip %q", s)
+	}
+	cmd := exec.Command("git", "mailinfo", "-k", filepath.Join(t.TempDir(), "m"), filepath.Join(t.TempDir(), "p"))
+	cmd.Stdin = bytes.NewReader(b.Bytes())
+	out, err := cmd.Output()
+	if err != nil || !strings.Contains(string(out), "Subject: Re: "+q.Subject+"\n") {
+		t.Errorf("mailinfo %v:\n%s", err, out)
+	}
+}
