@@ -194,8 +194,8 @@ func TestMalformed(t *testing.T) {
 	dir := t.TempDir()
 	cases := []struct {
 		name, old, new string
-		line            int
-		msg             string
+		line           int
+		msg            string
 	}{
 		{"unknown top key", "name = \"t\"", "name = \"t\"\ncolour = \"red\"", 2, `unknown key "colour"`},
 		{"unknown variant key", "name = \"b\"\n", "name = \"b\"\nsymbolz = { X = \"y\" }\n", 14, `unknown key "variant.symbolz"`},
