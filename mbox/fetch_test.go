@@ -5,13 +5,14 @@ import (
 	"compress/gzip"
 	"context"
 	"errors"
-	"fmt"
 	"net"
 	"net/http"
 	"net/http/httptest"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -35,37 +36,46 @@ var (
 	loreNoAll *testinbox.Server
 )
 
+var startOnce sync.Once
+
 func TestMain(m *testing.M) {
-	code := func() int {
-		if os.Getenv("PATCHEVAL_SKIP_SLOW") == "1" {
-			if _, err := os.Stat("/usr/bin/public-inbox-httpd"); err != nil {
-				return m.Run()
-			}
+	code := m.Run()
+	if loreAll != nil {
+		loreAll.Close()
+	}
+	if loreNoAll != nil {
+		loreNoAll.Close()
+	}
+	os.Exit(code)
+}
+
+// needServer starts the servers on first use (parser tests and fuzzing do
+// not pay for them). Without public-inbox the test fails, unless
+// PATCHEVAL_SKIP_SLOW=1.
+func needServer(t *testing.T) {
+	t.Helper()
+	startOnce.Do(func() {
+		if _, err := exec.LookPath("public-inbox-httpd"); err != nil && os.Getenv("PATCHEVAL_SKIP_SLOW") == "1" {
+			return
 		}
 		var err error
 		loreAll, err = testinbox.New(testinbox.Options{},
 			"testdata/threads/ppc-dynamic-preempt-v4.mbox",
 			"testdata/threads/ppc-dynamic-preempt-v6.1-backport.mbox")
 		if err != nil {
-			fmt.Fprintln(os.Stderr, "testinbox:", err)
-			return 3
+			t.Fatalf("testinbox: %v", err)
 		}
-		defer loreAll.Close()
 		loreNoAll, err = testinbox.New(testinbox.Options{NoAll: true, Inbox: "linuxppc-dev"},
 			"testdata/threads/ppc-dynamic-preempt-v6.1-backport.mbox")
 		if err != nil {
-			fmt.Fprintln(os.Stderr, "testinbox:", err)
-			return 3
+			t.Fatalf("testinbox: %v", err)
 		}
-		defer loreNoAll.Close()
-		return m.Run()
-	}()
-	os.Exit(code)
-}
-
-func needServer(t *testing.T) {
-	if loreAll == nil {
-		t.Skip("PATCHEVAL_SKIP_SLOW=1 and public-inbox not installed")
+	})
+	if loreAll == nil || loreNoAll == nil {
+		if os.Getenv("PATCHEVAL_SKIP_SLOW") == "1" {
+			t.Skip("public-inbox not installed and PATCHEVAL_SKIP_SLOW=1")
+		}
+		t.Fatal("public-inbox test servers did not start (see the first failure)")
 	}
 }
 

@@ -134,12 +134,15 @@ func splitHeader(raw []byte, m *Message) ([]field, []byte, error) {
 		}
 		switch {
 		case len(line) == 0:
+			if len(fs) == 0 {
+				return nil, nil, fmt.Errorf("not a mail message: empty line where the header should start")
+			}
 			return fs, raw[next:], nil
 		case (line[0] == ' ' || line[0] == '\t') && len(fs) > 0:
 			fs[len(fs)-1].value += "\n" + string(line)
 		case bytes.HasPrefix(line, []byte("From ")) || bytes.HasPrefix(line, []byte(">From ")):
 			// A second From_ line (some mboxo writers); not a header.
-		case headerLineRE.Match(line):
+		case isHeaderLine(line):
 			i := bytes.IndexByte(line, ':')
 			fs = append(fs, field{key: string(line[:i]), value: strings.TrimLeft(string(line[i+1:]), " \t")})
 		default:
@@ -301,20 +304,30 @@ func collapseSpace(s string) string {
 	return sb.String()
 }
 
-var msgIDRE = regexp.MustCompile(`<([^<>\s]+)>`)
-
-// msgIDs extracts Message-IDs from a header value: every <...> token, or
-// the bare whitespace-separated words when there are no brackets.
+// msgIDs extracts Message-IDs from a header value: every <...> token
+// without white space inside, or the bare words containing '@' when there
+// are no brackets.
 func msgIDs(v string) []string {
-	v = unfold(v)
 	var out []string
-	for _, mm := range msgIDRE.FindAllStringSubmatch(v, -1) {
-		out = append(out, mm[1])
+	for i := 0; i < len(v); i++ {
+		if v[i] != '<' {
+			continue
+		}
+		j := i + 1
+		for j < len(v) && v[j] != '>' && v[j] != '<' && v[j] != ' ' && v[j] != '\t' && v[j] != '\n' {
+			j++
+		}
+		if j < len(v) && v[j] == '>' && j > i+1 {
+			out = append(out, v[i+1:j])
+			i = j
+		}
 	}
 	if len(out) == 0 {
 		for _, f := range strings.Fields(v) {
 			if strings.Contains(f, "@") {
-				out = append(out, strings.Trim(f, "<>,;\"'()"))
+				if id := strings.Trim(f, "<>,;\"'()"); id != "" {
+					out = append(out, id)
+				}
 			}
 		}
 	}
@@ -404,6 +417,10 @@ var dateLayouts = []string{
 var dateCommentRE = regexp.MustCompile(`\s*\([^)]*\)\s*$`)
 
 func parseDate(d string) (time.Time, error) {
+	// Fast path: what git send-email and most clients write.
+	if t, err := time.Parse(time.RFC1123Z, d); err == nil {
+		return t, nil
+	}
 	if t, err := mail.ParseDate(d); err == nil {
 		return t, nil
 	}

@@ -53,7 +53,7 @@ func parseBytes(data []byte, source string) ([]*Message, error) {
 		first = first[:i]
 	}
 	if !bytes.HasPrefix(first, []byte("From ")) {
-		if !headerLineRE.Match(first) {
+		if !isHeaderLine(first) {
 			return nil, fail.Inputf("%s: not an mbox: first line is %q (expected a \"From \" line or a mail header)", source, clip(string(first), 60))
 		}
 		m, err := ParseMessage(data[start:], fmt.Sprintf("%s:%d", source, line))
@@ -95,8 +95,19 @@ var strictFromRE = regexp.MustCompile(`^From \S+ +.*\d:\d\d`)
 // ("From foo@bar", "From -", "From <sha1>").
 var looseFromRE = regexp.MustCompile(`^From (\S*@\S*|-|[0-9a-f]{7,64})\s*$`)
 
-// headerLineRE matches the start of a header field.
-var headerLineRE = regexp.MustCompile(`^[!-9;-~]+:`)
+// isHeaderLine reports whether line starts a header field: a name of
+// printable ASCII other than ':' followed by ':'.
+func isHeaderLine(line []byte) bool {
+	for i, c := range line {
+		if c == ':' {
+			return i > 0
+		}
+		if c < '!' || c > '~' {
+			return false
+		}
+	}
+	return false
+}
 
 // splitMbox cuts an mbox (LF line ends, starting with a From_ line) into
 // messages, dropping From_ lines and reversing ">From " escaping.
@@ -167,7 +178,7 @@ func isFromLine(line []byte, prevBlank bool, rest []byte) bool {
 	if i := bytes.IndexByte(rest, '\n'); i >= 0 {
 		rest = rest[:i]
 	}
-	return headerLineRE.Match(rest)
+	return isHeaderLine(rest)
 }
 
 // normalizeNewlines turns CRLF (and a lone CR before LF) into LF.
