@@ -467,3 +467,67 @@ func TestUnicodeSubjectFolding(t *testing.T) {
 		t.Errorf("mailinfo %v:\n%s", err, out)
 	}
 }
+
+// TestB4PicksUpTestedBy appends the draft to the bundled thread and runs
+// the real b4 am on it: the Tested-by must land on the patch.
+func TestB4PicksUpTestedBy(t *testing.T) {
+	if _, err := exec.LookPath("b4"); err != nil {
+		t.Fatal("b4 is required (installed by .ci/install-deps)")
+	}
+	r := seedReport(t)
+	r.Benchmarks, r.Decompositions = nil, nil
+	if err := r.AddResults(seedSamples(), Spec{Comparisons: []Pair{{"full", "voluntary"}}}); err != nil {
+		t.Fatal(err)
+	}
+	d, err := NewDraft(r, patchMsg(t), DraftOptions{From: me, TestedBy: true, Now: gen})
+	if err != nil {
+		t.Fatal(err)
+	}
+	thread, err := os.ReadFile("testdata/ppc-dynamic-preempt-v6.1-backport.mbox")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var eml bytes.Buffer
+	if err := WriteDraft(&eml, *d); err != nil {
+		t.Fatal(err)
+	}
+	var box bytes.Buffer
+	box.Write(thread)
+	if !bytes.HasSuffix(thread, []byte("\n\n")) {
+		box.WriteString("\n")
+	}
+	if err := mbox.WriteMboxrd(&box, eml.Bytes()); err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	in := filepath.Join(dir, "thread.mbox")
+	if err := os.WriteFile(in, box.Bytes(), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	out := filepath.Join(dir, "out")
+	if err := os.Mkdir(out, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	// A private HOME with just the git identity b4 insists on.
+	if err := os.WriteFile(filepath.Join(dir, ".gitconfig"), []byte("[user]\n\tname = Jane Tester\n\temail = jane@example.com\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command("b4", "--offline-mode", "am", "-m", in, "-o", out, "20261102093000.4121-0-tester@example.org")
+	cmd.Dir = dir
+	cmd.Env = append(os.Environ(), "HOME="+dir, "XDG_CACHE_HOME="+filepath.Join(dir, "cache"), "XDG_CONFIG_HOME="+filepath.Join(dir, "config"))
+	log, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("b4 am: %v\n%s", err, log)
+	}
+	if !strings.Contains(string(log), "+ Tested-by: Jane Tester <jane@example.com>") {
+		t.Errorf("b4 did not report the Tested-by:\n%s", log)
+	}
+	mbx, _ := filepath.Glob(filepath.Join(out, "*.mbx"))
+	if len(mbx) != 1 {
+		t.Fatalf("b4 wrote %v:\n%s", mbx, log)
+	}
+	am, _ := os.ReadFile(mbx[0])
+	if !strings.Contains(string(am), "\nTested-by: Jane Tester <jane@example.com>\n") {
+		t.Errorf("Tested-by not in the am-ready mbox:\n%s", am)
+	}
+}

@@ -13,6 +13,7 @@ import (
 	"fmt"
 	"math"
 	"sort"
+	"strings"
 	"time"
 
 	"github.com/patcheval/patcheval/evaluate"
@@ -442,6 +443,16 @@ func (r *Report) TotalTime() time.Duration {
 	var t time.Duration
 	for _, s := range r.Timings {
 		t += s.Duration
+	}
+	return t
+}
+
+// TargetFromEnv fills a TargetInfo from a run's Environment.
+func TargetFromEnv(env evaluate.Environment) TargetInfo {
+	t := TargetInfo{Kind: env.Target, Command: env.QEMUArgs, Host: env.Host,
+		Deterministic: env.Deterministic, KVM: env.KVM}
+	if strings.HasPrefix(env.Target, "ssh://") {
+		t.Kind, t.Host = "ssh", strings.TrimPrefix(env.Target, "ssh://")
 	}
 	return t
 }

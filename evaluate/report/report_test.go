@@ -329,3 +329,14 @@ func TestNaNSample(t *testing.T) {
 		}
 	}
 }
+
+func TestTargetFromEnv(t *testing.T) {
+	q := TargetFromEnv(evaluate.Environment{Target: "qemu", QEMUArgs: []string{"qemu-system-ppc64", "-icount", "shift=0"}, Deterministic: true})
+	if q.Kind != "qemu" || !q.Deterministic || len(q.Command) != 3 {
+		t.Errorf("%+v", q)
+	}
+	s := TargetFromEnv(evaluate.Environment{Target: "ssh://root@power10"})
+	if s.Kind != "ssh" || s.Host != "root@power10" || s.Deterministic {
+		t.Errorf("%+v", s)
+	}
+}
