@@ -319,3 +319,28 @@ func TestReadMaildir(t *testing.T) {
 		t.Errorf("empty dir: %v", err)
 	}
 }
+
+func TestParseBrokenMIME(t *testing.T) {
+	for _, tc := range []struct {
+		name, raw, body, note string
+	}{
+		{"unknown charset", "From: a@b\nSubject: s\nMessage-ID: <c@x>\nContent-Type: text/plain; charset=x-klingon\n\nK\xf6ln\n", "Köln\n", "unknown charset"},
+		{"bad base64", "From: a@b\nSubject: s\nMessage-ID: <c@x>\nContent-Transfer-Encoding: base64\n\naGVsbG8K\n!!!!\n", "hello\n", ""},
+		{"unterminated multipart", "From: a@b\nSubject: s\nMessage-ID: <c@x>\nContent-Type: multipart/mixed; boundary=zz\n\n--zz\nContent-Type: text/plain\n\nfirst part\n--zz\nContent-Type: text/x-diff\n\ndiff --git a/x b/x\n--- a/x\n+++ b/x\n", "first part\ndiff --git a/x b/x\n", ""},
+		{"no header end", "From: a@b\nSubject: only headers\nMessage-ID: <c@x>", "", ""},
+		{"junk line in header", "From: a@b\nSubject: s\nMessage-ID: <c@x>\nthis is not a header\nbody\n", "this is not a header\nbody\n", "header block ends"},
+		{"bad date", "From: a@b\nSubject: s\nMessage-ID: <c@x>\nDate: yesterday-ish\n\nb\n", "b\n", "unparsable Date"},
+	} {
+		m, err := ParseMessage([]byte(tc.raw), tc.name)
+		if err != nil {
+			t.Errorf("%s: %v", tc.name, err)
+			continue
+		}
+		if !strings.HasPrefix(m.Body, tc.body) {
+			t.Errorf("%s: body %q, want prefix %q", tc.name, m.Body, tc.body)
+		}
+		if tc.note != "" && !strings.Contains(strings.Join(m.Notes, "\n"), tc.note) {
+			t.Errorf("%s: notes %q lack %q", tc.name, m.Notes, tc.note)
+		}
+	}
+}
