@@ -459,6 +459,11 @@ func (j *job) run(ctx context.Context) (*Artifact, error) {
 	j.opts.Progress.Status("%s: configuring (%s)", j.label, j.req.BaseConfig)
 	final, warnings, err := j.configure(ctx, r, logw, logPath)
 	meta.Build.ReproducerCmdline = j.reproducer(r)
+	meta.Build.Environment = map[string]string{}
+	for _, e := range r.env() {
+		k, v, _ := strings.Cut(e, "=")
+		meta.Build.Environment[k] = v
+	}
 	meta.Patcheval.Isolation = r.iso
 	if err != nil {
 		return failWith(err, "config")
@@ -577,16 +582,26 @@ func (j *job) newMeta(start time.Time) Metadata {
 // reproducer is the command sequence that redoes the build by hand.
 func (j *job) reproducer(r *runner) []string {
 	var cmds []string
+	join := func(args []string) string {
+		q := make([]string, len(args))
+		for i, a := range args {
+			q[i] = a
+			if strings.ContainsAny(a, " \t'\"$") {
+				q[i] = "'" + strings.ReplaceAll(a, "'", `'\''`) + "'"
+			}
+		}
+		return strings.Join(q, " ")
+	}
 	if j.baseFile != nil {
 		cmds = append(cmds, "cp "+j.req.BaseConfig+" $O/.config")
 	} else {
-		cmds = append(cmds, strings.Join(r.makeArgs(j.req.BaseConfig), " "))
+		cmds = append(cmds, join(r.makeArgs(j.req.BaseConfig)))
 	}
 	if len(j.req.Fragments) > 0 || len(j.syms) > 0 {
 		cmds = append(cmds, "scripts/kconfig/merge_config.sh -m -O $O $O/.config "+strings.Join(j.req.Fragments, " ")+" <variant symbols>")
 	}
-	cmds = append(cmds, strings.Join(r.makeArgs("olddefconfig"), " "))
-	cmds = append(cmds, strings.Join(r.makeArgs(j.targets...), " "))
+	cmds = append(cmds, join(r.makeArgs("olddefconfig")))
+	cmds = append(cmds, join(r.makeArgs(j.targets...)))
 	return cmds
 }
 

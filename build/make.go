@@ -116,6 +116,10 @@ func (r *runner) env() []string {
 			"CCACHE_DIR="+filepath.Join(r.cacheDir, "ccache"),
 			"CCACHE_BASEDIR="+r.ws,
 			"CCACHE_NOHASHDIR=1",
+			// kbuild's -fmacro-prefix-map=<abs srctree>/= differs per
+			// workspace but maps to the same relative paths: leaving it
+			// out of the hash lets Variants share objects.
+			"CCACHE_IGNOREOPTIONS=-fmacro-prefix-map=* -ffile-prefix-map=*",
 			"CCACHE_MAXSIZE=5G")
 	}
 	return env
