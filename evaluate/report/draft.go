@@ -57,7 +57,7 @@ type DraftOptions struct {
 	// QuoteLines caps the quote (0: 10 lines).
 	QuoteLines int
 	// MaxListedDeltas caps the derived config differences listed per
-	// pair (0: 8).
+	// pair, highlighted ones aside (0: 12).
 	MaxListedDeltas int
 	// Domain is the right-hand side of the Message-ID; empty: the From
 	// address's domain, or patcheval.local.
@@ -405,7 +405,7 @@ func draftBody(r *Report, parent *mbox.Message, o DraftOptions, d *Draft) string
 			"the variant, or derived by Kconfig):")
 		limit := o.MaxListedDeltas
 		if limit <= 0 {
-			limit = 8
+			limit = 12
 		}
 		for _, c := range r.Confounds {
 			p(confoundLines(c, w, "- ", "  ", limit)...)

@@ -109,7 +109,7 @@ func TestDraftParsesWithGoMessage(t *testing.T) {
 		"On Mon, 02 Nov 2026 09:30:01 +0000, Kernel Tester <tester@example.org>",
 		"> Once the lazy preemption is supported",
 		"voluntary -> voluntary-dyn +24.8%",
-		"PREEMPT_RCU n->y (derived: kernel/rcu/Kconfig:21 default y if",
+		"also differ in: PREEMPT_RCU n->y (derived: kernel/rcu/Kconfig:21",
 		"deterministic QEMU", "n=3 samples per variant",
 		"-icount shift=0,sleep=off",
 	} {
@@ -529,5 +529,26 @@ func TestB4PicksUpTestedBy(t *testing.T) {
 	am, _ := os.ReadFile(mbx[0])
 	if !strings.Contains(string(am), "\nTested-by: Jane Tester <jane@example.com>\n") {
 		t.Errorf("Tested-by not in the am-ready mbox:\n%s", am)
+	}
+}
+
+// TestConfoundCap: with many derived symbols the reply lists a few, but
+// never drops a highlighted one (the CI looks for PREEMPT_RCU).
+func TestConfoundCap(t *testing.T) {
+	r := seedReport(t)
+	c := &r.Confounds[0]
+	for i := 0; i < 30; i++ {
+		c.Deltas = append(c.Deltas, ConfigDelta{Symbol: "SYM_" + string(rune('A'+i%26)) + string(rune('A'+i/26)), From: "n", To: "y", Rule: "select X"})
+	}
+	d, err := NewDraft(r, patchMsg(t), DraftOptions{From: me, Now: gen, MaxListedDeltas: 5})
+	if err != nil {
+		t.Fatal(err)
+	}
+	flat := strings.Join(strings.Fields(d.Body), " ")
+	if !strings.Contains(flat, "also differ in: PREEMPT_RCU n->y (derived: kernel/rcu/Kconfig:21 default y if PREEMPTION)") {
+		t.Errorf("PREEMPT_RCU not listed first:\n%s", d.Body)
+	}
+	if !strings.Contains(flat, "and 27 more; 1 toolchain/environment value(s)") {
+		t.Errorf("cap:\n%s", d.Body)
 	}
 }

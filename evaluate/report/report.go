@@ -159,6 +159,13 @@ type ConfigDelta struct {
 	// PREEMPT_RT || PREEMPT_DYNAMIC"); Where its file:line.
 	Rule  string `json:"rule,omitempty"`
 	Where string `json:"where,omitempty"`
+	// Mechanical marks a derived value no user sets and no rule explains
+	// from another change (toolchain probes, environment): listed last,
+	// only counted in the reply.
+	Mechanical bool `json:"mechanical,omitempty"`
+	// Highlight marks a symbol the pipeline watches (PREEMPT_RCU): listed
+	// first and never cut from the reply.
+	Highlight bool `json:"highlight,omitempty"`
 }
 
 // Confound lists the config differences between two compared Variants.

@@ -102,7 +102,8 @@ func seedReport(t *testing.T) *Report {
 			{Symbol: "PREEMPT_DYNAMIC", From: "n", To: "y", Requested: true},
 			{Symbol: "PREEMPT_BUILD", From: "n", To: "y", Rule: "select PREEMPT_BUILD (PREEMPT_DYNAMIC)", Where: "kernel/Kconfig.preempt:100"},
 			{Symbol: "PREEMPTION", From: "n", To: "y", Rule: "select PREEMPTION (PREEMPT_BUILD)", Where: "kernel/Kconfig.preempt:11"},
-			{Symbol: "PREEMPT_RCU", From: "n", To: "y", Rule: "default y if PREEMPTION", Where: "kernel/rcu/Kconfig:21"},
+			{Symbol: "PREEMPT_RCU", From: "n", To: "y", Rule: "default y if PREEMPTION", Where: "kernel/rcu/Kconfig:21", Highlight: true},
+			{Symbol: "CC_HAS_SOMETHING", From: "n", To: "y", Mechanical: true},
 		}}},
 		Timings: []StageTiming{
 			{Stage: "fetch", Duration: 400 * time.Millisecond},

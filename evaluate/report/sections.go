@@ -222,35 +222,51 @@ func deltaText(d ConfigDelta) string {
 }
 
 // confoundLines summarises a Confound: what the Variants asked for and
-// what else differs, with the Kconfig rule. limit caps the derived list
-// (0: no cap).
+// what else differs, with the Kconfig rule. Highlighted symbols come
+// first, mechanical ones (toolchain, environment) are only counted. limit
+// caps the other derived symbols listed (0: no cap).
 func confoundLines(c Confound, width int, indent, hang string, limit int) []string {
 	var req, der []string
-	derived := c.Derived()
+	var hi, plain []ConfigDelta
+	mech := 0
 	for _, d := range c.Deltas {
-		if d.Requested {
+		switch {
+		case d.Requested:
 			req = append(req, deltaText(d))
+		case d.Highlight:
+			hi = append(hi, d)
+		case d.Mechanical:
+			mech++
+		default:
+			plain = append(plain, d)
 		}
 	}
-	for i, d := range derived {
-		if limit > 0 && i == limit {
-			der = append(der, fmt.Sprintf("and %d more", len(derived)-limit))
-			break
-		}
+	describe := func(d ConfigDelta) string {
 		s := deltaText(d)
 		var why []string
 		if d.Where != "" {
-			why = append(why, d.Where)
+			why = append(why, oneLine(d.Where))
 		}
 		if d.Rule != "" {
 			why = append(why, oneLine(d.Rule))
 		}
 		if len(why) > 0 {
-			s += " (derived: " + strings.Join(why, " ") + ")"
-		} else {
-			s += " (derived)"
+			return s + " (derived: " + strings.Join(why, " ") + ")"
 		}
-		der = append(der, s)
+		return s + " (derived)"
+	}
+	for _, d := range hi {
+		der = append(der, describe(d))
+	}
+	for i, d := range plain {
+		if limit > 0 && i == limit {
+			der = append(der, fmt.Sprintf("and %d more", len(plain)-limit))
+			break
+		}
+		der = append(der, describe(d))
+	}
+	if mech > 0 {
+		der = append(der, fmt.Sprintf("%d toolchain/environment value(s)", mech))
 	}
 	text := c.Base + " vs " + c.Other + ": "
 	switch {
