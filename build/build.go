@@ -504,7 +504,9 @@ func (j *job) run(ctx context.Context) (*Artifact, error) {
 	// Compile.
 	t0 = time.Now()
 	j.opts.Progress.Status("%s: make %s", j.label, strings.Join(j.targets, " "))
+	os.Remove(r.statsLog())
 	lines, err := r.run(ctx, logw, true, j.targets...)
+	meta.Results.CCacheHits, meta.Results.CCacheMisses = r.ccacheStats()
 	meta.Build.MakeCommand = r.makeArgs(j.targets...)
 	meta.Results.Duration["build"] = time.Since(t0).Seconds()
 	meta.Results.Errors, meta.Results.Warnings = countDiagnostics(lines)
@@ -531,8 +533,9 @@ func (j *job) run(ctx context.Context) (*Artifact, error) {
 		return nil, err
 	}
 	j.writeIndex(key)
-	j.opts.Progress.Printf("%s: built %s in %s (%d objects compiled%s)", j.label, filepath.Base(a.Image),
-		time.Since(start).Round(time.Second), meta.Results.ObjectsCompiled, map[bool]string{true: ", incremental"}[meta.Build.Incremental])
+	j.opts.Progress.Printf("%s: built %s in %s (%d objects, %d compiled, %d from ccache%s)", j.label, filepath.Base(a.Image),
+		time.Since(start).Round(time.Second), meta.Results.ObjectsCompiled, meta.Results.ObjectsCompiled-meta.Results.CCacheHits,
+		meta.Results.CCacheHits, map[bool]string{true: ", incremental"}[meta.Build.Incremental])
 	return a, nil
 }
 

@@ -116,13 +116,30 @@ func (r *runner) env() []string {
 			"CCACHE_DIR="+filepath.Join(r.cacheDir, "ccache"),
 			"CCACHE_BASEDIR="+r.ws,
 			"CCACHE_NOHASHDIR=1",
-			// kbuild's -fmacro-prefix-map=<abs srctree>/= differs per
-			// workspace but maps to the same relative paths: leaving it
-			// out of the hash lets Variants share objects.
-			"CCACHE_IGNOREOPTIONS=-fmacro-prefix-map=* -ffile-prefix-map=*",
+			"CCACHE_STATSLOG="+r.statsLog(),
 			"CCACHE_MAXSIZE=5G")
 	}
 	return env
+}
+
+// statsLog is ccache's per-build statistics log.
+func (r *runner) statsLog() string { return filepath.Join(r.home, "ccache-stats.log") }
+
+// ccacheStats counts ccache hits and misses in the statistics log.
+func (r *runner) ccacheStats() (hits, misses int) {
+	data, err := os.ReadFile(r.statsLog())
+	if err != nil {
+		return 0, 0
+	}
+	for _, l := range strings.Split(string(data), "\n") {
+		switch strings.TrimSpace(l) {
+		case "direct_cache_hit", "preprocessed_cache_hit":
+			hits++
+		case "cache_miss":
+			misses++
+		}
+	}
+	return hits, misses
 }
 
 // run runs make with targets, appending its output to logw and feeding

@@ -50,6 +50,12 @@ type MetaResults struct {
 	// ObjectsCompiled counts the CC/AS steps make ran (small for an
 	// incremental build).
 	ObjectsCompiled int `json:"objects_compiled"`
+	// CCacheHits and CCacheMisses split those steps: a miss really ran
+	// the compiler. (kbuild rebuilds every object that mentions a changed
+	// CONFIG_ symbol, e.g. all of include/linux/kernel.h's users; ccache
+	// answers those whose preprocessed source did not change.)
+	CCacheHits   int `json:"ccache_hits"`
+	CCacheMisses int `json:"ccache_misses"`
 }
 
 // MetaSource describes the kernel source.
