@@ -26,15 +26,19 @@
 // b4 (0.12 in Debian) reads its settings with `git config`, so they can be
 // given through git's environment without touching any config file:
 //
-//	GIT_CONFIG_COUNT=1 \
+//	GIT_CONFIG_COUNT=3 \
 //	GIT_CONFIG_KEY_0=b4.midmask GIT_CONFIG_VALUE_0=<URL>/all/%s \
+//	GIT_CONFIG_KEY_1=user.name  GIT_CONFIG_VALUE_1='patcheval test' \
+//	GIT_CONFIG_KEY_2=user.email GIT_CONFIG_VALUE_2=test@patcheval.invalid \
 //	XDG_CACHE_HOME=$(mktemp -d) \
-//	b4 am -n series -o OUTDIR <msgid>
+//	b4 am -o OUTDIR <msgid>
 //
-// (Server.B4Env returns exactly these variables; use <URL>/test/%s with
-// NoAll.) `git -c b4.midmask=...` does not reach b4, which is not a git
-// sub-command. XDG_CACHE_HOME keeps b4's own cache out of the way; b4 am
-// -C also disables it.
+// (Server.B4Env returns exactly these variables, Server.B4Command a ready
+// exec.Cmd; use <URL>/test/%s with NoAll.) `git -c b4.midmask=...` does
+// not reach b4, which is not a git sub-command. OUTDIR must exist. b4 needs
+// a git identity: without user.name/user.email (HOME without .gitconfig) b4
+// am exits 1 silently after running git mailinfo. XDG_CACHE_HOME keeps
+// b4's own cache out of the way; b4 am -C also disables it.
 //
 // A standalone server for benchmarks and the README demo:
 //
@@ -266,11 +270,31 @@ func (s *Server) B4Env(cacheDir string) []string {
 		mask = s.URL + "/" + s.Inbox + "/%s"
 	}
 	return []string{
-		"GIT_CONFIG_COUNT=1",
+		"GIT_CONFIG_COUNT=3",
 		"GIT_CONFIG_KEY_0=b4.midmask",
 		"GIT_CONFIG_VALUE_0=" + mask,
+		// b4 am fails silently (exit 1 after git mailinfo) without an
+		// identity when HOME has no .gitconfig.
+		"GIT_CONFIG_KEY_1=user.name",
+		"GIT_CONFIG_VALUE_1=patcheval test",
+		"GIT_CONFIG_KEY_2=user.email",
+		"GIT_CONFIG_VALUE_2=test@patcheval.invalid",
 		"XDG_CACHE_HOME=" + cacheDir,
 	}
+}
+
+// B4Command returns an exec.Cmd running b4 with args against this server
+// (B4Env added to the environment, b4's cache in a fresh directory under
+// s.Dir). Example: s.B4Command("am", "-o", dir, msgid).Output().
+func (s *Server) B4Command(args ...string) *exec.Cmd {
+	cache, err := os.MkdirTemp(s.Dir, "b4-cache-")
+	if err != nil {
+		cache = filepath.Join(s.Dir, "b4-cache")
+	}
+	cmd := exec.Command("b4", args...)
+	cmd.Env = append(cleanEnv(), "HOME="+filepath.Join(s.Dir, "home"))
+	cmd.Env = append(cmd.Env, s.B4Env(cache)...)
+	return cmd
 }
 
 // ThreadURL is the t.mbox.gz URL of msgid's thread in the inbox.

@@ -92,8 +92,7 @@ func TestServerAll(t *testing.T) {
 		t.Fatalf("b4 not installed (Debian package b4): %v", err)
 	}
 	out := t.TempDir()
-	cmd := exec.Command("b4", "am", "-o", out, v4Patch)
-	cmd.Env = append(os.Environ(), s.B4Env(t.TempDir())...)
+	cmd := s.B4Command("am", "-o", out, v4Patch)
 	cmd.Dir = t.TempDir()
 	msg, err := cmd.CombinedOutput()
 	if err != nil {
