@@ -92,15 +92,15 @@ type Options struct {
 // Artifact is a built (or failed) kernel.
 type Artifact struct {
 	// Dir is the artifact directory: <cache>/builds/<key>/.
-	Dir       string
-	Image     string
-	SystemMap string
-	Config    string
-	Log       string
+	Dir       string `json:"dir"`
+	Image     string `json:"image,omitempty"`
+	SystemMap string `json:"system_map,omitempty"`
+	Config    string `json:"config,omitempty"`
+	Log       string `json:"log,omitempty"`
 	// MetadataPath is Dir/metadata.json.
-	MetadataPath string
-	Meta         Metadata
-	CacheHit     bool
+	MetadataPath string   `json:"metadata"`
+	Meta         Metadata `json:"meta"`
+	CacheHit     bool     `json:"cache_hit"`
 }
 
 // ConfigHash is the final .config's hash.
@@ -187,6 +187,11 @@ type job struct {
 	indexKey string
 	ws       string // the Variant's workspace: out/ (O=), home/, build.log
 	srcDir   string // the Variant's sources: ws/src
+	// cfgSrc holds the sources the configuration is composed and verified
+	// in, shared by every recipe of (repo, arch); cfgOut is the recipe's
+	// O= directory there. Config-only requests and requests whose symbols
+	// do not hold never materialise a per-recipe source tree.
+	cfgSrc, cfgOut string
 	syms     map[string]string
 	baseFile []byte // BaseConfig content when it is a file
 	frags    [][]byte
@@ -316,6 +321,8 @@ func prepare(ctx context.Context, req Request, opts Options) (*job, error) {
 	j.indexKey = sha256hex([]byte("index/v1"), []byte(j.tree), []byte(j.recipe), []byte(strings.Join(j.targets, " ")))
 	j.ws = filepath.Join(j.cache, "work", sha256hex([]byte(req.Repo), []byte(j.recipe))[:24])
 	j.srcDir = filepath.Join(j.ws, "src")
+	j.cfgSrc = filepath.Join(j.cache, "src", sha256hex([]byte(req.Repo), []byte(ai.Name))[:24])
+	j.cfgOut = filepath.Join(j.cache, "cfg", sha256hex([]byte(req.Repo), []byte(j.recipe))[:24])
 	return j, nil
 }
 
@@ -435,36 +442,36 @@ func (j *job) run(ctx context.Context) (*Artifact, error) {
 		return j.recordFailure(meta, err, start, logPath, out)
 	}
 
-	// Sources: one directory per (repo, arch, recipe), moved
-	// incrementally to j.commit and held there until the build ends.
+	newRunner := func(src, out string) *runner {
+		return &runner{arch: j.arch, tc: j.tc, src: src, out: out, home: home, cacheDir: j.opts.CacheDir,
+			ws: j.cache, nice: j.opts.Nice, noNetwork: j.opts.NoNetwork,
+			timestamp: j.when.UTC().Format("Mon Jan 2 15:04:05 UTC 2006"), label: j.label,
+			progress: j.opts.Progress, jobserver: j.js, jobs: j.opts.Jobs}
+	}
+
+	// Config: composed and verified in the (repo, arch) config sources,
+	// held at j.commit while olddefconfig runs.
 	t0 := time.Now()
-	src := j.srcDir
-	st, release, err := j.acquireSource(ctx)
+	if err := os.MkdirAll(j.cfgOut, 0o755); err != nil {
+		return nil, classifyIO(j, err)
+	}
+	cst, crelease, err := j.acquireSource(ctx, j.cfgSrc)
 	if err != nil {
 		return failWith(err, "checkout")
 	}
-	defer release()
-	meta.Results.Duration["checkout"] = time.Since(t0).Seconds()
-	_, statErr := os.Stat(filepath.Join(out, "vmlinux"))
-	meta.Build.Incremental = statErr == nil
-	fmt.Fprintf(logw, "# sources %s at %s (tree %s): %s\n", src, j.commit, j.tree, st)
-
-	r := &runner{arch: j.arch, tc: j.tc, src: src, out: out, home: home, cacheDir: j.opts.CacheDir,
-		ws: j.cache, nice: j.opts.Nice, noNetwork: j.opts.NoNetwork,
-		timestamp: j.when.UTC().Format("Mon Jan 2 15:04:05 UTC 2006"), label: j.label,
-		progress: j.opts.Progress, jobserver: j.js, jobs: j.opts.Jobs}
-
-	// Config.
-	t0 = time.Now()
+	fmt.Fprintf(logw, "# config sources %s at %s (tree %s): %s\n", j.cfgSrc, j.commit, j.tree, cst)
+	cr := newRunner(j.cfgSrc, j.cfgOut)
 	j.opts.Progress.Status("%s: configuring (%s)", j.label, j.req.BaseConfig)
-	final, warnings, err := j.configure(ctx, r, logw, logPath)
-	meta.Build.ReproducerCmdline = j.reproducer(r)
+	final, warnings, err := j.configure(ctx, cr, logw, logPath)
+	crelease()
+	meta.Build.ReproducerCmdline = j.reproducer(cr)
 	meta.Build.Environment = map[string]string{}
-	for _, e := range r.env() {
+	for _, e := range cr.env() {
 		k, v, _ := strings.Cut(e, "=")
 		meta.Build.Environment[k] = v
 	}
-	meta.Patcheval.Isolation = r.iso
+	meta.Patcheval.Isolation = cr.iso
+	out = j.cfgOut // for failure records, until the compile step
 	if err != nil {
 		return failWith(err, "config")
 	}
@@ -501,7 +508,30 @@ func (j *job) run(ctx context.Context) (*Artifact, error) {
 		}
 	}
 
-	// Compile.
+	// Compile: the recipe's own sources (moved incrementally to j.commit)
+	// and O= directory, kept between builds.
+	out = filepath.Join(j.ws, "out")
+	t0 = time.Now()
+	st, release, err := j.acquireSource(ctx, j.srcDir)
+	if err != nil {
+		return failWith(err, "checkout")
+	}
+	defer release()
+	meta.Results.Duration["checkout"] = time.Since(t0).Seconds()
+	_, statErr := os.Stat(filepath.Join(out, "vmlinux"))
+	meta.Build.Incremental = statErr == nil
+	fmt.Fprintf(logw, "# sources %s at %s: %s\n", j.srcDir, j.commit, st)
+	r := newRunner(j.srcDir, out)
+	if err := os.WriteFile(filepath.Join(out, ".config"), final, 0o644); err != nil {
+		return failWith(classifyIO(j, err), "config")
+	}
+	if lines, err := r.run(ctx, logw, false, "olddefconfig"); err != nil {
+		return failWith(r.makeFailure(ctx, err, lines, logPath), "config")
+	}
+	if again, err := os.ReadFile(filepath.Join(out, ".config")); err != nil || !sameSymbols(again, final) {
+		return failWith(&InfraError{Arch: j.arch.Name, Variant: j.req.Variant, Reason: "make",
+			Msg: "olddefconfig in the build directory changed the verified .config (sources at two different states?)"}, "config")
+	}
 	t0 = time.Now()
 	j.opts.Progress.Status("%s: make %s", j.label, strings.Join(j.targets, " "))
 	os.Remove(r.statsLog())
@@ -537,6 +567,21 @@ func (j *job) run(ctx context.Context) (*Artifact, error) {
 		time.Since(start).Round(time.Second), meta.Results.ObjectsCompiled, meta.Results.ObjectsCompiled-meta.Results.CCacheHits,
 		meta.Results.CCacheHits, map[bool]string{true: ", incremental"}[meta.Build.Incremental])
 	return a, nil
+}
+
+// sameSymbols reports whether two .config files assign the same values.
+func sameSymbols(a, b []byte) bool {
+	_, x := symbolLines(a)
+	_, y := symbolLines(b)
+	if len(x) != len(y) {
+		return false
+	}
+	for k, v := range x {
+		if w, ok := y[k]; !ok || w != v {
+			return false
+		}
+	}
+	return true
 }
 
 func setVariant(err error, v string) {

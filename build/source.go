@@ -13,23 +13,23 @@ import (
 	"github.com/patcheval/patcheval/series/apply"
 )
 
-// acquireSource brings the shared source directory to j.commit and holds
-// it there with a shared lock until release is called. Builds at the same
+// acquireSource brings the source directory dir to j.commit and holds it
+// there with a shared lock until release is called. Builds at the same
 // commit share the sources concurrently; a build at another commit waits,
 // then moves the sources incrementally (apply.Checkout rewrites only the
 // files that differ, so make in each O= directory recompiles only what
 // changed).
-func (j *job) acquireSource(ctx context.Context) (summary string, release func(), err error) {
-	if err := os.MkdirAll(filepath.Dir(j.srcDir), 0o755); err != nil {
+func (j *job) acquireSource(ctx context.Context, dir string) (summary string, release func(), err error) {
+	if err := os.MkdirAll(filepath.Dir(dir), 0o755); err != nil {
 		return "", nil, classifyIO(j, err)
 	}
-	f, err := os.OpenFile(j.srcDir+".lock", os.O_CREATE|os.O_RDWR, 0o644)
+	f, err := os.OpenFile(dir+".lock", os.O_CREATE|os.O_RDWR, 0o644)
 	if err != nil {
 		return "", nil, classifyIO(j, err)
 	}
 	fd := int(f.Fd())
 	unlock := func() { syscall.Flock(fd, syscall.LOCK_UN) }
-	marker := j.srcDir + ".commit"
+	marker := dir + ".commit"
 	summary = "already at commit"
 	waited := false
 	for attempt := 0; ; attempt++ {
@@ -53,11 +53,11 @@ func (j *job) acquireSource(ctx context.Context) (summary string, release func()
 		if cur, _ := os.ReadFile(marker); strings.TrimSpace(string(cur)) != j.commit {
 			j.opts.Progress.Status("%s: checkout %s", j.label, short(j.commit))
 			os.Remove(marker)
-			st, err := apply.Checkout(ctx, j.req.Repo, j.commit, j.srcDir)
+			st, err := apply.Checkout(ctx, j.req.Repo, j.commit, dir)
 			if err != nil && ctx.Err() == nil {
 				// Not a checkout of this repository (or damaged): start over.
-				if rerr := os.RemoveAll(j.srcDir); rerr == nil {
-					st, err = apply.Checkout(ctx, j.req.Repo, j.commit, j.srcDir)
+				if rerr := os.RemoveAll(dir); rerr == nil {
+					st, err = apply.Checkout(ctx, j.req.Repo, j.commit, dir)
 				}
 			}
 			if err != nil {
