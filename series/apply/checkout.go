@@ -91,6 +91,7 @@ func Checkout(ctx context.Context, repoPath, commit, dir string) (*CheckoutStats
 		ctx:      ctx,
 		repoPath: repoPath,
 		st:       st,
+		dirs:     dirs,
 		stats:    stats,
 	}
 	if state == nil {
@@ -224,6 +225,7 @@ type checkouter struct {
 	ctx         context.Context
 	repoPath    string
 	st          storer.EncodedObjectStorer
+	dirs        repoDirs
 	stats       *CheckoutStats
 	incremental bool
 
@@ -251,31 +253,28 @@ func (co *checkouter) run(walk func() error) error {
 		n = 8
 	}
 	co.jobs = make(chan blobJob, 1024)
+	objs, err := newObjectReader(co.dirs, co.st, 96<<20)
+	if err != nil {
+		return fail.Infraf("tree %s: %v", co.repoPath, err)
+	}
+	defer objs.Close()
 	var wg sync.WaitGroup
 	for i := 0; i < n; i++ {
-		_, s, _, err := openRepo(co.repoPath, 16)
-		if err != nil {
-			close(co.jobs)
-			wg.Wait()
-			return err
-		}
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			defer s.Close()
-			buf := make([]byte, 64<<10)
 			for j := range co.jobs {
 				if co.failed.Load() {
 					continue
 				}
-				if err := writeBlob(s, j, buf); err != nil {
+				if err := writeBlob(objs, j); err != nil {
 					co.setErr(err)
 				}
 				co.written.Add(1)
 			}
 		}()
 	}
-	err := walk()
+	err = walk()
 	close(co.jobs)
 	wg.Wait()
 	if err != nil {
@@ -351,21 +350,16 @@ func containsSlash(s string) bool {
 }
 
 // writeBlob writes one file or symlink (replacing what is at the path).
-func writeBlob(st storer.EncodedObjectStorer, j blobJob, buf []byte) error {
-	obj, err := st.EncodedObject(plumbing.BlobObject, j.hash)
+func writeBlob(objs *objectReader, j blobJob) error {
+	typ, data, err := objs.Object(j.hash)
+	if err == nil && typ != plumbing.BlobObject {
+		err = fmt.Errorf("object is a %s, not a blob", typ)
+	}
 	if err != nil {
 		return fail.Infraf("read blob %s for %s: %v", shortHash(j.hash), j.path, err)
 	}
-	r, err := obj.Reader()
-	if err != nil {
-		return fail.Infraf("read blob %s for %s: %v", shortHash(j.hash), j.path, err)
-	}
-	defer r.Close()
 	if j.mode == filemode.Symlink {
-		target, err := io.ReadAll(r)
-		if err != nil {
-			return fail.Infraf("read blob %s for %s: %v", shortHash(j.hash), j.path, err)
-		}
+		target := data
 		os.Remove(j.path)
 		if err := os.Symlink(string(target), j.path); err != nil {
 			return fail.Infraf("checkout: %v", err)
@@ -386,7 +380,7 @@ func writeBlob(st storer.EncodedObjectStorer, j blobJob, buf []byte) error {
 	if err != nil {
 		return fail.Infraf("checkout: %v", err)
 	}
-	if _, err := io.CopyBuffer(f, r, buf); err != nil {
+	if _, err := f.Write(data); err != nil {
 		f.Close()
 		return fail.Infraf("checkout %s: %v", j.path, err)
 	}

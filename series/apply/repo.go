@@ -23,7 +23,9 @@ import (
 	"github.com/go-git/go-billy/v5"
 	"github.com/go-git/go-billy/v5/osfs"
 	git "github.com/go-git/go-git/v5"
+	"github.com/go-git/go-git/v5/config"
 	"github.com/go-git/go-git/v5/plumbing/cache"
+	format "github.com/go-git/go-git/v5/plumbing/format/config"
 	"github.com/go-git/go-git/v5/storage/filesystem"
 	"github.com/go-git/go-git/v5/storage/filesystem/dotgit"
 
@@ -109,12 +111,39 @@ func openRepo(path string, cacheMiB int) (*git.Repository, *filesystem.Storage, 
 	}
 	st := filesystem.NewStorageWithOptions(fs, cache.NewObjectLRU(cache.FileSize(cacheMiB)*cache.MiByte),
 		filesystem.Options{KeepDescriptors: true})
-	r, err := git.Open(st, nil)
+	r, err := git.Open(lenientStorage{st}, nil)
 	if err != nil {
 		st.Close()
 		return nil, nil, d, fail.Inputf("tree %s: open repository: %v", path, err)
 	}
 	return r, st, d, nil
+}
+
+// lenientStorage hides repository extensions that only matter to a
+// worktree (worktreeConfig, set by `git sparse-checkout`) or to pruning
+// (preciousObjects): go-git refuses to open such repositories although
+// reading objects and writing new ones is safe there.
+type lenientStorage struct{ *filesystem.Storage }
+
+func (s lenientStorage) Config() (*config.Config, error) {
+	cfg, err := s.Storage.Config()
+	if err != nil || cfg.Raw == nil || !cfg.Raw.HasSection("extensions") {
+		return cfg, err
+	}
+	sec := cfg.Raw.Section("extensions")
+	var keep []*format.Option
+	for _, o := range sec.Options {
+		switch strings.ToLower(o.Key) {
+		case "worktreeconfig", "preciousobjects", "noop":
+		default:
+			keep = append(keep, o)
+		}
+	}
+	sec.Options = keep
+	if len(keep) == 0 {
+		cfg.Raw.RemoveSection("extensions")
+	}
+	return cfg, nil
 }
 
 func shortHash(h fmt.Stringer) string {

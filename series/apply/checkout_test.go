@@ -1,0 +1,127 @@
+package apply
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/patcheval/patcheval/internal/fail"
+)
+
+func TestCheckoutSmall(t *testing.T) {
+	repo := newRepo(t, map[string]string{
+		"README":           "hello\n",
+		"scripts/run.sh":   "100755:#!/bin/sh\necho hi\n",
+		"include/link.h":   "120000:../README",
+		"drivers/a/b/c.c":  "int c;\n",
+		"drivers/a/keep.c": "int keep;\n",
+		"old/gone.c":       "gone\n",
+		"turns/dir":        "a file that becomes a directory\n",
+	})
+	ctx := context.Background()
+	dir := filepath.Join(t.TempDir(), "co")
+	st, err := Checkout(ctx, repo, "base", dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !st.Fresh || st.Written != 7 {
+		t.Errorf("fresh checkout stats = %+v, want fresh with 7 files", st)
+	}
+	if d := diffLists(lsTree(t, filepath.Join(repo, ".git"), "base"), dirListing(t, dir)); d != "" {
+		t.Fatalf("fresh checkout differs from git ls-tree:\n%s", d)
+	}
+
+	// Second commit: modify, delete a directory, file -> dir, mode change,
+	// symlink retarget, new file.
+	os.RemoveAll(filepath.Join(repo, "old"))
+	os.Remove(filepath.Join(repo, "turns/dir"))
+	writeFiles(t, repo, map[string]string{
+		"drivers/a/b/c.c": "int c = 1;\n",
+		"turns/dir/x.c":   "x\n",
+		"include/link.h":  "120000:../scripts/run.sh",
+		"new.c":           "new\n",
+	})
+	os.Chmod(filepath.Join(repo, "scripts/run.sh"), 0o644)
+	gitRun(t, repo, "add", "-A")
+	gitRun(t, repo, "commit", "-q", "-m", "second")
+
+	keep := filepath.Join(dir, "drivers/a/keep.c")
+	old := time.Now().Add(-time.Hour).Truncate(time.Second)
+	os.Chtimes(keep, old, old)
+	// An untracked build output stays.
+	os.WriteFile(filepath.Join(dir, "drivers/a/b/c.o"), []byte("obj"), 0o644)
+
+	st, err = Checkout(ctx, repo, "HEAD", dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st.Fresh || st.Written != 4 || st.Removed != 2 || st.ModeChanged != 1 {
+		t.Errorf("incremental stats = %+v, want 4 written, 2 removed, 1 mode change", st)
+	}
+	got := dirListing(t, dir)
+	want := append(lsTree(t, filepath.Join(repo, ".git"), "HEAD"), "100644 e8f8c3a4c44cf1a6b3d3fcbc24ba5b0d7b2b1d39 drivers/a/b/c.o")
+	got = filterOut(got, "drivers/a/b/c.o")
+	want = filterOut(want, "drivers/a/b/c.o")
+	if d := diffLists(want, got); d != "" {
+		t.Fatalf("incremental checkout differs from git ls-tree:\n%s\npaths: %v", d, st.Paths)
+	}
+	if _, err := os.Stat(filepath.Join(dir, "drivers/a/b/c.o")); err != nil {
+		t.Errorf("untracked build output was removed: %v", err)
+	}
+	if fi, _ := os.Stat(keep); !fi.ModTime().Equal(old) {
+		t.Errorf("unchanged file rewritten: mtime %v, want %v", fi.ModTime(), old)
+	}
+
+	// Same commit again: nothing to do.
+	st, err = Checkout(ctx, repo, "HEAD", dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st.Written+st.Removed+st.ModeChanged != 0 {
+		t.Errorf("re-checkout of the same commit did work: %+v", st)
+	}
+	// And back to the first commit.
+	if _, err := Checkout(ctx, repo, "base", dir); err != nil {
+		t.Fatal(err)
+	}
+	if d := diffLists(lsTree(t, filepath.Join(repo, ".git"), "base"), filterOut(dirListing(t, dir), "drivers/a/b/c.o")); d != "" {
+		t.Fatalf("checkout back to base differs:\n%s", d)
+	}
+}
+
+func filterOut(ls []string, path string) []string {
+	var out []string
+	for _, l := range ls {
+		if !strings.HasSuffix(l, " "+path) {
+			out = append(out, l)
+		}
+	}
+	return out
+}
+
+func TestCheckoutRefusesForeignDir(t *testing.T) {
+	repo := newRepo(t, map[string]string{"a": "a\n"})
+	dir := t.TempDir()
+	os.WriteFile(filepath.Join(dir, "precious"), []byte("x"), 0o644)
+	_, err := Checkout(context.Background(), repo, "base", dir)
+	if err == nil || fail.KindOf(err) != fail.KindInput || !strings.Contains(err.Error(), "not empty") {
+		t.Fatalf("checkout into a non-empty foreign dir: err = %v, want bad input 'not empty'", err)
+	}
+	_, err = Checkout(context.Background(), repo, "nosuchref", filepath.Join(dir, "x"))
+	if err == nil || fail.KindOf(err) != fail.KindInput || !strings.Contains(err.Error(), `"nosuchref"`) {
+		t.Fatalf("checkout of an unknown revision: err = %v", err)
+	}
+	// A checkout of another repository is refused.
+	other := newRepo(t, map[string]string{"b": "b\n"})
+	co := filepath.Join(dir, "co")
+	if _, err := Checkout(context.Background(), other, "base", co); err != nil {
+		t.Fatal(err)
+	}
+	_, err = Checkout(context.Background(), repo, "base", co)
+	if err == nil || !strings.Contains(err.Error(), "another repository") {
+		t.Fatalf("checkout over another repository's checkout: err = %v", err)
+	}
+}
