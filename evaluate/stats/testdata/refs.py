@@ -81,5 +81,7 @@ for name, (b, o) in sets.items():
     u, up = mwu_exact(b, o)
     print(f"{name}: t={mp.nstr(t, 15)} df={mp.nstr(df, 15)} p={mp.nstr(p, 15)} "
           f"ci=[{mp.nstr(lo, 12)}, {mp.nstr(hi, 12)}] U={mp.nstr(u, 6)} Up={mp.nstr(up, 12)}")
+# 99.375% (NeedMore interim look, 0.05/8): kill -> [24.490551, 25.182596]
+print("kill 99.375%:", [mp.nstr(v, 8) for v in fieller(*sets["kill"], conf=0.99375)])
 for q, df in [(0.975, 10), (0.975, 2), (0.975, 4.5), (0.995, 3), (0.9, 1)]:
     print(f"tq({q},{df})={mp.nstr(tq(q, mpf(df)), 15)}")
