@@ -331,15 +331,20 @@ func draftBody(r *Report, parent *mbox.Message, o DraftOptions, d *Draft) string
 		para(g)
 		p("")
 	}
-	p(Attribution(parent)...)
+	var quote []string
 	if o.Quote != "" {
 		for _, l := range strings.Split(cleanText(strings.TrimRight(o.Quote, "\n")), "\n") {
-			p(Wrap(l, w, "> ", "> ")...)
+			quote = append(quote, Wrap(l, w, "> ", "> ")...)
 		}
 	} else {
-		p(Quote(parent, o.QuoteLines)...)
+		quote = Quote(parent, o.QuoteLines)
 	}
-	p("")
+	if len(quote) > 0 {
+		// Nothing worth quoting (a bare diff): no attribution either.
+		p(Attribution(parent)...)
+		p(quote...)
+		p("")
+	}
 
 	// The answer first.
 	if o.Intro != "" {

@@ -553,3 +553,19 @@ func TestConfoundCap(t *testing.T) {
 		t.Errorf("cap:\n%s", d.Body)
 	}
 }
+
+func TestDraftNoQuote(t *testing.T) {
+	p := *patchMsg(t)
+	p.Body = "diff --git a/x b/x\n--- a/x\n+++ b/x\n"
+	d, err := NewDraft(seedReport(t), &p, DraftOptions{From: me, Now: gen})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(d.Body, "wrote:") || strings.Contains(d.Body, "diff --git") || !strings.HasPrefix(d.Body, "I measured") {
+		t.Errorf("body:\n%s", d.Body[:200])
+	}
+	d, _ = NewDraft(seedReport(t), &p, DraftOptions{From: me, Now: gen, Quote: "my own quote", Greeting: "Hi Shrikanth,"})
+	if !strings.HasPrefix(d.Body, "Hi Shrikanth,\n\nOn Mon, 02 Nov 2026") || !strings.Contains(d.Body, "\n> my own quote\n") {
+		t.Errorf("body:\n%s", d.Body[:300])
+	}
+}
