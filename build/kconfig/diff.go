@@ -70,7 +70,14 @@ func Diff(kc *Kconfig, a, b Config, requested map[string]string) []SymbolChange 
 			c.Defined, c.Prompt, c.Type = s.Defined(), s.HasPrompt(), s.Type
 		}
 		if c.Requested {
+			// A requested choice member: name the member it replaced.
 			c.Depth = 0
+			rules, _ := kc.explainChange(n, a, b, changed)
+			for _, r := range rules {
+				if r.Kind == "choice" {
+					c.Rules = append(c.Rules, r)
+				}
+			}
 		} else {
 			c.Rules, c.Causes = kc.explainChange(n, a, b, changed)
 		}

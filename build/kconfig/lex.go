@@ -66,6 +66,8 @@ func macroEnd(s string, i int) (int, bool) {
 	return 0, false
 }
 
+var singleOps = map[byte]tokKind{'!': tokNot, '=': tokEq, '<': tokLt, '>': tokGt, '(': tokLParen, ')': tokRParen}
+
 // lex splits one logical Kconfig line (macros already expanded) into
 // tokens; a '#' outside strings starts a comment.
 func lex(s string) ([]token, error) {
@@ -153,7 +155,7 @@ func lex(s string) ([]token, error) {
 				i += 2
 				continue
 			}
-			k, ok := map[byte]tokKind{'!': tokNot, '=': tokEq, '<': tokLt, '>': tokGt, '(': tokLParen, ')': tokRParen}[c]
+			k, ok := singleOps[c]
 			if !ok {
 				return nil, fmt.Errorf("invalid character %q", c)
 			}

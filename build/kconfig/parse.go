@@ -280,6 +280,20 @@ type parser struct {
 
 var assignRe = regexp.MustCompile(`^\s*([A-Za-z0-9_-]+)\s*(:=|\+=|=)(.*)$`)
 
+// assignment matches a macro assignment line (NAME := value).
+func assignment(line string) []string {
+	i := strings.IndexByte(line, '=')
+	if i <= 0 {
+		return nil
+	}
+	for j := 0; j < i-1; j++ {
+		if line[j] == '"' || line[j] == '#' {
+			return nil
+		}
+	}
+	return assignRe.FindStringSubmatch(line)
+}
+
 func (p *parser) errf(pos Pos, format string, a ...any) error {
 	return &Error{Pos: pos, Msg: fmt.Sprintf(format, a...)}
 }
@@ -366,7 +380,7 @@ func (p *parser) parseFile(file string, data []byte) error {
 		if trim == "" || trim[0] == '#' {
 			continue
 		}
-		if m := assignRe.FindStringSubmatch(line); m != nil {
+		if m := assignment(line); m != nil {
 			p.mac.file, p.mac.line = file, start
 			if err := p.mac.assign(m[1], m[2], strings.TrimLeft(m[3], " \t")); err != nil {
 				return p.errf(pos, "%v", err)
