@@ -439,7 +439,7 @@ func draftBody(r *Report, parent *mbox.Message, o DraftOptions, d *Draft) string
 		}
 	}
 	item("target", targetText(r.Target))
-	item("samples", nText(r)+"; variants interleaved")
+	item("samples", nText(r))
 	for _, b := range r.Benchmarks {
 		if b.Description != "" {
 			item(b.Name, b.Description)
@@ -450,6 +450,9 @@ func draftBody(r *Report, parent *mbox.Message, o DraftOptions, d *Draft) string
 	}
 	if len(r.Timings) > 0 {
 		item("wall time", timingText(r))
+	}
+	for _, n := range r.Notes {
+		item("note", n)
 	}
 	p("")
 	if d.TestedBy {

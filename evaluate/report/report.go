@@ -50,6 +50,9 @@ type Report struct {
 	// Rule is the verdict rule used by every Comparison.
 	Rule  string   `json:"rule"`
 	Notes []string `json:"notes,omitempty"`
+	// Interleaved says the runner alternated the Variants' boots
+	// (A B C A B C ...) rather than running each Variant in one block.
+	Interleaved bool `json:"interleaved,omitempty"`
 	// PerRun asks the renderers for per-run tables (Run, value and the
 	// Extra min/max of each run, like the RCU thread's table).
 	PerRun bool `json:"per_run,omitempty"`

@@ -77,9 +77,10 @@ func seedReport(t *testing.T) *Report {
 		"-nographic", "-vga", "none", "-icount", "shift=0,sleep=off", "-no-reboot"}
 	env := evaluate.Environment{Target: "qemu", QEMUArgs: qemu, Deterministic: true, Cmdline: "console=hvc0"}
 	r := &Report{
-		Title:     "ppc-preempt-dynamic",
-		ID:        "run-20261130-0700",
-		Generated: gen,
+		Title:       "ppc-preempt-dynamic",
+		ID:          "run-20261130-0700",
+		Interleaved: true,
+		Generated:   gen,
 		Series: SeriesInfo{Title: "powerpc: Enable dynamic preemption (v6.1 backport)",
 			Subject: "[PATCH 6.1 v4 0/1] powerpc: Enable dynamic preemption (v6.1 backport)",
 			Version: 4, Author: mbox.Address{Name: "Kernel Tester", Email: "tester@example.org"},
@@ -105,6 +106,7 @@ func seedReport(t *testing.T) *Report {
 			{Symbol: "PREEMPT_RCU", From: "n", To: "y", Rule: "default y if PREEMPTION", Where: "kernel/rcu/Kconfig:21", Highlight: true},
 			{Symbol: "CC_HAS_SOMETHING", From: "n", To: "y", Mechanical: true},
 		}}},
+		Notes: []string{"SELinux: no policy loaded (selinux=1 without a policy: the hooks run, every check is allowed)"},
 		Timings: []StageTiming{
 			{Stage: "fetch", Duration: 400 * time.Millisecond},
 			{Stage: "apply", Duration: 1100 * time.Millisecond},

@@ -375,6 +375,9 @@ func nText(r *Report) string {
 	if boots > 0 {
 		n += fmt.Sprintf(", from %d boot(s) per variant", boots)
 	}
+	if r.Interleaved {
+		n += "; variants interleaved"
+	}
 	return n
 }
 
