@@ -14,7 +14,6 @@ var (
 	patchVerRE    = regexp.MustCompile(`(?i)^patch-?v(\d{1,4})$`)
 	nestedRE1     = regexp.MustCompile(`\[([^\]]*)\[([^\[\]]*)\]`)
 	nestedRE2     = regexp.MustCompile(`\[([^\]]*)\]([^\[\]]*)\]`)
-	spaceRE       = regexp.MustCompile(`\s+`)
 )
 
 // ParseSubject parses a patch subject line: reply prefixes (Re:, Aw:, Fwd:,
@@ -26,7 +25,7 @@ var (
 // Total of 6.
 func ParseSubject(s string) Subject {
 	var sub Subject
-	s = strings.TrimSpace(spaceRE.ReplaceAllString(s, " "))
+	s = strings.Join(strings.Fields(s), " ")
 	for {
 		loc := replyPrefixRE.FindStringIndex(s)
 		if loc == nil {
@@ -36,7 +35,7 @@ func ParseSubject(s string) Subject {
 		s = s[loc[1]:]
 	}
 	// Flatten brackets inside brackets, like b4 does.
-	for {
+	for nested(s) {
 		old := s
 		s = nestedRE1.ReplaceAllString(s, "[$1$2]")
 		s = nestedRE2.ReplaceAllString(s, "[$1$2]")
@@ -153,4 +152,24 @@ func (s Subject) AMSubject() string {
 		parts = append(parts, fmt.Sprintf("%d/%d", s.Index, s.Total))
 	}
 	return "[" + strings.Join(parts, " ") + "] " + s.Title
+}
+
+// nested reports whether a '[' or ']' appears inside a bracket group.
+func nested(s string) bool {
+	depth := 0
+	for i := 0; i < len(s); i++ {
+		switch s[i] {
+		case '[':
+			if depth > 0 {
+				return true
+			}
+			depth++
+		case ']':
+			if depth == 0 {
+				return true
+			}
+			depth--
+		}
+	}
+	return false
 }

@@ -117,6 +117,9 @@ func ParseTrailers(body string) []Trailer {
 			}
 		}
 		last = -1
+		if !strings.Contains(trim, ": ") && !strings.Contains(trim, ":\t") {
+			continue
+		}
 		m := trailerLineRE.FindStringSubmatch(trim)
 		if m == nil {
 			continue

@@ -1,0 +1,108 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/patcheval/patcheval/internal/testinbox"
+)
+
+func loreCLI(t *testing.T, stdin string, args ...string) (string, string, int) {
+	t.Helper()
+	var out, errb bytes.Buffer
+	code := run(context.Background(), &Env{Stdout: &out, Stderr: &errb, Stdin: strings.NewReader(stdin)}, append([]string{"lore"}, args...))
+	return out.String(), errb.String(), code
+}
+
+const backport = "../../series/testdata/ppc-dynamic-preempt-v6.1-backport.mbox"
+
+func TestLoreFile(t *testing.T) {
+	dir := t.TempDir()
+	out, errs, code := loreCLI(t, "", "-m", backport, "--am-out", dir)
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, errs)
+	}
+	path := filepath.Join(dir, "v4_20261102_tester_powerpc_enable_dynamic_preemption_v6_1_backport.mbx")
+	for _, want := range []string{"Series:   powerpc: Enable dynamic preemption (v6.1 backport)", "Version:  v4", "base-commit b3bb56f2e4c9f033ed84c82906c3c2755787ffea", "[1/1] powerpc: enable dynamic preemption", path} {
+		if !strings.Contains(out, want) {
+			t.Errorf("output lacks %q:\n%s", want, out)
+		}
+	}
+	am, err := os.ReadFile(path)
+	if err != nil || !strings.Contains(string(am), "Link: https://patch.msgid.link/20261102093000.4121-1-tester@example.org\n---\n") {
+		t.Errorf("am mbox: %v\n%s", err, am)
+	}
+	// --link-mask "" drops the Link:; -m - reads stdin; --json is the Series.
+	data, _ := os.ReadFile(backport)
+	out, errs, code = loreCLI(t, string(data), "-m", "-", "--json", "--link-mask", "", "--am-out", dir)
+	if code != 0 {
+		t.Fatalf("stdin: exit %d: %s", code, errs)
+	}
+	var s struct {
+		Version int `json:"version"`
+		Patches []struct {
+			MessageID string `json:"message_id"`
+		} `json:"patches"`
+	}
+	if err := json.Unmarshal([]byte(out), &s); err != nil || s.Version != 4 || len(s.Patches) != 1 {
+		t.Errorf("json: %v %+v\n%s", err, s, out)
+	}
+	if !strings.Contains(errs, path) {
+		t.Errorf("with --json the am path goes to stderr: %q", errs)
+	}
+	am, _ = os.ReadFile(path)
+	if strings.Contains(string(am), "Link:") {
+		t.Errorf("--link-mask '' still wrote a Link:")
+	}
+}
+
+func TestLoreBadInput(t *testing.T) {
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{nil, "no thread given"},
+		{[]string{"-m", "../../series/testdata/generic-entry-v5-report.mbox"}, "no patches in the thread"},
+		{[]string{"-m", "/nonexistent/x.mbox"}, "/nonexistent/x.mbox"},
+		{[]string{"-m", backport, "x@y"}, "not both"},
+		{[]string{"-m", backport, "-v", "3"}, "no v3 patches"},
+		{[]string{"not a msgid"}, "not a Message-ID"},
+	} {
+		_, errs, code := loreCLI(t, "", c.args...)
+		if code != 2 || !strings.Contains(errs, c.want) {
+			t.Errorf("lore %q: exit %d, stderr %q; want 2 and %q", c.args, code, errs, c.want)
+		}
+	}
+}
+
+// TestLoreFetch goes through a real public-inbox-httpd like lore.
+func TestLoreFetch(t *testing.T) {
+	if os.Getenv("PATCHEVAL_SKIP_SLOW") == "1" {
+		t.Skip("PATCHEVAL_SKIP_SLOW=1")
+	}
+	srv := testinbox.Start(t, backport)
+	t.Setenv("PATCHEVAL_CACHE_DIR", t.TempDir())
+	dir := t.TempDir()
+	out, errs, code := loreCLI(t, "", "--lore", srv.URL, "--no-cache", "--am-out", dir, "20261102093000.4121-1-tester@example.org")
+	if code != 0 || !strings.Contains(out, "[1/1] powerpc: enable dynamic preemption") || !strings.Contains(out, ".mbx") {
+		t.Fatalf("exit %d\n%s\n%s", code, out, errs)
+	}
+	// A lore URL works too, and PATCHEVAL_LORE is the default base.
+	t.Setenv("PATCHEVAL_LORE", srv.URL)
+	if _, errs, code := loreCLI(t, "", "--no-cache", srv.URL+"/test/20261102093000.4121-0-tester@example.org/"); code != 0 {
+		t.Fatalf("lore URL: exit %d: %s", code, errs)
+	}
+	if _, errs, code := loreCLI(t, "", "--no-cache", "unknown-msgid@example.org"); code != 2 {
+		t.Errorf("unknown msgid: exit %d, want 2: %s", code, errs)
+	}
+	// Server down: infrastructure, exit 3.
+	srv.Close()
+	if _, errs, code := loreCLI(t, "", "--no-cache", "--lore", srv.URL, "20261102093000.4121-0-tester@example.org"); code != 3 {
+		t.Errorf("server down: exit %d, want 3: %s", code, errs)
+	}
+}
