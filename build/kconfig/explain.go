@@ -19,7 +19,10 @@ type Rule struct {
 }
 
 func (r Rule) String() string {
-	s := r.Pos.String() + " " + r.Text
+	s := r.Text
+	if r.Pos.File != "" {
+		s = r.Pos.String() + " " + s
+	}
 	if r.Owner != "" {
 		s += " (in config " + r.Owner + ")"
 	}

@@ -603,6 +603,9 @@ func (p *parser) statement(pos Pos, text string, toks []token) error {
 		if b.kind != want {
 			return p.errf(pos, "%s inside %s opened at %s", kw, b.kind, b.pos)
 		}
+		if b.pos.File != pos.File {
+			return p.errf(pos, "%s closes the %s opened at %s in another file", kw, b.kind, b.pos)
+		}
 		p.stack = p.stack[:len(p.stack)-1]
 		return nil
 	case "comment":
