@@ -323,6 +323,9 @@ func Resolve(t *mbox.Thread, opt Options) (*Series, error) {
 	for _, o := range t.Orphans {
 		s.Orphans = append(s.Orphans, o.MessageID)
 	}
+	for _, n := range t.Notes {
+		s.Notes = append(s.Notes, "thread: "+n)
+	}
 	return s, nil
 }
 

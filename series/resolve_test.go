@@ -3,10 +3,12 @@ package series
 import (
 	"bytes"
 	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/patcheval/patcheval/internal/fail"
 	"github.com/patcheval/patcheval/mbox"
@@ -257,5 +259,54 @@ func TestWriteAMRoundTrip(t *testing.T) {
 	}
 	if got := s.Slug(); got != "v2_20260105_alice_shapes_an_idea" {
 		t.Errorf("slug %q", got)
+	}
+}
+
+// msg hand-builds a thread message.
+func msg(id, parent, from, subject, body string, minute int) *mbox.Message {
+	m := &mbox.Message{MessageID: id, InReplyTo: parent, Subject: subject, Body: body,
+		Date: time.Date(2026, 1, 5, 10, minute, 0, 0, time.UTC)}
+	if parent != "" {
+		m.References = []string{parent}
+	}
+	a, _ := parsePerson(from)
+	m.From = a
+	return m
+}
+
+func TestResolveHandBuilt(t *testing.T) {
+	d := func(i int) string {
+		return fmt.Sprintf("Change %d.\n\nSigned-off-by: Jiří Novák <jn@example.cz>\n---\ndiff --git a/f b/f\n--- a/f\n+++ b/f\n@@ -1 +1 @@\n-a%d\n+b%d\n", i, i, i)
+	}
+	var ms []*mbox.Message
+	ms = append(ms, msg("c@x", "", "Jiří Novák <jn@example.cz>", "[PATCH 0 of 5] big", "Cover\n\n 5 files changed, 5 insertions(+)\n", 0))
+	for i := 1; i <= 5; i++ {
+		ms = append(ms, msg(fmt.Sprintf("p%d@x", i), "c@x", "Jiří Novák <jn@example.cz>", fmt.Sprintf("[PATCH %d of 5] change %d", i, i), d(i), i))
+	}
+	// An afterthought: 6/5.
+	ms = append(ms, msg("p6@x", "c@x", "Jiří Novák <jn@example.cz>", "[PATCH 6/5] change 6", d(6), 30))
+	// A reply whose only trailer is quoted, and a suggestion with a diff.
+	ms = append(ms, msg("r1@x", "p2@x", "Bob <bob@example.com>", "Re: [PATCH 2 of 5] change 2",
+		"> Reviewed-by: Fake <fake@example.com>\n\nTry this:\n\ndiff --git a/f b/f\n--- a/f\n+++ b/f\n@@ -1 +1 @@\n-x\n+y\n", 40))
+	s, err := Resolve(mbox.NewThread(ms, "hand"), Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(s.Patches) != 6 || len(s.Missing) != 0 || s.Patches[5].Subject.Total != 6 || s.CoverMessageID != "c@x" {
+		t.Fatalf("6/5: %d patches, missing %v, last %+v", len(s.Patches), s.Missing, s.Patches[5].Subject)
+	}
+	for _, p := range s.Patches {
+		if len(p.AddedTrailers(AMOptions{})) != 0 {
+			t.Errorf("%s got trailers %+v", p.MessageID, p.AddedTrailers(AMOptions{}))
+		}
+	}
+	// Non-ASCII author survives the am mbox.
+	var b bytes.Buffer
+	if err := s.WriteAM(&b, DefaultAMOptions()); err != nil {
+		t.Fatal(err)
+	}
+	back, err := mbox.ParseBytes(b.Bytes(), "am")
+	if err != nil || len(back) != 6 || back[0].From.Name != "Jiří Novák" || !strings.Contains(back[0].Body, "Signed-off-by: Jiří Novák <jn@example.cz>") {
+		t.Fatalf("am: %v %d %+v", err, len(back), back[0].From)
 	}
 }
