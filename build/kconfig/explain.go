@@ -144,7 +144,7 @@ func atomText(e *Expr, cfg Config) string {
 		return fmt.Sprintf("%s (= %s)", e.Name, norm(cfg, e.Name))
 	}
 	if e.Op == OpMacro {
-		return e.Name + " (a toolchain/shell test, false here)"
+		return e.Name + " (a toolchain or shell test: its result is not known here, counted as n)"
 	}
 	var vals []string
 	for _, s := range e.Symbols() {
