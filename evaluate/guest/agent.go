@@ -101,6 +101,9 @@ func (a *agent) run(planFile string) (ok bool) {
 			a.fail(err)
 			return false
 		}
+		// Keep notices ("random: crng init done") from splitting agent
+		// records on the console; warnings, oopses and panics still show.
+		writeFile("/proc/sys/kernel/printk", []byte("4"))
 	}
 	plan, err := readPlan(planFile)
 	if err != nil {
@@ -145,7 +148,7 @@ func readPlan(file string) (*Plan, error) {
 	if file == "-" {
 		b, err = io.ReadAll(os.Stdin)
 	} else {
-		b, err = os.ReadFile(file)
+		b, err = readFile(file)
 	}
 	if err != nil {
 		return nil, fmt.Errorf("reading plan: %w", err)
@@ -194,7 +197,7 @@ const preemptFile = "/sys/kernel/debug/sched/preempt"
 
 // readPreempt parses "none voluntary (full) lazy".
 func readPreempt() (cur, raw string, present bool) {
-	b, err := os.ReadFile(preemptFile)
+	b, err := readFile(preemptFile)
 	if err != nil {
 		return "", "", false
 	}
@@ -216,14 +219,14 @@ func (a *agent) applyKnobs(p *Plan) (*Info, error) {
 	}
 	for k, v := range p.Sysctls {
 		path := filepath.Join("/proc/sys", strings.ReplaceAll(k, ".", "/"))
-		if err := os.WriteFile(path, []byte(v), 0o644); err != nil {
+		if err := writeFile(path, []byte(v)); err != nil {
 			errs = append(errs, fmt.Errorf("sysctl %s=%s: %w", k, v, err))
 		}
 	}
 	if p.Preempt != "" {
 		if _, _, present := readPreempt(); !present {
 			errs = append(errs, fmt.Errorf("preempt=%s requested but %s does not exist (kernel without PREEMPT_DYNAMIC or DEBUG_FS)", p.Preempt, preemptFile))
-		} else if err := os.WriteFile(preemptFile, []byte(p.Preempt), 0o644); err != nil {
+		} else if err := writeFile(preemptFile, []byte(p.Preempt)); err != nil {
 			errs = append(errs, fmt.Errorf("writing %q to %s: %w", p.Preempt, preemptFile, err))
 		}
 	}
@@ -233,7 +236,7 @@ func (a *agent) applyKnobs(p *Plan) (*Info, error) {
 		info.Release = utsString(u.Release[:])
 		info.Machine = utsString(u.Machine[:])
 	}
-	if b, err := os.ReadFile("/proc/cmdline"); err == nil {
+	if b, err := readFile("/proc/cmdline"); err == nil {
 		info.Cmdline = strings.TrimSpace(string(b))
 	}
 	info.Preempt, info.PreemptRaw, info.PreemptPresent = readPreempt()
@@ -272,5 +275,71 @@ func powerOff() {
 	syscall.Reboot(syscall.LINUX_REBOOT_CMD_POWER_OFF)
 	for {
 		time.Sleep(time.Hour)
+	}
+}
+
+// readFile and writeFile use plain system calls: package os registers
+// opened files with the Go netpoller, and the runtime dies ("netpollinit
+// failed") on kernels without CONFIG_EPOLL, which tinyconfig leaves out.
+func readFile(path string) ([]byte, error) {
+	fd, err := syscall.Open(path, syscall.O_RDONLY|syscall.O_CLOEXEC, 0)
+	if err != nil {
+		return nil, &os.PathError{Op: "open", Path: path, Err: err}
+	}
+	defer syscall.Close(fd)
+	var out []byte
+	buf := make([]byte, 64<<10)
+	for {
+		n, err := syscall.Read(fd, buf)
+		if err == syscall.EINTR {
+			continue
+		}
+		if err != nil {
+			return nil, &os.PathError{Op: "read", Path: path, Err: err}
+		}
+		if n <= 0 {
+			return out, nil
+		}
+		out = append(out, buf[:n]...)
+	}
+}
+
+func writeFile(path string, data []byte) error {
+	fd, err := syscall.Open(path, syscall.O_WRONLY|syscall.O_CLOEXEC|syscall.O_TRUNC, 0)
+	if err != nil {
+		return &os.PathError{Op: "open", Path: path, Err: err}
+	}
+	defer syscall.Close(fd)
+	for len(data) > 0 {
+		n, err := syscall.Write(fd, data)
+		if err == syscall.EINTR {
+			continue
+		}
+		if err != nil {
+			return &os.PathError{Op: "write", Path: path, Err: err}
+		}
+		data = data[n:]
+	}
+	return nil
+}
+
+// listDir returns the names in a directory.
+func listDir(path string) ([]string, error) {
+	fd, err := syscall.Open(path, syscall.O_RDONLY|syscall.O_DIRECTORY|syscall.O_CLOEXEC, 0)
+	if err != nil {
+		return nil, &os.PathError{Op: "open", Path: path, Err: err}
+	}
+	defer syscall.Close(fd)
+	var names []string
+	buf := make([]byte, 16<<10)
+	for {
+		n, err := syscall.ReadDirent(fd, buf)
+		if err != nil {
+			return nil, &os.PathError{Op: "readdirent", Path: path, Err: err}
+		}
+		if n <= 0 {
+			return names, nil
+		}
+		_, _, names = syscall.ParseDirent(buf[:n], -1, names)
 	}
 }

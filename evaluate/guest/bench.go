@@ -263,12 +263,12 @@ func pinAll(cpus string) error {
 		}
 		words[c/64] |= 1 << (c % 64)
 	}
-	tasks, err := os.ReadDir("/proc/self/task")
+	tasks, err := listDir("/proc/self/task")
 	if err != nil {
 		return fmt.Errorf("pinning to cpus %s: %w", cpus, err)
 	}
 	for _, t := range tasks {
-		tid, _ := strconv.Atoi(t.Name())
+		tid, _ := strconv.Atoi(t)
 		_, _, e := syscall.RawSyscall(syscall.SYS_SCHED_SETAFFINITY, uintptr(tid), uintptr(len(words)*8), uintptr(unsafe.Pointer(&words[0])))
 		if e != 0 && e != syscall.ESRCH {
 			return fmt.Errorf("sched_setaffinity(%d, %s): %w", tid, cpus, e)

@@ -3,14 +3,19 @@ package qemu
 import (
 	"os"
 	"testing"
+
+	"github.com/patcheval/patcheval/build/buildtest"
 )
 
-// kernel returns a built ppc64le kernel image of the variant.
+// kernel returns a built ppc64le kernel image of a buildtest variant
+// (base-voluntary, patched-voluntary, patched-dynamic, patched-full),
+// from the shared build cache. PATCHEVAL_TEST_PPC64LE_VMLINUX overrides
+// base-voluntary with a prebuilt image (development only).
 func kernel(t *testing.T, variant string) string {
 	t.Helper()
-	if p := os.Getenv("PATCHEVAL_TEST_PPC64LE_VMLINUX"); p != "" {
+	buildtest.SkipIfSlow(t)
+	if p := os.Getenv("PATCHEVAL_TEST_PPC64LE_VMLINUX"); p != "" && variant == "base-voluntary" {
 		return p
 	}
-	t.Fatal("no kernel: set PATCHEVAL_TEST_PPC64LE_VMLINUX")
-	return ""
+	return buildtest.PPC64(t, variant).Image
 }

@@ -202,3 +202,37 @@ func TestHangAndAgentFailure(t *testing.T) {
 	t.Logf("classified: %s: %s", be.Phase, be.Msg)
 }
 
+
+// TestPreemptModels is the seed's measurement: in deterministic mode,
+// PREEMPT=y (which selects PREEMPT_RCU) makes kill() dearer than
+// PREEMPT_VOLUNTARY on the same patched tree; and the dynamic kernel
+// switches models at run time through /sys/kernel/debug/sched/preempt.
+func TestPreemptModels(t *testing.T) {
+	vol := kernel(t, "patched-voluntary")
+	full := kernel(t, "patched-full")
+	dyn := kernel(t, "patched-dynamic")
+	tg := target(t, Config{Deterministic: true})
+	plan := guest.Plan{Benchmarks: []guest.Bench{{Name: "kill"}}}
+	ns := map[string]float64{}
+	for _, v := range []evaluate.RunVariant{
+		{Kernel: evaluate.Kernel{Variant: "voluntary", Arch: "ppc64le", Image: vol}},
+		{Kernel: evaluate.Kernel{Variant: "full", Arch: "ppc64le", Image: full}},
+		{Kernel: evaluate.Kernel{Variant: "dynamic-full", Arch: "ppc64le", Image: dyn}, Preempt: "full"},
+	} {
+		p := plan
+		p.Preempt = v.Preempt
+		res, err := tg.Boot(context.Background(), v.Kernel, p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		i := res.Output.Info
+		if v.Preempt != "" && (!i.PreemptPresent || i.Preempt != v.Preempt) {
+			t.Errorf("%s: sched/preempt %q (present %v), want %s", v.Kernel.Variant, i.PreemptRaw, i.PreemptPresent, v.Preempt)
+		}
+		ns[v.Kernel.Variant] = res.Output.Results[0].NsPerOp
+		t.Logf("%s (%s, sched/preempt %q): kill %.1f ns/op deterministic", v.Kernel.Variant, i.Release, i.PreemptRaw, ns[v.Kernel.Variant])
+	}
+	if ns["full"] < ns["voluntary"]*1.05 {
+		t.Errorf("PREEMPT=y kill %.1f ns/op not above PREEMPT_VOLUNTARY %.1f ns/op", ns["full"], ns["voluntary"])
+	}
+}
