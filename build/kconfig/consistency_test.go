@@ -60,9 +60,18 @@ func predictHidden(kc *Kconfig, s *Symbol, cfg Config) (Tristate, bool) {
 // shows up here.
 func TestHiddenSymbolsConsistent(t *testing.T) {
 	tree := linuxTree(t)
-	kc := treeKconfig(t, tree, "powerpc")
-	for _, frags := range [][]string{{"qemu-pseries-min.config"}, {"qemu-pseries-min.config", "preempt-full.config"}} {
-		final := finalConfig(t, tree, frags...)
+	for _, c := range []struct {
+		arch, cross string
+		frags       []string
+	}{
+		{"powerpc", "powerpc64le-linux-gnu-", []string{"qemu-pseries-min.config"}},
+		{"powerpc", "powerpc64le-linux-gnu-", []string{"qemu-pseries-min.config", "preempt-full.config"}},
+		{"arm64", "aarch64-linux-gnu-", []string{"preempt-full.config"}},
+		{"x86_64", "", []string{"preempt-dynamic.config"}},
+	} {
+		kc := treeKconfig(t, tree, c.arch)
+		frags := append([]string{c.arch}, c.frags...)
+		final := finalConfigArch(t, tree, c.arch, c.cross, c.frags...)
 		checked, bad := 0, 0
 		for name, s := range kc.Symbols {
 			if !s.Defined() || s.HasPrompt() || s.Choice != nil || (s.Type != TypeBool && s.Type != TypeTristate) {
@@ -103,6 +112,15 @@ func TestHiddenSymbolsConsistent(t *testing.T) {
 			}
 		}
 		t.Logf("%v: %d hidden symbols checked, %d mismatches", frags, checked, bad)
+		if c.arch != "powerpc" {
+			// PREEMPT_DYNAMIC (x86: HAVE_PREEMPT_DYNAMIC_CALL) and
+			// PREEMPT (arm64) hold where the arch supports them.
+			for _, f := range c.frags {
+				if probs := Verify(kc, final, fragment(t, f)); len(probs) != 0 {
+					t.Errorf("%v: %v", frags, probs)
+				}
+			}
+		}
 		if checked < 2000 {
 			t.Errorf("only %d symbols checked", checked)
 		}

@@ -191,7 +191,8 @@ func (e *Error) Error() string { return e.Pos.String() + ": " + e.Msg }
 
 // Parse reads the Kconfig tree of the kernel source directory srcDir for
 // the architecture directory srcArch (powerpc, arm64, x86: the SRCARCH of
-// `make ARCH=...`), starting at srcDir/Kconfig.
+// `make ARCH=...`; x86_64 and the like are mapped as ParseFS says),
+// starting at srcDir/Kconfig.
 func Parse(srcDir, srcArch string) (*Kconfig, error) {
 	if _, err := os.Stat(path.Join(srcDir, "Kconfig")); err != nil {
 		return nil, fmt.Errorf("kconfig: %s is not a kernel source tree: %w", srcDir, err)
@@ -215,17 +216,31 @@ func SrcArch(arch string) string {
 		return "arm64"
 	case "riscv64", "riscv32":
 		return "riscv"
+	case "sparc32", "sparc64":
+		return "sparc"
+	case "parisc64":
+		return "parisc"
+	case "sh64":
+		return "sh"
 	}
 	return arch
 }
 
 // ParseFS is Parse over a file system whose root is the source directory.
-func ParseFS(fsys fs.FS, srcArch string) (*Kconfig, error) {
+//
+// arch is the SRCARCH (powerpc, arm64, x86) or an ARCH the kernel's
+// Makefile maps to one (x86_64, i386): then $(ARCH) is the value given and
+// $(SRCARCH) the arch/ directory, as with `make ARCH=x86_64`.
+func ParseFS(fsys fs.FS, arch string) (*Kconfig, error) {
+	srcArch := arch
+	if _, err := fs.Stat(fsys, "arch/"+arch+"/Kconfig"); err != nil {
+		srcArch = SrcArch(arch)
+	}
 	p := &parser{
 		fsys: fsys,
 		kc:   &Kconfig{SrcArch: srcArch, Symbols: map[string]*Symbol{}},
 		mac: &macros{vars: map[string]*variable{}, env: map[string]string{
-			"SRCARCH": srcArch, "ARCH": srcArch, "srctree": ".",
+			"SRCARCH": srcArch, "ARCH": arch, "srctree": ".",
 		}},
 	}
 	if err := p.source("Kconfig", Pos{}, false); err != nil {

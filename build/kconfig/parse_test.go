@@ -353,3 +353,27 @@ func hasMacro(e *Expr) bool {
 	}
 	return e.Op == OpMacro || hasMacro(e.L) || hasMacro(e.R)
 }
+
+// make ARCH=x86_64: $(SRCARCH) is x86, $(ARCH) stays x86_64.
+func TestParseArchAlias(t *testing.T) {
+	fsys := fstest.MapFS{
+		"Kconfig":          {Data: []byte("source \"arch/$(SRCARCH)/Kconfig\"\n")},
+		"arch/x86/Kconfig": {Data: []byte("config 64BIT\n\tbool \"64-bit kernel\" if \"$(ARCH)\" = \"x86\"\n\tdefault \"$(ARCH)\" != \"i386\"\n")},
+	}
+	for arch, visible := range map[string]bool{"x86_64": false, "x86": true, "i386": false} {
+		kc, err := ParseFS(fsys, arch)
+		if err != nil {
+			t.Fatal(err)
+		}
+		s := kc.Symbol("64BIT")
+		if kc.SrcArch != "x86" || s == nil {
+			t.Fatalf("%s: SrcArch %s", arch, kc.SrcArch)
+		}
+		if _, ok := kc.promptVisible(s, Config{}); ok != visible {
+			t.Errorf("%s: prompt visible %v", arch, ok)
+		}
+		if got := kc.Eval(s.Props(PropDefault)[0].Expr, Config{}); (got == Yes) != (arch != "i386") {
+			t.Errorf("%s: default %s", arch, got)
+		}
+	}
+}

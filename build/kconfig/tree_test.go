@@ -187,19 +187,25 @@ var (
 // merged with merge_config.sh, then olddefconfig, for ppc64le.
 func finalConfig(t testing.TB, tree string, frags ...string) Config {
 	t.Helper()
+	return finalConfigArch(t, tree, "powerpc", "powerpc64le-linux-gnu-", frags...)
+}
+
+// finalConfigArch is finalConfig for another ARCH and CROSS_COMPILE.
+func finalConfigArch(t testing.TB, tree, arch, cross string, frags ...string) Config {
+	t.Helper()
 	cfgMu.Lock()
 	defer cfgMu.Unlock()
-	key := tree + "|" + strings.Join(frags, "|")
+	key := tree + "|" + arch + "|" + strings.Join(frags, "|")
 	if c, ok := cfgCache[key]; ok {
 		return c
 	}
 	// One O= directory per tree, so scripts/kconfig/conf is built once.
-	out := filepath.Join(workDir, strings.ReplaceAll(filepath.Base(tree), "/", "_"))
+	out := filepath.Join(workDir, filepath.Base(tree)+"-"+arch)
 	if err := os.MkdirAll(out, 0o755); err != nil {
 		t.Fatal(err)
 	}
 	os.Remove(filepath.Join(out, ".config"))
-	mk := []string{"-n", "10", "make", "-s", "ARCH=powerpc", "CROSS_COMPILE=powerpc64le-linux-gnu-", "O=" + out}
+	mk := []string{"-n", "10", "make", "-s", "ARCH=" + arch, "CROSS_COMPILE=" + cross, "O=" + out}
 	if err := run(tree, "nice", append(mk, "tinyconfig")...); err != nil {
 		t.Fatal(err)
 	}
