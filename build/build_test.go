@@ -16,9 +16,10 @@ import (
 
 // These tests build real ppc64le kernels of Debian's 6.1 tree (about 5
 // minutes each on 2 cores; cached by content under PATCHEVAL_CACHE_DIR, so
-// a second run takes seconds). In the whole suite: base-voluntary (clean),
-// patched-voluntary (incremental over it), patched-dynamic and patched-full
-// (clean), the broken commit (incremental), plus config-only runs.
+// a second run takes seconds). Here: base-voluntary (clean),
+// patched-voluntary (incremental over it), patched-dynamic (clean), the
+// broken commit (incremental over patched-voluntary), and config-only runs;
+// evaluate's tests add patched-full through the same buildtest helper.
 
 func TestBaseThenPatchedIsIncremental(t *testing.T) {
 	base := buildtest.PPC64(t, "base-voluntary")
@@ -143,57 +144,6 @@ func TestRepeatIsCacheHit(t *testing.T) {
 	}
 }
 
-// The seed thread's confound: voluntary vs voluntary+PREEMPT_DYNAMIC with
-// the backport series silently turns on PREEMPT_RCU.
-func TestConfoundReportNamesPreemptRCU(t *testing.T) {
-	vol := buildtest.PPC64(t, "patched-voluntary")
-	dyn := buildtest.PPC64(t, "patched-dynamic")
-	checkArtifact(t, dyn, "patched-dynamic")
-	rep, err := build.ConfigDiff(build.DiffInput{A: vol.Dir, B: dyn.Dir})
-	if err != nil {
-		t.Fatal(err)
-	}
-	var sb strings.Builder
-	rep.Format(&sb)
-	t.Logf("confound report:\n%s", sb.String())
-	if c := rep.Change("PREEMPT_DYNAMIC"); c == nil || !c.Requested || c.A != "n" || c.B != "y" {
-		t.Errorf("PREEMPT_DYNAMIC change %+v", c)
-	}
-	for _, sym := range []string{"PREEMPT_RCU", "PREEMPT_BUILD", "PREEMPTION", "PREEMPT_COUNT"} {
-		c := rep.Change(sym)
-		if c == nil {
-			t.Errorf("%s not in the report", sym)
-			continue
-		}
-		if c.Requested || len(c.Rules) == 0 {
-			t.Errorf("%s: requested=%v rules=%v, want derived with a rule", sym, c.Requested, c.Rules)
-		}
-	}
-	if c := rep.Change("PREEMPT_RCU"); c != nil {
-		found := false
-		for _, r := range c.Rules {
-			if r.Pos.File == "kernel/rcu/Kconfig" && strings.Contains(r.Text, "default y") {
-				found = true
-			}
-		}
-		if !found {
-			t.Errorf("PREEMPT_RCU rules %v do not name kernel/rcu/Kconfig's default", c.Rules)
-		}
-		if !strings.Contains(sb.String(), "kernel/rcu/Kconfig") {
-			t.Error("formatted report does not name kernel/rcu/Kconfig")
-		}
-	}
-}
-
-func TestPatchedFull(t *testing.T) {
-	a := buildtest.PPC64(t, "patched-full")
-	checkArtifact(t, a, "patched-full")
-	cfg, _ := build.ReadConfigFile(a.Config)
-	if cfg["PREEMPT_RCU"] != "y" || cfg["PREEMPT_VOLUNTARY"] == "y" {
-		t.Errorf("patched-full: PREEMPT_RCU=%q PREEMPT_VOLUNTARY=%q", cfg["PREEMPT_RCU"], cfg["PREEMPT_VOLUNTARY"])
-	}
-}
-
 // Without the series, PREEMPT_DYNAMIC=y cannot hold on powerpc 6.1, and a
 // symbol the tree lacks cannot either: both fail before compiling.
 func TestUnmetAndMissingSymbolsFailBeforeCompiling(t *testing.T) {
@@ -305,5 +255,47 @@ func TestBootConfigsHold(t *testing.T) {
 				t.Errorf("boot fragment lines that do not hold:\n%s", strings.Join(w, "\n"))
 			}
 		})
+	}
+}
+
+// The seed thread's confound: voluntary vs voluntary+PREEMPT_DYNAMIC with
+// the backport series silently turns on PREEMPT_RCU.
+func TestConfoundReportNamesPreemptRCU(t *testing.T) {
+	vol := buildtest.PPC64(t, "patched-voluntary")
+	dyn := buildtest.PPC64(t, "patched-dynamic")
+	checkArtifact(t, dyn, "patched-dynamic")
+	rep, err := build.ConfigDiff(build.DiffInput{A: vol.Dir, B: dyn.Dir})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var sb strings.Builder
+	rep.Format(&sb)
+	t.Logf("confound report:\n%s", sb.String())
+	if c := rep.Change("PREEMPT_DYNAMIC"); c == nil || !c.Requested || c.A != "n" || c.B != "y" {
+		t.Errorf("PREEMPT_DYNAMIC change %+v", c)
+	}
+	for _, sym := range []string{"PREEMPT_RCU", "PREEMPT_BUILD", "PREEMPTION", "PREEMPT_COUNT"} {
+		c := rep.Change(sym)
+		if c == nil {
+			t.Errorf("%s not in the report", sym)
+			continue
+		}
+		if c.Requested || len(c.Rules) == 0 {
+			t.Errorf("%s: requested=%v rules=%v, want derived with a rule", sym, c.Requested, c.Rules)
+		}
+	}
+	if c := rep.Change("PREEMPT_RCU"); c != nil {
+		found := false
+		for _, r := range c.Rules {
+			if r.Pos.File == "kernel/rcu/Kconfig" && strings.Contains(r.Text, "default y") {
+				found = true
+			}
+		}
+		if !found {
+			t.Errorf("PREEMPT_RCU rules %v do not name kernel/rcu/Kconfig's default", c.Rules)
+		}
+		if !strings.Contains(sb.String(), "kernel/rcu/Kconfig") {
+			t.Error("formatted report does not name kernel/rcu/Kconfig")
+		}
 	}
 }
