@@ -1,0 +1,71 @@
+package pipelines
+
+import (
+	"context"
+	"path/filepath"
+	"testing"
+
+	"github.com/patcheval/patcheval/build"
+	"github.com/patcheval/patcheval/build/buildtest"
+	"github.com/patcheval/patcheval/internal/xdg"
+)
+
+// Every kernel a shipped pipeline asks for is configurable on Debian's 6.1
+// tree: after olddefconfig each requested symbol holds (build verifies it
+// and fails otherwise). Variants that apply the series are configured on
+// the tree with the v6.1 backport of "powerpc: enable dynamic preemption",
+// the series the pipelines are written for. Config only: no compile.
+func TestShippedPipelinesConfigure(t *testing.T) {
+	buildtest.SkipIfSlow(t)
+	repo := buildtest.Repo(t)
+	archOf := map[string]string{}
+	for a, n := range bootConfigFor {
+		archOf[n] = a
+	}
+	for _, name := range List() {
+		p, err := Builtin(name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, spec := range p.Builds() {
+			t.Run(name+"/"+spec.Variant, func(t *testing.T) {
+				commit := buildtest.BaseCommit
+				if spec.ApplySeries {
+					commit = buildtest.PatchedCommit(t)
+				}
+				req := build.Request{Repo: repo, Commit: commit, Arch: spec.Arch, BaseConfig: spec.BaseConfig,
+					Symbols: spec.Symbols, Variant: name + "-" + spec.Variant}
+				for _, f := range spec.Fragments {
+					path := f.Path
+					if f.Name != "" {
+						path, err = build.WriteBootConfig(archOf[f.Name], filepath.Join(xdg.CacheDir(), "boot-configs"))
+						if err != nil {
+							t.Fatal(err)
+						}
+					}
+					req.Fragments = append(req.Fragments, path)
+				}
+				opts := buildtest.Options(t)
+				opts.ConfigOnly = true
+				var a *build.Artifact
+				buildtest.Serialize(t, func() { a, err = build.Build(context.Background(), req, opts) })
+				if err != nil {
+					t.Fatalf("%s variant %s does not configure: %v", p.File, spec.Variant, err)
+				}
+				cfg, err := build.ReadConfigFile(a.Config)
+				if err != nil {
+					t.Fatal(err)
+				}
+				for sym, want := range spec.Symbols {
+					got := cfg[sym]
+					if want == "n" && got == "" {
+						continue
+					}
+					if got != want {
+						t.Errorf("%s: CONFIG_%s=%q, pipeline asks %q", spec.Variant, sym, got, want)
+					}
+				}
+			})
+		}
+	}
+}
