@@ -192,11 +192,11 @@ type job struct {
 	// O= directory there. Config-only requests and requests whose symbols
 	// do not hold never materialise a per-recipe source tree.
 	cfgSrc, cfgOut string
-	syms     map[string]string
-	baseFile []byte // BaseConfig content when it is a file
-	frags    [][]byte
-	targets  []string
-	js       *jobserver
+	syms           map[string]string
+	baseFile       []byte // BaseConfig content when it is a file
+	frags          [][]byte
+	targets        []string
+	js             *jobserver
 }
 
 func build(ctx context.Context, req Request, opts Options, js *jobserver) (*Artifact, error) {
