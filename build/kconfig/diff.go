@@ -188,26 +188,40 @@ func (kc *Kconfig) explainChange(name string, a, b Config, changed map[string]bo
 			}
 		}
 		for _, p := range d.Props {
-			switch p.Kind {
-			case PropPrompt:
+			if p.Kind == PropPrompt {
 				cond(p, p.Cond)
-			case PropDefault, PropRange:
-				before := len(rules)
-				cond(p, p.Cond)
-				if len(rules) > before || kc.Eval(p.Cond, b) == No {
-					continue
-				}
-				// Same condition, different value: `default PREEMPTION`,
-				// `def_bool X && Y`, `range 1 NR_CPUS`.
-				if p.Kind == PropDefault && (d.Type == TypeBool || d.Type == TypeTristate || s.Type == TypeBool || s.Type == TypeTristate) {
-					cond(p, p.Expr)
-				} else {
-					vals := And(p.Expr, p.Expr2)
-					if note, syms := changedNote(vals, a, b); note != "" {
-						rules = append(rules, ruleOf(p, "value changed: "+note))
-						causes = appendUnique(causes, syms...)
+			}
+		}
+		// Defaults and ranges: Kconfig takes the first one whose
+		// condition holds. Explain a change of which one applies, or of
+		// the value of the one that applies in both.
+		for _, k := range []PropKind{PropDefault, PropRange} {
+			pa, pb := kc.firstActive(d, k, a), kc.firstActive(d, k, b)
+			if pa != pb {
+				for _, p := range []*Property{pb, pa} {
+					if p == nil {
+						continue
+					}
+					before := len(rules)
+					cond(p, p.Cond)
+					if len(rules) == before && p == pb {
+						// Its condition held before too, but an earlier
+						// line applied then.
+						rules = append(rules, ruleOf(p, "now the first "+k.String()+" that applies"))
 					}
 				}
+				continue
+			}
+			if pb == nil {
+				continue
+			}
+			// Same line, different value: `default PREEMPTION`,
+			// `def_bool X && Y`, `range 1 NR_CPUS`.
+			if k == PropDefault && (s.Type == TypeBool || s.Type == TypeTristate) {
+				cond(pb, pb.Expr)
+			} else if note, syms := changedNote(And(pb.Expr, pb.Expr2), a, b); note != "" {
+				rules = append(rules, ruleOf(pb, "value changed: "+note))
+				causes = appendUnique(causes, syms...)
 			}
 		}
 	}
@@ -244,6 +258,16 @@ func orNone(s string) string {
 		return "(none)"
 	}
 	return s
+}
+
+// firstActive is d's first property of kind k whose condition holds.
+func (kc *Kconfig) firstActive(d *Definition, k PropKind, cfg Config) *Property {
+	for _, p := range d.Props {
+		if p.Kind == k && kc.Eval(p.Cond, cfg) > No {
+			return p
+		}
+	}
+	return nil
 }
 
 // reverse adds a select/imply line whose effect changed.

@@ -347,3 +347,44 @@ func TestDiffMechanicalGrouped(t *testing.T) {
 		t.Errorf("report %q", got)
 	}
 }
+
+// Only the first default that applies counts.
+func TestDiffShadowedDefault(t *testing.T) {
+	kc := parseFiles(t, map[string]string{"Kconfig": `
+config A
+	bool "a"
+config B
+	bool "b"
+config NR
+	int
+	default 8 if A
+	default 4 if B
+	default 1
+`})
+	cases := []struct {
+		a, b Config
+		want []string
+	}{
+		// B turns on but A's default already applied: nothing from B.
+		{Config{"A": "y", "NR": "8"}, Config{"A": "y", "B": "y", "NR": "9"}, nil},
+		// A turns off: B's default, true all along, now applies.
+		{Config{"A": "y", "B": "y", "NR": "8"}, Config{"B": "y", "NR": "4"},
+			[]string{"Kconfig:9 default 4 if B (now the first default that applies)", "Kconfig:8 default 8 if A (now false: A=n)"}},
+		{Config{"NR": "1"}, Config{"B": "y", "NR": "4"},
+			[]string{"Kconfig:9 default 4 if B (now true: B=y)"}},
+	}
+	for i, c := range cases {
+		ch := Diff(kc, c.a, c.b, map[string]string{"A": "", "B": ""})
+		var got []string
+		for _, x := range ch {
+			if x.Symbol == "NR" {
+				for _, r := range x.Rules {
+					got = append(got, r.String())
+				}
+			}
+		}
+		if strings.Join(got, "|") != strings.Join(c.want, "|") {
+			t.Errorf("case %d: rules %q, want %q", i, got, c.want)
+		}
+	}
+}
