@@ -1,0 +1,155 @@
+package pipelines
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/patcheval/patcheval/build/buildtest"
+	"github.com/patcheval/patcheval/evaluate/stats"
+	"github.com/patcheval/patcheval/evaluate/store"
+	"github.com/patcheval/patcheval/internal/progress"
+	"github.com/patcheval/patcheval/mbox"
+	"github.com/patcheval/patcheval/series"
+)
+
+// backportSeries resolves the bundled v6.1 backport thread.
+func backportSeries(t *testing.T) *series.Series {
+	t.Helper()
+	f, err := os.Open(filepath.Join("..", "series", "testdata", "ppc-dynamic-preempt-v6.1-backport.mbox"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	msgs, err := mbox.Parse(f, f.Name())
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := series.Resolve(mbox.NewThread(msgs, f.Name()), series.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+// TestRunPPCPreemptDynamic runs the shipped ppc-preempt-dynamic pipeline end
+// to end for real (Debian's 6.1 tree, the backport series, three ppc64le
+// kernels, deterministic QEMU, two boots per variant) and checks the answer
+// the seed thread never got: voluntary+PREEMPT_DYNAMIC is slower than
+// voluntary on kill, and the confound report names PREEMPT_RCU with the
+// kernel/rcu/Kconfig rule. A second run resumes and boots nothing.
+func TestRunPPCPreemptDynamic(t *testing.T) {
+	repo := buildtest.Repo(t)
+	p, err := Builtin("ppc-preempt-dynamic")
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := backportSeries(t)
+	out := t.TempDir()
+	db := filepath.Join(t.TempDir(), "patcheval.db")
+	opts := RunOptions{
+		Series: s, Repo: repo, OutDir: out, StorePath: db, Boots: 2,
+		CacheDir: buildtest.Options(t).CacheDir,
+		From:     mbox.Address{Name: "Kernel Tester", Email: "tester@example.org"},
+		Progress: progress.New(os.Stderr),
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 45*time.Minute)
+	defer cancel()
+	res, err := Run(ctx, p, opts)
+	if err != nil {
+		t.Fatalf("run: %v", err)
+	}
+	r := res.Report
+
+	var kill *stats.Comparison
+	for _, b := range r.Benchmarks {
+		if b.Name != "kill" || b.Metric != "ns/op" {
+			continue
+		}
+		for i := range b.Comparisons {
+			c := &b.Comparisons[i]
+			if c.Base == "voluntary" && c.Other == "voluntary+dyn" {
+				kill = &c.Comparison
+			}
+		}
+	}
+	if kill == nil {
+		t.Fatalf("no kill ns/op comparison voluntary -> voluntary+dyn in the report")
+	}
+	t.Logf("kill ns/op voluntary %.0f -> voluntary+dyn %.0f (%+.1f%%, %s)", kill.Base.Mean, kill.Other.Mean, kill.Change, kill.Verdict)
+	if kill.Verdict != stats.Regression || kill.Change < 5 {
+		t.Errorf("kill: want voluntary+dyn clearly slower than voluntary, got %+.1f%% (%s)", kill.Change, kill.Verdict)
+	}
+
+	var rcu bool
+	for _, cf := range r.Confounds {
+		if cf.Base != "voluntary" || cf.Other != "voluntary+dyn" {
+			continue
+		}
+		for _, d := range cf.Deltas {
+			if d.Symbol == "PREEMPT_RCU" {
+				rcu = true
+				if d.Requested || !strings.Contains(d.Where, "kernel/rcu/Kconfig") {
+					t.Errorf("PREEMPT_RCU delta = %+v, want a derived change explained by kernel/rcu/Kconfig", d)
+				}
+			}
+		}
+	}
+	if !rcu {
+		t.Errorf("confound report voluntary vs voluntary+dyn does not name PREEMPT_RCU: %+v", r.Confounds)
+	}
+
+	draft, err := os.ReadFile(res.Draft)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"PREEMPT_RCU", "In-Reply-To: <20261102093000.4121-0-tester@example.org>", "deterministic"} {
+		if !strings.Contains(string(draft), want) {
+			t.Errorf("reply draft lacks %q", want)
+		}
+	}
+	if strings.Contains(string(draft), "Tested-by:") {
+		t.Errorf("reply draft has a Tested-by although it was not asked for")
+	}
+	for _, f := range []string{res.Text, res.JSON, res.Markdown, res.KCIDB} {
+		if fi, err := os.Stat(f); err != nil || fi.Size() == 0 {
+			t.Errorf("output %s missing or empty (%v)", f, err)
+		}
+	}
+	stages := map[string]bool{}
+	for _, st := range r.Timings {
+		stages[st.Stage] = true
+	}
+	for _, want := range []string{"apply", "build", "boot", "benchmark", "report"} {
+		if !stages[want] {
+			t.Errorf("report timings lack stage %q: %+v", want, r.Timings)
+		}
+	}
+
+	// Resume: the same evaluation again finds every boot finished.
+	st, err := store.Open(db)
+	if err != nil {
+		t.Fatal(err)
+	}
+	before, _ := st.RunsOf(res.EvaluationID)
+	st.Close()
+	again, err := Run(ctx, p, opts)
+	if err != nil {
+		t.Fatalf("second run: %v", err)
+	}
+	if !again.Resumed || again.EvaluationID != res.EvaluationID {
+		t.Errorf("second run: resumed=%v id=%d, want a resume of %d", again.Resumed, again.EvaluationID, res.EvaluationID)
+	}
+	st, err = store.Open(db)
+	if err != nil {
+		t.Fatal(err)
+	}
+	after, _ := st.RunsOf(res.EvaluationID)
+	st.Close()
+	if len(after) != len(before) {
+		t.Errorf("second run booted again: %d runs before, %d after", len(before), len(after))
+	}
+}
