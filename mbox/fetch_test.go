@@ -27,6 +27,7 @@ const (
 	v4Cover  = "20250210194500.37c940e5-0-sshegde@linux.ibm.com"
 	v4Patch  = "20250210194600.322cfa9d-1-sshegde@linux.ibm.com"
 	backport = "20261102093000.4121-1-tester@example.org"
+	followup = "20260731102000.ab50c836-0-jhladky@redhat.com"
 )
 
 // Two real public-inbox servers shared by the fetch tests: one like lore
@@ -59,13 +60,14 @@ func needServer(t *testing.T) {
 			return
 		}
 		var err error
-		loreAll, err = testinbox.New(testinbox.Options{},
+		loreAll, err = testinbox.New(testinbox.Options{Bulk: true},
 			"testdata/threads/ppc-dynamic-preempt-v4.mbox",
-			"testdata/threads/ppc-dynamic-preempt-v6.1-backport.mbox")
+			"testdata/threads/ppc-dynamic-preempt-v6.1-backport.mbox",
+			"testdata/threads/ppc-dynamic-preempt-arm64-followup.mbox")
 		if err != nil {
 			t.Fatalf("testinbox: %v", err)
 		}
-		loreNoAll, err = testinbox.New(testinbox.Options{NoAll: true, Inbox: "linuxppc-dev"},
+		loreNoAll, err = testinbox.New(testinbox.Options{NoAll: true, Inbox: "linuxppc-dev", Bulk: true},
 			"testdata/threads/ppc-dynamic-preempt-v6.1-backport.mbox")
 		if err != nil {
 			t.Fatalf("testinbox: %v", err)
@@ -116,7 +118,9 @@ func TestFetchAll(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(th.Messages) != 18 || len(th.Roots) != 1 || th.Roots[0].MessageID != v4Cover {
+	// 18 in the thread plus the arm64 follow-up, which public-inbox adds
+	// by subject (its parent is missing); NewThread attaches it by subject.
+	if len(th.Messages) != 19 || len(th.Roots) != 1 || th.Roots[0].MessageID != v4Cover || len(th.Orphans) != 1 {
 		t.Errorf("%d messages, roots %v", len(th.Messages), th.Roots)
 	}
 	want := loreAll.URL + "/all/" + strings.ReplaceAll(v4Patch, "@", "%40") + "/t.mbox.gz"
@@ -130,6 +134,37 @@ func TestFetchAll(t *testing.T) {
 	p := th.ByID(v4Patch)
 	if p == nil || !strings.Contains(p.Body, "diff --git a/arch/powerpc/Kconfig") || th.Parent(p).MessageID != v4Cover {
 		t.Errorf("patch from lore: %+v", p)
+	}
+}
+
+// The follow-up's own thread on public-inbox: the 18 messages sharing its
+// subject (not the cover letter); its parent is missing, so it is an orphan
+// that the subject rule hangs under the v4 patch.
+func TestFetchOrphanFollowup(t *testing.T) {
+	needServer(t)
+	var log bytes.Buffer
+	src, _ := mbox.ParseSource(followup)
+	th, err := mbox.Fetch(context.Background(), src, opts(t, loreAll.URL, &log))
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := th.ByID(followup)
+	if len(th.Messages) != 18 || f == nil || th.ByID(v4Cover) != nil {
+		t.Fatalf("%d messages", len(th.Messages))
+	}
+	// Two orphans: the v4 patch (its parent, the cover letter, is not in
+	// this thread) and the follow-up.
+	if len(th.Orphans) != 2 || th.Orphans[0].MessageID != v4Patch || th.Orphans[1] != f {
+		t.Errorf("%d orphans", len(th.Orphans))
+	}
+	if p := th.Parent(f); p == nil || p.MessageID != v4Patch {
+		t.Errorf("follow-up not linked by subject to the v4 patch")
+	}
+	if len(th.Roots) != 1 || th.Roots[0].MessageID != v4Patch {
+		t.Errorf("%d roots", len(th.Roots))
+	}
+	if !strings.Contains(strings.Join(th.Notes, "\n"), "linked by subject") {
+		t.Errorf("notes %q", th.Notes)
 	}
 }
 

@@ -80,6 +80,12 @@ type Options struct {
 	Dir string
 	// Log receives the daemon's stderr (default: a file in Dir).
 	Log *os.File
+	// Bulk imports all messages of a call in one Perl process running
+	// what public-inbox-mda runs for each message (the inbox's delivery
+	// filter, list headers, the v2 importer), instead of one
+	// public-inbox-mda process per message. Same inbox content, several
+	// times faster on a loaded machine.
+	Bulk bool
 }
 
 // Server is a running public-inbox-httpd.
@@ -393,6 +399,9 @@ func (s *Server) importFile(path string) error {
 	if len(msgs) == 0 {
 		return fmt.Errorf("%s: no messages", path)
 	}
+	if s.opt.Bulk {
+		return s.bulk(msgs, path)
+	}
 	for i, m := range msgs {
 		if err := s.mda(m, fmt.Sprintf("%s message %d", path, i+1)); err != nil {
 			return err
@@ -409,6 +418,60 @@ func (s *Server) mda(raw []byte, what string) error {
 	out, err := cmd.CombinedOutput()
 	if err != nil {
 		return fmt.Errorf("public-inbox-mda (%s): %v: %s", what, err, bytes.TrimSpace(out))
+	}
+	return nil
+}
+
+// bulkScript is public-inbox-mda's delivery path (after the spam check,
+// which is "none" here) looped over NUL-separated messages on stdin.
+const bulkScript = `use strict;
+use PublicInbox::Eml;
+use PublicInbox::MDA;
+use PublicInbox::Config;
+use PublicInbox::InboxWritable;
+use PublicInbox::Filter::Base;
+my $cfg = PublicInbox::Config->new;
+my $ibx = $cfg->lookup($ENV{ORIGINAL_RECIPIENT}) or die "no inbox for $ENV{ORIGINAL_RECIPIENT}\n";
+$ibx = PublicInbox::InboxWritable->new($ibx);
+$ibx->{filter} = 'PublicInbox::Filter::Base' if ($ibx->{filter} // '') eq '';
+my $filter = $ibx->filter;
+my $im = $ibx->importer(0);
+# Slurp first: a global $/ would also change how the importer reads git.
+my $all = do { local $/; <STDIN> };
+close STDIN;
+my $n = 0;
+for my $str (split(/\0/, $all)) {
+	$n++;
+	my $mime = PublicInbox::Eml->new(\$str);
+	my $ret = $filter->delivery($mime);
+	if (ref($ret)) {
+		$mime = $ret;
+	} elsif ($ret == PublicInbox::Filter::Base::IGNORE) {
+		next;
+	} elsif ($ret == PublicInbox::Filter::Base::REJECT) {
+		die "message $n rejected: " . $filter->err . "\n";
+	}
+	PublicInbox::MDA->set_list_headers($mime, $ibx);
+	$im->add($mime);
+}
+$im->done;
+`
+
+func (s *Server) bulk(msgs [][]byte, what string) error {
+	var in bytes.Buffer
+	for _, m := range msgs {
+		if bytes.IndexByte(m, 0) >= 0 {
+			return fmt.Errorf("%s: a message contains a NUL byte", what)
+		}
+		in.Write(m)
+		in.WriteByte(0)
+	}
+	cmd := exec.Command("perl", "-e", bulkScript)
+	cmd.Env = append([]string{"ORIGINAL_RECIPIENT=" + s.Address}, s.env...)
+	cmd.Stdin = &in
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		return fmt.Errorf("bulk import of %s (public-inbox-mda's delivery path): %v: %s", what, err, bytes.TrimSpace(out))
 	}
 	return nil
 }

@@ -83,8 +83,8 @@ func TestServerAll(t *testing.T) {
 		t.Fatalf("follow-up before Add: %d", code)
 	}
 	s.Add(t, fixtures+"ppc-dynamic-preempt-arm64-followup.mbox")
-	if n := threadCount(t, s.URL+"/all/"+strings.ReplaceAll(followup, "@", "%40")+"/t.mbox.gz"); n < 1 {
-		t.Errorf("follow-up after Add: %d messages", n)
+	if n := threadCount(t, s.URL+"/all/"+strings.ReplaceAll(followup, "@", "%40")+"/t.mbox.gz"); n != 18 {
+		t.Errorf("follow-up after Add: %d messages, want 18 (threaded by subject)", n)
 	}
 
 	// The b4 recipe of the package doc.
@@ -133,5 +133,29 @@ func TestSplitMbox(t *testing.T) {
 	got := SplitMbox([]byte(in))
 	if len(got) != 2 || string(got[0]) != "Subject: a\n\nFrom x\n>From y\n" || string(got[1]) != "Subject: b\n\nbody\n" {
 		t.Errorf("%q", got)
+	}
+}
+
+func TestServerBulk(t *testing.T) {
+	start := time.Now()
+	s := StartWith(t, Options{Bulk: true}, fixtures+"ppc-dynamic-preempt-v4.mbox", fixtures+"ppc-dynamic-preempt-v6.1-backport.mbox")
+	t.Logf("bulk: started with 20 messages in %s", time.Since(start).Round(time.Millisecond))
+	if n := threadCount(t, s.URL+"/all/"+strings.ReplaceAll(v4Patch, "@", "%40")+"/t.mbox.gz"); n != 18 {
+		t.Errorf("/all/ thread has %d messages, want 18", n)
+	}
+	code, loc, _ := get(t, s.URL+"/"+v4Patch+"/")
+	if code != 302 || loc != s.URL+"/all/"+v4Patch+"/" {
+		t.Errorf("/<msgid>/: %d %q", code, loc)
+	}
+	s.Add(t, fixtures+"ppc-dynamic-preempt-arm64-followup.mbox")
+	// public-inbox threads the orphan follow-up (its parent is missing)
+	// with the v4 thread by subject: the v4 patch's t.mbox.gz has all 19;
+	// the follow-up's has the 18 sharing its subject (the cover letter's
+	// subject differs).
+	if n := threadCount(t, s.ThreadURL(followup)); n != 18 {
+		t.Errorf("follow-up after Add: %d messages in its thread, want 18", n)
+	}
+	if n := threadCount(t, s.ThreadURL(v4Patch)); n != 19 {
+		t.Errorf("v4 thread after Add: %d messages, want 19", n)
 	}
 }

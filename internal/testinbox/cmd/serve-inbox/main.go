@@ -22,8 +22,9 @@ func main() {
 	listen := flag.String("listen", "127.0.0.1:0", "address to listen on")
 	inbox := flag.String("inbox", "test", "inbox name")
 	noAll := flag.Bool("no-all", false, "no \"all\" extindex (/all/<msgid>/ answers 404)")
+	bulk := flag.Bool("bulk", false, "import in one process (public-inbox-mda's delivery path) instead of one public-inbox-mda per message")
 	flag.Usage = func() {
-		fmt.Fprintf(os.Stderr, "usage: serve-inbox [-listen ADDR] [-inbox NAME] [-no-all] FILE.mbox...\n")
+		fmt.Fprintf(os.Stderr, "usage: serve-inbox [-listen ADDR] [-inbox NAME] [-no-all] [-bulk] FILE.mbox...\n")
 		flag.PrintDefaults()
 	}
 	flag.Parse()
@@ -31,7 +32,7 @@ func main() {
 		flag.Usage()
 		os.Exit(2)
 	}
-	s, err := testinbox.New(testinbox.Options{Listen: *listen, Inbox: *inbox, NoAll: *noAll}, flag.Args()...)
+	s, err := testinbox.New(testinbox.Options{Listen: *listen, Inbox: *inbox, NoAll: *noAll, Bulk: *bulk}, flag.Args()...)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "serve-inbox:", err)
 		os.Exit(3)
