@@ -50,6 +50,9 @@ type Config struct {
 	Agent string
 	// Gzip compresses the initramfs (needs RD_GZIP in the kernel).
 	Gzip bool
+	// SLOF boots ppc64le through the SLOF firmware (QEMU's default,
+	// about 12 s slower under TCG) instead of x-vof=on.
+	SLOF bool
 	// Console, when set, receives the console as it arrives.
 	Console io.Writer
 }
@@ -91,7 +94,9 @@ type Machine struct {
 
 // Machines maps a kernel arch to its defaults.
 var Machines = map[string]Machine{
-	"ppc64le": {Binary: "qemu-system-ppc64", Args: []string{"-M", "pseries", "-cpu", "POWER9", "-vga", "none"}, Console: "hvc0", GoArch: "ppc64le", HostArch: "ppc64le"},
+	// x-vof=on boots the kernel through QEMU's Virtual Open Firmware
+	// instead of SLOF: 3 s instead of 15 s to /init under TCG.
+	"ppc64le": {Binary: "qemu-system-ppc64", Args: []string{"-M", "pseries,x-vof=on", "-cpu", "POWER9", "-vga", "none"}, Console: "hvc0", GoArch: "ppc64le", HostArch: "ppc64le"},
 	"arm64":   {Binary: "qemu-system-aarch64", Args: []string{"-M", "virt", "-cpu", "max"}, Console: "ttyAMA0", GoArch: "arm64", HostArch: "arm64"},
 	"x86_64":  {Binary: "qemu-system-x86_64", Args: []string{"-M", "q35"}, Console: "ttyS0", GoArch: "amd64", HostArch: "amd64"},
 }
@@ -132,6 +137,13 @@ func (t *Target) Command(k evaluate.Kernel, initrd string) (argv []string, cmdli
 	}
 	cmdline = strings.Join(strings.Fields("console="+m.Console+" panic=-1 rdinit=/init "+k.Cmdline+" "+t.cfg.Cmdline), " ")
 	argv = append([]string{m.Binary}, m.Args...)
+	if t.cfg.SLOF {
+		for i, a := range argv {
+			if a == "pseries,x-vof=on" {
+				argv[i] = "pseries"
+			}
+		}
+	}
 	switch t.cfg.KVM {
 	case "on":
 		kvm = true

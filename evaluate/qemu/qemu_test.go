@@ -55,7 +55,7 @@ func (l *testLog) Write(b []byte) (int, error) {
 func TestCommand(t *testing.T) {
 	tg := New(Config{Deterministic: true, SMP: 2, Cmdline: "quiet"})
 	for arch, want := range map[string][]string{
-		"ppc64le": {"qemu-system-ppc64", "-M pseries -cpu POWER9 -vga none", "console=hvc0"},
+		"ppc64le": {"qemu-system-ppc64", "-M pseries,x-vof=on -cpu POWER9 -vga none", "console=hvc0"},
 		"arm64":   {"qemu-system-aarch64", "-M virt -cpu max", "console=ttyAMA0"},
 		"x86_64":  {"qemu-system-x86_64", "-M q35", "console=ttyS0"},
 	} {
@@ -201,7 +201,6 @@ func TestHangAndAgentFailure(t *testing.T) {
 	}
 	t.Logf("classified: %s: %s", be.Phase, be.Msg)
 }
-
 
 // TestPreemptModels is the seed's measurement: in deterministic mode,
 // PREEMPT=y (which selects PREEMPT_RCU) makes kill() dearer than
