@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -342,5 +343,40 @@ func TestParseBrokenMIME(t *testing.T) {
 		if tc.note != "" && !strings.Contains(strings.Join(m.Notes, "\n"), tc.note) {
 			t.Errorf("%s: notes %q lack %q", tc.name, m.Notes, tc.note)
 		}
+	}
+}
+
+// git itself reads what WriteMboxrd writes: git mailsplit --mboxrd gives
+// back the messages, ">From " escaping undone.
+func TestWriteMboxrdGitMailsplit(t *testing.T) {
+	ms := parseFile(t, "testdata/threads/ppc-dynamic-preempt-v6.1-backport.mbox")
+	tricky := []byte("From: a@example.org\nSubject: [PATCH] x\nMessage-ID: <t@x>\n\nFrom the commit message.\n>From a quote.\n---\n")
+	var buf bytes.Buffer
+	if err := WriteMboxrd(&buf, ms[0].Raw, ms[1].Raw, tricky); err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	in := filepath.Join(dir, "am.mbox")
+	os.WriteFile(in, buf.Bytes(), 0o644)
+	out, err := exec.Command("git", "mailsplit", "--mboxrd", "-o"+dir, in).CombinedOutput()
+	if err != nil {
+		t.Fatalf("git mailsplit: %v: %s", err, out)
+	}
+	if strings.TrimSpace(string(out)) != "3" {
+		t.Fatalf("git mailsplit found %q messages, want 3", out)
+	}
+	// git keeps the From_ line and the blank separator line in its files.
+	read := func(name string) []byte {
+		b, _ := os.ReadFile(filepath.Join(dir, name))
+		if !bytes.HasPrefix(b, []byte(MboxrdFromLine+"\n")) {
+			t.Errorf("%s: no From_ line: %q", name, b[:20])
+		}
+		return bytes.TrimSuffix(bytes.TrimPrefix(b, []byte(MboxrdFromLine+"\n")), []byte("\n"))
+	}
+	if got := read("0003"); !bytes.Equal(got, tricky) {
+		t.Errorf("git read back %q, want %q", got, tricky)
+	}
+	if got := read("0002"); !bytes.Equal(got, ms[1].Raw) {
+		t.Errorf("patch changed on the way through git mailsplit")
 	}
 }
