@@ -63,7 +63,8 @@ func needServer(t *testing.T) {
 		loreAll, err = testinbox.New(testinbox.Options{Bulk: true},
 			"testdata/threads/ppc-dynamic-preempt-v4.mbox",
 			"testdata/threads/ppc-dynamic-preempt-v6.1-backport.mbox",
-			"testdata/threads/ppc-dynamic-preempt-arm64-followup.mbox")
+			"testdata/threads/ppc-dynamic-preempt-arm64-followup.mbox",
+			"testdata/mail/odd-msgid.mbox")
 		if err != nil {
 			t.Fatalf("testinbox: %v", err)
 		}
@@ -165,6 +166,27 @@ func TestFetchOrphanFollowup(t *testing.T) {
 	}
 	if !strings.Contains(strings.Join(th.Notes, "\n"), "linked by subject") {
 		t.Errorf("notes %q", th.Notes)
+	}
+}
+
+// A Gmail-style Message-ID with '=', '+', '/' and '%' survives escaping,
+// as a bare msgid and inside a lore URL as public-inbox links it.
+func TestFetchOddMsgID(t *testing.T) {
+	needServer(t)
+	const odd = "CAHk-=wh+ab/cd_ef%20x@mail.gmail.com"
+	for _, arg := range []string{"<" + odd + ">", loreAll.URL + "/test/CAHk-=wh+ab%2Fcd_ef%2520x@mail.gmail.com/T/#u"} {
+		var log bytes.Buffer
+		src, err := mbox.ParseSource(arg)
+		if err != nil || src.MsgID != odd {
+			t.Fatalf("ParseSource(%q) = %+v, %v", arg, src, err)
+		}
+		th, err := mbox.Fetch(context.Background(), src, opts(t, loreAll.URL, &log))
+		if err != nil {
+			t.Fatalf("%s: %v", arg, err)
+		}
+		if len(th.Messages) != 1 || th.Messages[0].MessageID != odd {
+			t.Errorf("%s: %d messages", arg, len(th.Messages))
+		}
 	}
 }
 
