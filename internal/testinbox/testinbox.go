@@ -412,7 +412,9 @@ func (s *Server) importFile(path string) error {
 
 func (s *Server) mda(raw []byte, what string) error {
 	env := append([]string{"ORIGINAL_RECIPIENT=" + s.Address}, s.env...)
-	cmd := exec.Command("public-inbox-mda", "--no-precheck")
+	ctx, cancel := context.WithTimeout(context.Background(), toolTimeout)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, "public-inbox-mda", "--no-precheck")
 	cmd.Env = env
 	cmd.Stdin = bytes.NewReader(raw)
 	out, err := cmd.CombinedOutput()
@@ -466,7 +468,9 @@ func (s *Server) bulk(msgs [][]byte, what string) error {
 		in.Write(m)
 		in.WriteByte(0)
 	}
-	cmd := exec.Command("perl", "-e", bulkScript)
+	ctx, cancel := context.WithTimeout(context.Background(), toolTimeout)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, "perl", "-e", bulkScript)
 	cmd.Env = append([]string{"ORIGINAL_RECIPIENT=" + s.Address}, s.env...)
 	cmd.Stdin = &in
 	out, err := cmd.CombinedOutput()
@@ -476,8 +480,14 @@ func (s *Server) bulk(msgs [][]byte, what string) error {
 	return nil
 }
 
+// toolTimeout bounds each public-inbox / git command, so that a stuck
+// tool fails the test with its name instead of hanging it.
+const toolTimeout = 5 * time.Minute
+
 func (s *Server) run(stdin []byte, name string, args ...string) error {
-	cmd := exec.Command(name, args...)
+	ctx, cancel := context.WithTimeout(context.Background(), toolTimeout)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, name, args...)
 	cmd.Env = s.env
 	if stdin != nil {
 		cmd.Stdin = bytes.NewReader(stdin)
