@@ -1,6 +1,7 @@
 package kconfig
 
 import (
+	"bytes"
 	"fmt"
 	"io"
 	"sort"
@@ -27,16 +28,21 @@ type SymbolChange struct {
 	Rules []Rule
 	// Causes are the changed symbols the rules name.
 	Causes []string
-	// Depth is 0 for requested symbols, else 1 + the smallest depth of a
-	// cause (-1 when no chain leads back to a requested symbol).
+	// Depth is 0 for requested symbols (and, in DiffTrees, symbols whose
+	// own Kconfig lines changed), else 1 + the smallest depth of a cause
+	// (-1 when no chain leads back to one).
 	Depth int
+	// Via is the chain of changed symbols from a requested (or
+	// tree-changed) symbol to this one, e.g. PREEMPT_DYNAMIC,
+	// PREEMPT_BUILD, PREEMPTION for PREEMPT_RCU.
+	Via []string
 }
 
 // Mechanical reports a derived change that no user could set and no rule
 // in the tree explains from another changed symbol: toolchain probes
 // ($(cc-option,...)), values from the environment.
 func (c SymbolChange) Mechanical() bool {
-	return !c.Requested && !c.Prompt && len(c.Causes) == 0
+	return !c.Requested && !c.Prompt && len(c.Causes) == 0 && !c.treeChanged()
 }
 
 // Diff lists every symbol whose value differs between the final configs a
@@ -83,10 +89,21 @@ func Diff(kc *Kconfig, a, b Config, requested map[string]string) []SymbolChange 
 		}
 		out = append(out, c)
 	}
-	// Causal depth: breadth first from the requested symbols.
+	order(out)
+	return out
+}
+
+// order computes Depth and Via (breadth first from the requested symbols
+// and from symbols whose own Kconfig lines changed between the trees) and
+// sorts: requested, then derived by depth and name, mechanical last.
+func order(out []SymbolChange) {
 	depth := map[string]int{}
-	for _, c := range out {
-		if c.Requested {
+	via := map[string][]string{}
+	for i := range out {
+		c := &out[i]
+		c.Depth, c.Via = -1, nil
+		if c.Requested || c.treeChanged() {
+			c.Depth = 0
 			depth[c.Symbol] = 0
 		}
 	}
@@ -99,13 +116,17 @@ func Diff(kc *Kconfig, a, b Config, requested map[string]string) []SymbolChange 
 					if cur, ok := depth[c.Symbol]; !ok || d+1 < cur {
 						depth[c.Symbol] = d + 1
 						c.Depth = d + 1
+						via[c.Symbol] = append(append([]string{}, via[cause]...), cause)
 						progress = true
 					}
 				}
 			}
 		}
 	}
-	sort.Slice(out, func(i, j int) bool {
+	for i := range out {
+		out[i].Via = via[out[i].Symbol]
+	}
+	sort.SliceStable(out, func(i, j int) bool {
 		x, y := out[i], out[j]
 		if x.Requested != y.Requested {
 			return x.Requested
@@ -125,6 +146,96 @@ func Diff(kc *Kconfig, a, b Config, requested map[string]string) []SymbolChange 
 		}
 		return x.Symbol < y.Symbol
 	})
+}
+
+func (c SymbolChange) treeChanged() bool {
+	for _, r := range c.Rules {
+		if r.Changed != "" {
+			return true
+		}
+	}
+	return false
+}
+
+// DiffTrees is Diff for two final configs made from different trees (a
+// base and a patched tree): ka and kb are their Kconfigs. Besides Diff's
+// rules (read from kb), it names the Kconfig lines that the patch added or
+// removed and that act on a changed symbol (Rule.Changed "added" or
+// "removed"), such as a new `select HAVE_PREEMPT_DYNAMIC_KEY` in config
+// PPC.
+func DiffTrees(ka, kb *Kconfig, a, b Config, requested map[string]string) []SymbolChange {
+	out := Diff(kb, a, b, requested)
+	for i := range out {
+		c := &out[i]
+		if c.Requested {
+			continue
+		}
+		c.Rules = append(c.Rules, treeRules(ka, kb, c.Symbol, a, b)...)
+	}
+	order(out)
+	return out
+}
+
+// propKey identifies a Kconfig line across two trees (line numbers shift).
+func propKey(p *Property) string { return p.Kind.String() + "\x00" + p.Owner + "\x00" + p.Text }
+
+// allProps lists every line that acts on s: its definitions' lines and
+// dependencies, and the selects and implies aimed at it.
+func allProps(s *Symbol) []*Property {
+	if s == nil {
+		return nil
+	}
+	var out []*Property
+	for _, d := range s.Defs {
+		out = append(out, d.Deps...)
+		out = append(out, d.Props...)
+	}
+	out = append(out, s.SelectedBy...)
+	return append(out, s.ImpliedBy...)
+}
+
+// treeRules finds the lines acting on name that only one tree has.
+func treeRules(ka, kb *Kconfig, name string, a, b Config) []Rule {
+	sa, sb := ka.Symbols[name], kb.Symbols[name]
+	switch {
+	case !sa.Defined() && sb.Defined():
+		return []Rule{{Kind: "config", Pos: sb.Defs[0].Pos, Text: "config " + name, Changed: "added", Note: "symbol added in B's tree"}}
+	case sa.Defined() && !sb.Defined():
+		return []Rule{{Kind: "config", Pos: sa.Defs[0].Pos, Text: "config " + name, Changed: "removed", Note: "symbol removed in B's tree"}}
+	}
+	keys := func(ps []*Property) map[string]bool {
+		m := map[string]bool{}
+		for _, p := range ps {
+			m[propKey(p)] = true
+		}
+		return m
+	}
+	pa, pb := allProps(sa), allProps(sb)
+	ka2, kb2 := keys(pa), keys(pb)
+	active := func(kc *Kconfig, p *Property, cfg Config) bool {
+		switch p.Kind {
+		case PropSelect, PropImply:
+			return kc.Eval(And(Sym(p.Owner), p.Cond), cfg) > No
+		case PropDefault, PropRange, PropPrompt:
+			return kc.Eval(p.Cond, cfg) > No
+		}
+		return true
+	}
+	var out []Rule
+	for _, p := range pb {
+		if !ka2[propKey(p)] && active(kb, p, b) {
+			r := ruleOf(p, "line added in B's tree")
+			r.Changed = "added"
+			out = append(out, r)
+		}
+	}
+	for _, p := range pa {
+		if !kb2[propKey(p)] && active(ka, p, a) {
+			r := ruleOf(p, "line removed in B's tree")
+			r.Changed = "removed"
+			out = append(out, r)
+		}
+	}
 	return out
 }
 
@@ -313,6 +424,23 @@ func showValue(v string, t Type) string {
 // Mechanical changes (no prompt, no rule naming another changed symbol:
 // toolchain probes, environment) are grouped at the end.
 func FormatDiff(w io.Writer, changes []SymbolChange) error {
+	var buf bytes.Buffer
+	if err := formatDiff(&buf, changes); err != nil {
+		return err
+	}
+	var out strings.Builder
+	for _, l := range strings.SplitAfter(buf.String(), "\n") {
+		if strings.HasSuffix(l, "\n") {
+			out.WriteString(strings.TrimRight(strings.TrimSuffix(l, "\n"), " ") + "\n")
+		} else {
+			out.WriteString(l)
+		}
+	}
+	_, err := io.WriteString(w, out.String())
+	return err
+}
+
+func formatDiff(w io.Writer, changes []SymbolChange) error {
 	tw := tabwriter.NewWriter(w, 0, 8, 2, ' ', 0)
 	var mech []SymbolChange
 	for _, c := range changes {
@@ -329,6 +457,9 @@ func FormatDiff(w io.Writer, changes []SymbolChange) error {
 			first = c.Rules[0].String()
 		} else if !c.Requested {
 			first = "(no Kconfig rule found)"
+		}
+		if len(c.Via) > 1 {
+			first += " [via " + strings.Join(c.Via, " > ") + "]"
 		}
 		fmt.Fprintf(tw, "%s\t%s\t%s -> %s\t%s\n", kind, c.Symbol, showValue(c.A, c.Type), showValue(c.B, c.Type), first)
 		for _, r := range c.Rules[min(1, len(c.Rules)):] {

@@ -13,6 +13,8 @@
 // select, a range). Diff is the confound report: every symbol that differs
 // between two final configs, split into requested and derived, with the
 // Kconfig rules (default-if, select, imply, depends on, choice) that made
-// each derived symbol change. The final configs themselves always come
+// each derived symbol change; DiffTrees does the same across a base and a
+// patched tree and also names the Kconfig lines the patch added or
+// removed. The final configs themselves always come
 // from the kernel's own scripts/kconfig; this package never computes one.
 package kconfig

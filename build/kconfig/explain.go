@@ -16,6 +16,9 @@ type Rule struct {
 	// symbol being explained (the selecting symbol of a select).
 	Owner string
 	Note  string // the evaluation, e.g. "now true: PREEMPTION=y"
+	// Changed is "added" or "removed" when the line itself exists in only
+	// one of two trees (DiffTrees); empty otherwise.
+	Changed string
 }
 
 func (r Rule) String() string {

@@ -311,3 +311,32 @@ func TestDiffVoluntaryFull(t *testing.T) {
 		t.Errorf("reverse PREEMPT_RCU %+v", c)
 	}
 }
+
+// Base tree vs patched tree, same fragment: the patch's own Kconfig line
+// (select HAVE_PREEMPT_DYNAMIC_KEY in config PPC) is named as added.
+func TestDiffTreesBaseVsPatched(t *testing.T) {
+	base, patched := linuxTree(t), patchedTree(t)
+	ka, kb := treeKconfig(t, base, "powerpc"), treeKconfig(t, patched, "powerpc")
+	a := finalConfig(t, base, "qemu-pseries-min.config")
+	b := finalConfig(t, patched, "qemu-pseries-min.config", "preempt-dynamic.config")
+	req := fragment(t, "preempt-dynamic.config")
+	ch := DiffTrees(ka, kb, a, b, req)
+	var buf bytes.Buffer
+	FormatDiff(&buf, ch)
+	t.Logf("base voluntary -> patched voluntary+dynamic:\n%s", buf.String())
+	key := findChange(t, ch, "HAVE_PREEMPT_DYNAMIC_KEY")
+	if key.Mechanical() || key.Depth != 0 || !hasRule(key, "arch/powerpc/Kconfig:251", "select HAVE_PREEMPT_DYNAMIC_KEY", "line added in B's tree") {
+		t.Errorf("HAVE_PREEMPT_DYNAMIC_KEY %+v", key)
+	}
+	if c := findChange(t, ch, "HAVE_PREEMPT_DYNAMIC"); !hasRule(c, "arch/Kconfig:1380", "select HAVE_PREEMPT_DYNAMIC", "HAVE_PREEMPT_DYNAMIC_KEY n -> y") {
+		t.Errorf("HAVE_PREEMPT_DYNAMIC %+v", c)
+	}
+	rcu := findChange(t, ch, "PREEMPT_RCU")
+	if !hasRule(rcu, "kernel/rcu/Kconfig:21", "default y if PREEMPTION", "now true: PREEMPTION=y") ||
+		strings.Join(rcu.Via, " > ") != "PREEMPT_DYNAMIC > PREEMPT_BUILD > PREEMPTION" {
+		t.Errorf("PREEMPT_RCU %+v", rcu)
+	}
+	if !strings.Contains(buf.String(), "[via PREEMPT_DYNAMIC > PREEMPT_BUILD > PREEMPTION]") {
+		t.Error("report lacks the chain to PREEMPT_RCU")
+	}
+}
