@@ -121,7 +121,7 @@ func init() {
 			smp := fs.Int("smp", 1, "QEMU CPUs")
 			mem := fs.Int("memory", 512, "QEMU memory in MiB")
 			timeout := fs.Duration("timeout", 10*time.Minute, "per-boot timeout (a hang is killed and reported)")
-			kvm := fs.String("kvm", "auto", "QEMU KVM: auto, on or off")
+			kvm := fs.String("kvm", "off", "QEMU KVM: off (TCG), auto (when /dev/kvm opens and the guest arch is the host's) or on")
 			cmdline := fs.String("cmdline", "", "kernel command line appended for every variant")
 			preempt := fs.String("preempt", "", "write this model to /sys/kernel/debug/sched/preempt in every boot")
 			cpus := fs.String("cpus", "", "pin the benchmarks like taskset -c (`LIST`, e.g. 0-7)")

@@ -35,8 +35,11 @@ type Config struct {
 	MemoryMB int // default 512
 	// Deterministic adds -icount shift=0,sleep=off (and disables KVM).
 	Deterministic bool
-	// KVM is "auto" (default: when /dev/kvm opens and the guest arch is
-	// the host's), "on" or "off".
+	// KVM is "off" (default: TCG), "auto" (when /dev/kvm opens and the
+	// guest arch is the host's) or "on". Off by default because nested
+	// KVM can hang silently (seen in a Firecracker VM: the x86_64 kernel
+	// never decompresses), and TCG timings are what deterministic mode
+	// and cross-arch comparisons use.
 	KVM string
 	// Timeout kills a boot that has not powered off (default 10 min).
 	Timeout time.Duration
@@ -72,7 +75,7 @@ func New(cfg Config) *Target {
 		cfg.Timeout = 10 * time.Minute
 	}
 	if cfg.KVM == "" {
-		cfg.KVM = "auto"
+		cfg.KVM = "off"
 	}
 	if cfg.CacheDir == "" {
 		cfg.CacheDir = filepath.Join(xdg.CacheDir(), "agents")
