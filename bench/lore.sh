@@ -17,13 +17,17 @@ set -euo pipefail
 
 runs=${1:-20}
 root=$(cd "$(dirname "$0")/.." && pwd)
-msgid=20250210194500.37c940e5-0-sshegde@linux.ibm.com
+# The patch (1/1): public-inbox's thread for it has all 19 messages (asked
+# by the cover letter's Message-ID it leaves out the orphaned arm64 reply).
+msgid=20250210194600.322cfa9d-1-sshegde@linux.ibm.com
 
-for tool in b4 public-inbox-httpd go; do
+for tool in b4 public-inbox-httpd go curl; do
 	command -v "$tool" >/dev/null || { echo "bench/lore.sh: $tool not installed" >&2; exit 3; }
 done
 [ -x /usr/bin/time ] || { echo "bench/lore.sh: /usr/bin/time missing (apt-get install time)" >&2; exit 3; }
 
+# Keep Go's caches when HOME is replaced below.
+export GOMODCACHE=$(go env GOMODCACHE) GOCACHE=$(go env GOCACHE) GOPATH=$(go env GOPATH)
 work=$(mktemp -d)
 server=
 cleanup() {
@@ -37,8 +41,11 @@ go build -o "$work/patcheval" ./cmd/patcheval
 go build -o "$work/serve-inbox" ./internal/testinbox/cmd/serve-inbox
 
 echo "starting public-inbox-httpd with the powerpc thread (imports take a while)..." >&2
-"$work/serve-inbox" series/testdata/ppc-dynamic-preempt-v4.mbox \
-	series/testdata/ppc-dynamic-preempt-arm64-followup.mbox >"$work/url" 2>"$work/serve.log" &
+# Import order matters to public-inbox's threading of the orphaned arm64
+# reply (its parent is missing): imported first, it joins the thread of
+# the patch by subject, and the thread has all 19 messages.
+"$work/serve-inbox" series/testdata/ppc-dynamic-preempt-arm64-followup.mbox \
+	series/testdata/ppc-dynamic-preempt-v4.mbox >"$work/url" 2>"$work/serve.log" &
 server=$!
 for _ in $(seq 600); do
 	[ -s "$work/url" ] && break
@@ -60,23 +67,32 @@ export GIT_CONFIG_COUNT=4 \
 export PATCHEVAL_CACHE_DIR="$work/pcache"
 
 # One checked run of each: both must find the 19 messages and write 1 patch.
-"$work/patcheval" lore --lore "$url" --no-cache --am-out "$work/p" "$msgid" >"$work/p.out"
-b4 am -C -l -o "$work/b" "$msgid" 2>"$work/b.out"
-grep -q "Analyzing 19 messages" "$work/b.out" || { echo "b4 did not see 19 messages:" >&2; cat "$work/b.out" >&2; exit 1; }
+"$work/patcheval" lore --lore "$url" --no-cache --am-out "$work/p" "$msgid" >"$work/p.out" 2>&1 ||
+	{ echo "patcheval lore failed:" >&2; cat "$work/p.out" >&2; exit 1; }
+mkdir -p "$work/b"
+b4 am -C -l -o "$work/b" "$msgid" >"$work/b.out" 2>&1 || { echo "b4 am failed:" >&2; cat "$work/b.out" >&2; exit 1; }
+# The server's thread has 19 messages; b4 keeps 18 of them (its "strict
+# thread" drops the orphan, whose References name only a missing message),
+# patcheval keeps all 19 and lists the orphan.
+n=$(curl -s "$url/all/${msgid/@/%40}/t.mbox.gz" | gunzip | grep -c '^From mboxrd@z')
+[ "$n" = 19 ] || { echo "the server's thread has $n messages, want 19" >&2; exit 1; }
+grep -qE "Analyzing 1[89] messages" "$work/b.out" || { echo "b4 did not see the thread:" >&2; cat "$work/b.out" >&2; exit 1; }
+grep -q "Orphans" "$work/p.out" || { echo "patcheval did not see the 19th (orphan) message:" >&2; cat "$work/p.out" >&2; exit 1; }
 [ "$(grep -c '^From mboxrd@z' "$work"/p/*.mbx)" = 1 ] || { echo "patcheval did not write 1 patch" >&2; exit 1; }
 
 measure() { # name cmd... -> appends "wall_seconds rss_kb" to $work/$name
 	local name=$1; shift
-	/usr/bin/time -v -o "$work/time.$name" "$@" >/dev/null 2>&1
+	/usr/bin/time -v -o "$work/time.$name" "$@" >/dev/null 2>&1 || { echo "$name failed: $*" >&2; cat "$work/time.$name" >&2; exit 1; }
 	awk -F': ' '
 		/Elapsed \(wall clock\)/ { n = split($2, a, ":"); s = 0; for (i = 1; i <= n; i++) s = s * 60 + a[i] }
 		/Maximum resident set size/ { r = $2 }
-		END { print s, r }' "$work/time.$name" >>"$work/$name"
+		END { print s, r }' "$work/time.$name" >>"$work/res.$name"
 }
 
 echo "running $runs runs of each, interleaved..." >&2
 for i in $(seq "$runs"); do
 	rm -rf "$work/p" "$work/b"
+	mkdir -p "$work/b"
 	measure patcheval "$work/patcheval" lore --lore "$url" --no-cache --am-out "$work/p" "$msgid"
 	measure b4 b4 am -C -l -o "$work/b" "$msgid"
 done
@@ -86,8 +102,8 @@ stats() { # file -> "median mean min max maxrss"
 		END { m = (NR % 2) ? w[(NR + 1) / 2] : (w[NR / 2] + w[NR / 2 + 1]) / 2;
 		      printf "%.3f %.3f %.3f %.3f %d\n", m, s / NR, w[1], w[NR], r }'
 }
-read -r pm pa pmin pmax prss < <(stats "$work/patcheval")
-read -r bm ba bmin bmax brss < <(stats "$work/b4")
+read -r pm pa pmin pmax prss < <(stats "$work/res.patcheval")
+read -r bm ba bmin bmax brss < <(stats "$work/res.b4")
 
 echo
 echo "patcheval lore --am-out vs b4 am, 19-message thread, $runs runs each, $(nproc) CPUs, load $(cut -d' ' -f1-3 /proc/loadavg)"
