@@ -68,7 +68,7 @@ type checkoutState struct {
 // outputs are left alone.
 func Checkout(ctx context.Context, repoPath, commit, dir string) (*CheckoutStats, error) {
 	start := time.Now()
-	repo, st, dirs, err := openRepo(repoPath, 64)
+	repo, st, dirs, err := openRepo(repoPath, 16)
 	if err != nil {
 		return nil, err
 	}
@@ -253,7 +253,7 @@ func (co *checkouter) run(walk func() error) error {
 		n = 8
 	}
 	co.jobs = make(chan blobJob, 1024)
-	objs, err := newObjectReader(co.dirs, co.st, 96<<20)
+	objs, err := newObjectReader(co.dirs, co.st, 48<<20)
 	if err != nil {
 		return fail.Infraf("tree %s: %v", co.repoPath, err)
 	}
