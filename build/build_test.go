@@ -38,24 +38,19 @@ func TestBaseThenPatchedIsIncremental(t *testing.T) {
 			a.Meta.Patcheval.Variant, r.ObjectsCompiled, r.CCacheHits, r.Duration["build"], a.Meta.Build.Incremental, a.CacheHit)
 	}
 	// The second of the two (normally patched) ran in the first's O=
-	// directory. kbuild remakes every object that mentions a Kconfig
-	// symbol the Series changed (HAVE_PREEMPT_DYNAMIC_KEY is in
-	// include/linux/kernel.h, so nearly all of them); ccache answers those
-	// whose preprocessed source did not change, so only the Series' files
-	// really compile. (Another test package may have asked for patched
-	// first: then base is the incremental one.)
-	compiled := func(a *build.Artifact) int {
-		return a.Meta.Results.ObjectsCompiled - a.Meta.Results.CCacheHits
-	}
-	first, second := base, patched
-	if compiled(patched) > compiled(base) {
-		first, second = patched, base
+	// directory. With this Series that still remakes nearly everything, and
+	// rightly: it adds arch/powerpc/include/asm/preempt.h, which shadows the
+	// generated asm/preempt.h every file includes, and it turns on
+	// HAVE_PREEMPT_DYNAMIC_KEY, which include/linux/kernel.h mentions (so
+	// kbuild's fixdep makes every kernel.h user depend on it); ccache cannot
+	// answer either since the preprocessed sources differ. Incrementality
+	// proper is checked on the broken commit (one file) below.
+	second := patched
+	if patched.Meta.Results.ObjectsCompiled > base.Meta.Results.ObjectsCompiled {
+		second = base // another test package asked for patched first
 	}
 	if !second.Meta.Build.Incremental {
-		t.Errorf("%s build was not incremental", second.Meta.Patcheval.Variant)
-	}
-	if n, full := compiled(second), compiled(first); n*4 > full {
-		t.Errorf("incremental build compiled %d objects, the clean one %d: not incremental enough", n, full)
+		t.Errorf("%s was not built in the kept O= directory", second.Meta.Patcheval.Variant)
 	}
 	cfg, err := build.ReadConfigFile(patched.Config)
 	if err != nil {
@@ -214,7 +209,13 @@ func TestCompileErrorIsKernelError(t *testing.T) {
 		t.Errorf("excerpt lacks file:line and the source line:\n%s", ex)
 	}
 	if a == nil || a.Meta.Results.ErrorKind != "kernel" || a.Meta.Results.ErrorFile != "kernel/sched/core.c" {
-		t.Errorf("failure metadata %+v", a)
+		t.Fatalf("failure metadata %+v", a)
+	}
+	// Incremental over patched-voluntary's O= directory: only the changed
+	// file is compiled.
+	if !a.Meta.Build.Incremental || a.Meta.Results.ObjectsCompiled > 3 {
+		t.Errorf("broken build: incremental=%v, %d objects compiled; want only kernel/sched/core.c",
+			a.Meta.Build.Incremental, a.Meta.Results.ObjectsCompiled)
 	}
 	if _, err := os.Stat(ke.Log); err != nil {
 		t.Errorf("error's log %s: %v", ke.Log, err)
