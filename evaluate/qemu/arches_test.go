@@ -1,0 +1,51 @@
+package qemu
+
+import (
+	"context"
+	"os"
+	"sync"
+	"testing"
+
+	"github.com/patcheval/patcheval/build"
+	"github.com/patcheval/patcheval/build/buildtest"
+	"github.com/patcheval/patcheval/evaluate"
+	"github.com/patcheval/patcheval/evaluate/guest"
+)
+
+// TestOtherArches builds the 6.1 tree with build's arm64 (virt) and
+// x86_64 (q35) boot fragments over tinyconfig and boots each under TCG
+// with the agent built for that arch.
+func TestOtherArches(t *testing.T) {
+	buildtest.SkipIfSlow(t)
+	for _, arch := range []string{"x86_64", "arm64"} {
+		t.Run(arch, func(t *testing.T) {
+			art := buildtest.Build(t, build.Request{Repo: buildtest.Repo(t), Commit: buildtest.BaseCommit, Arch: arch,
+				BaseConfig: build.BootConfigBase, Fragments: []string{buildtest.BootFragment(t, arch)}, Variant: "boot-" + arch})
+			tg := New(Config{CacheDir: agentCache(t), Deterministic: true})
+			res, err := tg.Boot(context.Background(), evaluate.Kernel{Variant: "boot-" + arch, Arch: arch, Image: art.Image},
+				guest.Plan{Benchmarks: []guest.Bench{{Name: "kill"}, {Name: "getppid", Ops: 50000}, {Name: "execve", Ops: 3}}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(res.Output.Results) != 3 || res.Output.Info.Release == "" {
+				t.Fatalf("results %+v info %+v", res.Output.Results, res.Output.Info)
+			}
+			t.Logf("%s %s: first result after %.1fs; kill %.1f ns/op, getppid %.1f ns/op (deterministic)", arch, res.Output.Info.Release,
+				res.FirstResult.Seconds(), res.Output.Results[0].NsPerOp, res.Output.Results[1].NsPerOp)
+		})
+	}
+}
+
+var (
+	cacheOnce sync.Once
+	cacheDir  string
+)
+
+// agentCache is one agent cache directory per test binary.
+func agentCache(t *testing.T) string {
+	cacheOnce.Do(func() { cacheDir, _ = os.MkdirTemp("", "patcheval-agents-") })
+	if cacheDir == "" {
+		t.Fatal("no temporary directory for agents")
+	}
+	return cacheDir
+}
