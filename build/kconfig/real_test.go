@@ -340,3 +340,14 @@ func TestDiffTreesBaseVsPatched(t *testing.T) {
 		t.Error("report lacks the chain to PREEMPT_RCU")
 	}
 }
+
+// BenchmarkParsePowerpc: all of 6.1's Kconfig for SRCARCH=powerpc.
+func BenchmarkParsePowerpc(b *testing.B) {
+	tree := linuxTree(b)
+	b.ReportAllocs()
+	for i := 0; i < b.N; i++ {
+		if _, err := Parse(tree, "powerpc"); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
