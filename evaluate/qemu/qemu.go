@@ -169,7 +169,7 @@ func (t *Target) Command(k evaluate.Kernel, initrd string) (argv []string, cmdli
 	}
 	argv = append(argv,
 		"-smp", fmt.Sprint(t.cfg.SMP), "-m", fmt.Sprint(t.cfg.MemoryMB),
-		"-nographic", "-monitor", "none", "-no-reboot",
+		"-nographic", "-monitor", "none", "-no-reboot", "-nic", "none",
 		"-kernel", k.Image, "-initrd", initrd, "-append", cmdline)
 	argv = append(argv, t.cfg.ExtraArgs...)
 	return argv, cmdline, kvm, nil
