@@ -60,6 +60,7 @@ type amPatch struct {
 	Title  string
 	Commit string // the commit message git am would make (stripspace)
 	Diff   string
+	Author string // what git am records: the in-body From: or the From: header
 }
 
 func readAM(t *testing.T, data []byte, what string) []amPatch {
@@ -72,11 +73,18 @@ func readAM(t *testing.T, data []byte, what string) []amPatch {
 	for _, m := range msgs {
 		sub := ParseSubject(m.Subject)
 		p := splitBody(m.Body)
+		author := m.From.Email
+		if f := p.Header["from"]; f != "" {
+			if a, ok := parsePerson(f); ok {
+				author = a.Email
+			}
+		}
 		out = append(out, amPatch{
 			Number: sub.Number(),
 			Title:  sub.Title,
 			Commit: stripspace(sub.Title + "\n\n" + p.Message),
 			Diff:   p.Diff,
+			Author: author,
 		})
 	}
 	return out
@@ -222,6 +230,9 @@ func TestAgainstB4(t *testing.T) {
 				}
 				if g.Commit != w.Commit {
 					t.Errorf("patch %d commit message differs\npatcheval:\n%s\nb4:\n%s", i, g.Commit, w.Commit)
+				}
+				if g.Author != w.Author {
+					t.Errorf("patch %d author: patcheval %s, b4 %s", i, g.Author, w.Author)
 				}
 				if g.Diff != w.Diff {
 					t.Errorf("patch %d diff differs\npatcheval:\n%s\nb4:\n%s", i, g.Diff, w.Diff)
