@@ -262,6 +262,8 @@ func TestVerifySynthetic(t *testing.T) {
 		"HELPER2":          "HELPER2 has no prompt, so it cannot be set by a fragment; HELPER2 is n because it has no prompt and is only selected by HELPER if EXPERT (= n) [Kconfig:23]",
 		"NR_TYPO_VALUE_OK": "does not exist",
 	}
+	wantKind := map[string]string{"FEATURE": "depends", "MISSING": "missing", "MODEL_B": "choice", "HIDDEN": "hidden-prompt",
+		"NR": "range", "BOOLONLY": "type", "MODEL_A": "choice", "HELPER2": "no-prompt", "NR_TYPO_VALUE_OK": "missing"}
 	for sym, want := range expect {
 		p, ok := got[sym]
 		if !ok {
@@ -270,6 +272,9 @@ func TestVerifySynthetic(t *testing.T) {
 		}
 		if !strings.Contains(p.Reason, want) {
 			t.Errorf("%s: reason\n  %s\nwant it to contain\n  %s", sym, p.Reason, want)
+		}
+		if p.Kind != wantKind[sym] {
+			t.Errorf("%s: kind %q, want %q", sym, p.Kind, wantKind[sym])
 		}
 		if len(p.Rules) == 0 && sym != "MISSING" && sym != "BOOLONLY" && sym != "NR_TYPO_VALUE_OK" {
 			t.Errorf("%s: no rules", sym)

@@ -165,6 +165,7 @@ type explainer struct {
 	cfg   Config
 	rules []Rule
 	seen  map[string]bool
+	kind  string // Problem.Kind
 }
 
 func (x *explainer) add(r Rule) {

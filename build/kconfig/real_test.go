@@ -158,7 +158,7 @@ func TestVerifyPreemptDynamicUnpatched(t *testing.T) {
 	for _, r := range p.Rules {
 		t.Logf("  %s", r)
 	}
-	if p.Symbol != "PREEMPT_DYNAMIC" || p.Requested != "y" || p.Got != "n" {
+	if p.Symbol != "PREEMPT_DYNAMIC" || p.Requested != "y" || p.Got != "n" || p.Kind != "depends" {
 		t.Errorf("problem %+v", p)
 	}
 	for _, want := range []string{
@@ -274,7 +274,7 @@ func TestVerifyMissingSymbol(t *testing.T) {
 	kc := treeKconfig(t, tree, "powerpc")
 	final := finalConfig(t, tree, "qemu-pseries-min.config", "preempt-lazy.config")
 	probs := Verify(kc, final, fragment(t, "preempt-lazy.config"))
-	if len(probs) != 1 || probs[0].Symbol != "PREEMPT_LAZY" ||
+	if len(probs) != 1 || probs[0].Symbol != "PREEMPT_LAZY" || probs[0].Kind != "missing" ||
 		!strings.Contains(probs[0].Reason, "does not exist in this tree") {
 		t.Fatalf("problems %v", probs)
 	}

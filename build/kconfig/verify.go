@@ -11,8 +11,15 @@ type Problem struct {
 	Symbol    string // without CONFIG_
 	Requested string
 	Got       string // "n" when the symbol is absent from the final config
-	Reason    string // one line
-	Rules     []Rule // the Kconfig lines behind the reason
+	// Kind classifies the reason: "missing" (no such symbol in the
+	// tree), "depends" (unmet depends on / if / menu), "choice" (another
+	// member won, or a choice needs this one), "select" (forced by a
+	// select), "no-prompt" (not user-settable), "hidden-prompt" (prompt
+	// condition false), "range", "type" (value invalid for the type),
+	// "modules" (m without MODULES) or "other".
+	Kind   string
+	Reason string // one line
+	Rules  []Rule // the Kconfig lines behind the reason
 }
 
 func (p Problem) String() string {
@@ -73,7 +80,7 @@ func Verify(kc *Kconfig, final Config, requested map[string]string) []Problem {
 		}
 		x := &explainer{kc: kc, cfg: final, seen: map[string]bool{name: true}}
 		reason := x.verify(s, name, want, got, req)
-		out = append(out, Problem{Symbol: name, Requested: want, Got: got, Reason: reason, Rules: x.rules})
+		out = append(out, Problem{Symbol: name, Requested: want, Got: got, Kind: x.kind, Reason: reason, Rules: x.rules})
 	}
 	return out
 }
@@ -86,20 +93,24 @@ func (x *explainer) verify(s *Symbol, name, want, got string, req map[string]str
 			x.add(ruleOf(p, ""))
 			msg += fmt.Sprintf(" (it is only named by `%s` in config %s [%s])", p.Text, p.Owner, p.Pos)
 		}
+		x.kind = "missing"
 		return msg
 	}
 	switch s.Type {
 	case TypeBool:
 		if want == "m" {
+			x.kind = "type"
 			return fmt.Sprintf("%s is bool: it cannot be m", name)
 		}
 		fallthrough
 	case TypeTristate:
 		if want != "y" && want != "m" && want != "n" {
+			x.kind = "type"
 			return fmt.Sprintf("%s is %s: %q is not y, m or n", name, s.Type, want)
 		}
 	case TypeInt, TypeHex:
 		if _, ok := parseNumber(want); !ok && !(s.Type == TypeHex && isHexDigits(want)) {
+			x.kind = "type"
 			return fmt.Sprintf("%s is %s: %q is not a number", name, s.Type, want)
 		}
 	}
@@ -110,12 +121,14 @@ func (x *explainer) verify(s *Symbol, name, want, got string, req map[string]str
 	if want == "m" && norm(x.cfg, "MODULES") != "y" {
 		x.add(Rule{Kind: "config", Pos: s.Defs[0].Pos, Text: "tristate", Note: "MODULES=" + norm(x.cfg, "MODULES")})
 		if got == "y" {
+			x.kind = "modules"
 			return fmt.Sprintf("MODULES is %s, so tristate %s can only be y or n", norm(x.cfg, "MODULES"), name)
 		}
 		wantT = Yes
 	}
 	// Dependencies not met: the symbol cannot reach the value.
 	if want != "n" && x.kc.depValue(s, x.cfg) < wantT {
+		x.kind = "depends"
 		return x.unmetDeps(s, wantT, 2)
 	}
 	// Another member of the choice won.
@@ -133,12 +146,14 @@ func (x *explainer) verify(s *Symbol, name, want, got string, req map[string]str
 				msg += "; " + winner + " is selected by " + sel
 			}
 		}
+		x.kind = "choice"
 		return msg
 	}
 	// Forced higher than requested: a select, a default of a hidden
 	// prompt, or the choice's current member.
 	if symTri(name, x.cfg) > wantT && (s.Type == TypeBool || s.Type == TypeTristate) {
 		if sel := x.activeSelects(s); len(sel) > 0 {
+			x.kind = "select"
 			return fmt.Sprintf("%s is forced to %s by select from %s", name, got, strings.Join(sel, ", "))
 		}
 		if s.Choice != nil && got == "y" {
@@ -150,6 +165,7 @@ func (x *explainer) verify(s *Symbol, name, want, got string, req map[string]str
 					break
 				}
 			}
+			x.kind = "choice"
 			return fmt.Sprintf("%s is the chosen member of %s [%s]: a choice that is not optional keeps one member y; request another member =y instead", name, choiceText(c), c.Pos)
 		}
 	}
@@ -167,9 +183,11 @@ func (x *explainer) verify(s *Symbol, name, want, got string, req map[string]str
 				x.seen[name] = false
 				msg = fmt.Sprintf("%s has no prompt, so it cannot be set by a fragment; %s", name, x.notSelected(s, 1))
 			}
+			x.kind = "no-prompt"
 			return msg
 		}
 		x.add(ruleOf(p, valuesNote(p.Cond, x.cfg)))
+		x.kind = "hidden-prompt"
 		return fmt.Sprintf("the prompt of %s is hidden (`%s` [%s], %s), so %s", name, p.Text, p.Pos, valuesNote(p.Cond, x.cfg), dflt)
 	}
 	// Out of range.
@@ -187,6 +205,7 @@ func (x *explainer) verify(s *Symbol, name, want, got string, req map[string]str
 				}
 				if lok && hok && wok && (w < lo || w > hi) {
 					x.add(ruleOf(p, ""))
+					x.kind = "range"
 					return fmt.Sprintf("%s=%s is out of range [%s]: `%s`, so Kconfig used %s", name, want, p.Pos, p.Text, got)
 				}
 				break
@@ -195,12 +214,15 @@ func (x *explainer) verify(s *Symbol, name, want, got string, req map[string]str
 	}
 	if want == "m" && got == "y" {
 		if sel := x.activeSelects(s); len(sel) > 0 {
+			x.kind = "select"
 			return fmt.Sprintf("%s is forced to y by select from %s", name, strings.Join(sel, ", "))
 		}
 	}
 	if want == "y" && got == "m" {
+		x.kind = "depends"
 		return x.unmetDeps(s, Yes, 1) + " (dependencies allow only m)"
 	}
+	x.kind = "other"
 	return fmt.Sprintf("%s is %s in the final config; no Kconfig rule explains why (was the request overridden by a later fragment line?)", name, got)
 }
 
