@@ -180,13 +180,13 @@ func TestHangAndAgentFailure(t *testing.T) {
 	img := kernel(t, "base-voluntary")
 	k := evaluate.Kernel{Variant: "h", Arch: "ppc64le", Image: img}
 	start := time.Now()
-	_, err := target(t, Config{Timeout: 25 * time.Second}).Boot(context.Background(), k,
+	_, err := target(t, Config{Timeout: 15 * time.Second}).Boot(context.Background(), k,
 		guest.Plan{Benchmarks: []guest.Bench{{Name: "kill", Ops: 1 << 30}}})
 	var be *evaluate.BootError
 	if !errors.As(err, &be) || be.Phase != evaluate.PhaseKernelHang || fail.KindOf(err) != fail.KindFailed {
 		t.Fatalf("endless benchmark: %v", err)
 	}
-	if el := time.Since(start); el > 40*time.Second {
+	if el := time.Since(start); el > 30*time.Second {
 		t.Errorf("hang took %v to be killed", el)
 	}
 	if !strings.Contains(be.Tail, guest.Marker) {
