@@ -82,10 +82,12 @@ func Resolve(t *mbox.Thread, opt Options) (*Series, error) {
 		in.stat = hasDiffstat(m.Body)
 		switch {
 		case in.sub.IsReply:
+		case in.sub.HasCounter && in.sub.Index == 0:
+			// 0/N is the cover letter even when it carries a diff (b4
+			// does the same).
+			in.role = roleCover
 		case in.diff:
 			in.role = rolePatch
-		case in.sub.HasCounter && in.sub.Index == 0:
-			in.role = roleCover
 		case in.stat && !in.sub.IsReply && in.sub.IsPatch:
 			// A cover letter without 0/N is found below, from its patches.
 		}
@@ -310,6 +312,9 @@ func Resolve(t *mbox.Thread, opt Options) (*Series, error) {
 			s.Missing = append(s.Missing, n)
 			s.Notes = append(s.Notes, fmt.Sprintf("%d/%d missing from v%d", n, total, g.version))
 		}
+	}
+	if len(s.Patches) == 0 {
+		return nil, fail.Inputf("%s: v%d has no patches", t.Source, g.version)
 	}
 	if cover == nil {
 		first := s.Patches[0]

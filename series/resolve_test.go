@@ -310,3 +310,34 @@ func TestResolveHandBuilt(t *testing.T) {
 		t.Fatalf("am: %v %d %+v", err, len(back), back[0].From)
 	}
 }
+
+// FuzzResolve feeds arbitrary mbox text through the parser and Resolve:
+// no panics, and a nil error means at least one patch.
+func FuzzResolve(f *testing.F) {
+	// Small seeds: minimizing large inputs makes the fuzzer crawl.
+	f.Add([]byte("From mboxrd@z Thu Jan  1 00:00:00 1970\nFrom: A <a@b.c>\nSubject: [PATCH v2 0/2] s\nMessage-ID: <c@x>\n\n 1 file changed, 1 insertion(+)\n\n" +
+		"From mboxrd@z Thu Jan  1 00:00:00 1970\nFrom: A <a@b.c>\nSubject: [PATCH v2 1/2] p\nMessage-ID: <p@x>\nIn-Reply-To: <c@x>\n\nM.\n\nSigned-off-by: A <a@b.c>\n---\ndiff --git a/a b/a\n--- a/a\n+++ b/a\n@@ -1 +1 @@\n-a\n+b\n\n" +
+		"From mboxrd@z Thu Jan  1 00:00:00 1970\nFrom: B <b@b.c>\nSubject: Re: [PATCH v2 0/2] s\nMessage-ID: <r@x>\nIn-Reply-To: <c@x>\n\n> q\nAcked-by: B <b@b.c>\n"))
+	f.Add([]byte("From: a@b.c\nSubject: [PATCH 0/1] x\nMessage-ID: <1@x>\n\ndiff --git a/a b/a\n--- a/a\n+++ b/a\n"))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		msgs, err := mbox.ParseBytes(data, "fuzz")
+		if err != nil {
+			return
+		}
+		s, err := Resolve(mbox.NewThread(msgs, "fuzz"), Options{})
+		if err != nil {
+			if fail.KindOf(err) != fail.KindInput {
+				t.Fatalf("non-input error %v", err)
+			}
+			return
+		}
+		if len(s.Patches) == 0 {
+			t.Fatal("nil error without patches")
+		}
+		var b bytes.Buffer
+		if err := s.WriteAM(&b, DefaultAMOptions()); err != nil {
+			t.Fatal(err)
+		}
+		s.WriteSummary(&b, AMOptions{})
+	})
+}
