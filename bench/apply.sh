@@ -59,7 +59,7 @@ files=(kernel/sched/core.c mm/page_alloc.c fs/ext4/inode.c include/linux/sched.h
 	done
 	sed -i '200a /* patcheval bench: patch 6 */' "${files[5]}"
 	printf 'Bench\n=====\n\nA new file.\n' >Documentation/process/patcheval-bench.rst
-	git add Documentation/process/patcheval-bench.rst
+	git add -f Documentation/process/patcheval-bench.rst
 	git commit -q -am "bench: patch 6 adds a file"
 	git mv Documentation/process/patcheval-bench.rst Documentation/process/patcheval-bench2.rst
 	sed -i '100a /* patcheval bench: patch 7 */' "${files[6]}"
