@@ -12,6 +12,7 @@ import (
 	"runtime"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	git "github.com/go-git/go-git/v5"
@@ -26,6 +27,9 @@ import (
 // StateFile is the file inside a checkout directory that records which
 // commit the directory holds. It is not part of any tree.
 const StateFile = ".patcheval-checkout"
+
+// lockFile serialises checkouts into one directory.
+const lockFile = StateFile + ".lock"
 
 // CheckoutStats says what Checkout did.
 type CheckoutStats struct {
@@ -65,7 +69,11 @@ type checkoutState struct {
 // checkout made by Checkout (StateFile), the two trees are compared at tree
 // level (recursing only into subtrees whose hashes differ) and only the
 // changed files are rewritten or removed; untracked files such as build
-// outputs are left alone.
+// outputs are left alone. Files changed by hand in dir are not noticed.
+//
+// dir holds StateFile and its lock file besides the tree. Checkouts into
+// one directory are serialised with the lock; an interrupted checkout is
+// completed by the next one (StateFile records the pending commit).
 func Checkout(ctx context.Context, repoPath, commit, dir string) (*CheckoutStats, error) {
 	start := time.Now()
 	repo, st, dirs, err := openRepo(repoPath, 16)
@@ -83,6 +91,19 @@ func Checkout(ctx context.Context, repoPath, commit, dir string) (*CheckoutStats
 	}
 	stats := &CheckoutStats{Commit: c.Hash.String(), Tree: c.TreeHash.String()}
 
+	// One checkout of dir at a time (two builds sharing a directory).
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return nil, fail.Infraf("checkout dir %s: %v", dir, err)
+	}
+	lock, err := os.OpenFile(filepath.Join(dir, lockFile), os.O_RDWR|os.O_CREATE, 0o644)
+	if err != nil {
+		return nil, fail.Infraf("checkout dir %s: %v", dir, err)
+	}
+	defer lock.Close()
+	if err := syscall.Flock(int(lock.Fd()), syscall.LOCK_EX); err != nil {
+		return nil, fail.Infraf("checkout dir %s: lock: %v", dir, err)
+	}
+
 	state, err := readState(dir)
 	if err != nil {
 		return nil, err
@@ -99,9 +120,6 @@ func Checkout(ctx context.Context, repoPath, commit, dir string) (*CheckoutStats
 			return nil, err
 		}
 		stats.Fresh = true
-		if err := os.MkdirAll(dir, 0o755); err != nil {
-			return nil, fail.Infraf("checkout dir %s: %v", dir, err)
-		}
 		newState := &checkoutState{Repo: dirs.CommonDir, PendingCommit: stats.Commit, PendingTree: stats.Tree}
 		if err := writeState(dir, newState); err != nil {
 			return nil, err
@@ -160,11 +178,17 @@ func requireEmpty(dir string) error {
 		return fail.Infraf("checkout dir %s: %v", dir, err)
 	}
 	defer f.Close()
-	names, err := f.Readdirnames(1)
+	names, err := f.Readdirnames(3)
 	if err != nil && err != io.EOF {
 		return fail.Inputf("checkout dir %s: %v", dir, err)
 	}
-	if len(names) > 0 {
+	var other []string
+	for _, n := range names {
+		if n != lockFile && n != StateFile+".tmp" {
+			other = append(other, n)
+		}
+	}
+	if len(other) > 0 {
 		return fail.Inputf("checkout dir %s is not empty and holds no %s: refusing to overwrite it (use an empty or new directory)", dir, StateFile)
 	}
 	return nil
@@ -337,7 +361,7 @@ func (co *checkouter) writeEntry(e object.TreeEntry, p, rel string) error {
 }
 
 func validName(n string) bool {
-	return n != "" && n != "." && n != ".." && n != ".git" && n != StateFile && !containsSlash(n)
+	return n != "" && n != "." && n != ".." && n != ".git" && n != StateFile && n != lockFile && !containsSlash(n)
 }
 
 func containsSlash(s string) bool {

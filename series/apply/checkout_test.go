@@ -125,3 +125,45 @@ func TestCheckoutRefusesForeignDir(t *testing.T) {
 		t.Fatalf("checkout over another repository's checkout: err = %v", err)
 	}
 }
+
+func TestCheckoutResumesInterrupted(t *testing.T) {
+	repo := newRepo(t, map[string]string{"a.c": "a\n", "b/b.c": "b\n", "c.c": "c\n"})
+	writeFiles(t, repo, map[string]string{"a.c": "a2\n", "b/b.c": "b2\n", "d.c": "d\n"})
+	os.Remove(filepath.Join(repo, "c.c"))
+	gitRun(t, repo, "add", "-A")
+	gitRun(t, repo, "commit", "-q", "-m", "second")
+	ctx := context.Background()
+	dir := filepath.Join(t.TempDir(), "co")
+	if _, err := Checkout(ctx, repo, "base", dir); err != nil {
+		t.Fatal(err)
+	}
+	// Simulate an update to HEAD killed after writing a.c only.
+	s, err := readState(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.PendingCommit = strings.TrimSpace(gitRun(t, repo, "rev-parse", "HEAD"))
+	s.PendingTree = strings.TrimSpace(gitRun(t, repo, "rev-parse", "HEAD^{tree}"))
+	if err := writeState(dir, s); err != nil {
+		t.Fatal(err)
+	}
+	os.WriteFile(filepath.Join(dir, "a.c"), []byte("a2\n"), 0o644)
+	// Back to base: the half-done update is finished first, then undone.
+	if _, err := Checkout(ctx, repo, "base", dir); err != nil {
+		t.Fatal(err)
+	}
+	if d := diffLists(lsTree(t, filepath.Join(repo, ".git"), "base"), dirListing(t, dir)); d != "" {
+		t.Fatalf("after an interrupted update, checkout of base differs:\n%s", d)
+	}
+	// An interrupted fresh checkout is redone.
+	dir2 := filepath.Join(t.TempDir(), "co2")
+	os.MkdirAll(filepath.Join(dir2, "b"), 0o755)
+	os.WriteFile(filepath.Join(dir2, "b/b.c"), []byte("partial"), 0o644)
+	writeState(dir2, &checkoutState{PendingCommit: "x", PendingTree: strings.TrimSpace(gitRun(t, repo, "rev-parse", "HEAD^{tree}"))})
+	if _, err := Checkout(ctx, repo, "HEAD", dir2); err != nil {
+		t.Fatal(err)
+	}
+	if d := diffLists(lsTree(t, filepath.Join(repo, ".git"), "HEAD"), dirListing(t, dir2)); d != "" {
+		t.Fatalf("interrupted fresh checkout not redone:\n%s", d)
+	}
+}
