@@ -38,8 +38,9 @@ type RunOptions struct {
 	// AM shapes the commit messages (Link: trailer).
 	AM series.AMOptions
 	// Repo is the kernel git repository; it overrides the pipeline's
-	// tree.path. Base overrides tree.base.
-	Repo, Base string
+	// tree.path. Base overrides tree.base. Branch receives the applied
+	// series (default patcheval/<pipeline>).
+	Repo, Base, Branch string
 	// OutDir receives report.txt, report.json, report.md, kcidb.json and
 	// reply.eml.
 	OutDir string
@@ -107,6 +108,9 @@ func Run(ctx context.Context, p *Pipeline, o RunOptions) (*Outcome, error) {
 	if p.NeedsSeries() && o.Series == nil {
 		return nil, fail.Inputf("pipeline %s applies a series but none was given", p.Name)
 	}
+	if o.Branch == "" {
+		o.Branch = "patcheval/" + p.Name
+	}
 	if o.OutDir == "" {
 		return nil, fail.Inputf("pipeline %s: no output directory", p.Name)
 	}
@@ -128,19 +132,22 @@ func Run(ctx context.Context, p *Pipeline, o RunOptions) (*Outcome, error) {
 	if baseRef == DefaultBase {
 		tree.Name = "Debian linux-source-6.1"
 	}
-	patched := ""
+	patched, patchedTree := "", ""
 	if p.NeedsSeries() {
 		start := time.Now()
 		pr.Status("applying %d patch(es) onto %s", len(o.Series.Patches), baseRef)
 		res, err := apply.Apply(ctx, repo, apply.FromSeries(o.Series, o.AM), apply.Options{
 			Base:       baseHash,
 			SeriesBase: o.Series.Base.Commit,
-			Branch:     fmt.Sprintf("patcheval/%s-v%d", o.Series.Slug(), o.Series.Version),
+			Branch:     o.Branch,
 		})
 		if err != nil {
 			return nil, err
 		}
 		patched = res.Head
+		if n := len(res.Commits); n > 0 {
+			patchedTree = res.Commits[n-1].Tree
+		}
 		for _, c := range res.Commits {
 			tree.Commits = append(tree.Commits, report.Commit{Hash: c.Hash, Subject: c.Label})
 		}
@@ -156,7 +163,9 @@ func Run(ctx context.Context, p *Pipeline, o RunOptions) (*Outcome, error) {
 	}
 	defer st.Close()
 	meta := store.EvaluationMeta{Pipeline: p.Name, Tree: repo, Base: baseHash}
-	keyParts := []string{p.Hash(), baseHash, patched}
+	// The key names what is evaluated, not when: the patched tree (the
+	// commit hash changes with the committer date of every re-apply).
+	keyParts := []string{p.Hash(), baseHash, patchedTree}
 	if o.Series != nil {
 		meta.SeriesTitle, meta.SeriesVersion = o.Series.Title, o.Series.Version
 		if m := firstMessage(o.Series); m != nil {

@@ -131,6 +131,9 @@ func init() {
 			if af.tree == "" {
 				return nil
 			}
+			if f := fs.Lookup("pipeline"); f != nil && f.Value.String() != "" {
+				return nil // the pipeline applies the series onto its own base
+			}
 			out := env.Stdout
 			if lr.JSON {
 				out = env.Stderr

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"time"
 
 	"github.com/patcheval/patcheval/internal/fail"
 	"github.com/patcheval/patcheval/internal/progress"
@@ -32,6 +33,8 @@ type loreResult struct {
 	AMPath string
 	// JSON is true with --json (steps should not print text to Stdout).
 	JSON bool
+	// FetchTime is how long fetching and resolving took.
+	FetchTime time.Duration
 }
 
 // loreFlags are the flags that name and resolve a series.
@@ -117,11 +120,13 @@ func init() {
 				}
 			}
 			return func(ctx context.Context, env *Env, args []string) error {
+				start := time.Now()
 				t, s, err := lf.resolve(ctx, env, args)
 				if err != nil {
 					return err
 				}
-				lr := &loreResult{Thread: t, Series: s, AM: series.AMOptions{LinkMask: lf.linkMask}, JSON: *asJSON}
+				lr := &loreResult{Thread: t, Series: s, AM: series.AMOptions{LinkMask: lf.linkMask}, JSON: *asJSON,
+					FetchTime: time.Since(start)}
 				if *asJSON {
 					enc := json.NewEncoder(env.Stdout)
 					enc.SetIndent("", "  ")

@@ -1,0 +1,171 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"io"
+	"net/mail"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+
+	"github.com/patcheval/patcheval/evaluate/report"
+	"github.com/patcheval/patcheval/internal/fail"
+	"github.com/patcheval/patcheval/internal/progress"
+	"github.com/patcheval/patcheval/mbox"
+	"github.com/patcheval/patcheval/pipelines"
+)
+
+// pipelineFlags are `patcheval lore --pipeline ...`: evaluate the resolved
+// series end to end.
+type pipelineFlags struct {
+	pipeline         string
+	out              string
+	boots            int
+	jobs             int
+	db               string
+	from             string
+	testedBy         bool
+	failOnRegression bool
+}
+
+func init() {
+	loreSteps = append(loreSteps, func(fs *flag.FlagSet) func(ctx context.Context, env *Env, lr *loreResult) error {
+		var pf pipelineFlags
+		fs.StringVar(&pf.pipeline, "pipeline", "", "evaluate the series with this pipeline: a shipped name ("+strings.Join(pipelines.List(), ", ")+") or a TOML `file`; needs --tree")
+		fs.StringVar(&pf.out, "out", "", "with --pipeline: write reports and the reply draft to `DIR` (default ./patcheval-<pipeline>-<slug>)")
+		fs.IntVar(&pf.boots, "boots", 0, "with --pipeline: boots per variant (default: the pipeline's repeats.boots)")
+		fs.IntVar(&pf.jobs, "j", 0, "with --pipeline: make -j budget shared by all kernel builds (default: number of CPUs)")
+		fs.StringVar(&pf.db, "db", "", "with --pipeline: SQLite state `file` (default $PATCHEVAL_STATE_DIR/patcheval.db)")
+		fs.StringVar(&pf.from, "from", "", "with --pipeline: reply draft sender \"Name <email>\" (default: git config user.name/user.email)")
+		fs.BoolVar(&pf.testedBy, "tested-by", false, "with --pipeline: add Tested-by: to the reply draft when nothing regressed")
+		fs.BoolVar(&pf.failOnRegression, "fail-on-regression", false, "with --pipeline: exit 1 when a comparison finds a regression")
+		return func(ctx context.Context, env *Env, lr *loreResult) error {
+			if pf.pipeline == "" {
+				return nil
+			}
+			return pf.run(ctx, env, fs, lr)
+		}
+	})
+}
+
+func (pf *pipelineFlags) run(ctx context.Context, env *Env, fs *flag.FlagSet, lr *loreResult) error {
+	p, err := pipelines.Find(pf.pipeline)
+	if err != nil {
+		return err
+	}
+	for _, w := range p.Warnings {
+		fmt.Fprintf(env.Stderr, "warning: %s\n", w)
+	}
+	lookup := func(name string) string {
+		if f := fs.Lookup(name); f != nil {
+			return f.Value.String()
+		}
+		return ""
+	}
+	tree := lookup("tree")
+	if tree == "" && p.Tree.Path == "" {
+		return fail.Inputf("--pipeline %s needs --tree PATH: the kernel git repository (scripts/linux-tree.sh imports Debian's 6.1 tree)", p.Name)
+	}
+	from, err := draftSender(pf.from, tree)
+	if err != nil {
+		return err
+	}
+	out := pf.out
+	if out == "" {
+		out = fmt.Sprintf("patcheval-%s-%s", p.Name, lr.Series.Slug())
+	}
+	pr := progress.New(env.Stderr)
+	res, err := pipelines.Run(ctx, p, pipelines.RunOptions{
+		Series:    lr.Series,
+		AM:        lr.AM,
+		Repo:      tree,
+		Base:      lookup("base"),
+		Branch:    lookup("branch"),
+		OutDir:    out,
+		StorePath: pf.db,
+		Jobs:      pf.jobs,
+		Boots:     pf.boots,
+		From:      from,
+		TestedBy:  pf.testedBy,
+		Fetch:     lr.FetchTime,
+		Progress:  pr,
+	})
+	pr.Done()
+	if err != nil {
+		if res != nil {
+			fmt.Fprintf(env.Stderr, "evaluation %d stopped; finished boots are kept (patcheval runs show %d); re-run to resume\n", res.EvaluationID, res.EvaluationID)
+		}
+		return err
+	}
+	if lr.JSON {
+		enc := json.NewEncoder(env.Stdout)
+		enc.SetIndent("", "  ")
+		if err := enc.Encode(res); err != nil {
+			return fail.Infra(err)
+		}
+	} else {
+		printOutcome(env.Stdout, res)
+	}
+	if pf.failOnRegression && len(res.Regressions) > 0 {
+		return fail.Failedf("%d regression(s): %s", len(res.Regressions), strings.Join(res.Regressions, "; "))
+	}
+	return nil
+}
+
+func printOutcome(w io.Writer, res *pipelines.Outcome) {
+	fmt.Fprintln(w)
+	_ = report.WriteText(w, res.Report)
+	fmt.Fprintln(w)
+	for _, v := range report.Verdicts(res.Report) {
+		fmt.Fprintln(w, v)
+	}
+	fmt.Fprintf(w, "\nevaluation %d%s\n", res.EvaluationID, map[bool]string{true: " (resumed)"}[res.Resumed])
+	fmt.Fprintf(w, "report:      %s\n             %s\n             %s\nkcidb:       %s\n", res.Text, res.Markdown, res.JSON, res.KCIDB)
+	if res.Draft != "" {
+		fmt.Fprintf(w, "reply draft: %s (not sent)\n", res.Draft)
+	}
+}
+
+// draftSender is --from, else PATCHEVAL_FROM, else git config
+// user.name/user.email (of the tree, then global).
+func draftSender(flagValue, tree string) (mbox.Address, error) {
+	v := flagValue
+	if v == "" {
+		v = os.Getenv("PATCHEVAL_FROM")
+	}
+	if v != "" {
+		a, err := mail.ParseAddress(v)
+		if err != nil {
+			return mbox.Address{}, fail.Inputf("--from %q: %v (want \"Name <email>\")", v, err)
+		}
+		return mbox.Address{Name: a.Name, Email: a.Address}, nil
+	}
+	git := func(key string) string {
+		args := []string{"config", "--get", key}
+		if tree != "" {
+			args = append([]string{"--git-dir", tree}, args...)
+			if fi, err := os.Stat(filepath.Join(tree, ".git")); err == nil && fi.IsDir() {
+				args[1] = filepath.Join(tree, ".git")
+			}
+		}
+		out, err := exec.Command("git", args...).Output()
+		if err != nil {
+			return ""
+		}
+		return strings.TrimSpace(string(out))
+	}
+	name, email := git("user.name"), git("user.email")
+	if email == "" {
+		host, _ := os.Hostname()
+		user := os.Getenv("USER")
+		if user == "" {
+			user = "patcheval"
+		}
+		email = user + "@" + host
+	}
+	return mbox.Address{Name: name, Email: email}, nil
+}
