@@ -211,22 +211,6 @@ func build(ctx context.Context, req Request, opts Options, js *jobserver) (*Arti
 			return a, nil
 		}
 	}
-	if err := os.MkdirAll(j.ws, 0o755); err != nil {
-		return nil, fail.Infra(fmt.Errorf("build workspace: %w", err))
-	}
-	unlock, err := lockFile(ctx, j.ws+".lock", func() {
-		opts.Progress.Status("%s: waiting for another build in the same workspace", j.label)
-	})
-	if err != nil {
-		return nil, err
-	}
-	defer unlock()
-	if !opts.NoCache && !opts.ConfigOnly {
-		if a := j.lookupIndex(); a != nil {
-			opts.Progress.Printf("%s: cached %s", j.label, a.Dir)
-			return a, nil
-		}
-	}
 	if opts.Timeout > 0 {
 		var cancel context.CancelFunc
 		ctx, cancel = context.WithTimeout(ctx, opts.Timeout)
@@ -422,17 +406,42 @@ func LoadArtifact(dir string) (*Artifact, error) {
 func (j *job) run(ctx context.Context) (*Artifact, error) {
 	start := time.Now()
 	meta := j.newMeta(start)
-	out, home := filepath.Join(j.ws, "out"), filepath.Join(j.ws, "home")
+	// The recipe's config directory is locked while the config is
+	// composed; its workspace (sources, O=) only while compiling, so
+	// config-only requests never wait for a compile.
+	if err := os.MkdirAll(j.cfgOut, 0o755); err != nil {
+		return nil, classifyIO(j, err)
+	}
+	cunlock, err := lockFile(ctx, j.cfgOut+".lock", func() {
+		j.opts.Progress.Status("%s: waiting for another build configuring the same recipe", j.label)
+	})
+	if err != nil {
+		return nil, err
+	}
+	cfgLocked := true
+	defer func() {
+		if cfgLocked {
+			cunlock()
+		}
+	}()
+	if !j.opts.NoCache && !j.opts.ConfigOnly {
+		if a := j.lookupIndex(); a != nil {
+			j.opts.Progress.Printf("%s: cached %s", j.label, a.Dir)
+			return a, nil
+		}
+	}
+	out, home := filepath.Join(j.cfgOut, "out"), filepath.Join(j.cfgOut, "home")
 	for _, d := range []string{out, home} {
 		if err := os.MkdirAll(d, 0o755); err != nil {
 			return nil, fail.Infra(fmt.Errorf("build workspace: %w", err))
 		}
 	}
-	logPath := filepath.Join(j.ws, "build.log")
-	logf, err := os.Create(logPath)
+	logf, err := os.CreateTemp(j.cfgOut, "build-*.log")
 	if err != nil {
 		return nil, fail.Infra(fmt.Errorf("build log: %w", err))
 	}
+	logPath := logf.Name()
+	defer os.Remove(logPath)
 	defer logf.Close()
 	var logw io.Writer = logf
 	if j.opts.Log != nil {
@@ -442,7 +451,7 @@ func (j *job) run(ctx context.Context) (*Artifact, error) {
 		return j.recordFailure(meta, err, start, logPath, out)
 	}
 
-	newRunner := func(src, out string) *runner {
+	newRunner := func(src, out, home string) *runner {
 		return &runner{arch: j.arch, tc: j.tc, src: src, out: out, home: home, cacheDir: j.opts.CacheDir,
 			ws: j.cache, nice: j.opts.Nice, noNetwork: j.opts.NoNetwork,
 			timestamp: j.when.UTC().Format("Mon Jan 2 15:04:05 UTC 2006"), label: j.label,
@@ -452,15 +461,12 @@ func (j *job) run(ctx context.Context) (*Artifact, error) {
 	// Config: composed and verified in the (repo, arch) config sources,
 	// held at j.commit while olddefconfig runs.
 	t0 := time.Now()
-	if err := os.MkdirAll(j.cfgOut, 0o755); err != nil {
-		return nil, classifyIO(j, err)
-	}
 	cst, crelease, err := j.acquireSource(ctx, j.cfgSrc)
 	if err != nil {
 		return failWith(err, "checkout")
 	}
 	fmt.Fprintf(logw, "# config sources %s at %s (tree %s): %s\n", j.cfgSrc, j.commit, j.tree, cst)
-	cr := newRunner(j.cfgSrc, j.cfgOut)
+	cr := newRunner(j.cfgSrc, out, home)
 	j.opts.Progress.Status("%s: configuring (%s)", j.label, j.req.BaseConfig)
 	final, warnings, err := j.configure(ctx, cr, logw, logPath)
 	crelease()
@@ -471,7 +477,6 @@ func (j *job) run(ctx context.Context) (*Artifact, error) {
 		meta.Build.Environment[k] = v
 	}
 	meta.Patcheval.Isolation = cr.iso
-	out = j.cfgOut // for failure records, until the compile step
 	if err != nil {
 		return failWith(err, "config")
 	}
@@ -510,6 +515,27 @@ func (j *job) run(ctx context.Context) (*Artifact, error) {
 
 	// Compile: the recipe's own sources (moved incrementally to j.commit)
 	// and O= directory, kept between builds.
+	cunlock()
+	cfgLocked = false
+	for _, d := range []string{"out", "home"} {
+		if err := os.MkdirAll(filepath.Join(j.ws, d), 0o755); err != nil {
+			return failWith(classifyIO(j, err), "build")
+		}
+	}
+	wunlock, err := lockFile(ctx, j.ws+".lock", func() {
+		j.opts.Progress.Status("%s: waiting for another build in the same workspace", j.label)
+	})
+	if err != nil {
+		return failWith(err, "build")
+	}
+	defer wunlock()
+	if !j.opts.NoCache {
+		if a := j.loadArtifact(key); a != nil {
+			j.writeIndex(key)
+			j.opts.Progress.Printf("%s: cached %s", j.label, a.Dir)
+			return a, nil
+		}
+	}
 	out = filepath.Join(j.ws, "out")
 	t0 = time.Now()
 	st, release, err := j.acquireSource(ctx, j.srcDir)
@@ -521,7 +547,7 @@ func (j *job) run(ctx context.Context) (*Artifact, error) {
 	_, statErr := os.Stat(filepath.Join(out, "vmlinux"))
 	meta.Build.Incremental = statErr == nil
 	fmt.Fprintf(logw, "# sources %s at %s: %s\n", j.srcDir, j.commit, st)
-	r := newRunner(j.srcDir, out)
+	r := newRunner(j.srcDir, out, filepath.Join(j.ws, "home"))
 	if err := os.WriteFile(filepath.Join(out, ".config"), final, 0o644); err != nil {
 		return failWith(classifyIO(j, err), "config")
 	}
