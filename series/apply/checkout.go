@@ -10,6 +10,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -275,6 +276,11 @@ func (co *checkouter) run(walk func() error) error {
 	n := runtime.NumCPU() + 2
 	if n > 8 {
 		n = 8
+	}
+	// PATCHEVAL_CHECKOUT_WORKERS overrides the number of blob writers
+	// (for benchmarking; 1 writes like git's default checkout).
+	if w, err := strconv.Atoi(os.Getenv("PATCHEVAL_CHECKOUT_WORKERS")); err == nil && w > 0 {
+		n = w
 	}
 	co.jobs = make(chan blobJob, 1024)
 	objs, err := newObjectReader(co.dirs, co.st, 48<<20)
