@@ -283,7 +283,14 @@ func (co *checkouter) run(walk func() error) error {
 		n = w
 	}
 	co.jobs = make(chan blobJob, 1024)
-	objs, err := newObjectReader(co.dirs, co.st, 48<<20)
+	// The writers' loose-object fallback gets its own go-git storage: the
+	// walker reads trees from co.st at the same time.
+	_, fst, _, err := openRepo(co.repoPath, 4)
+	if err != nil {
+		return err
+	}
+	defer fst.Close()
+	objs, err := newObjectReader(co.dirs, fst, 48<<20)
 	if err != nil {
 		return fail.Infraf("tree %s: %v", co.repoPath, err)
 	}
