@@ -739,6 +739,7 @@ func (j *job) store(key string, meta Metadata, out, logPath string) (*Artifact, 
 	if err := os.WriteFile(filepath.Join(tmp, "metadata.json"), append(data, '\n'), 0o644); err != nil {
 		return nil, classifyIO(j, err)
 	}
+	os.Chmod(tmp, 0o755) // MkdirTemp makes it 0700
 	dst := filepath.Join(j.cache, key)
 	os.RemoveAll(dst) // a damaged or failed entry
 	if err := os.Rename(tmp, dst); err != nil {
