@@ -60,6 +60,10 @@ func Main() {
 		planFile = "-"
 	}
 	ok := a.run(planFile)
+	if a.restart {
+		syscall.Sync()
+		syscall.Reboot(syscall.LINUX_REBOOT_CMD_RESTART)
+	}
 	if a.noInit {
 		if !ok {
 			os.Exit(1)
@@ -70,9 +74,10 @@ func Main() {
 }
 
 type agent struct {
-	mu     sync.Mutex
-	out    io.Writer
-	noInit bool
+	mu      sync.Mutex
+	out     io.Writer
+	noInit  bool
+	restart bool
 }
 
 func (a *agent) emit(r Record) {
@@ -110,6 +115,7 @@ func (a *agent) run(planFile string) (ok bool) {
 		a.fail(err)
 		return false
 	}
+	a.restart = plan.Restart && !a.noInit
 	info, err := a.applyKnobs(plan)
 	if info != nil {
 		a.emit(Record{Type: "info", Info: info})

@@ -74,6 +74,10 @@ type Plan struct {
 	// Sysctls are written to /proc/sys before the benchmarks
 	// ("kernel.printk" -> /proc/sys/kernel/printk).
 	Sysctls map[string]string `json:"sysctls,omitempty"`
+	// Restart makes the agent (as /init) end with a reboot instead of a
+	// power-off: QEMU runs with -no-reboot, so both end the boot, and
+	// x86_64 kernels without ACPI cannot power off.
+	Restart bool `json:"restart,omitempty"`
 	// CPUs pins the agent and its children like taskset -c ("0-7,9").
 	CPUs string `json:"cpus,omitempty"`
 }

@@ -93,6 +93,9 @@ type Machine struct {
 	Console  string // console= device
 	GoArch   string
 	HostArch string // runtime.GOARCH for which KVM can be used
+	// Restart ends the boot with a reboot (caught by -no-reboot) instead
+	// of a power-off, which needs ACPI on x86_64.
+	Restart bool
 }
 
 // Machines maps a kernel arch to its defaults.
@@ -101,7 +104,7 @@ var Machines = map[string]Machine{
 	// instead of SLOF: 3 s instead of 15 s to /init under TCG.
 	"ppc64le": {Binary: "qemu-system-ppc64", Args: []string{"-M", "pseries,x-vof=on", "-cpu", "POWER9", "-vga", "none"}, Console: "hvc0", GoArch: "ppc64le", HostArch: "ppc64le"},
 	"arm64":   {Binary: "qemu-system-aarch64", Args: []string{"-M", "virt", "-cpu", "max"}, Console: "ttyAMA0", GoArch: "arm64", HostArch: "arm64"},
-	"x86_64":  {Binary: "qemu-system-x86_64", Args: []string{"-M", "q35"}, Console: "ttyS0", GoArch: "amd64", HostArch: "amd64"},
+	"x86_64":  {Binary: "qemu-system-x86_64", Args: []string{"-M", "q35"}, Console: "ttyS0", GoArch: "amd64", HostArch: "amd64", Restart: true},
 }
 
 // MachineFor returns the defaults for arch (aliases: aarch64, amd64, powerpc).
@@ -197,6 +200,7 @@ func (t *Target) Boot(ctx context.Context, k evaluate.Kernel, p guest.Plan) (*ev
 	if err != nil {
 		return nil, fail.Infra(err)
 	}
+	p.Restart = p.Restart || m.Restart
 	planJSON, err := json.Marshal(p)
 	if err != nil {
 		return nil, fail.Input(err)
@@ -287,7 +291,7 @@ func (t *Target) Boot(ctx context.Context, k evaluate.Kernel, p guest.Plan) (*ev
 		// The agent finished; give the guest a moment to power off.
 		select {
 		case <-done:
-		case <-time.After(30 * time.Second):
+		case <-time.After(5 * time.Second):
 			kill()
 			<-done
 		case <-bctx.Done():
