@@ -24,6 +24,11 @@ var (
 	runDone func(ctx context.Context, rp *evaluate.RunPlan) (map[evaluate.BootKey]bool, error)
 )
 
+type sshOptFlags []string
+
+func (l *sshOptFlags) String() string     { return strings.Join(*l, ",") }
+func (l *sshOptFlags) Set(s string) error { *l = append(*l, s); return nil }
+
 type kernelFlags []evaluate.RunVariant
 
 func (k *kernelFlags) String() string { return "" }
@@ -129,6 +134,8 @@ func init() {
 			console := fs.Bool("console", false, "copy the QEMU console to stderr as it arrives")
 			hook := fs.String("boot-hook", "", "ssh target: shell `command` run before each boot (e.g. kexec), then wait for the machine")
 			identity := fs.String("identity", "", "ssh target: identity `file`")
+			var sshOpts sshOptFlags
+			fs.Var(&sshOpts, "ssh-option", "ssh target: an ssh -o `option` (repeat), e.g. StrictHostKeyChecking=accept-new")
 			return func(ctx context.Context, env *Env, args []string) error {
 				if len(args) > 0 {
 					return fail.Inputf("run: unexpected arguments %q", args)
@@ -157,7 +164,7 @@ func init() {
 					if *det {
 						return fail.Inputf("run: --deterministic needs the qemu target")
 					}
-					st, err := ssh.New(ssh.Config{URL: *target, BootHook: *hook, IdentityFile: *identity, Timeout: *timeout})
+					st, err := ssh.New(ssh.Config{URL: *target, BootHook: *hook, IdentityFile: *identity, Options: sshOpts, Timeout: *timeout})
 					if err != nil {
 						return err
 					}
