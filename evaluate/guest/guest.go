@@ -12,7 +12,10 @@
 //	@@PATCHEVAL {"type":"done","ok":true}
 //
 // The package only uses the standard library, so the agent builds offline
-// from the source embedded in the patcheval binary.
+// from the source embedded in the patcheval binary: running patcheval
+// needs a Go toolchain at run time (go in $PATH, or $PATCHEVAL_GO); built
+// agents are cached by content hash (see Build). As /init it uses raw
+// system calls for file I/O, so kernels without CONFIG_EPOLL boot it.
 package guest
 
 import (
