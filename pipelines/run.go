@@ -454,10 +454,30 @@ func buildReport(p *Pipeline, o RunOptions, evID int64, tree report.TreeInfo, re
 		// half a percent is instruction-count noise, not a finding.
 		opts.MinChange = 0.5
 	}
-	if err := r.AddResults(samples, report.Spec{Comparisons: pairs, Chains: chains, Stats: opts}); err != nil {
+	if err := r.AddResults(primary(samples), report.Spec{Comparisons: pairs, Chains: chains, Stats: opts}); err != nil {
 		return nil, err
 	}
 	return r, nil
+}
+
+// primary drops ops/s samples of benchmarks that also report ns/op: one is
+// the reciprocal of the other, so comparing both says everything twice.
+// The store keeps both.
+func primary(samples []evaluate.Sample) []evaluate.Sample {
+	hasNs := map[string]bool{}
+	for _, s := range samples {
+		if s.Metric == "ns/op" {
+			hasNs[s.Benchmark] = true
+		}
+	}
+	out := samples[:0:0]
+	for _, s := range samples {
+		if s.Metric == "ops/s" && hasNs[s.Benchmark] {
+			continue
+		}
+		out = append(out, s)
+	}
+	return out
 }
 
 // confound explains how two compared kernels' final configs differ.
