@@ -125,14 +125,16 @@ END {
 		printf "%-40s runs %2d  median %7.3f s  min %7.3f s  peak RSS %6.1f MB\n", l, m, med[l], a[1], rss[l] / 1024
 	}
 	print ""
-	for (s in set) {}
 	split("backport gen8", ss, " ")
 	for (k = 1; k <= 2; k++) {
 		s = ss[k]
 		p = med["apply/" s "/patcheval"]; am = med["apply/" s "/git-am"]; wa = med["apply/" s "/git-worktree-add"]
+		if (am == 0) continue
 		printf "apply %-8s patcheval/git-am %.3f   patcheval/(worktree add + am) %.4f\n", s, p / am, p / (am + wa)
 	}
-	printf "checkout fresh       patcheval/git-worktree-add %.3f\n", med["checkout/fresh/patcheval"] / med["checkout/fresh/git-worktree-add"]
-	printf "checkout incremental patcheval/git-checkout     %.3f\n", med["checkout/incremental/patcheval"] / med["checkout/incremental/git-checkout"]
+	if (med["checkout/fresh/git-worktree-add"] > 0) {
+		printf "checkout fresh       patcheval/git-worktree-add %.3f\n", med["checkout/fresh/patcheval"] / med["checkout/fresh/git-worktree-add"]
+		printf "checkout incremental patcheval/git-checkout     %.3f\n", med["checkout/incremental/patcheval"] / med["checkout/incremental/git-checkout"]
+	}
 }' "$results" | sort | tee "$bench/summary.txt"
 echo "apply.sh: raw figures in $results" >&2
