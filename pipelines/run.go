@@ -70,6 +70,9 @@ type Outcome struct {
 	Report       *report.Report `json:"report"`
 	// Files written into RunOptions.OutDir.
 	Text, JSON, Markdown, KCIDB, Draft string
+	// Mail is the reply draft (nil without a message to answer); it is
+	// only written to Draft, never sent, by Run.
+	Mail *report.Draft `json:"-"`
 	// Regressions are the comparisons that found a regression.
 	Regressions []string `json:"regressions,omitempty"`
 	// Failed are the boots that failed (kept going; listed in the report).
@@ -559,6 +562,7 @@ func writeOutputs(r *report.Report, o RunOptions, out *Outcome) error {
 	if err != nil {
 		return err
 	}
+	out.Mail = d
 	out.Draft, err = write("reply.eml", func(f *os.File) error { return report.WriteDraft(f, *d) })
 	return err
 }

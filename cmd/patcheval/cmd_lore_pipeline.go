@@ -30,6 +30,7 @@ type pipelineFlags struct {
 	from             string
 	testedBy         bool
 	failOnRegression bool
+	send             bool
 }
 
 func init() {
@@ -42,6 +43,7 @@ func init() {
 		fs.StringVar(&pf.db, "db", "", "with --pipeline: SQLite state `file` (default $PATCHEVAL_STATE_DIR/patcheval.db)")
 		fs.StringVar(&pf.from, "from", "", "with --pipeline: reply draft sender \"Name <email>\" (default: git config user.name/user.email)")
 		fs.BoolVar(&pf.testedBy, "tested-by", false, "with --pipeline: add Tested-by: to the reply draft when nothing regressed")
+		fs.BoolVar(&pf.send, "send", false, "with --pipeline: mail the reply draft after a confirmation on the terminal (SMTP settings in $PATCHEVAL_CONFIG_DIR/config.toml)")
 		fs.BoolVar(&pf.failOnRegression, "fail-on-regression", false, "with --pipeline: exit 1 when a comparison finds a regression")
 		return func(ctx context.Context, env *Env, lr *loreResult) error {
 			if pf.pipeline == "" {
@@ -109,6 +111,14 @@ func (pf *pipelineFlags) run(ctx context.Context, env *Env, fs *flag.FlagSet, lr
 		}
 	} else {
 		printOutcome(env.Stdout, res)
+	}
+	if pf.send {
+		if res.Mail == nil {
+			return fail.Inputf("--send: there is no reply draft (no message to answer)")
+		}
+		if err := sendDraft(ctx, env, res.Mail); err != nil {
+			return err
+		}
 	}
 	if pf.failOnRegression && len(res.Regressions) > 0 {
 		return fail.Failedf("%d regression(s): %s", len(res.Regressions), strings.Join(res.Regressions, "; "))

@@ -176,6 +176,9 @@ func init() {
 					if rp.Done, err = runDone(ctx, &rp); err != nil {
 						return err
 					}
+					if len(rp.Done) > 0 {
+						fmt.Fprintf(env.Stderr, "resuming evaluation: %d boot(s) already finished (patcheval runs)\n", len(rp.Done))
+					}
 				}
 				return evaluate.Run(ctx, t, rp, func(rec evaluate.BootRecord) error {
 					printBoot(env.Stdout, env.Stderr, rec, *asJSON)

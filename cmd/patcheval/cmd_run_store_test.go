@@ -1,0 +1,47 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/patcheval/patcheval/build/buildtest"
+	"github.com/patcheval/patcheval/evaluate/store"
+)
+
+// TestRunStoresAndResumes boots a real ppc64le kernel twice with
+// `patcheval run`: every boot lands in the state database, and the same
+// command again resumes (boots nothing) instead of redoing finished boots.
+func TestRunStoresAndResumes(t *testing.T) {
+	art := buildtest.PPC64(t, "patched-voluntary")
+	state := t.TempDir()
+	t.Setenv("PATCHEVAL_STATE_DIR", state)
+	t.Setenv("PATCHEVAL_CACHE_DIR", buildtest.Options(t).CacheDir)
+	args := []string{"run", "--kernel", "v=" + art.Image, "--deterministic", "--bench", "kill:20000", "--boots", "2"}
+	var out, errb bytes.Buffer
+	if code := run(context.Background(), &Env{Stdout: &out, Stderr: &errb}, args); code != 0 {
+		t.Fatalf("first run: exit %d\n%s\n%s", code, out.String(), errb.String())
+	}
+	if n := strings.Count(out.String(), "\tkill\t"); n != 2 {
+		t.Fatalf("first run printed %d kill samples, want 2:\n%s", n, out.String())
+	}
+	st, err := store.Open(filepath.Join(state, store.FileName))
+	if err != nil {
+		t.Fatal(err)
+	}
+	evs, err := st.ListEvaluations()
+	st.Close()
+	if err != nil || len(evs) != 1 || evs[0].FinishedRuns != 2 || evs[0].Samples < 2 {
+		t.Fatalf("state after the first run: %+v %v", evs, err)
+	}
+	out.Reset()
+	errb.Reset()
+	if code := run(context.Background(), &Env{Stdout: &out, Stderr: &errb}, args); code != 0 {
+		t.Fatalf("second run: exit %d\n%s", code, errb.String())
+	}
+	if strings.Contains(out.String(), "\tkill\t") || !strings.Contains(errb.String(), "resuming evaluation") {
+		t.Errorf("second run did not resume:\nstdout %s\nstderr %s", out.String(), errb.String())
+	}
+}
