@@ -12,6 +12,7 @@ import (
 
 	"github.com/emersion/go-message/mail"
 
+	"github.com/patcheval/patcheval/internal/testinbox"
 	"github.com/patcheval/patcheval/mbox"
 )
 
@@ -567,5 +568,42 @@ func TestDraftNoQuote(t *testing.T) {
 	d, _ = NewDraft(seedReport(t), &p, DraftOptions{From: me, Now: gen, Quote: "my own quote", Greeting: "Hi Shrikanth,"})
 	if !strings.HasPrefix(d.Body, "Hi Shrikanth,\n\nOn Mon, 02 Nov 2026") || !strings.Contains(d.Body, "\n> my own quote\n") {
 		t.Errorf("body:\n%s", d.Body[:300])
+	}
+}
+
+// TestB4PicksUpTestedByFromInbox imports the draft into a real public-inbox
+// next to the thread it answers and runs the real b4 am against that
+// server, as a maintainer would after the reply went to the list.
+func TestB4PicksUpTestedByFromInbox(t *testing.T) {
+	r := seedReport(t)
+	r.Benchmarks, r.Decompositions = nil, nil
+	if err := r.AddResults(seedSamples(), Spec{Comparisons: []Pair{{"full", "voluntary"}}}); err != nil {
+		t.Fatal(err)
+	}
+	d, err := NewDraft(r, patchMsg(t), DraftOptions{From: me, TestedBy: true, Now: gen})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var eml bytes.Buffer
+	if err := WriteDraft(&eml, *d); err != nil {
+		t.Fatal(err)
+	}
+	srv := testinbox.StartWith(t, testinbox.Options{Bulk: true}, "testdata/ppc-dynamic-preempt-v6.1-backport.mbox")
+	if err := srv.AddMessage(eml.Bytes()); err != nil {
+		t.Fatalf("importing the draft into public-inbox: %v", err)
+	}
+	out := t.TempDir()
+	log, err := srv.B4Command("am", "-o", out, "20261102093000.4121-0-tester@example.org").CombinedOutput()
+	if err != nil {
+		t.Fatalf("b4 am: %v\n%s", err, log)
+	}
+	mbx, _ := filepath.Glob(filepath.Join(out, "*.mbx"))
+	if len(mbx) != 1 {
+		t.Fatalf("b4 wrote %v:\n%s", mbx, log)
+	}
+	am, _ := os.ReadFile(mbx[0])
+	want := "\nTested-by: " + me.String() + "\n"
+	if !strings.Contains(string(am), want) {
+		t.Errorf("b4 am from public-inbox did not pick up %q:\n%s\n%s", strings.TrimSpace(want), log, am)
 	}
 }
