@@ -162,12 +162,25 @@ func patchedTree(t testing.TB) string {
 			patchedErr = err
 			return
 		}
-		patchedDir, patchedErr = cached(treeVersion+"-ppc-dynamic-preempt", func(dir string) error {
+		patchedDir, patchedErr = cached(treeVersion+"-ppc-dynamic-preempt-v2", func(dir string) error {
 			if err := run("", "cp", "-a", src+"/.", dir); err != nil {
 				return err
 			}
 			os.Remove(filepath.Join(dir, ".patcheval-complete"))
-			return run(dir, "git", "apply", mbox)
+			// The cache may sit inside a git checkout (CI keeps it in
+			// the clone): stop git from finding that repository, or
+			// git apply would silently skip every path "outside" it.
+			cmd := exec.Command("git", "apply", mbox)
+			cmd.Dir = dir
+			cmd.Env = append(os.Environ(), "GIT_CEILING_DIRECTORIES="+filepath.Dir(dir))
+			if out, err := cmd.CombinedOutput(); err != nil {
+				return fmt.Errorf("git apply %s in %s: %v\n%s", mbox, dir, err, out)
+			}
+			kc, err := os.ReadFile(filepath.Join(dir, "arch/powerpc/Kconfig"))
+			if err != nil || !strings.Contains(string(kc), "select HAVE_PREEMPT_DYNAMIC_KEY") {
+				return fmt.Errorf("git apply %s in %s left arch/powerpc/Kconfig unpatched (%v)", mbox, dir, err)
+			}
+			return nil
 		})
 	})
 	if patchedErr != nil {
