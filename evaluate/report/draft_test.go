@@ -470,12 +470,9 @@ func TestUnicodeSubjectFolding(t *testing.T) {
 	}
 }
 
-// TestB4PicksUpTestedBy appends the draft to the bundled thread and runs
-// the real b4 am on it: the Tested-by must land on the patch.
-func TestB4PicksUpTestedBy(t *testing.T) {
-	if _, err := exec.LookPath("b4"); err != nil {
-		t.Fatal("b4 is required (installed by .ci/install-deps)")
-	}
+// testedByDraft is a reply with Tested-by (nothing regressed), as .eml.
+func testedByDraft(t *testing.T) []byte {
+	t.Helper()
 	r := seedReport(t)
 	r.Benchmarks, r.Decompositions = nil, nil
 	if err := r.AddResults(seedSamples(), Spec{Comparisons: []Pair{{"full", "voluntary"}}}); err != nil {
@@ -485,12 +482,25 @@ func TestB4PicksUpTestedBy(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	thread, err := os.ReadFile("testdata/ppc-dynamic-preempt-v6.1-backport.mbox")
-	if err != nil {
-		t.Fatal(err)
-	}
 	var eml bytes.Buffer
 	if err := WriteDraft(&eml, *d); err != nil {
+		t.Fatal(err)
+	}
+	if !d.TestedBy {
+		t.Fatalf("the draft has no Tested-by: %v", d.Notes)
+	}
+	return eml.Bytes()
+}
+
+// TestB4PicksUpTestedBy appends the draft to the bundled thread and runs
+// the real b4 am on it: the Tested-by must land on the patch.
+func TestB4PicksUpTestedBy(t *testing.T) {
+	if _, err := exec.LookPath("b4"); err != nil {
+		t.Fatal("b4 is required (installed by .ci/install-deps)")
+	}
+	eml := testedByDraft(t)
+	thread, err := os.ReadFile("testdata/ppc-dynamic-preempt-v6.1-backport.mbox")
+	if err != nil {
 		t.Fatal(err)
 	}
 	var box bytes.Buffer
@@ -498,7 +508,7 @@ func TestB4PicksUpTestedBy(t *testing.T) {
 	if !bytes.HasSuffix(thread, []byte("\n\n")) {
 		box.WriteString("\n")
 	}
-	if err := mbox.WriteMboxrd(&box, eml.Bytes()); err != nil {
+	if err := mbox.WriteMboxrd(&box, eml); err != nil {
 		t.Fatal(err)
 	}
 	dir := t.TempDir()
@@ -575,21 +585,9 @@ func TestDraftNoQuote(t *testing.T) {
 // next to the thread it answers and runs the real b4 am against that
 // server, as a maintainer would after the reply went to the list.
 func TestB4PicksUpTestedByFromInbox(t *testing.T) {
-	r := seedReport(t)
-	r.Benchmarks, r.Decompositions = nil, nil
-	if err := r.AddResults(seedSamples(), Spec{Comparisons: []Pair{{"full", "voluntary"}}}); err != nil {
-		t.Fatal(err)
-	}
-	d, err := NewDraft(r, patchMsg(t), DraftOptions{From: me, TestedBy: true, Now: gen})
-	if err != nil {
-		t.Fatal(err)
-	}
-	var eml bytes.Buffer
-	if err := WriteDraft(&eml, *d); err != nil {
-		t.Fatal(err)
-	}
+	eml := testedByDraft(t)
 	srv := testinbox.StartWith(t, testinbox.Options{Bulk: true}, "testdata/ppc-dynamic-preempt-v6.1-backport.mbox")
-	if err := srv.AddMessage(eml.Bytes()); err != nil {
+	if err := srv.AddMessage(eml); err != nil {
 		t.Fatalf("importing the draft into public-inbox: %v", err)
 	}
 	out := t.TempDir()
