@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"flag"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"time"
@@ -33,6 +34,9 @@ type loreResult struct {
 	AMPath string
 	// JSON is true with --json (steps should not print text to Stdout).
 	JSON bool
+	// Extra holds what steps report under --json: lore prints one
+	// document, the Series with these keys added (e.g. "evaluation").
+	Extra map[string]any
 	// FetchTime is how long fetching and resolving took.
 	FetchTime time.Duration
 }
@@ -127,14 +131,10 @@ func init() {
 				}
 				lr := &loreResult{Thread: t, Series: s, AM: series.AMOptions{LinkMask: lf.linkMask}, JSON: *asJSON,
 					FetchTime: time.Since(start)}
-				if *asJSON {
-					enc := json.NewEncoder(env.Stdout)
-					enc.SetIndent("", "  ")
-					if err := enc.Encode(s); err != nil {
-						return fail.Infraf("writing JSON: %w", err)
+				if !*asJSON {
+					if err := s.WriteSummary(env.Stdout, lr.AM); err != nil {
+						return fail.Infraf("writing summary: %w", err)
 					}
-				} else if err := s.WriteSummary(env.Stdout, lr.AM); err != nil {
-					return fail.Infraf("writing summary: %w", err)
 				}
 				if *amOut != "" {
 					if lr.AMPath, err = writeAM(s, *amOut, lr.AM); err != nil {
@@ -149,15 +149,50 @@ func init() {
 					}
 					fmt.Fprintln(out, lr.AMPath)
 				}
+				var stepErr error
 				for _, st := range steps {
-					if err := st(ctx, env, lr); err != nil {
+					if stepErr = st(ctx, env, lr); stepErr != nil {
+						break
+					}
+				}
+				if *asJSON {
+					// One document, printed also when a step failed: what
+					// was resolved (and evaluated) is not lost.
+					if err := writeLoreJSON(env.Stdout, lr); err != nil {
 						return err
 					}
 				}
-				return nil
+				return stepErr
 			}
 		},
 	})
+}
+
+// writeLoreJSON prints the Series, with the steps' Extra keys added.
+func writeLoreJSON(w io.Writer, lr *loreResult) error {
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	if len(lr.Extra) == 0 {
+		if err := enc.Encode(lr.Series); err != nil {
+			return fail.Infraf("writing JSON: %w", err)
+		}
+		return nil
+	}
+	data, err := json.Marshal(lr.Series)
+	if err != nil {
+		return fail.Infraf("writing JSON: %w", err)
+	}
+	doc := map[string]any{}
+	if err := json.Unmarshal(data, &doc); err != nil {
+		return fail.Infraf("writing JSON: %w", err)
+	}
+	for k, v := range lr.Extra {
+		doc[k] = v
+	}
+	if err := enc.Encode(doc); err != nil {
+		return fail.Infraf("writing JSON: %w", err)
+	}
+	return nil
 }
 
 // writeAM writes DIR/<slug>.mbx and returns its path.

@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"flag"
 	"fmt"
 	"io"
@@ -104,11 +103,10 @@ func (pf *pipelineFlags) run(ctx context.Context, env *Env, fs *flag.FlagSet, lr
 		return err
 	}
 	if lr.JSON {
-		enc := json.NewEncoder(env.Stdout)
-		enc.SetIndent("", "  ")
-		if err := enc.Encode(res); err != nil {
-			return fail.Infra(err)
+		if lr.Extra == nil {
+			lr.Extra = map[string]any{}
 		}
+		lr.Extra["evaluation"] = res
 	} else {
 		printOutcome(env.Stdout, res)
 	}

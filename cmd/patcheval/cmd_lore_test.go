@@ -106,3 +106,52 @@ func TestLoreFetch(t *testing.T) {
 		t.Errorf("server down: exit %d, want 3: %s", code, errs)
 	}
 }
+
+// lore --json prints one document however many steps run: the Series, with
+// the steps' results as extra keys; a step that fails does not take the
+// resolved series with it.
+func TestLoreJSONIsOneDocument(t *testing.T) {
+	out, errs, code := loreCLI(t, "", "-m", backport, "--json", "--pipeline", "ppc-preempt-dynamic", "--tree", filepath.Join(t.TempDir(), "missing.git"))
+	if code == 0 {
+		t.Fatalf("a missing tree exited 0:\n%s", errs)
+	}
+	dec := json.NewDecoder(strings.NewReader(out))
+	var doc map[string]any
+	if err := dec.Decode(&doc); err != nil {
+		t.Fatalf("stdout is not JSON: %v\n%s", err, out)
+	}
+	if dec.More() {
+		t.Fatalf("stdout holds more than one JSON document:\n%s", out)
+	}
+	if doc["Subject"] == nil && doc["subject"] == nil && doc["Title"] == nil && doc["title"] == nil {
+		t.Errorf("the document is not the series: keys %v", keys(doc))
+	}
+
+	var b bytes.Buffer
+	_, s, err := (&loreFlags{file: backport}).resolve(context.Background(), &Env{Stderr: &b}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b.Reset()
+	if err := writeLoreJSON(&b, &loreResult{Series: s, Extra: map[string]any{"evaluation": map[string]int{"evaluation_id": 7}}}); err != nil {
+		t.Fatal(err)
+	}
+	var both map[string]json.RawMessage
+	dec = json.NewDecoder(&b)
+	if err := dec.Decode(&both); err != nil || dec.More() {
+		t.Fatalf("combined document: %v, more=%v", err, dec.More())
+	}
+	var ev bytes.Buffer
+	json.Compact(&ev, both["evaluation"])
+	if ev.String() != `{"evaluation_id":7}` || len(both) < 3 {
+		t.Errorf("combined document keys %v, evaluation %s", len(both), both["evaluation"])
+	}
+}
+
+func keys(m map[string]any) []string {
+	var k []string
+	for x := range m {
+		k = append(k, x)
+	}
+	return k
+}
