@@ -506,7 +506,7 @@ func (co *checkouter) diffTree(oldH, newH plumbing.Hash, dir, rel string) error 
 			if n.Mode == filemode.Executable {
 				perm = 0o755
 			}
-			if err := os.Chmod(p, perm); err != nil {
+			if err := chmodOwn(p, perm); err != nil {
 				return fail.Infraf("checkout: %v", err)
 			}
 			co.stats.ModeChanged++
@@ -569,4 +569,123 @@ func (s *CheckoutStats) String() string {
 		return fmt.Sprintf("checked out %s (tree %s): %d files written in %s", shortHash(plumbing.NewHash(s.Commit)), shortHash(plumbing.NewHash(s.Tree)), s.Written, s.Duration.Round(time.Millisecond))
 	}
 	return fmt.Sprintf("updated %s -> %s: %d files written, %d removed, %d mode changes in %s", shortHash(plumbing.NewHash(s.Previous)), shortHash(plumbing.NewHash(s.Commit)), s.Written, s.Removed, s.ModeChanged, s.Duration.Round(time.Millisecond))
+}
+
+// LinkClone makes dst a checkout of the same commit as src, a directory
+// Checkout made, by hard-linking its files instead of decoding blobs: a
+// 78k-file kernel tree in about a second instead of tens. Checkout never
+// writes a file in place (it replaces it), so later updates of either
+// directory leave the other alone; the caller must not write the files in
+// place itself. dst must be absent or empty; src is locked (shared) while it
+// is read. The clone is recorded as a checkout only once complete, so an
+// interrupted clone is not mistaken for one. It fails (and removes what it
+// made) where hard links are impossible, e.g. across file systems.
+func LinkClone(ctx context.Context, src, dst string) (*CheckoutStats, error) {
+	start := time.Now()
+	src, err := filepath.Abs(src)
+	if err != nil {
+		return nil, fail.Inputf("checkout dir %s: %v", src, err)
+	}
+	lock, err := os.OpenFile(filepath.Join(src, lockFile), os.O_RDWR|os.O_CREATE, 0o644)
+	if err != nil {
+		return nil, fail.Infraf("checkout dir %s: %v", src, err)
+	}
+	defer lock.Close()
+	if err := syscall.Flock(int(lock.Fd()), syscall.LOCK_SH); err != nil {
+		return nil, fail.Infraf("checkout dir %s: lock: %v", src, err)
+	}
+	state, err := readState(src)
+	if err != nil {
+		return nil, err
+	}
+	if state == nil || state.PendingTree != "" || state.Commit == "" {
+		return nil, fail.Inputf("checkout dir %s: not a finished checkout", src)
+	}
+	if err := os.MkdirAll(dst, 0o755); err != nil {
+		return nil, fail.Infraf("checkout dir %s: %v", dst, err)
+	}
+	if err := requireEmpty(dst); err != nil {
+		return nil, err
+	}
+	stats := &CheckoutStats{Commit: state.Commit, Tree: state.Tree, Fresh: true}
+	err = filepath.WalkDir(src, func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		rel, _ := filepath.Rel(src, p)
+		if rel == "." {
+			return nil
+		}
+		if rel == StateFile || rel == lockFile || rel == StateFile+".tmp" {
+			return nil
+		}
+		if stats.Written%4096 == 0 && ctx.Err() != nil {
+			return ctx.Err()
+		}
+		target := filepath.Join(dst, rel)
+		switch {
+		case d.IsDir():
+			return os.Mkdir(target, 0o755)
+		case d.Type()&fs.ModeSymlink != 0:
+			l, err := os.Readlink(p)
+			if err != nil {
+				return err
+			}
+			stats.Written++
+			return os.Symlink(l, target)
+		case d.Type().IsRegular():
+			stats.Written++
+			return os.Link(p, target)
+		}
+		return nil // sockets, fifos: not from a checkout
+	})
+	if err != nil {
+		cleanClone(dst)
+		if ctx.Err() != nil {
+			return nil, ctx.Err()
+		}
+		return nil, fail.Infraf("link clone %s -> %s: %v", src, dst, err)
+	}
+	if err := writeState(dst, &checkoutState{Repo: state.Repo, Commit: state.Commit, Tree: state.Tree}); err != nil {
+		cleanClone(dst)
+		return nil, err
+	}
+	stats.Duration = time.Since(start)
+	return stats, nil
+}
+
+// cleanClone empties dst after a failed LinkClone.
+func cleanClone(dst string) {
+	ents, _ := os.ReadDir(dst)
+	for _, e := range ents {
+		if e.Name() != lockFile {
+			os.RemoveAll(filepath.Join(dst, e.Name()))
+		}
+	}
+}
+
+// chmodOwn sets a file's permissions without touching other hard links to
+// it (a LinkClone): a shared inode is copied first.
+func chmodOwn(p string, perm os.FileMode) error {
+	var st syscall.Stat_t
+	if err := syscall.Lstat(p, &st); err != nil {
+		return err
+	}
+	if st.Nlink <= 1 {
+		return os.Chmod(p, perm)
+	}
+	data, err := os.ReadFile(p)
+	if err != nil {
+		return err
+	}
+	tmp := p + ".patcheval-tmp"
+	os.Remove(tmp)
+	if err := os.WriteFile(tmp, data, perm); err != nil {
+		return err
+	}
+	if err := os.Chmod(tmp, perm); err != nil { // umask
+		os.Remove(tmp)
+		return err
+	}
+	return os.Rename(tmp, p)
 }

@@ -167,3 +167,61 @@ func TestCheckoutResumesInterrupted(t *testing.T) {
 		t.Fatalf("interrupted fresh checkout not redone:\n%s", d)
 	}
 }
+
+func TestLinkCloneThenUpdateLeavesTheSeed(t *testing.T) {
+	repo := newRepo(t, map[string]string{
+		"README":          "hello\n",
+		"scripts/run.sh":  "100755:#!/bin/sh\necho hi\n",
+		"include/link.h":  "120000:../README",
+		"drivers/a/b/c.c": "int c;\n",
+		"old/gone.c":      "gone\n",
+	})
+	ctx := context.Background()
+	root := t.TempDir()
+	seed, clone := filepath.Join(root, "seed"), filepath.Join(root, "clone")
+	if _, err := Checkout(ctx, repo, "base", seed); err != nil {
+		t.Fatal(err)
+	}
+	base := lsTree(t, filepath.Join(repo, ".git"), "base")
+
+	st, err := LinkClone(ctx, seed, clone)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !st.Fresh || st.Written != 5 {
+		t.Errorf("clone stats %+v, want 5 entries", st)
+	}
+	if d := diffLists(base, dirListing(t, clone)); d != "" {
+		t.Fatalf("clone differs from the commit:\n%s", d)
+	}
+
+	// The clone moves on (content change, mode flip, delete, new file);
+	// the seed must still be the base commit, modes included.
+	os.RemoveAll(filepath.Join(repo, "old"))
+	writeFiles(t, repo, map[string]string{"drivers/a/b/c.c": "int c = 1;\n", "new.c": "new\n"})
+	os.Chmod(filepath.Join(repo, "scripts/run.sh"), 0o644)
+	gitRun(t, repo, "add", "-A")
+	gitRun(t, repo, "commit", "-q", "-m", "second")
+	st, err = Checkout(ctx, repo, "HEAD", clone)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st.Fresh || st.Previous == "" || st.ModeChanged != 1 {
+		t.Errorf("update of the clone: %+v, want incremental with one mode change", st)
+	}
+	if d := diffLists(lsTree(t, filepath.Join(repo, ".git"), "HEAD"), dirListing(t, clone)); d != "" {
+		t.Fatalf("updated clone differs from HEAD:\n%s", d)
+	}
+	if d := diffLists(base, dirListing(t, seed)); d != "" {
+		t.Fatalf("updating the clone changed the seed:\n%s", d)
+	}
+
+	// Not into a non-empty directory; not from something that is not a
+	// finished checkout.
+	if _, err := LinkClone(ctx, seed, clone); err == nil {
+		t.Error("LinkClone into a checkout succeeded")
+	}
+	if _, err := LinkClone(ctx, filepath.Join(repo, "drivers"), filepath.Join(root, "x")); err == nil {
+		t.Error("LinkClone from a plain directory succeeded")
+	}
+}
