@@ -1,0 +1,601 @@
+// Package kcc is the compiler cache patcheval puts in front of the kernel's
+// compiler (CC="<patcheval> <real cc>"): a content-addressed object store
+// keyed by the preprocessed source *without line markers*.
+//
+// Why not ccache alone: a kernel patch that adds a header or a Kconfig
+// select (the seed series adds arch/powerpc/include/asm/preempt.h and
+// selects HAVE_PREEMPT_DYNAMIC_KEY, which include/linux/kernel.h tests)
+// makes kbuild rebuild every object, and ccache misses on all of them
+// because the preprocessed text carries the new header's line markers. For
+// a build without debug information the object code depends only on the
+// preprocessed tokens and the flags (__FILE__ and __LINE__ are already
+// expanded there), so kcc hashes the text with line markers and blank lines
+// removed: of 960 ppc64le tinyconfig objects, 958 are answered from the
+// store on the base -> patched rebuild.
+//
+// Per object kcc runs the preprocessor once (with the caller's -Wp,-MMD so
+// kbuild's dependency file is written as usual), hashes, and on a hit
+// copies the stored object; on a miss it compiles the preprocessed file it
+// already has (a failure there is retried from the source, so the
+// diagnostics are the compiler's usual ones) and stores the object. With
+// -g the line markers are kept in the hash and a miss compiles the source. Anything that is not a plain
+// "-c file.c|file.S -o file.o" compile, or whose text uses .incbin or
+// __builtin_FILE/__builtin_LINE, runs the real compiler unchanged.
+//
+// The process becomes the wrapper in init when PATCHEVAL_KCC=1 is set, so
+// any binary that links package build (the CLI, test binaries) can serve
+// as CC: see Env and Command.
+package kcc
+
+import (
+	"bufio"
+	"bytes"
+	"crypto/sha256"
+	_ "embed"
+	"encoding/hex"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sort"
+	"strings"
+	"syscall"
+	"time"
+)
+
+// Environment variables the wrapper reads.
+const (
+	envMode    = "PATCHEVAL_KCC"         // "1": this process is the wrapper
+	envDir     = "PATCHEVAL_KCC_DIR"     // the object store
+	envBaseDir = "PATCHEVAL_KCC_BASEDIR" // prefix replaced in arguments (the workspace)
+	envLog     = "PATCHEVAL_KCC_LOG"     // per-build statistics log, one word per compile
+	envTmp     = "TMPDIR"
+)
+
+// version changes every key when the hashing scheme changes.
+const version = "kcc 1"
+
+func init() {
+	if os.Getenv(envMode) == "1" && len(os.Args) >= 2 {
+		os.Exit(Main(os.Args[1:]))
+	}
+}
+
+//go:embed kcc.go
+var source []byte
+
+// Install puts a copy of this executable at <store>/bin/kcc-<hash of this
+// file> (once) and returns its path: the CC prefix for make. The path is
+// the same for every binary built from the same kcc source, so kbuild's
+// recorded command lines (and with them incremental builds) stay valid
+// whether the CLI or a test binary drives the build, and a test binary
+// removed after its run does not pull the wrapper from under a build
+// still running in another process.
+func Install(store string) (string, error) {
+	sum := sha256.Sum256(source)
+	dst := filepath.Join(store, "bin", "kcc-"+hex.EncodeToString(sum[:6]))
+	if strings.ContainsAny(dst, " \t\n'\"\\$;&|<>()*?[]#~=%") {
+		return "", fmt.Errorf("kcc: store path %q has characters make would split or expand", dst)
+	}
+	if st, err := os.Stat(dst); err == nil && st.Mode()&0o111 != 0 {
+		return dst, nil
+	}
+	self, err := os.Executable()
+	if err != nil {
+		return "", fmt.Errorf("kcc: %w", err)
+	}
+	if err := os.MkdirAll(filepath.Dir(dst), 0o755); err != nil {
+		return "", fmt.Errorf("kcc: %w", err)
+	}
+	f, err := os.CreateTemp(filepath.Dir(dst), ".kcc-install-*")
+	if err != nil {
+		return "", fmt.Errorf("kcc: %w", err)
+	}
+	tmp := f.Name()
+	f.Close()
+	if err := copyFile(self, tmp); err != nil {
+		os.Remove(tmp)
+		return "", fmt.Errorf("kcc: installing the wrapper: %w", err)
+	}
+	if err := os.Chmod(tmp, 0o755); err != nil {
+		os.Remove(tmp)
+		return "", fmt.Errorf("kcc: %w", err)
+	}
+	if err := os.Rename(tmp, dst); err != nil {
+		os.Remove(tmp)
+		return "", fmt.Errorf("kcc: %w", err)
+	}
+	return dst, nil
+}
+
+// Env is the environment the wrapper needs: the store, the workspace
+// prefix normalised out of arguments, and the statistics log.
+func Env(storeDir, baseDir, logPath string) []string {
+	return []string{envMode + "=1", envDir + "=" + storeDir, envBaseDir + "=" + baseDir, envLog + "=" + logPath}
+}
+
+// Stats counts a build's compiles by outcome.
+type Stats struct {
+	Hits, Misses, Uncached int
+}
+
+// ReadStats reads the statistics log Env named.
+func ReadStats(logPath string) Stats {
+	var s Stats
+	data, err := os.ReadFile(logPath)
+	if err != nil {
+		return s
+	}
+	for _, l := range strings.Split(string(data), "\n") {
+		switch w, _, _ := strings.Cut(l, " "); w {
+		case "hit":
+			s.Hits++
+		case "miss":
+			s.Misses++
+		case "uncached":
+			s.Uncached++
+		}
+	}
+	return s
+}
+
+// Main runs the wrapper: args are the real compiler and its arguments. It
+// returns the exit status.
+func Main(args []string) int {
+	cc, ccArgs := args[0], args[1:]
+	c, reason := parse(ccArgs)
+	store := os.Getenv(envDir)
+	if c == nil || store == "" {
+		if store == "" {
+			reason = ""
+		}
+		if reason != "" {
+			logf("uncached %s", reason)
+		}
+		return execReal(cc, ccArgs)
+	}
+	st, err := c.run(cc, ccArgs, store)
+	if err != nil {
+		// The store failed (disk, permissions): build without it.
+		fmt.Fprintf(os.Stderr, "patcheval kcc: %v; compiling without the cache\n", err)
+		logf("uncached store-error")
+		return execReal(cc, ccArgs)
+	}
+	return st
+}
+
+// logf appends one line to the statistics log (O_APPEND: concurrent
+// wrappers do not interleave short lines).
+func logf(format string, a ...any) {
+	p := os.Getenv(envLog)
+	if p == "" {
+		return
+	}
+	f, err := os.OpenFile(p, os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o644)
+	if err != nil {
+		return
+	}
+	fmt.Fprintf(f, format+"\n", a...)
+	f.Close()
+}
+
+// execReal replaces this process with the real compiler.
+func execReal(cc string, args []string) int {
+	p, err := exec.LookPath(cc)
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "patcheval kcc: %v\n", err)
+		return 127
+	}
+	err = syscall.Exec(p, append([]string{cc}, args...), os.Environ())
+	fmt.Fprintf(os.Stderr, "patcheval kcc: exec %s: %v\n", p, err)
+	return 127
+}
+
+// compile is one cacheable compile: "-c input -o output".
+type compile struct {
+	input   string // the source file argument
+	inIdx   int    // its index in the arguments
+	output  string
+	outIdx  int // index of "-o" (output at outIdx+1, or joined "-oFILE": -1)
+	lang    string
+	debug   bool  // -g*: line markers stay in the hash
+	depArgs []int // indexes of dependency-file arguments (-Wp,-MD,..., -MD, -MF x...)
+}
+
+// parse decides whether args are a cacheable compile; reason says why not
+// (empty for invocations that are not compiles at all: --version, -E ...).
+func parse(args []string) (*compile, string) {
+	c := &compile{inIdx: -1, outIdx: -2}
+	hasC := false
+	for _, a := range args {
+		if a == "-x" || a == "/dev/null" {
+			return nil, "" // compiler probes (cc-option) and generated input
+		}
+	}
+	for i := 0; i < len(args); i++ {
+		a := args[i]
+		switch {
+		case a == "-c":
+			hasC = true
+		case a == "-E", a == "-S", a == "-M", a == "-MM", a == "-":
+			return nil, ""
+		case a == "-o":
+			if i+1 >= len(args) {
+				return nil, ""
+			}
+			c.outIdx, c.output = i, args[i+1]
+			i++
+		case strings.HasPrefix(a, "-o"):
+			c.outIdx, c.output = -1, a[2:]
+		case strings.HasPrefix(a, "-Wp,-MD,"), strings.HasPrefix(a, "-Wp,-MMD,"):
+			c.depArgs = append(c.depArgs, i)
+		case a == "-MD", a == "-MMD":
+			c.depArgs = append(c.depArgs, i)
+		case a == "-MF", a == "-MT", a == "-MQ":
+			if i+1 >= len(args) {
+				return nil, ""
+			}
+			c.depArgs = append(c.depArgs, i, i+1)
+			i++
+		case strings.HasPrefix(a, "-save-temps"), strings.HasPrefix(a, "-fprofile"), strings.HasPrefix(a, "-ftest-coverage"),
+			strings.HasPrefix(a, "-fcoverage"), strings.HasPrefix(a, "-flto"), strings.HasPrefix(a, "-fplugin"),
+			strings.HasPrefix(a, "-specs"), strings.HasPrefix(a, "-fdump-"), strings.HasPrefix(a, "-gsplit-dwarf"),
+			strings.HasPrefix(a, "-fstack-usage"), strings.HasPrefix(a, "-fcallgraph-info"), a == "-aux-info",
+			a == "-MJ", strings.HasPrefix(a, "-ftime-trace"):
+			// Side outputs (or inputs) beside the object that a hit would
+			// not produce.
+			return nil, "flag " + a
+		case a == "-g0":
+			c.debug = false
+		case strings.HasPrefix(a, "-g"):
+			c.debug = true
+		case a == "-I", a == "-include", a == "-isystem", a == "-iquote", a == "-idirafter", a == "-imacros",
+			a == "-D", a == "-U", a == "-Xassembler", a == "-Xpreprocessor", a == "-Xlinker", a == "-L", a == "-l",
+			a == "-imultilib", a == "-iprefix", a == "-isysroot", a == "--param", a == "-target", a == "--target":
+			i++ // takes a separate value
+		case !strings.HasPrefix(a, "-"):
+			if c.inIdx >= 0 {
+				return nil, "several-inputs"
+			}
+			c.inIdx, c.input = i, a
+		}
+	}
+	if !hasC || c.inIdx < 0 || c.outIdx == -2 {
+		return nil, ""
+	}
+	switch {
+	case strings.HasSuffix(c.input, ".c"):
+		c.lang = "c"
+	case strings.HasSuffix(c.input, ".S"):
+		c.lang = "S"
+	default:
+		return nil, "input " + filepath.Ext(c.input)
+	}
+	if !strings.HasSuffix(c.output, ".o") {
+		return nil, "output " + filepath.Ext(c.output)
+	}
+	if st, err := os.Stat(c.input); err != nil || !st.Mode().IsRegular() {
+		return nil, "input not a file"
+	}
+	return c, ""
+}
+
+// argsWithout returns args without the indexes in drop, with the output
+// and input replaced by out and in ("" drops them).
+func (c *compile) rewrite(args []string, dropDeps bool, out, in string) []string {
+	drop := map[int]bool{}
+	if dropDeps {
+		for _, i := range c.depArgs {
+			drop[i] = true
+		}
+	}
+	var r []string
+	for i := 0; i < len(args); i++ {
+		switch {
+		case drop[i]:
+		case i == c.outIdx:
+			if out != "" {
+				r = append(r, "-o", out)
+			}
+			i++
+		case c.outIdx == -1 && strings.HasPrefix(args[i], "-o") && args[i][2:] == c.output:
+			if out != "" {
+				r = append(r, "-o", out)
+			}
+		case i == c.inIdx:
+			if in != "" {
+				r = append(r, in)
+			}
+		default:
+			r = append(r, args[i])
+		}
+	}
+	return r
+}
+
+// run compiles through the store; the error is for store failures only (the
+// compiler's own failure is its exit status).
+func (c *compile) run(cc string, args []string, store string) (int, error) {
+	tmpDir := os.Getenv(envTmp)
+	if tmpDir == "" {
+		tmpDir = os.TempDir()
+	}
+	ext := ".i"
+	if c.lang == "S" {
+		ext = ".s"
+	}
+	tmp, err := os.CreateTemp(tmpDir, "kcc-*"+ext)
+	if err != nil {
+		return 0, err
+	}
+	tmpName := tmp.Name()
+	tmp.Close()
+	defer os.Remove(tmpName)
+
+	// Preprocess: the caller's arguments without -c and -o, with -E: the
+	// dependency file comes out of this step exactly as from the compile.
+	pre := c.rewrite(args, false, tmpName, c.input)
+	pre = removeArg(pre, "-c")
+	pre = append(pre, "-E")
+	if st := runCC(cc, pre, nil); st != 0 {
+		// The preprocessor failed (missing header, #error): that is the
+		// compile's result; rerun it so its diagnostics are the usual ones.
+		logf("uncached preprocess-failed %s", c.output)
+		return runCC(cc, args, nil), nil
+	}
+	text, err := os.ReadFile(tmpName)
+	if err != nil {
+		return 0, err
+	}
+	key, cacheable := c.key(cc, args, text)
+	if !cacheable {
+		logf("uncached text %s", c.output)
+		return runCC(cc, c.rewrite(args, true, c.output, c.input), nil), nil
+	}
+	obj := filepath.Join(store, key[:2], key+".o")
+	if err := copyFile(obj, c.output); err == nil {
+		now := time.Now()
+		os.Chtimes(obj, now, now) // LRU for Trim
+		if msg, err := os.ReadFile(obj + ".stderr"); err == nil {
+			os.Stderr.Write(msg)
+		}
+		logf("hit %s %s", c.output, key)
+		return 0, nil
+	} else if !os.IsNotExist(err) {
+		return 0, err
+	}
+
+	// Miss: compile what was preprocessed (saves running cpp twice). With
+	// -g the source is compiled again instead (the debug information names
+	// the preprocessed file otherwise), and so is assembler (cheap, and it
+	// keeps the assembler's file names).
+	var stderr bytes.Buffer
+	var st int
+	if c.lang == "c" && !c.debug {
+		st = runCC(cc, c.rewrite(args, true, c.output, tmpName), &stderr)
+		if st != 0 {
+			// Compiling preprocessed text can differ in diagnostics
+			// (macro-expansion context is gone); the source decides.
+			stderr.Reset()
+			st = runCC(cc, c.rewrite(args, true, c.output, c.input), &stderr)
+		}
+	} else {
+		st = runCC(cc, c.rewrite(args, true, c.output, c.input), &stderr)
+	}
+	os.Stderr.Write(stderr.Bytes())
+	if st != 0 {
+		logf("uncached failed %s", c.output)
+		return st, nil
+	}
+	if err := storeObject(obj, c.output, stderr.Bytes()); err != nil {
+		fmt.Fprintf(os.Stderr, "patcheval kcc: storing %s: %v\n", c.output, err)
+	}
+	logf("miss %s %s", c.output, key)
+	return 0, nil
+}
+
+// key hashes what decides the object: the compiler, the arguments (minus
+// dependency-file and output names, the workspace prefix normalised) and
+// the preprocessed text (line markers and blank lines removed unless -g).
+func (c *compile) key(cc string, args []string, text []byte) (string, bool) {
+	if bytes.Contains(text, []byte("incbin")) || bytes.Contains(text, []byte(".include")) {
+		return "", false // the object embeds a file the text does not show
+	}
+	keepMarkers := c.debug || bytes.Contains(text, []byte("__builtin_FILE")) || bytes.Contains(text, []byte("__builtin_LINE"))
+	h := sha256.New()
+	fmt.Fprintf(h, "%s\x00%s\x00", version, c.lang)
+	if p, err := exec.LookPath(cc); err == nil {
+		if st, err := os.Stat(p); err == nil {
+			fmt.Fprintf(h, "%s\x00%d\x00%d\x00", p, st.Size(), st.ModTime().UnixNano())
+		}
+	} else {
+		return "", false
+	}
+	base := os.Getenv(envBaseDir)
+	norm := func(s string) string {
+		if base != "" && !keepMarkers {
+			return strings.ReplaceAll(s, base, "\x01BASE")
+		}
+		return s
+	}
+	for _, a := range c.rewrite(args, true, "", "") {
+		fmt.Fprintf(h, "%s\x00", norm(a))
+	}
+	fmt.Fprintf(h, "input=%s\x00", norm(c.input))
+	if keepMarkers {
+		h.Write(text)
+	} else {
+		writeStripped(h, text)
+	}
+	return hex.EncodeToString(h.Sum(nil)), true
+}
+
+// writeStripped writes text without line markers (# 12 "file" flags) and
+// without blank lines.
+func writeStripped(w io.Writer, text []byte) {
+	bw := bufio.NewWriterSize(w, 64<<10)
+	for len(text) > 0 {
+		var line []byte
+		if i := bytes.IndexByte(text, '\n'); i >= 0 {
+			line, text = text[:i+1], text[i+1:]
+		} else {
+			line, text = text, nil
+		}
+		if isMarker(line) || len(bytes.TrimSpace(line)) == 0 {
+			continue
+		}
+		bw.Write(line)
+	}
+	bw.Flush()
+}
+
+// isMarker reports a preprocessor line marker: `# 123 "file"` (or #line).
+func isMarker(l []byte) bool {
+	if len(l) < 3 || l[0] != '#' {
+		return false
+	}
+	r := l[1:]
+	if bytes.HasPrefix(r, []byte("line")) {
+		r = r[4:]
+	}
+	r = bytes.TrimLeft(r, " \t")
+	return len(r) > 0 && r[0] >= '0' && r[0] <= '9'
+}
+
+func removeArg(args []string, a string) []string {
+	var r []string
+	for _, x := range args {
+		if x != a {
+			r = append(r, x)
+		}
+	}
+	return r
+}
+
+// runCC runs the real compiler; its stderr goes to errw (or ours).
+func runCC(cc string, args []string, errw io.Writer) int {
+	cmd := exec.Command(cc, args...)
+	cmd.Stdin, cmd.Stdout = os.Stdin, os.Stdout
+	cmd.Stderr = os.Stderr
+	if errw != nil {
+		cmd.Stderr = errw
+	}
+	if err := cmd.Run(); err != nil {
+		if ee, ok := err.(*exec.ExitError); ok {
+			if ws, ok := ee.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
+				return 128 + int(ws.Signal())
+			}
+			return ee.ExitCode()
+		}
+		fmt.Fprintf(os.Stderr, "patcheval kcc: %v\n", err)
+		return 127
+	}
+	return 0
+}
+
+// copyFile copies src to dst through a temporary file and a rename (the
+// object is never half-written; kbuild post-processes objects in place, so
+// the store's copy is never linked).
+func copyFile(src, dst string) error {
+	in, err := os.Open(src)
+	if err != nil {
+		return err
+	}
+	defer in.Close()
+	tmp := dst + ".kcc-tmp"
+	out, err := os.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o644)
+	if err != nil {
+		return err
+	}
+	if _, err := io.Copy(out, in); err != nil {
+		out.Close()
+		os.Remove(tmp)
+		return err
+	}
+	if err := out.Close(); err != nil {
+		os.Remove(tmp)
+		return err
+	}
+	return os.Rename(tmp, dst)
+}
+
+// storeObject puts a compiled object (and its diagnostics) in the store.
+func storeObject(obj, built string, stderr []byte) error {
+	if err := os.MkdirAll(filepath.Dir(obj), 0o755); err != nil {
+		return err
+	}
+	if len(stderr) > 0 {
+		f, err := os.CreateTemp(filepath.Dir(obj), ".stderr-*")
+		if err != nil {
+			return err
+		}
+		_, werr := f.Write(stderr)
+		if cerr := f.Close(); werr == nil {
+			werr = cerr
+		}
+		if werr == nil {
+			werr = os.Rename(f.Name(), obj+".stderr")
+		}
+		if werr != nil {
+			os.Remove(f.Name())
+			return werr
+		}
+	}
+	f, err := os.CreateTemp(filepath.Dir(obj), ".store-*")
+	if err != nil {
+		return err
+	}
+	tmp := f.Name()
+	f.Close()
+	if err := copyFile(built, tmp); err != nil {
+		os.Remove(tmp)
+		return err
+	}
+	return os.Rename(tmp, obj)
+}
+
+// Trim removes the least recently used objects until the store holds at
+// most maxBytes; it returns the bytes left.
+func Trim(store string, maxBytes int64) (int64, error) {
+	type entry struct {
+		path string
+		size int64
+		t    time.Time
+	}
+	var es []entry
+	var total int64
+	err := filepath.WalkDir(store, func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			if os.IsNotExist(err) {
+				return nil
+			}
+			return err
+		}
+		if d.IsDir() || !strings.HasSuffix(p, ".o") {
+			return nil
+		}
+		info, err := d.Info()
+		if err != nil {
+			return nil
+		}
+		es = append(es, entry{p, info.Size(), info.ModTime()})
+		total += info.Size()
+		return nil
+	})
+	if err != nil || total <= maxBytes {
+		return total, err
+	}
+	sort.Slice(es, func(i, j int) bool { return es[i].t.Before(es[j].t) })
+	for _, e := range es {
+		if total <= maxBytes {
+			break
+		}
+		if os.Remove(e.path) == nil {
+			os.Remove(e.path + ".stderr")
+			total -= e.size
+		}
+	}
+	return total, nil
+}

@@ -1,0 +1,371 @@
+package kcc
+
+import (
+	"bytes"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+// project is a small C tree compiled like kbuild compiles: from an object
+// directory, absolute -I into the source tree, -Wp,-MMD dependency files.
+type project struct {
+	t               *testing.T
+	src, out, store string
+	log             string
+	wrapper         string
+}
+
+func needGCC(t *testing.T) {
+	t.Helper()
+	if _, err := exec.LookPath("gcc"); err != nil {
+		t.Skip("gcc not installed")
+	}
+}
+
+func newProject(t *testing.T, files map[string]string) *project {
+	t.Helper()
+	needGCC(t)
+	root := t.TempDir()
+	p := &project{t: t, src: filepath.Join(root, "src"), out: filepath.Join(root, "out"),
+		store: filepath.Join(root, "store"), log: filepath.Join(root, "kcc.log")}
+	os.MkdirAll(p.out, 0o755)
+	p.write(files)
+	w, err := Install(filepath.Join(root, "kcc"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	p.wrapper = w
+	return p
+}
+
+func (p *project) write(files map[string]string) {
+	for name, text := range files {
+		f := filepath.Join(p.src, name)
+		os.MkdirAll(filepath.Dir(f), 0o755)
+		if err := os.WriteFile(f, []byte(text), 0o644); err != nil {
+			p.t.Fatal(err)
+		}
+	}
+}
+
+// args is a kbuild-like compile of src/<file> into out/<obj>.
+func (p *project) args(file, obj string, extra ...string) []string {
+	a := []string{"-Wp,-MMD," + filepath.Join(p.out, obj+".d"), "-nostdinc", "-I" + filepath.Join(p.src, "include"),
+		"-I./include", "-include", filepath.Join(p.src, "include/config.h"), "-D__KERNEL__", "-Os", "-Wall",
+		"-fmacro-prefix-map=" + p.src + "/=",
+		"-DKBUILD_MODNAME=\"m\""}
+	a = append(a, extra...)
+	return append(a, "-c", "-o", obj, filepath.Join(p.src, file))
+}
+
+// viaKCC compiles through the wrapper (the test binary, like the CLI);
+// it returns the exit status and stderr.
+func (p *project) viaKCC(args []string) (int, string) {
+	p.t.Helper()
+	cmd := exec.Command(p.wrapper, append([]string{"gcc"}, args...)...)
+	cmd.Dir = p.out
+	cmd.Env = append(os.Environ(), Env(p.store, p.src, p.log)...)
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	err := cmd.Run()
+	if ee, ok := err.(*exec.ExitError); ok {
+		return ee.ExitCode(), stderr.String()
+	} else if err != nil {
+		p.t.Fatal(err)
+	}
+	return 0, stderr.String()
+}
+
+// direct compiles with gcc itself, into out/<obj> (suffix .ref).
+func (p *project) direct(args []string) []byte {
+	p.t.Helper()
+	var a []string
+	for i := 0; i < len(args); i++ {
+		switch {
+		case args[i] == "-o":
+			a = append(a, "-o", args[i+1]+".ref")
+			i++
+		case strings.HasPrefix(args[i], "-Wp,-MMD,"):
+			a = append(a, args[i]+".ref")
+		default:
+			a = append(a, args[i])
+		}
+	}
+	cmd := exec.Command("gcc", a...)
+	cmd.Dir = p.out
+	if out, err := cmd.CombinedOutput(); err != nil {
+		p.t.Fatalf("gcc %v: %v\n%s", a, err, out)
+	}
+	return p.read(args[len(args)-2] + ".ref")
+}
+
+func (p *project) read(name string) []byte {
+	p.t.Helper()
+	b, err := os.ReadFile(filepath.Join(p.out, name))
+	if err != nil {
+		p.t.Fatal(err)
+	}
+	return b
+}
+
+func (p *project) stats() Stats { return ReadStats(p.log) }
+
+var baseFiles = map[string]string{
+	"include/config.h": "#define CONFIG_A 1\n",
+	"include/lib.h":    "#ifndef LIB_H\n#define LIB_H\nstatic inline int twice(int x) { return 2 * x; }\n#endif\n",
+	"a.c": `#include <lib.h>
+int counter;
+int f(int x) { counter += twice(x); return counter; }
+const char *where(void) { return __FILE__; }
+int line(void) { return __LINE__; }
+`,
+}
+
+// compileCheck compiles obj through kcc and directly, and requires the
+// same object and the same dependency file.
+func (p *project) compileCheck(args []string) {
+	p.t.Helper()
+	if st, stderr := p.viaKCC(args); st != 0 {
+		p.t.Fatalf("kcc exit %d: %s", st, stderr)
+	}
+	obj := args[len(args)-2]
+	got := p.read(obj)
+	want := p.direct(args)
+	if !bytes.Equal(got, want) {
+		p.t.Fatalf("%s through kcc differs from gcc's own (%d vs %d bytes)", obj, len(got), len(want))
+	}
+	dep, ref := p.read(obj+".d"), p.read(obj+".d.ref")
+	if !bytes.Equal(dep, ref) {
+		p.t.Fatalf("dependency file differs:\n%s\nvs\n%s", dep, ref)
+	}
+}
+
+func TestMissThenHitAcrossLineShifts(t *testing.T) {
+	p := newProject(t, baseFiles)
+	args := p.args("a.c", "a.o")
+	p.compileCheck(args)
+	if s := p.stats(); s.Misses != 1 || s.Hits != 0 {
+		t.Fatalf("first compile: %+v, want one miss", s)
+	}
+	p.compileCheck(args)
+	if s := p.stats(); s.Hits != 1 {
+		t.Fatalf("same input again: %+v, want a hit", s)
+	}
+
+	// What a header-adding patch does to most objects: new includes and
+	// shifted lines whose tokens vanish (macros, inactive #if blocks).
+	p.write(map[string]string{
+		"include/preempt.h": "/* new */\n#ifndef PREEMPT_H\n#define PREEMPT_H\n#ifdef CONFIG_DYN\nint dyn;\n#endif\n#define need_irq() 0\n#endif\n",
+		"include/lib.h":     "#ifndef LIB_H\n#define LIB_H\n#include <preempt.h>\n\n\n/* comment */\nstatic inline int twice(int x) { return 2 * x; }\n#endif\n",
+	})
+	p.compileCheck(args)
+	if s := p.stats(); s.Hits != 2 || s.Misses != 1 {
+		t.Fatalf("after a token-neutral header change: %+v, want a hit", s)
+	}
+
+	// A change in tokens is a miss.
+	p.write(map[string]string{"include/config.h": "#define CONFIG_A 1\n#define CONFIG_DYN 1\n"})
+	p.compileCheck(args)
+	if s := p.stats(); s.Misses != 2 {
+		t.Fatalf("after a token change: %+v, want a miss", s)
+	}
+}
+
+func TestSourceLineShiftIsAMissWhenLineIsUsed(t *testing.T) {
+	p := newProject(t, baseFiles)
+	args := p.args("a.c", "a.o")
+	p.compileCheck(args)
+	// __LINE__ in a.c moves: the expanded number differs, so must the key.
+	p.write(map[string]string{"a.c": "\n" + baseFiles["a.c"]})
+	p.compileCheck(args)
+	if s := p.stats(); s.Misses != 2 || s.Hits != 0 {
+		t.Fatalf("%+v, want two misses", s)
+	}
+}
+
+func TestDebugInfoKeepsLineMarkers(t *testing.T) {
+	p := newProject(t, baseFiles)
+	args := p.args("a.c", "a.o", "-g")
+	p.compileCheck(args)
+	p.write(map[string]string{"include/lib.h": "\n\n" + baseFiles["include/lib.h"]})
+	p.compileCheck(args)
+	if s := p.stats(); s.Misses != 2 || s.Hits != 0 {
+		t.Fatalf("-g with shifted lines: %+v, want two misses", s)
+	}
+}
+
+func TestOtherSourceDirectoryHits(t *testing.T) {
+	// Two workspaces (base and variant) with the same sources: the
+	// workspace prefix is normalised out of the key.
+	p := newProject(t, baseFiles)
+	p.compileCheck(p.args("a.c", "a.o"))
+	q := newProject(t, baseFiles)
+	q.store = p.store
+	q.compileCheck(q.args("a.c", "a.o"))
+	if s := q.stats(); s.Hits != 1 {
+		t.Fatalf("second workspace: %+v, want a hit", s)
+	}
+}
+
+func TestAssembler(t *testing.T) {
+	p := newProject(t, map[string]string{
+		"include/config.h": "#define CONFIG_A 1\n",
+		"s.S":              "#define VAL 42\n.globl sym\n.data\nsym: .long VAL\n",
+	})
+	args := p.args("s.S", "s.o", "-D__ASSEMBLY__")
+	p.compileCheck(args)
+	p.compileCheck(args)
+	if s := p.stats(); s.Misses != 1 || s.Hits != 1 {
+		t.Fatalf("%+v, want a miss then a hit", s)
+	}
+}
+
+func TestIncbinIsNotCached(t *testing.T) {
+	p := newProject(t, map[string]string{
+		"include/config.h": "#define CONFIG_A 1\n",
+		"data.bin":         "one",
+		"c.c":              "asm(\".section .rodata\\n.incbin \\\"../src/data.bin\\\"\\n.previous\");\n",
+	})
+	args := p.args("c.c", "c.o")
+	p.compileCheck(args)
+	p.write(map[string]string{"data.bin": "two"})
+	p.compileCheck(args)
+	if s := p.stats(); s.Uncached != 2 || s.Hits+s.Misses != 0 {
+		t.Fatalf("%+v, want two uncached compiles", s)
+	}
+}
+
+func TestCompileErrorReportsTheSource(t *testing.T) {
+	p := newProject(t, map[string]string{
+		"include/config.h": "#define CONFIG_A 1\n",
+		"bad.c":            "int ok;\nint broken(void) { return 1 }\n",
+	})
+	st, stderr := p.viaKCC(p.args("bad.c", "bad.o"))
+	if st == 0 {
+		t.Fatal("a compile error exited 0")
+	}
+	if !strings.Contains(stderr, "bad.c:2:") {
+		t.Fatalf("diagnostic does not name the source line:\n%s", stderr)
+	}
+	if _, err := os.Stat(filepath.Join(p.out, "bad.o")); err == nil {
+		t.Fatal("an object was left behind")
+	}
+	if n, _ := Trim(p.store, 1<<40); n != 0 {
+		t.Fatalf("a failed compile stored %d bytes", n)
+	}
+	// A missing header fails in the preprocessor, also with the usual words.
+	p.write(map[string]string{"bad.c": "#include <nothere.h>\n"})
+	st, stderr = p.viaKCC(p.args("bad.c", "bad.o"))
+	if st == 0 || !strings.Contains(stderr, "nothere.h") {
+		t.Fatalf("exit %d, stderr:\n%s", st, stderr)
+	}
+}
+
+func TestWarningsReplayedOnHit(t *testing.T) {
+	p := newProject(t, map[string]string{
+		"include/config.h": "#define CONFIG_A 1\n",
+		"w.c":              "int f(void) { int unused; return 0; }\n",
+	})
+	args := p.args("w.c", "w.o")
+	_, first := p.viaKCC(args)
+	_, second := p.viaKCC(args)
+	if !strings.Contains(first, "unused") || first != second {
+		t.Fatalf("warnings: miss %q, hit %q", first, second)
+	}
+}
+
+func TestPassThrough(t *testing.T) {
+	p := newProject(t, baseFiles)
+	cmd := exec.Command(p.wrapper, "gcc", "--version")
+	cmd.Env = append(os.Environ(), Env(p.store, p.src, p.log)...)
+	out, err := cmd.Output()
+	if err != nil || !bytes.Contains(out, []byte("gcc")) {
+		t.Fatalf("--version: %v %s", err, out)
+	}
+	// A kbuild cc-option probe: -x c from /dev/null.
+	cmd = exec.Command(p.wrapper, "gcc", "-Werror", "-c", "-x", "c", "/dev/null", "-o", filepath.Join(p.out, "probe.o"))
+	cmd.Env = append(os.Environ(), Env(p.store, p.src, p.log)...)
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("probe: %v %s", err, out)
+	}
+	if s := p.stats(); s != (Stats{}) {
+		t.Fatalf("pass-through invocations were counted: %+v", s)
+	}
+}
+
+func TestParse(t *testing.T) {
+	dir := t.TempDir()
+	src := filepath.Join(dir, "x.c")
+	os.WriteFile(src, []byte("int x;\n"), 0o644)
+	for _, tc := range []struct {
+		args   []string
+		ok     bool
+		reason string
+	}{
+		{[]string{"-c", "-o", "x.o", src}, true, ""},
+		{[]string{"-c", src, "-ox.o"}, true, ""},
+		{[]string{"-E", src}, false, ""},
+		{[]string{"-c", "-o", "x.s", src}, false, "output .s"},
+		{[]string{"-c", "-o", "x.o", src, src}, false, "several-inputs"},
+		{[]string{"-c", "-o", "x.o", "-fprofile-arcs", src}, false, "flag -fprofile-arcs"},
+		{[]string{"-c", "-o", "x.o", filepath.Join(dir, "missing.c")}, false, "input not a file"},
+		{[]string{"-c", "-include", "x.h", "-o", "x.o", src}, true, ""},
+		{[]string{"--version"}, false, ""},
+	} {
+		c, reason := parse(tc.args)
+		if (c != nil) != tc.ok || reason != tc.reason {
+			t.Errorf("parse(%q) = %v, %q; want ok=%v, %q", tc.args, c != nil, reason, tc.ok, tc.reason)
+		}
+	}
+}
+
+func TestStrip(t *testing.T) {
+	in := "# 1 \"a.c\"\n# 1 \"<built-in>\" 1\nint a;\n\n   \n#line 7 \"b.h\"\n#pragma GCC diagnostic push\nint b;\n#define X"
+	var b bytes.Buffer
+	writeStripped(&b, []byte(in))
+	if want := "int a;\n#pragma GCC diagnostic push\nint b;\n#define X"; b.String() != want {
+		t.Fatalf("got %q want %q", b.String(), want)
+	}
+}
+
+func TestTrim(t *testing.T) {
+	store := t.TempDir()
+	for i, name := range []string{"aa/old.o", "bb/mid.o", "cc/new.o"} {
+		p := filepath.Join(store, name)
+		os.MkdirAll(filepath.Dir(p), 0o755)
+		os.WriteFile(p, make([]byte, 100), 0o644)
+		ts := int64(1_700_000_000 + i*100)
+		os.Chtimes(p, timeUnix(ts), timeUnix(ts))
+	}
+	left, err := Trim(store, 250)
+	if err != nil || left != 200 {
+		t.Fatalf("Trim: %d %v", left, err)
+	}
+	if _, err := os.Stat(filepath.Join(store, "aa/old.o")); err == nil {
+		t.Fatal("the least recently used object stayed")
+	}
+}
+
+func TestInstallIsStable(t *testing.T) {
+	dir := t.TempDir()
+	a, err := Install(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := Install(dir)
+	if err != nil || a != b {
+		t.Fatalf("second install: %q %v (first %q)", b, err, a)
+	}
+	if st, err := os.Stat(a); err != nil || st.Mode()&0o111 == 0 {
+		t.Fatalf("wrapper not executable: %v", err)
+	}
+	if _, err := Install(filepath.Join(dir, "with space")); err == nil {
+		t.Fatal("a store path with a blank was accepted")
+	}
+}
+
+func timeUnix(s int64) time.Time { return time.Unix(s, 0) }
