@@ -36,6 +36,7 @@ import (
 	git "github.com/go-git/go-git/v5"
 	"github.com/go-git/go-git/v5/plumbing"
 
+	"github.com/patcheval/patcheval/build/kcc"
 	"github.com/patcheval/patcheval/internal/fail"
 	"github.com/patcheval/patcheval/internal/progress"
 	"github.com/patcheval/patcheval/internal/xdg"
@@ -81,6 +82,13 @@ type Options struct {
 	Nice int
 	// NoCache ignores cached artifacts (the build still updates the cache).
 	NoCache bool
+	// CompilerCache is "kcc" (default: patcheval's own compiler cache, see
+	// package kcc), "ccache" (when installed) or "none".
+	CompilerCache string
+	// VerifyCompilerCache recompiles up to this many of the objects kcc
+	// answered from its store, directly with kbuild's recorded command, and
+	// fails the build (infra) unless they are byte-identical.
+	VerifyCompilerCache int
 	// ConfigOnly stops after the verified .config: the Artifact has Config
 	// and Meta (status PASS, no image) and is not cached.
 	ConfigOnly bool
@@ -291,6 +299,19 @@ func prepare(ctx context.Context, req Request, opts Options) (*job, error) {
 	if err != nil {
 		return nil, err
 	}
+	switch opts.CompilerCache {
+	case "", "kcc", "none":
+		// kcc or nothing: ccache stays out of the command line.
+		tc := *j.tc
+		tc.CCache, tc.CCacheVersion = "", ""
+		j.tc = &tc
+	case "ccache":
+		if j.tc.CCache == "" {
+			return nil, &InfraError{Arch: ai.Name, Reason: "toolchain", Msg: "ccache requested but not installed (apt-get install ccache)"}
+		}
+	default:
+		return nil, fail.Inputf("build: unknown compiler cache %q (kcc, ccache or none)", opts.CompilerCache)
+	}
 	parts := [][]byte{[]byte("recipe/v1"), []byte(ai.Name), []byte(j.tc.ID())}
 	if j.baseFile != nil {
 		parts = append(parts, []byte("file"), j.baseFile)
@@ -451,11 +472,15 @@ func (j *job) run(ctx context.Context) (*Artifact, error) {
 		return j.recordFailure(meta, err, start, logPath, out)
 	}
 
+	kccCmd, err := j.compilerCache()
+	if err != nil {
+		return failWith(err, "config")
+	}
 	newRunner := func(src, out, home string) *runner {
 		return &runner{arch: j.arch, tc: j.tc, src: src, out: out, home: home, cacheDir: j.opts.CacheDir,
 			ws: j.cache, nice: j.opts.Nice, noNetwork: j.opts.NoNetwork,
 			timestamp: j.when.UTC().Format("Mon Jan 2 15:04:05 UTC 2006"), label: j.label,
-			progress: j.opts.Progress, jobserver: j.js, jobs: j.opts.Jobs}
+			progress: j.opts.Progress, jobserver: j.js, jobs: j.opts.Jobs, kcc: kccCmd}
 	}
 
 	// Config: composed and verified in the (repo, arch) config sources,
@@ -573,6 +598,14 @@ func (j *job) run(ctx context.Context) (*Artifact, error) {
 		setVariant(ferr, j.req.Variant)
 		return failWith(ferr, "build")
 	}
+	if j.opts.VerifyCompilerCache > 0 && r.kcc != "" {
+		n, err := r.verifyKCC(ctx, j.opts.VerifyCompilerCache, logw)
+		meta.Results.CompilerCacheVerified = n
+		if err != nil {
+			setVariant(err, j.req.Variant)
+			return failWith(err, "build")
+		}
+	}
 	if rel, err := os.ReadFile(filepath.Join(out, "include/config/kernel.release")); err == nil {
 		meta.Source.KernelRelease = strings.TrimSpace(string(rel))
 		v := meta.Source.KernelRelease
@@ -589,9 +622,12 @@ func (j *job) run(ctx context.Context) (*Artifact, error) {
 		return nil, err
 	}
 	j.writeIndex(key)
-	j.opts.Progress.Printf("%s: built %s in %s (%d objects, %d compiled, %d from ccache%s)", j.label, filepath.Base(a.Image),
+	j.opts.Progress.Printf("%s: built %s in %s (%d objects, %d compiled, %d from %s%s)", j.label, filepath.Base(a.Image),
 		time.Since(start).Round(time.Second), meta.Results.ObjectsCompiled, meta.Results.ObjectsCompiled-meta.Results.CCacheHits,
-		meta.Results.CCacheHits, map[bool]string{true: ", incremental"}[meta.Build.Incremental])
+		meta.Results.CCacheHits, meta.Build.CompilerCache, map[bool]string{true: ", incremental"}[meta.Build.Incremental])
+	if meta.Build.CompilerCache == "kcc" {
+		kcc.Trim(filepath.Join(j.opts.CacheDir, "kcc", "objects"), kccMaxBytes)
+	}
 	return a, nil
 }
 
@@ -630,7 +666,8 @@ func short(h string) string {
 func (j *job) newMeta(start time.Time) Metadata {
 	m := Metadata{
 		Build: MetaBuild{TargetArch: j.arch.Name, KernelArch: j.arch.KArch, Toolchain: j.tc.Name,
-			Kconfig: j.req.BaseConfig, Targets: j.targets, Jobs: j.opts.Jobs, CCache: j.tc.CCache != ""},
+			Kconfig: j.req.BaseConfig, Targets: j.targets, Jobs: j.opts.Jobs, CCache: j.tc.CCache != "",
+			CompilerCache: j.compilerCacheName()},
 		Results:  MetaResults{Status: "FAIL", Duration: map[string]float64{}},
 		Git:      MetaGit{URL: j.req.Repo, Commit: j.commit, Tree: j.tree, Ref: j.req.Commit},
 		Compiler: MetaCompiler{Name: strings.SplitN(j.tc.Name, "-", 2)[0], Version: j.tc.CCMajor, VersionFull: j.tc.CCVersion},
@@ -669,14 +706,42 @@ func (j *job) reproducer(r *runner) []string {
 	if j.baseFile != nil {
 		cmds = append(cmds, "cp "+j.req.BaseConfig+" $O/.config")
 	} else {
-		cmds = append(cmds, join(r.makeArgs(j.req.BaseConfig)))
+		cmds = append(cmds, join(r.plainMakeArgs(j.req.BaseConfig)))
 	}
 	if len(j.req.Fragments) > 0 || len(j.syms) > 0 {
 		cmds = append(cmds, "scripts/kconfig/merge_config.sh -m -O $O $O/.config "+strings.Join(j.req.Fragments, " ")+" <variant symbols>")
 	}
-	cmds = append(cmds, join(r.makeArgs("olddefconfig")))
-	cmds = append(cmds, join(r.makeArgs(j.targets...)))
+	cmds = append(cmds, join(r.plainMakeArgs("olddefconfig")))
+	cmds = append(cmds, join(r.plainMakeArgs(j.targets...)))
 	return cmds
+}
+
+// kccMaxBytes bounds kcc's object store (least recently used go first);
+// a ppc64le tinyconfig kernel stores about 25 MB.
+const kccMaxBytes = 4 << 30
+
+// compilerCacheName is the compiler cache the build uses.
+func (j *job) compilerCacheName() string {
+	switch {
+	case j.opts.CompilerCache == "" || j.opts.CompilerCache == "kcc":
+		return "kcc"
+	case j.tc.CCache != "":
+		return "ccache"
+	}
+	return "none"
+}
+
+// compilerCache installs kcc's wrapper when the build uses it and returns
+// the CC prefix ("" without kcc).
+func (j *job) compilerCache() (string, error) {
+	if j.opts.CompilerCache != "" && j.opts.CompilerCache != "kcc" {
+		return "", nil
+	}
+	p, err := kcc.Install(filepath.Join(j.opts.CacheDir, "kcc"))
+	if err != nil {
+		return "", &InfraError{Arch: j.arch.Name, Variant: j.req.Variant, Reason: "io", Msg: err.Error(), Err: err}
+	}
+	return p, nil
 }
 
 // writeIndex records that the job's (tree, recipe, targets) built key.

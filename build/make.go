@@ -14,6 +14,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/patcheval/patcheval/build/kcc"
 	"github.com/patcheval/patcheval/internal/progress"
 )
 
@@ -75,6 +76,9 @@ type runner struct {
 	progress  *progress.Reporter
 	jobserver *jobserver // shared -j budget, or nil
 	jobs      int
+	// kcc is the compiler-cache wrapper command (CC prefix) when the
+	// build uses patcheval's compiler cache, "" otherwise.
+	kcc string
 
 	iso Isolation
 }
@@ -87,10 +91,24 @@ func (r *runner) makeArgs(targets ...string) []string {
 	} else if r.tc.CrossCompile != "" {
 		args = append(args, "CROSS_COMPILE="+r.tc.CrossCompile)
 	}
-	if r.tc.CCache != "" {
+	switch {
+	case r.kcc != "":
+		args = append(args, "CC="+r.kcc+" "+r.tc.CC)
+	case r.tc.CCache != "":
 		args = append(args, "CC=ccache "+r.tc.CC)
 	}
 	return append(args, targets...)
+}
+
+// plainMakeArgs is makeArgs without a compiler cache: what a person redoes
+// by hand.
+func (r *runner) plainMakeArgs(targets ...string) []string {
+	c := *r
+	c.kcc = ""
+	tc := *r.tc
+	tc.CCache = ""
+	c.tc = &tc
+	return c.makeArgs(targets...)
 }
 
 // env is the scrubbed environment.
@@ -111,7 +129,9 @@ func (r *runner) env() []string {
 	if r.timestamp != "" {
 		env = append(env, "KBUILD_BUILD_TIMESTAMP="+r.timestamp)
 	}
-	if r.tc.CCache != "" {
+	if r.kcc != "" {
+		env = append(env, kcc.Env(filepath.Join(r.cacheDir, "kcc", "objects"), r.src, r.statsLog())...)
+	} else if r.tc.CCache != "" {
 		env = append(env,
 			"CCACHE_DIR="+filepath.Join(r.cacheDir, "ccache"),
 			"CCACHE_BASEDIR="+r.ws,
@@ -122,11 +142,20 @@ func (r *runner) env() []string {
 	return env
 }
 
-// statsLog is ccache's per-build statistics log.
-func (r *runner) statsLog() string { return filepath.Join(r.home, "ccache-stats.log") }
+// statsLog is the compiler cache's per-build statistics log.
+func (r *runner) statsLog() string {
+	if r.kcc != "" {
+		return filepath.Join(r.home, "kcc-stats.log")
+	}
+	return filepath.Join(r.home, "ccache-stats.log")
+}
 
-// ccacheStats counts ccache hits and misses in the statistics log.
+// ccacheStats counts compiler-cache hits and misses in the statistics log.
 func (r *runner) ccacheStats() (hits, misses int) {
+	if r.kcc != "" {
+		s := kcc.ReadStats(r.statsLog())
+		return s.Hits, s.Misses
+	}
 	data, err := os.ReadFile(r.statsLog())
 	if err != nil {
 		return 0, 0

@@ -30,6 +30,8 @@ type MetaBuild struct {
 	Environment       map[string]string `json:"environment,omitempty"`
 	Incremental       bool              `json:"incremental"`
 	CCache            bool              `json:"ccache"`
+	// CompilerCache is kcc (patcheval's), ccache or none.
+	CompilerCache string `json:"compiler_cache"`
 }
 
 // MetaResults is how the build went.
@@ -50,12 +52,18 @@ type MetaResults struct {
 	// ObjectsCompiled counts the CC/AS steps make ran (small for an
 	// incremental build).
 	ObjectsCompiled int `json:"objects_compiled"`
-	// CCacheHits and CCacheMisses split those steps: a miss really ran
-	// the compiler. (kbuild rebuilds every object that mentions a changed
-	// CONFIG_ symbol, e.g. all of include/linux/kernel.h's users; ccache
-	// answers those whose preprocessed source did not change.)
+	// CCacheHits and CCacheMisses split those steps by the compiler
+	// cache (Build.CompilerCache; the names are tuxmake's): a miss really
+	// ran the compiler. (kbuild rebuilds every object that mentions a
+	// changed CONFIG_ symbol or includes a changed header, e.g. all of
+	// include/linux/kernel.h's users; kcc answers those whose preprocessed
+	// tokens did not change, ccache those whose text with line markers
+	// did not.)
 	CCacheHits   int `json:"ccache_hits"`
 	CCacheMisses int `json:"ccache_misses"`
+	// CompilerCacheVerified counts objects answered by kcc that were
+	// recompiled directly and found identical (Options.VerifyCompilerCache).
+	CompilerCacheVerified int `json:"compiler_cache_verified,omitempty"`
 }
 
 // MetaSource describes the kernel source.

@@ -279,4 +279,25 @@ func TestScrubbedEnvironment(t *testing.T) {
 	if strings.Join(args, " ") != "make -C /ws/src O=/ws/out ARCH=powerpc CROSS_COMPILE=powerpc64le-linux-gnu- CC=ccache powerpc64le-linux-gnu-gcc vmlinux" {
 		t.Errorf("make args %q", args)
 	}
+
+	// With kcc: CC is the wrapper, and its variables are the only additions.
+	r.kcc = "/c/kcc/bin/kcc-0123"
+	for _, e := range r.env() {
+		k, _, _ := strings.Cut(e, "=")
+		if strings.HasPrefix(k, "CCACHE_") {
+			t.Errorf("ccache variable with kcc: %s", e)
+		}
+		if strings.Contains(e, "secret") || strings.Contains(e, "agent") {
+			t.Errorf("credential leaked: %s", e)
+		}
+	}
+	if env := strings.Join(r.env(), "\n"); !strings.Contains(env, "PATCHEVAL_KCC=1") || !strings.Contains(env, "PATCHEVAL_KCC_BASEDIR=/ws/src") {
+		t.Errorf("kcc environment: %q", env)
+	}
+	if got := strings.Join(r.makeArgs("vmlinux"), " "); got != "make -C /ws/src O=/ws/out ARCH=powerpc CROSS_COMPILE=powerpc64le-linux-gnu- CC=/c/kcc/bin/kcc-0123 powerpc64le-linux-gnu-gcc vmlinux" {
+		t.Errorf("make args with kcc %q", got)
+	}
+	if got := strings.Join(r.plainMakeArgs("vmlinux"), " "); got != "make -C /ws/src O=/ws/out ARCH=powerpc CROSS_COMPILE=powerpc64le-linux-gnu- vmlinux" {
+		t.Errorf("reproducer make args %q", got)
+	}
 }

@@ -214,7 +214,9 @@ func BrokenCommit(tb testing.TB) (commit string, line int) {
 // no network, progress on stderr.
 func Options(tb testing.TB) build.Options {
 	return build.Options{CacheDir: xdg.CacheDir(), Jobs: 2, Nice: 10, NoNetwork: true,
-		Progress: progress.New(os.Stderr), Timeout: 40 * time.Minute}
+		Progress: progress.New(os.Stderr), Timeout: 40 * time.Minute,
+		// Every test build recompiles a sample of kcc's answers directly.
+		VerifyCompilerCache: 16}
 }
 
 // BootFragment writes the ppc64le pseries boot fragment into the cache

@@ -45,6 +45,8 @@ func init() {
 			nice := fs.Int("nice", 0, "run make under nice -n N")
 			noCache := fs.Bool("no-cache", false, "rebuild even when a cached artifact exists")
 			configOnly := fs.Bool("config-only", false, "stop after the verified .config (no compile)")
+			ccache := fs.String("compiler-cache", "kcc", "compiler cache: kcc (patcheval's, keyed by preprocessed tokens), ccache or none")
+			verify := fs.Int("verify-cache", 0, "recompile up to N objects kcc answered and require identical objects")
 			return func(ctx context.Context, env *Env, args []string) error {
 				if len(args) > 0 {
 					return fail.Inputf("unexpected arguments %q", args)
@@ -74,7 +76,8 @@ func init() {
 					reqs[i].LLVM, reqs[i].Targets = *llvm, targets
 				}
 				opts := build.Options{CacheDir: *cacheDir, Jobs: *jobs, Progress: progress.New(env.Stderr),
-					Timeout: *timeout, NoNetwork: true, Nice: *nice, NoCache: *noCache, ConfigOnly: *configOnly}
+					Timeout: *timeout, NoNetwork: true, Nice: *nice, NoCache: *noCache, ConfigOnly: *configOnly,
+					CompilerCache: *ccache, VerifyCompilerCache: *verify}
 				start := time.Now()
 				arts, errs := build.BuildAll(ctx, reqs, opts)
 				opts.Progress.Done()
