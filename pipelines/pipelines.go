@@ -153,10 +153,15 @@ func (b Benchmark) Guest() guest.Bench {
 }
 
 // Repeats is the design: Boots boots per variant (interleaved), each
-// running every benchmark Iterations times.
+// running every benchmark Iterations times. With MaxBoots > Boots sampling
+// is adaptive: after Boots, the variants of every comparison whose verdict
+// is not clear yet get one more boot each, round after round, until every
+// verdict is clear or MaxBoots is reached (stats.NeedMore; the report says
+// why sampling stopped).
 type Repeats struct {
 	Boots      int `json:"boots"`
 	Iterations int `json:"iterations"`
+	MaxBoots   int `json:"max_boots,omitempty"`
 }
 
 // Target is where kernels run.
@@ -375,6 +380,7 @@ type rawBenchmark struct {
 type rawRepeats struct {
 	Boots      *int `toml:"boots"`
 	Iterations *int `toml:"iterations"`
+	MaxBoots   *int `toml:"max_boots"`
 }
 
 type rawTarget struct {
@@ -771,6 +777,15 @@ func (ps *parser) build(r *rawPipeline) *Pipeline {
 		p.Repeats.Iterations = *r.Repeats.Iterations
 		if p.Repeats.Iterations < 1 {
 			ps.errorf("repeats.iterations", "repeats.iterations = %d: want at least 1 iteration per boot", p.Repeats.Iterations)
+		}
+	}
+	if r.Repeats.MaxBoots != nil {
+		p.Repeats.MaxBoots = *r.Repeats.MaxBoots
+		if p.Repeats.MaxBoots < p.Repeats.Boots {
+			ps.errorf("repeats.max_boots", "repeats.max_boots = %d is less than repeats.boots = %d: max_boots is the adaptive budget, at least boots", p.Repeats.MaxBoots, p.Repeats.Boots)
+		}
+		if p.Repeats.MaxBoots > 1000 {
+			ps.errorf("repeats.max_boots", "repeats.max_boots = %d: at most 1000", p.Repeats.MaxBoots)
 		}
 	}
 
@@ -1199,7 +1214,10 @@ type RunPlan struct {
 // Runs returns every boot in execution order: boots interleaved across
 // variants (A B C A B C ...) so that drift spreads evenly, arch by arch.
 // A resuming runner skips the (Variant, Boot) pairs already finished.
-func (p *Pipeline) Runs() []RunPlan {
+func (p *Pipeline) Runs() []RunPlan { return p.runs(0, p.Repeats.Boots) }
+
+// runs plans boots [from, to) of every variant, interleaved.
+func (p *Pipeline) runs(from, to int) []RunPlan {
 	builds := map[string]string{} // arch/variant -> build key
 	for _, b := range p.Builds() {
 		for _, v := range b.Variants {
@@ -1212,7 +1230,7 @@ func (p *Pipeline) Runs() []RunPlan {
 	}
 	var out []RunPlan
 	for _, arch := range p.Arches {
-		for boot := 0; boot < p.Repeats.Boots; boot++ {
+		for boot := from; boot < to; boot++ {
 			for _, v := range p.Variants {
 				label := v.Name
 				if len(p.Arches) > 1 {

@@ -77,6 +77,9 @@ type Outcome struct {
 	Regressions []string `json:"regressions,omitempty"`
 	// Failed are the boots that failed (kept going; listed in the report).
 	Failed []string `json:"failed_boots,omitempty"`
+	// Adaptive says, per comparison and metric, why adaptive sampling
+	// stopped (repeats.max_boots > boots).
+	Adaptive []string `json:"adaptive,omitempty"`
 }
 
 // watched are derived symbols the confound report always lists first:
@@ -252,39 +255,33 @@ func Run(ctx context.Context, p *Pipeline, o RunOptions) (*Outcome, error) {
 	if err != nil {
 		return failEval(err)
 	}
-	runs := p.Runs()
-	if o.Boots > 0 {
-		var cut []RunPlan
-		for _, r := range runs {
-			if r.Boot < o.Boots {
-				cut = append(cut, r)
-			}
-		}
-		runs = cut
-	}
+	runs := p.runs(0, effectiveBoots(p, o))
 	envs := map[string]evaluate.Environment{}
 	var bootTime, benchTime time.Duration
-	for i, rp := range runs {
+	// boot runs one planned boot unless the store has it; the error is
+	// fatal for the evaluation (a failed boot that is not is recorded in
+	// out.Failed and the walk goes on).
+	boot := func(rp RunPlan, label string) error {
 		if err := ctx.Err(); err != nil {
-			return failEval(fail.Infra(err))
+			return fail.Infra(err)
 		}
 		if done[store.RunKey{Variant: rp.Variant, Boot: rp.Boot}] {
-			continue
+			return nil
 		}
 		art := byKey[rp.BuildKey]
 		if art == nil {
-			return failEval(fail.Infraf("run %s boot %d: no kernel for build %s", rp.Variant, rp.Boot, rp.BuildKey))
+			return fail.Infraf("run %s boot %d: no kernel for build %s", rp.Variant, rp.Boot, rp.BuildKey)
 		}
 		k := evaluate.Kernel{Variant: rp.Variant, Arch: rp.Arch, Image: art.Image, SystemMap: art.SystemMap,
 			Config: art.Config, ConfigHash: art.ConfigHash(), Commit: art.Meta.Git.Commit, Cmdline: rp.Cmdline}
 		tgt, err := newTarget(rp, o.CacheDir)
 		if err != nil {
-			return failEval(err)
+			return err
 		}
-		pr.Status("boot %d/%d: %s #%d on %s", i+1, len(runs), rp.Variant, rp.Boot+1, tgt.Name())
+		pr.Status("boot %s: %s #%d on %s", label, rp.Variant, rp.Boot+1, tgt.Name())
 		runID, err := st.BeginRun(ev.ID, rp.Variant, rp.Boot)
 		if err != nil {
-			return failEval(err)
+			return err
 		}
 		res, bootErr := tgt.Boot(ctx, k, rp.Plan)
 		var samples []evaluate.Sample
@@ -308,23 +305,53 @@ func Run(ctx context.Context, p *Pipeline, o RunOptions) (*Outcome, error) {
 			}
 		}
 		if err := st.FinishRunErr(runID, status, env, console, samples, bootErr); err != nil {
-			return failEval(err)
+			return err
 		}
 		if bootErr != nil {
 			if ctx.Err() != nil {
-				return failEval(fail.Infra(ctx.Err()))
+				return fail.Infra(ctx.Err())
 			}
 			out.Failed = append(out.Failed, fmt.Sprintf("%s boot %d: %v", rp.Variant, rp.Boot+1, bootErr))
 			pr.Printf("boot %s #%d failed: %v", rp.Variant, rp.Boot+1, firstLine(bootErr.Error()))
 			if status == store.RunFailed {
 				// A kernel that panics or whose agent fails is the thing
 				// under test failing: stop here, the rest would fail too.
-				return failEval(bootErr)
+				return bootErr
 			}
-			continue
+			return nil
 		}
 		envs[rp.Variant] = env
 		pr.Printf("boot %s #%d: %s", rp.Variant, rp.Boot+1, sampleLine(samples))
+		return nil
+	}
+	for i, rp := range runs {
+		if err := boot(rp, fmt.Sprintf("%d/%d", i+1, len(runs))); err != nil {
+			return failEval(err)
+		}
+	}
+	// Adaptive sampling: more interleaved boots of the variants whose
+	// comparisons are not clear yet, up to repeats.max_boots.
+	var adaptive *adaptiveState
+	if planned := effectiveBoots(p, o); p.Repeats.MaxBoots > planned {
+		adaptive = &adaptiveState{min: planned, max: p.Repeats.MaxBoots}
+		err := adaptive.run(p, func() ([]evaluate.Sample, error) {
+			samples, err := st.Samples(ev.ID)
+			return primary(samples), err
+		}, func(round int, need map[string]bool) error {
+			pr.Printf("adaptive sampling: boot %d of at most %d for %s", round+1, adaptive.max, strings.Join(trueKeys(need), ", "))
+			for _, rp := range p.runs(round, round+1) {
+				if need[rp.Variant] {
+					if err := boot(rp, fmt.Sprintf("%d (adaptive)", round+1)); err != nil {
+						return err
+					}
+				}
+			}
+			return nil
+		})
+		if err != nil {
+			return failEval(err)
+		}
+		out.Adaptive = adaptive.why
 	}
 	timings = append(timings,
 		report.StageTiming{Stage: "boot", Duration: bootTime},
@@ -340,7 +367,7 @@ func Run(ctx context.Context, p *Pipeline, o RunOptions) (*Outcome, error) {
 	if len(out.Failed) > 0 && len(samples) == 0 {
 		return failEval(fail.Infraf("every boot failed; first: %s", out.Failed[0]))
 	}
-	r, err := buildReport(p, o, ev.ID, tree, repo, patched, specs, byKey, envs, samples)
+	r, err := buildReport(p, o, ev.ID, tree, repo, patched, specs, byKey, envs, samples, adaptive)
 	if err != nil {
 		return failEval(err)
 	}
@@ -364,7 +391,8 @@ func Run(ctx context.Context, p *Pipeline, o RunOptions) (*Outcome, error) {
 }
 
 func buildReport(p *Pipeline, o RunOptions, evID int64, tree report.TreeInfo, repo, patched string,
-	specs []BuildSpec, byKey map[string]*build.Artifact, envs map[string]evaluate.Environment, samples []evaluate.Sample) (*report.Report, error) {
+	specs []BuildSpec, byKey map[string]*build.Artifact, envs map[string]evaluate.Environment, samples []evaluate.Sample,
+	adaptive *adaptiveState) (*report.Report, error) {
 	r := &report.Report{
 		Title:       p.Name,
 		ID:          fmt.Sprintf("%s-%d", p.Name, evID),
@@ -456,6 +484,16 @@ func buildReport(p *Pipeline, o RunOptions, evID int64, tree report.TreeInfo, re
 		// Deterministic QEMU gives near-identical samples: a change under
 		// half a percent is instruction-count noise, not a finding.
 		opts.MinChange = 0.5
+	}
+	if adaptive != nil {
+		// Every look was a chance to stop: the final verdicts are taken at
+		// the per-look level so the overall false-positive rate stays 5%.
+		opts.Alpha = adaptive.alpha()
+		r.Notes = append(r.Notes, fmt.Sprintf("adaptive sampling: %d to %d boots per variant; verdicts at alpha %.3g (0.05 over %d looks)",
+			adaptive.min, adaptive.max, opts.Alpha, adaptive.max-adaptive.min+1))
+		for _, w := range adaptive.why {
+			r.Notes = append(r.Notes, "adaptive sampling stopped: "+w)
+		}
 	}
 	if err := r.AddResults(primary(samples), report.Spec{Comparisons: pairs, Chains: chains, Stats: opts}); err != nil {
 		return nil, err
@@ -637,4 +675,116 @@ func firstLine(s string) string {
 		return s[:i]
 	}
 	return s
+}
+
+// effectiveBoots is the planned boots per variant: RunOptions.Boots when
+// set, else repeats.boots.
+func effectiveBoots(p *Pipeline, o RunOptions) int {
+	if o.Boots > 0 {
+		return o.Boots
+	}
+	return p.Repeats.Boots
+}
+
+// adaptiveState is adaptive sampling between min and max boots per variant.
+type adaptiveState struct {
+	min, max int
+	// why says, per comparison and metric, why sampling stops or goes on
+	// (the last look's words).
+	why []string
+}
+
+// run looks at the samples (load) and boots the variants that need more
+// (boot, with the round: the boot index), round after round, until no
+// comparison needs more or every variant had max boots.
+func (a *adaptiveState) run(p *Pipeline, load func() ([]evaluate.Sample, error), boot func(round int, need map[string]bool) error) error {
+	for round := a.min; ; round++ {
+		samples, err := load()
+		if err != nil {
+			return err
+		}
+		need := a.look(p, samples)
+		if len(need) == 0 || round >= a.max {
+			return nil
+		}
+		if err := boot(round, need); err != nil {
+			return err
+		}
+	}
+}
+
+// alpha is the per-look significance level (Bonferroni over the looks).
+func (a *adaptiveState) alpha() float64 {
+	return stats.AdaptiveAlpha(stats.AdaptiveOptions{MinN: a.min, MaxN: a.max})
+}
+
+// look decides which variants need another boot: both variants of every
+// comparison whose verdict is not clear for some benchmark metric.
+func (a *adaptiveState) look(p *Pipeline, samples []evaluate.Sample) map[string]bool {
+	type key struct{ bench, metric, variant string }
+	values := map[key][]float64{}
+	boots := map[key]map[int]bool{}
+	higher := map[key]bool{}
+	for _, s := range samples {
+		k := key{s.Benchmark, s.Metric, s.Variant}
+		values[k] = append(values[k], s.Value)
+		if boots[k] == nil {
+			boots[k] = map[int]bool{}
+		}
+		boots[k][s.Boot] = true
+		higher[k] = higher[k] || s.HigherIsBetter
+	}
+	var keys []key
+	for k := range values {
+		keys = append(keys, k)
+	}
+	sort.Slice(keys, func(i, j int) bool {
+		if keys[i].bench != keys[j].bench {
+			return keys[i].bench < keys[j].bench
+		}
+		return keys[i].metric < keys[j].metric
+	})
+	minChange := 0.0
+	if p.Deterministic {
+		minChange = 0.5 // as in the report: instruction-count noise
+	}
+	need := map[string]bool{}
+	a.why = nil
+	for _, c := range p.Comparisons {
+		for _, bk := range keys {
+			if bk.variant != c.Base {
+				continue
+			}
+			ok := key{bk.bench, bk.metric, c.Other}
+			if values[ok] == nil {
+				continue
+			}
+			// Samples per boot: the step of every look.
+			step := max(1, len(values[bk])/max(1, len(boots[bk])))
+			h := higher[bk] || higher[ok]
+			if !h {
+				if dir, known := stats.HigherIsBetter(bk.metric); known {
+					h = dir
+				}
+			}
+			more, why := stats.NeedMore(values[bk], values[ok], stats.AdaptiveOptions{HigherIsBetter: h,
+				MinN: a.min * step, MaxN: a.max * step, Step: step, MinChange: minChange})
+			a.why = append(a.why, fmt.Sprintf("%s %s %s -> %s: %s", bk.bench, bk.metric, c.Base, c.Other, why))
+			if more {
+				need[c.Base], need[c.Other] = true, true
+			}
+		}
+	}
+	return need
+}
+
+func trueKeys(m map[string]bool) []string {
+	var k []string
+	for x, ok := range m {
+		if ok {
+			k = append(k, x)
+		}
+	}
+	sort.Strings(k)
+	return k
 }

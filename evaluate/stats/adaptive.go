@@ -15,6 +15,10 @@ type AdaptiveOptions struct {
 	MinN int
 	// MaxN is the budget: the most samples per variant. Must be >= MinN.
 	MaxN int
+	// Step is how many samples each look adds per variant (a boot that
+	// runs the benchmark 5 times adds 5); 0 means 1. It sets the number of
+	// possible looks, K = (MaxN-MinN)/Step + 1.
+	Step int
 	// MinChange (percent) is both the practical threshold and the
 	// equivalence margin: once the whole confidence interval lies within
 	// ±MinChange the variants are declared equivalent and sampling stops.
@@ -47,7 +51,7 @@ func NeedMore(base, other []float64, o AdaptiveOptions) (bool, string) {
 	if n < minN {
 		return true, fmt.Sprintf("n=%d < minimum %d per variant", n, minN)
 	}
-	looks := maxN - minN + 1
+	looks := o.looks(minN, maxN)
 	a := alpha / float64(looks)
 	c := CompareWith(base, other, Options{HigherIsBetter: o.HigherIsBetter, Alpha: a, MinChange: o.MinChange})
 	switch {
@@ -76,5 +80,14 @@ func AdaptiveAlpha(o AdaptiveOptions) float64 {
 	if maxN < minN {
 		maxN = minN
 	}
-	return Options{Alpha: o.Alpha}.alpha() / float64(maxN-minN+1)
+	return Options{Alpha: o.Alpha}.alpha() / float64(o.looks(minN, maxN))
+}
+
+// looks is the number of possible looks between minN and maxN samples.
+func (o AdaptiveOptions) looks(minN, maxN int) int {
+	step := o.Step
+	if step <= 0 {
+		step = 1
+	}
+	return (maxN-minN)/step + 1
 }

@@ -333,6 +333,10 @@ func TestNeedMore(t *testing.T) {
 	if more || !strings.Contains(why, "equivalent") {
 		t.Fatalf("%v %q", more, why)
 	}
+	// Looks per boot: 15..50 samples in steps of 5 is 8 looks, not 36.
+	if a := AdaptiveAlpha(AdaptiveOptions{MinN: 15, MaxN: 50, Step: 5}); math.Abs(a-0.05/8) > 1e-12 {
+		t.Fatalf("alpha with Step 5: %g, want %g", a, 0.05/8)
+	}
 }
 
 // TestNeedMoreErrorRate runs the whole sequential procedure on null data:
