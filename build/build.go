@@ -476,6 +476,9 @@ func (j *job) run(ctx context.Context) (*Artifact, error) {
 	if err != nil {
 		return failWith(err, "config")
 	}
+	if kccCmd == "" && meta.Build.CompilerCache == "kcc" {
+		meta.Build.CompilerCache = "none" // the wrapper could not run here
+	}
 	newRunner := func(src, out, home string) *runner {
 		return &runner{arch: j.arch, tc: j.tc, src: src, out: out, home: home, cacheDir: j.opts.CacheDir,
 			ws: j.cache, nice: j.opts.Nice, noNetwork: j.opts.NoNetwork,
@@ -738,8 +741,13 @@ func (j *job) compilerCache() (string, error) {
 		return "", nil
 	}
 	p, err := kcc.Install(filepath.Join(j.opts.CacheDir, "kcc"))
+	if err == nil {
+		err = kcc.Check(p)
+	}
 	if err != nil {
-		return "", &InfraError{Arch: j.arch.Name, Variant: j.req.Variant, Reason: "io", Msg: err.Error(), Err: err}
+		// Build without a compiler cache rather than not at all.
+		j.opts.Progress.Printf("%s: warning: %v; compiling without the compiler cache", j.label, err)
+		return "", nil
 	}
 	return p, nil
 }

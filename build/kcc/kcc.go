@@ -110,6 +110,19 @@ func Install(store string) (string, error) {
 	return dst, nil
 }
 
+// Check runs the installed wrapper once (it execs "true"): a store on a
+// noexec mount, or a binary that does not link this package, fails here
+// rather than as a compile error in the kernel build.
+func Check(wrapper string) error {
+	cmd := exec.Command(wrapper, "true")
+	cmd.Env = append(os.Environ(), envMode+"=1")
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		return fmt.Errorf("kcc: the wrapper %s does not run: %v %s", wrapper, err, strings.TrimSpace(string(out)))
+	}
+	return nil
+}
+
 // Env is the environment the wrapper needs: the store, the workspace
 // prefix normalised out of arguments, and the statistics log.
 func Env(storeDir, baseDir, logPath string) []string {

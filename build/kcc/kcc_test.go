@@ -369,3 +369,19 @@ func TestInstallIsStable(t *testing.T) {
 }
 
 func timeUnix(s int64) time.Time { return time.Unix(s, 0) }
+
+func TestCheck(t *testing.T) {
+	w, err := Install(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := Check(w); err != nil {
+		t.Fatal(err)
+	}
+	// A file that is not an executable fails the check, with its name.
+	bad := filepath.Join(t.TempDir(), "kcc-bad")
+	os.WriteFile(bad, []byte("not a program"), 0o644)
+	if err := Check(bad); err == nil || !strings.Contains(err.Error(), bad) {
+		t.Fatalf("Check of a non-executable: %v", err)
+	}
+}
