@@ -8,31 +8,13 @@ import (
 	"github.com/patcheval/patcheval/evaluate"
 )
 
-// adaptivePipeline has three variants on a noisy target (hardware-like):
-// a -> b differs clearly, a -> c is the question.
-const adaptivePipeline = `name = "adaptive"
-deterministic = false
-
-[build]
-arch = "ppc64le"
-fragments = ["ppc64le-pseries"]
-
-[[variant]]
-name = "a"
-symbols = { PREEMPT_VOLUNTARY = "y" }
-
-[[variant]]
-name = "b"
-symbols = { PREEMPT = "y" }
-
-[[variant]]
+// adaptivePipeline is valid with a third variant on a noisy target
+// (hardware-like): a -> b differs clearly, a -> c is the question.
+var adaptivePipeline = strings.Replace(strings.Replace(valid, "deterministic = true", "deterministic = false", 1),
+	"[repeats]\nboots = 2\n", `[[variant]]
 name = "c"
 kernel = "a"
 cmdline = "nosmt"
-
-[[benchmark]]
-name = "kill"
-iterations = 1000
 
 [[comparison]]
 base = "a"
@@ -46,7 +28,7 @@ other = "c"
 boots = 3
 iterations = 2
 max_boots = 12
-`
+`, 1)
 
 // simulate runs adaptiveState.run against a fake target whose variants
 // measure mean[v] with noise sd (relative), iterations samples per boot.

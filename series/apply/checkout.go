@@ -96,14 +96,11 @@ func Checkout(ctx context.Context, repoPath, commit, dir string) (*CheckoutStats
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return nil, fail.Infraf("checkout dir %s: %v", dir, err)
 	}
-	lock, err := os.OpenFile(filepath.Join(dir, lockFile), os.O_RDWR|os.O_CREATE, 0o644)
+	lock, err := lockDir(dir, syscall.LOCK_EX)
 	if err != nil {
-		return nil, fail.Infraf("checkout dir %s: %v", dir, err)
+		return nil, err
 	}
 	defer lock.Close()
-	if err := syscall.Flock(int(lock.Fd()), syscall.LOCK_EX); err != nil {
-		return nil, fail.Infraf("checkout dir %s: lock: %v", dir, err)
-	}
 
 	state, err := readState(dir)
 	if err != nil {
@@ -586,14 +583,11 @@ func LinkClone(ctx context.Context, src, dst string) (*CheckoutStats, error) {
 	if err != nil {
 		return nil, fail.Inputf("checkout dir %s: %v", src, err)
 	}
-	lock, err := os.OpenFile(filepath.Join(src, lockFile), os.O_RDWR|os.O_CREATE, 0o644)
+	lock, err := lockDir(src, syscall.LOCK_SH)
 	if err != nil {
-		return nil, fail.Infraf("checkout dir %s: %v", src, err)
+		return nil, err
 	}
 	defer lock.Close()
-	if err := syscall.Flock(int(lock.Fd()), syscall.LOCK_SH); err != nil {
-		return nil, fail.Infraf("checkout dir %s: lock: %v", src, err)
-	}
 	state, err := readState(src)
 	if err != nil {
 		return nil, err
@@ -688,4 +682,18 @@ func chmodOwn(p string, perm os.FileMode) error {
 		return err
 	}
 	return os.Rename(tmp, p)
+}
+
+// lockDir takes the checkout lock of dir (LOCK_EX to write it, LOCK_SH to
+// read it); closing the file releases it.
+func lockDir(dir string, how int) (*os.File, error) {
+	lock, err := os.OpenFile(filepath.Join(dir, lockFile), os.O_RDWR|os.O_CREATE, 0o644)
+	if err != nil {
+		return nil, fail.Infraf("checkout dir %s: %v", dir, err)
+	}
+	if err := syscall.Flock(int(lock.Fd()), how); err != nil {
+		lock.Close()
+		return nil, fail.Infraf("checkout dir %s: lock: %v", dir, err)
+	}
+	return lock, nil
 }
