@@ -66,21 +66,27 @@ func init() {
 //go:embed kcc.go
 var source []byte
 
-// Install puts a copy of this executable at <store>/bin/kcc-<hash of this
-// file> (once) and returns its path: the CC prefix for make. The path is
-// the same for every binary built from the same kcc source, so kbuild's
+// Install puts a copy of this executable at <store>/bin/kcc and returns
+// its path: the CC prefix for make. The path never changes, so kbuild's
 // recorded command lines (and with them incremental builds) stay valid
-// whether the CLI or a test binary drives the build, and a test binary
-// removed after its run does not pull the wrapper from under a build
-// still running in another process.
+// whether the CLI or a test binary drives the build, and across patcheval
+// upgrades; a test binary removed after its run does not pull the wrapper
+// from under a build still running in another process. The copy is
+// replaced (atomically) when this file's source differs from the one that
+// installed it (<store>/bin/kcc.version); kcc's answers do not depend on
+// its version beyond the key, which carries it.
 func Install(store string) (string, error) {
 	sum := sha256.Sum256(source)
-	dst := filepath.Join(store, "bin", "kcc-"+hex.EncodeToString(sum[:6]))
+	version := hex.EncodeToString(sum[:8])
+	dst := filepath.Join(store, "bin", "kcc")
+	stamp := dst + ".version"
 	if strings.ContainsAny(dst, " \t\n'\"\\$;&|<>()*?[]#~=%") {
 		return "", fmt.Errorf("kcc: store path %q has characters make would split or expand", dst)
 	}
 	if st, err := os.Stat(dst); err == nil && st.Mode()&0o111 != 0 {
-		return dst, nil
+		if v, err := os.ReadFile(stamp); err == nil && strings.TrimSpace(string(v)) == version {
+			return dst, nil
+		}
 	}
 	self, err := os.Executable()
 	if err != nil {
@@ -89,23 +95,28 @@ func Install(store string) (string, error) {
 	if err := os.MkdirAll(filepath.Dir(dst), 0o755); err != nil {
 		return "", fmt.Errorf("kcc: %w", err)
 	}
-	f, err := os.CreateTemp(filepath.Dir(dst), ".kcc-install-*")
-	if err != nil {
-		return "", fmt.Errorf("kcc: %w", err)
-	}
-	tmp := f.Name()
-	f.Close()
-	if err := copyFile(self, tmp); err != nil {
+	replace := func(name string, fill func(tmp string) error, mode os.FileMode) error {
+		f, err := os.CreateTemp(filepath.Dir(dst), ".kcc-install-*")
+		if err != nil {
+			return err
+		}
+		tmp := f.Name()
+		f.Close()
+		if err := fill(tmp); err == nil {
+			if err = os.Chmod(tmp, mode); err == nil {
+				if err = os.Rename(tmp, name); err == nil {
+					return nil
+				}
+			}
+		}
 		os.Remove(tmp)
+		return err
+	}
+	if err := replace(dst, func(tmp string) error { return copyFile(self, tmp) }, 0o755); err != nil {
 		return "", fmt.Errorf("kcc: installing the wrapper: %w", err)
 	}
-	if err := os.Chmod(tmp, 0o755); err != nil {
-		os.Remove(tmp)
-		return "", fmt.Errorf("kcc: %w", err)
-	}
-	if err := os.Rename(tmp, dst); err != nil {
-		os.Remove(tmp)
-		return "", fmt.Errorf("kcc: %w", err)
+	if err := replace(stamp, func(tmp string) error { return os.WriteFile(tmp, []byte(version+"\n"), 0o644) }, 0o644); err != nil {
+		return "", fmt.Errorf("kcc: installing the wrapper: %w", err)
 	}
 	return dst, nil
 }

@@ -363,6 +363,16 @@ func TestInstallIsStable(t *testing.T) {
 	if st, err := os.Stat(a); err != nil || st.Mode()&0o111 == 0 {
 		t.Fatalf("wrapper not executable: %v", err)
 	}
+	// Another kcc version installed it: replaced in place, same path.
+	os.WriteFile(a+".version", []byte("0000\n"), 0o644)
+	os.WriteFile(a, []byte("old"), 0o755)
+	c, err := Install(dir)
+	if err != nil || c != a {
+		t.Fatalf("reinstall: %q %v", c, err)
+	}
+	if err := Check(c); err != nil {
+		t.Fatalf("the replaced wrapper does not run: %v", err)
+	}
 	if _, err := Install(filepath.Join(dir, "with space")); err == nil {
 		t.Fatal("a store path with a blank was accepted")
 	}
