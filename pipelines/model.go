@@ -1,0 +1,180 @@
+package pipelines
+
+import (
+	"time"
+
+	"github.com/patcheval/patcheval/evaluate/guest"
+)
+
+// DefaultBase is the base ref of Debian's 6.1 tree as imported by
+// scripts/linux-tree.sh.
+const DefaultBase = "v6.1-debian"
+
+// Pipeline is a validated pipeline file.
+type Pipeline struct {
+	Name        string `json:"name"`
+	Description string `json:"description"`
+	// File is where the pipeline was read from (a path, or
+	// "pipelines/<name>.toml" for a builtin); Dir resolves its relative
+	// paths ("" for builtins).
+	File string `json:"-"`
+	Dir  string `json:"-"`
+
+	Tree   Tree   `json:"tree"`
+	Series Series `json:"series"`
+	// Arches are normalised: ppc64le, arm64, x86_64.
+	Arches []string `json:"arches"`
+	// BaseConfig is a make target ("tinyconfig") or an absolute file path.
+	BaseConfig string     `json:"base_config"`
+	Fragments  []Fragment `json:"fragments"`
+	// Symbols apply to every variant (the variant's own win).
+	Symbols map[string]string `json:"symbols,omitempty"`
+
+	Variants    []Variant    `json:"variants"`
+	Benchmarks  []Benchmark  `json:"benchmarks"`
+	Repeats     Repeats      `json:"repeats"`
+	Target      Target       `json:"target"`
+	Comparisons []Comparison `json:"comparisons"`
+	Chains      []Chain      `json:"chains,omitempty"`
+	// Deterministic runs QEMU with -icount shift=0,sleep=off: timings are
+	// functions of executed instructions, and every result says so.
+	Deterministic bool `json:"deterministic"`
+
+	// Warnings are problems that do not stop the pipeline (file:line: ...).
+	Warnings []string `json:"-"`
+}
+
+// Tree is the kernel tree and the base the series applies to.
+type Tree struct {
+	// Path of the git repository; "" means Debian's 6.1 tree as
+	// scripts/linux-tree.sh provides it (or --tree on the command line).
+	Path string `json:"path,omitempty"`
+	Base string `json:"base"`
+}
+
+// Series says which thread the pipeline was written for; the command line
+// names the series to evaluate and overrides MsgID.
+type Series struct {
+	MsgID string `json:"msgid,omitempty"`
+	// Apply is the default of Variant.ApplySeries.
+	Apply bool `json:"apply"`
+}
+
+// Fragment is a config fragment: a boot config shipped in build/configs
+// (Name, e.g. "ppc64le-pseries", the file build/configs/<Name>.config) or
+// a file (Path, absolute). In Pipeline.Fragments, Name may be BootFragment;
+// BuildSpec.Fragments have it resolved for the spec's arch.
+type Fragment struct {
+	Name string `json:"name,omitempty"`
+	Path string `json:"path,omitempty"`
+}
+
+func (f Fragment) String() string {
+	if f.Name != "" {
+		return f.Name
+	}
+	return f.Path
+}
+
+// Variant is one configuration under test.
+type Variant struct {
+	Name        string `json:"name"`
+	Description string `json:"description,omitempty"`
+	// Kernel is the variant whose kernel this one boots: its own name, or
+	// the variant named by `kernel = ...` for a runtime-only variant.
+	Kernel      string `json:"kernel"`
+	ApplySeries bool   `json:"apply_series"`
+	// Symbols are the effective Kconfig symbols (pipeline-wide ones merged
+	// with the variant's own), without CONFIG_: SYM -> y, n, m or a value.
+	Symbols map[string]string `json:"symbols,omitempty"`
+	// Cmdline is added to the kernel command line.
+	Cmdline string `json:"cmdline,omitempty"`
+	// SchedPreempt is written to /sys/kernel/debug/sched/preempt
+	// (none, voluntary, full, lazy): needs a PREEMPT_DYNAMIC kernel.
+	SchedPreempt string            `json:"sched_preempt,omitempty"`
+	Sysctls      map[string]string `json:"sysctls,omitempty"`
+	// CPUs pins the benchmarks like taskset -c.
+	CPUs string `json:"cpus,omitempty"`
+	Line int    `json:"-"`
+}
+
+// Benchmark is one benchmark and its parameters.
+type Benchmark struct {
+	// Name is an agent benchmark (guest.Benchmarks): kill, kill-child,
+	// getppid, getpgid, fork, execve, rcu, bridge.
+	Name string `json:"name"`
+	// Iterations is the loop count of one measurement (guest.Bench.Ops);
+	// 0 means the agent's default.
+	Iterations int `json:"iterations,omitempty"`
+	// Calls and Runs shape rcu: Runs runs of Calls timed synchronize_rcu()
+	// calls (membarrier(MEMBARRIER_CMD_GLOBAL)).
+	Calls int `json:"calls,omitempty"`
+	Runs  int `json:"runs,omitempty"`
+}
+
+// Guest is the agent's request for this benchmark.
+func (b Benchmark) Guest() guest.Bench {
+	return guest.Bench{Name: b.Name, Ops: b.Iterations, Calls: b.Calls, Runs: b.Runs}
+}
+
+// Repeats is the design: Boots boots per variant (interleaved), each
+// running every benchmark Iterations times. With MaxBoots > Boots sampling
+// is adaptive: after Boots, the variants of every comparison whose verdict
+// is not clear yet get one more boot each, round after round, until every
+// verdict is clear or MaxBoots is reached (stats.NeedMore; the report says
+// why sampling stopped).
+type Repeats struct {
+	Boots      int `json:"boots"`
+	Iterations int `json:"iterations"`
+	MaxBoots   int `json:"max_boots,omitempty"`
+}
+
+// Target is where kernels run.
+type Target struct {
+	Kind string `json:"kind"` // "qemu" or "ssh"
+	// Host is the ssh URL (ssh://user@host[:port]) for Kind "ssh".
+	Host string `json:"host,omitempty"`
+	// BootHook runs on the host before a run (e.g. kexec into the kernel).
+	BootHook  string        `json:"boot_hook,omitempty"`
+	SMP       int           `json:"smp"`
+	MemoryMiB int           `json:"memory_mib"`
+	Timeout   time.Duration `json:"timeout"`
+	// KVM is "auto" (when /dev/kvm works), "on" or "off". Deterministic
+	// pipelines always run under TCG.
+	KVM string `json:"kvm"`
+	// Cmdline is added to every variant's kernel command line.
+	Cmdline string `json:"cmdline,omitempty"`
+}
+
+// Comparison is one pair the report compares: Other against Base.
+type Comparison struct {
+	Base  string `json:"base"`
+	Other string `json:"other"`
+}
+
+// Chain is an ordered isolation chain (A -> B -> C) whose total change the
+// report decomposes into steps.
+type Chain struct {
+	Name     string   `json:"name,omitempty"`
+	Variants []string `json:"variants"`
+}
+
+// Variant returns the variant called name, or nil.
+func (p *Pipeline) Variant(name string) *Variant {
+	for i := range p.Variants {
+		if p.Variants[i].Name == name {
+			return &p.Variants[i]
+		}
+	}
+	return nil
+}
+
+// NeedsSeries reports whether any variant applies the series.
+func (p *Pipeline) NeedsSeries() bool {
+	for _, v := range p.Variants {
+		if v.ApplySeries {
+			return true
+		}
+	}
+	return false
+}

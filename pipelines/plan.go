@@ -1,0 +1,157 @@
+package pipelines
+
+import (
+	"bytes"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"github.com/patcheval/patcheval/evaluate/guest"
+)
+
+// BuildSpec is one kernel to build: the variants listed share it (the
+// first is the one that declared it). It maps onto build.Request: Tree.Path
+// and the commit (base, or base + series when ApplySeries), Arch,
+// BaseConfig, Fragments (a Name is build/configs/<Name>.config), Symbols.
+type BuildSpec struct {
+	// Key identifies the spec within the pipeline (stable across runs).
+	Key         string            `json:"key"`
+	Variant     string            `json:"variant"`
+	Variants    []string          `json:"variants"`
+	Arch        string            `json:"arch"`
+	ApplySeries bool              `json:"apply_series"`
+	BaseConfig  string            `json:"base_config"`
+	Fragments   []Fragment        `json:"fragments"`
+	Symbols     map[string]string `json:"symbols"`
+}
+
+// Builds returns the distinct kernels: for each arch, one per variant that
+// owns a kernel, with the runtime-only variants that boot it. Variants
+// with identical build inputs also share one build.
+func (p *Pipeline) Builds() []BuildSpec {
+	var out []BuildSpec
+	for _, arch := range p.Arches {
+		byKey := map[string]int{}
+		for _, v := range p.Variants {
+			owner := p.Variant(v.Kernel)
+			key := p.buildKey(arch, owner)
+			if i, ok := byKey[key]; ok {
+				out[i].Variants = append(out[i].Variants, v.Name)
+				continue
+			}
+			byKey[key] = len(out)
+			var frags []Fragment
+			for _, f := range p.Fragments {
+				if f.Name == BootFragment {
+					f.Name = bootConfigFor[arch]
+				}
+				frags = append(frags, f)
+			}
+			out = append(out, BuildSpec{
+				Key: key, Variant: owner.Name, Variants: []string{v.Name}, Arch: arch, ApplySeries: owner.ApplySeries,
+				BaseConfig: p.BaseConfig, Fragments: frags, Symbols: owner.Symbols,
+			})
+		}
+	}
+	return out
+}
+
+func (p *Pipeline) buildKey(arch string, v *Variant) string {
+	b, _ := json.Marshal(struct {
+		Arch        string
+		ApplySeries bool
+		Symbols     map[string]string
+	}{arch, v.ApplySeries, v.Symbols})
+	h := sha256.Sum256(b)
+	return arch + "-" + hex.EncodeToString(h[:6])
+}
+
+// RunPlan is one boot: variant Variant's kernel (build BuildKey) booted for
+// the Boot-th time, running Plan.
+type RunPlan struct {
+	// Variant is the name samples and the store use: the variant's name,
+	// or "name/arch" when the pipeline has more than one arch.
+	Variant string `json:"variant"`
+	// Name is the variant's name in the pipeline.
+	Name     string `json:"name"`
+	Arch     string `json:"arch"`
+	Boot     int    `json:"boot"`
+	BuildKey string `json:"build_key"`
+	// Cmdline is the target's and the variant's command line additions.
+	Cmdline       string     `json:"cmdline,omitempty"`
+	Plan          guest.Plan `json:"plan"`
+	Deterministic bool       `json:"deterministic"`
+	Target        Target     `json:"target"`
+}
+
+// Runs returns every boot in execution order: boots interleaved across
+// variants (A B C A B C ...) so that drift spreads evenly, arch by arch.
+// A resuming runner skips the (Variant, Boot) pairs already finished.
+func (p *Pipeline) Runs() []RunPlan { return p.runs(0, p.Repeats.Boots) }
+
+// runs plans boots [from, to) of every variant, interleaved.
+func (p *Pipeline) runs(from, to int) []RunPlan {
+	builds := map[string]string{} // arch/variant -> build key
+	for _, b := range p.Builds() {
+		for _, v := range b.Variants {
+			builds[b.Arch+"/"+v] = b.Key
+		}
+	}
+	var benches []guest.Bench
+	for _, b := range p.Benchmarks {
+		benches = append(benches, b.Guest())
+	}
+	var out []RunPlan
+	for _, arch := range p.Arches {
+		for boot := from; boot < to; boot++ {
+			for _, v := range p.Variants {
+				label := v.Name
+				if len(p.Arches) > 1 {
+					label += "/" + arch
+				}
+				cmd := strings.TrimSpace(p.Target.Cmdline + " " + v.Cmdline)
+				plan := guest.Plan{
+					Benchmarks: append([]guest.Bench(nil), benches...),
+					Iterations: p.Repeats.Iterations,
+					Preempt:    v.SchedPreempt,
+					Sysctls:    v.Sysctls,
+					CPUs:       v.CPUs,
+				}
+				out = append(out, RunPlan{Variant: label, Name: v.Name, Arch: arch, Boot: boot, BuildKey: builds[arch+"/"+v.Name],
+					Cmdline: cmd, Plan: plan, Deterministic: p.Deterministic, Target: p.Target})
+			}
+		}
+	}
+	return out
+}
+
+// Hash is a content hash of everything that decides what the pipeline
+// builds and runs (not its comments, description or file name; fragment
+// files by content): part of an evaluation's key.
+func (p *Pipeline) Hash() string {
+	c := *p
+	c.Description, c.Warnings = "", nil
+	c.Fragments = nil
+	for _, f := range p.Fragments {
+		if f.Path != "" {
+			data, _ := os.ReadFile(f.Path)
+			sum := sha256.Sum256(data)
+			c.Fragments = append(c.Fragments, Fragment{Path: "sha256:" + hex.EncodeToString(sum[:])})
+		} else {
+			c.Fragments = append(c.Fragments, f)
+		}
+	}
+	if c.BaseConfig != "" && filepath.IsAbs(c.BaseConfig) {
+		data, _ := os.ReadFile(c.BaseConfig)
+		sum := sha256.Sum256(data)
+		c.BaseConfig = "sha256:" + hex.EncodeToString(sum[:])
+	}
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
+	enc.Encode(c) // maps marshal with sorted keys
+	sum := sha256.Sum256(buf.Bytes())
+	return hex.EncodeToString(sum[:])
+}

@@ -1,0 +1,80 @@
+package pipelines
+
+// raw* mirror the file format; see README.md.
+type rawPipeline struct {
+	Name          string          `toml:"name"`
+	Description   string          `toml:"description"`
+	Deterministic bool            `toml:"deterministic"`
+	Tree          rawTree         `toml:"tree"`
+	Series        rawSeries       `toml:"series"`
+	Build         rawBuild        `toml:"build"`
+	Variant       []rawVariant    `toml:"variant"`
+	Benchmark     []rawBenchmark  `toml:"benchmark"`
+	Repeats       rawRepeats      `toml:"repeats"`
+	Target        rawTarget       `toml:"target"`
+	Comparison    []rawComparison `toml:"comparison"`
+	Chain         []rawChain      `toml:"chain"`
+}
+
+type rawTree struct {
+	Path string `toml:"path"`
+	Base string `toml:"base"`
+}
+
+type rawSeries struct {
+	MsgID string `toml:"msgid"`
+	Apply *bool  `toml:"apply"`
+}
+
+type rawBuild struct {
+	Arch      any            `toml:"arch"` // "ppc64le" or ["ppc64le", ...]
+	Config    string         `toml:"config"`
+	Fragments []string       `toml:"fragments"`
+	Symbols   map[string]any `toml:"symbols"`
+}
+
+type rawVariant struct {
+	Name         string         `toml:"name"`
+	Description  string         `toml:"description"`
+	Kernel       string         `toml:"kernel"`
+	ApplySeries  *bool          `toml:"apply_series"`
+	Symbols      map[string]any `toml:"symbols"`
+	Cmdline      string         `toml:"cmdline"`
+	SchedPreempt string         `toml:"sched_preempt"`
+	Sysctls      map[string]any `toml:"sysctls"`
+	CPUs         string         `toml:"cpus"`
+}
+
+type rawBenchmark struct {
+	Name       string `toml:"name"`
+	Iterations *int   `toml:"iterations"`
+	Calls      *int   `toml:"calls"`
+	Runs       *int   `toml:"runs"`
+}
+
+type rawRepeats struct {
+	Boots      *int `toml:"boots"`
+	Iterations *int `toml:"iterations"`
+	MaxBoots   *int `toml:"max_boots"`
+}
+
+type rawTarget struct {
+	Kind     string `toml:"kind"`
+	Host     string `toml:"host"`
+	BootHook string `toml:"boot_hook"`
+	SMP      *int   `toml:"smp"`
+	Memory   any    `toml:"memory"` // "512M", "1G" or MiB as an integer
+	Timeout  string `toml:"timeout"`
+	KVM      string `toml:"kvm"`
+	Cmdline  string `toml:"cmdline"`
+}
+
+type rawComparison struct {
+	Base  string `toml:"base"`
+	Other string `toml:"other"`
+}
+
+type rawChain struct {
+	Name     string   `toml:"name"`
+	Variants []string `toml:"variants"`
+}

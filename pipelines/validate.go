@@ -1,0 +1,578 @@
+package pipelines
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/BurntSushi/toml"
+
+	"github.com/patcheval/patcheval/evaluate/guest"
+)
+
+// qemuArches are the architectures the QEMU target has defaults for
+// (machine, CPU, console).
+var qemuArches = map[string]string{
+	"ppc64le": "-M pseries -cpu POWER9, console hvc0",
+	"arm64":   "-M virt -cpu max, console ttyAMA0",
+	"x86_64":  "-M q35, console ttyS0",
+}
+
+var archAliases = map[string]string{
+	"ppc64le": "ppc64le", "powerpc": "ppc64le", "powerpc64le": "ppc64le", "ppc64el": "ppc64le",
+	"arm64": "arm64", "aarch64": "arm64",
+	"x86_64": "x86_64", "x86": "x86_64", "amd64": "x86_64", "x86-64": "x86_64",
+}
+
+// BootConfigs are the boot config fragments shipped in build/configs
+// (<name>.config) that a pipeline can name as a fragment.
+var BootConfigs = []string{"ppc64le-pseries", "arm64-virt", "x86_64-q35"}
+
+// BootFragment, as a fragment, means each arch's own boot config: what a
+// pipeline building several architectures names.
+const BootFragment = "qemu-boot"
+
+var bootConfigFor = map[string]string{"ppc64le": "ppc64le-pseries", "arm64": "arm64-virt", "x86_64": "x86_64-q35"}
+
+var (
+	reName    = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_.+@=-]*$`)
+	reSymbol  = regexp.MustCompile(`^[A-Za-z0-9_]+$`)
+	reCPUs    = regexp.MustCompile(`^[0-9]+(-[0-9]+)?(,[0-9]+(-[0-9]+)?)*$`)
+	reSysctl  = regexp.MustCompile(`^[A-Za-z0-9_][A-Za-z0-9_.*/-]*$`)
+	reMakeTgt = regexp.MustCompile(`^[A-Za-z0-9_.-]+config$`)
+)
+
+var schedPreemptModes = []string{"none", "voluntary", "full", "lazy"}
+
+type parser struct {
+	file string
+	dir  string
+	ix   *lineIndex
+	md   toml.MetaData
+	errs Errors
+	warn []string
+}
+
+func (ps *parser) errorf(path string, format string, a ...any) {
+	ps.errs = append(ps.errs, &Error{File: ps.file, Line: ps.ix.line(path), Msg: fmt.Sprintf(format, a...)})
+}
+
+func (ps *parser) warnf(path string, format string, a ...any) {
+	ps.warn = append(ps.warn, (&Error{File: ps.file, Line: ps.ix.line(path), Msg: fmt.Sprintf(format, a...)}).Error())
+}
+
+func (ps *parser) defined(key ...string) bool { return ps.md.IsDefined(key...) }
+
+// kconfigValue turns a TOML value into a Kconfig value.
+func kconfigValue(v any) (string, bool) {
+	switch x := v.(type) {
+	case bool:
+		if x {
+			return "y", true
+		}
+		return "n", true
+	case int64:
+		return strconv.FormatInt(x, 10), true
+	case string:
+		return x, x != ""
+	}
+	return "", false
+}
+
+func (ps *parser) symbols(path string, m map[string]any) map[string]string {
+	out := map[string]string{}
+	for k, v := range m {
+		sym := strings.TrimPrefix(k, "CONFIG_")
+		if !reSymbol.MatchString(sym) {
+			ps.errorf(join(path, k), "%q is not a Kconfig symbol name (letters, digits, _)", k)
+			continue
+		}
+		val, ok := kconfigValue(v)
+		if !ok {
+			ps.errorf(join(path, k), "symbol %s: value must be y, n, m, a number or a non-empty string; got %v", sym, v)
+			continue
+		}
+		out[sym] = val
+	}
+	return out
+}
+
+func (ps *parser) build(r *rawPipeline) *Pipeline {
+	p := &Pipeline{
+		Name: r.Name, Description: strings.TrimSpace(r.Description), File: ps.file, Dir: ps.dir,
+		Deterministic: r.Deterministic,
+	}
+	if p.Name == "" {
+		ps.errorf("", "the pipeline needs a name (name = \"...\")")
+	} else if !reName.MatchString(p.Name) {
+		ps.errorf("name", "pipeline name %q: use letters, digits and _.+-@=", p.Name)
+	}
+
+	p.Tree = Tree{Path: r.Tree.Path, Base: r.Tree.Base}
+	if p.Tree.Path != "" && !filepath.IsAbs(p.Tree.Path) && ps.dir != "" {
+		p.Tree.Path = filepath.Join(ps.dir, p.Tree.Path)
+	}
+	if p.Tree.Base == "" {
+		p.Tree.Base = DefaultBase
+	}
+	p.Series = Series{MsgID: strings.Trim(strings.TrimSpace(r.Series.MsgID), "<>"), Apply: true}
+	if r.Series.Apply != nil {
+		p.Series.Apply = *r.Series.Apply
+	}
+
+	// Target first: arch validation depends on its kind.
+	ps.target(p, &r.Target)
+
+	// Arches.
+	var arches []string
+	switch a := r.Build.Arch.(type) {
+	case nil:
+		ps.errorf("build", "build.arch is missing (ppc64le, arm64 or x86_64)")
+	case string:
+		arches = []string{a}
+	case []any:
+		for _, e := range a {
+			s, ok := e.(string)
+			if !ok {
+				ps.errorf("build.arch", "build.arch: want strings, found %v", e)
+				continue
+			}
+			arches = append(arches, s)
+		}
+		if len(a) == 0 {
+			ps.errorf("build.arch", "build.arch is empty")
+		}
+	default:
+		ps.errorf("build.arch", "build.arch: want a string or an array of strings, found %v", a)
+	}
+	seenArch := map[string]bool{}
+	for _, a := range arches {
+		n, ok := archAliases[strings.ToLower(strings.TrimSpace(a))]
+		if !ok {
+			if p.Target.Kind == "qemu" {
+				ps.errorf("build.arch", "architecture %q has no QEMU default (machine, CPU, console); QEMU targets: ppc64le, arm64, x86_64", a)
+			} else {
+				ps.errorf("build.arch", "unknown architecture %q (want ppc64le, arm64 or x86_64)", a)
+			}
+			continue
+		}
+		if seenArch[n] {
+			ps.errorf("build.arch", "architecture %s is listed twice", n)
+			continue
+		}
+		seenArch[n] = true
+		p.Arches = append(p.Arches, n)
+	}
+
+	// Base config and fragments.
+	p.BaseConfig = r.Build.Config
+	switch {
+	case p.BaseConfig == "":
+		p.BaseConfig = "tinyconfig"
+	case reMakeTgt.MatchString(p.BaseConfig) && !strings.Contains(p.BaseConfig, "/") && !strings.HasSuffix(p.BaseConfig, ".config"):
+		// a make target
+	default:
+		if path, ok := ps.file_(p.BaseConfig, "build.config", "base config"); ok {
+			p.BaseConfig = path
+		}
+	}
+	for i, f := range r.Build.Fragments {
+		path := fmt.Sprintf("build.fragments[%d]", i)
+		name := strings.TrimSuffix(f, ".config")
+		if name == BootFragment {
+			p.Fragments = append(p.Fragments, Fragment{Name: name})
+			continue
+		}
+		if !strings.Contains(f, "/") && contains(BootConfigs, name) {
+			for _, a := range p.Arches {
+				if want := bootConfigFor[a]; want != name {
+					ps.errorf(path, "fragment %q is the boot config of another architecture; for %s use %q (or %q: each arch's own)", f, a, want, BootFragment)
+				}
+			}
+			p.Fragments = append(p.Fragments, Fragment{Name: name})
+			continue
+		}
+		if abs, ok := ps.file_(f, path, "fragment"); ok {
+			p.Fragments = append(p.Fragments, Fragment{Path: abs})
+		}
+	}
+	p.Symbols = ps.symbols("build.symbols", r.Build.Symbols)
+
+	ps.variants(p, r)
+	ps.benchmarks(p, r)
+
+	// Repeats.
+	p.Repeats = Repeats{Boots: 3, Iterations: 1}
+	if r.Repeats.Boots != nil {
+		p.Repeats.Boots = *r.Repeats.Boots
+		if p.Repeats.Boots < 1 {
+			ps.errorf("repeats.boots", "repeats.boots = %d: want at least 1 boot per variant", p.Repeats.Boots)
+		}
+	}
+	if r.Repeats.Iterations != nil {
+		p.Repeats.Iterations = *r.Repeats.Iterations
+		if p.Repeats.Iterations < 1 {
+			ps.errorf("repeats.iterations", "repeats.iterations = %d: want at least 1 iteration per boot", p.Repeats.Iterations)
+		}
+	}
+	if r.Repeats.MaxBoots != nil {
+		p.Repeats.MaxBoots = *r.Repeats.MaxBoots
+		if p.Repeats.MaxBoots < p.Repeats.Boots {
+			ps.errorf("repeats.max_boots", "repeats.max_boots = %d is less than repeats.boots = %d: max_boots is the adaptive budget, at least boots", p.Repeats.MaxBoots, p.Repeats.Boots)
+		}
+		if p.Repeats.MaxBoots > 1000 {
+			ps.errorf("repeats.max_boots", "repeats.max_boots = %d: at most 1000", p.Repeats.MaxBoots)
+		}
+	}
+
+	if p.Deterministic {
+		switch {
+		case p.Target.Kind == "ssh":
+			ps.errorf("deterministic", "deterministic mode needs QEMU (-icount); target.kind is ssh")
+		case p.Target.KVM == "on":
+			ps.errorf("target.kvm", "deterministic mode runs under TCG with -icount; it cannot use KVM (kvm = \"on\"): set kvm = \"off\" or deterministic = false")
+		default:
+			p.Target.KVM = "off"
+		}
+	}
+
+	ps.comparisons(p, r)
+	return p
+}
+
+// file_ resolves a path relative to the pipeline's directory and checks
+// that it exists.
+func (ps *parser) file_(f, path, what string) (string, bool) {
+	abs := f
+	if !filepath.IsAbs(f) {
+		if ps.dir == "" {
+			ps.errorf(path, "%s %q: a builtin pipeline can only name shipped boot configs (%s); copy the pipeline to use files", what, f, strings.Join(BootConfigs, ", "))
+			return "", false
+		}
+		abs = filepath.Join(ps.dir, f)
+	}
+	st, err := os.Stat(abs)
+	if err != nil || st.IsDir() {
+		ps.errorf(path, "%s %q: no such file (looked at %s); shipped boot configs: %s", what, f, abs, strings.Join(BootConfigs, ", "))
+		return "", false
+	}
+	return abs, true
+}
+
+func contains(list []string, s string) bool {
+	for _, e := range list {
+		if e == s {
+			return true
+		}
+	}
+	return false
+}
+
+func (ps *parser) target(p *Pipeline, r *rawTarget) {
+	t := Target{Kind: r.Kind, Host: r.Host, BootHook: r.BootHook, SMP: 1, MemoryMiB: 512, Timeout: 10 * time.Minute, KVM: r.KVM, Cmdline: strings.Join(strings.Fields(r.Cmdline), " ")}
+	if t.Kind == "" {
+		t.Kind = "qemu"
+		if strings.HasPrefix(t.Host, "ssh://") {
+			t.Kind = "ssh"
+		}
+	}
+	switch t.Kind {
+	case "qemu":
+		if t.Host != "" {
+			ps.errorf("target.host", "target.host is for kind = \"ssh\"; this target is qemu")
+		}
+		if t.BootHook != "" {
+			ps.errorf("target.boot_hook", "target.boot_hook is for kind = \"ssh\"")
+		}
+	case "ssh":
+		if !strings.HasPrefix(t.Host, "ssh://") || len(t.Host) <= len("ssh://") {
+			ps.errorf("target.host", "an ssh target needs host = \"ssh://user@host[:port]\", got %q", t.Host)
+		}
+	default:
+		ps.errorf("target.kind", "target.kind %q: want \"qemu\" or \"ssh\"", t.Kind)
+	}
+	if r.SMP != nil {
+		t.SMP = *r.SMP
+		if t.SMP < 1 || t.SMP > 1024 {
+			ps.errorf("target.smp", "target.smp = %d: want 1..1024 CPUs", t.SMP)
+		}
+	}
+	switch m := r.Memory.(type) {
+	case nil:
+	case int64:
+		t.MemoryMiB = int(m)
+	case string:
+		n, err := parseMemory(m)
+		if err != nil {
+			ps.errorf("target.memory", "target.memory %q: %v", m, err)
+		}
+		t.MemoryMiB = n
+	default:
+		ps.errorf("target.memory", "target.memory: want \"512M\", \"2G\" or a number of MiB, found %v", m)
+	}
+	if r.Memory != nil && t.MemoryMiB < 64 {
+		ps.errorf("target.memory", "target.memory = %d MiB: a kernel and the agent need at least 64 MiB", t.MemoryMiB)
+	}
+	if r.Timeout != "" {
+		d, err := time.ParseDuration(r.Timeout)
+		if err != nil || d <= 0 {
+			ps.errorf("target.timeout", "target.timeout %q: want a positive duration like \"5m\" or \"90s\"", r.Timeout)
+		} else {
+			t.Timeout = d
+		}
+	}
+	switch t.KVM {
+	case "":
+		t.KVM = "auto"
+	case "auto", "on", "off":
+	default:
+		ps.errorf("target.kvm", "target.kvm %q: want \"auto\", \"on\" or \"off\"", t.KVM)
+	}
+	if t.Kind == "ssh" && (r.SMP != nil || r.Memory != nil || r.KVM != "") {
+		ps.warnf("target", "smp, memory and kvm are QEMU settings; an ssh target ignores them")
+	}
+	p.Target = t
+}
+
+func parseMemory(s string) (int, error) {
+	s = strings.TrimSpace(strings.ToUpper(s))
+	s = strings.TrimSuffix(strings.TrimSuffix(s, "B"), "I")
+	mult := 1
+	switch {
+	case strings.HasSuffix(s, "G"):
+		mult, s = 1024, s[:len(s)-1]
+	case strings.HasSuffix(s, "M"):
+		s = s[:len(s)-1]
+	}
+	n, err := strconv.Atoi(s)
+	if err != nil || n <= 0 || n > 1<<20 {
+		return 0, errors.New("want a size like \"512M\" or \"2G\"")
+	}
+	return n * mult, nil
+}
+
+func (ps *parser) variants(p *Pipeline, r *rawPipeline) {
+	if len(r.Variant) == 0 {
+		ps.errorf("", "no variants: add at least one [[variant]] with a name")
+		return
+	}
+	first := map[string]int{} // name -> index
+	for i, rv := range r.Variant {
+		path := fmt.Sprintf("variant[%d]", i)
+		v := Variant{Name: rv.Name, Description: strings.TrimSpace(rv.Description), Kernel: rv.Name,
+			Cmdline: strings.Join(strings.Fields(rv.Cmdline), " "), SchedPreempt: rv.SchedPreempt, CPUs: rv.CPUs,
+			ApplySeries: p.Series.Apply, Line: ps.ix.line(path)}
+		switch {
+		case v.Name == "":
+			ps.errorf(path, "variant without a name")
+		case !reName.MatchString(v.Name):
+			ps.errorf(path+".name", "variant name %q: use letters, digits and _.+-@= (no spaces or /)", v.Name)
+		}
+		if j, dup := first[v.Name]; dup && v.Name != "" {
+			ps.errorf(path+".name", "duplicate variant name %q (first at line %d)", v.Name, ps.ix.line(fmt.Sprintf("variant[%d]", j)))
+		} else {
+			first[v.Name] = i
+		}
+		if rv.ApplySeries != nil {
+			v.ApplySeries = *rv.ApplySeries
+		}
+		own := ps.symbols(path+".symbols", rv.Symbols)
+		v.Symbols = map[string]string{}
+		for k, s := range p.Symbols {
+			v.Symbols[k] = s
+		}
+		for k, s := range own {
+			v.Symbols[k] = s
+		}
+		if len(rv.Sysctls) > 0 {
+			v.Sysctls = map[string]string{}
+			for k, val := range rv.Sysctls {
+				s, ok := kconfigValue(val)
+				if b, isBool := val.(bool); isBool {
+					s = map[bool]string{true: "1", false: "0"}[b]
+				}
+				if !reSysctl.MatchString(k) || strings.Contains(k, "..") || !ok {
+					ps.errorf(join(path+".sysctls", k), "sysctl %q = %v: want a name like kernel.printk and a string or number", k, val)
+					continue
+				}
+				v.Sysctls[k] = s
+			}
+		}
+		if v.CPUs != "" && !reCPUs.MatchString(v.CPUs) {
+			ps.errorf(path+".cpus", "cpus %q: want a CPU list like taskset -c takes (\"0\", \"0-7\", \"0,2\")", v.CPUs)
+		}
+		if v.SchedPreempt != "" && !contains(schedPreemptModes, v.SchedPreempt) {
+			ps.errorf(path+".sched_preempt", "sched_preempt %q: want one of %s", v.SchedPreempt, strings.Join(schedPreemptModes, ", "))
+		}
+		p.Variants = append(p.Variants, v)
+	}
+	// Runtime-only variants share another variant's kernel.
+	for i, rv := range r.Variant {
+		if rv.Kernel == "" {
+			continue
+		}
+		path := fmt.Sprintf("variant[%d]", i)
+		v := &p.Variants[i]
+		j, ok := first[rv.Kernel]
+		switch {
+		case !ok:
+			ps.errorf(path+".kernel", "kernel = %q: no such variant (have %s)", rv.Kernel, variantNames(p))
+			continue
+		case j == i:
+			ps.errorf(path+".kernel", "variant %q names itself as its kernel", v.Name)
+			continue
+		case r.Variant[j].Kernel != "":
+			ps.errorf(path+".kernel", "kernel = %q: that variant boots %q's kernel itself; name %q", rv.Kernel, r.Variant[j].Kernel, r.Variant[j].Kernel)
+			continue
+		}
+		if len(rv.Symbols) > 0 {
+			ps.errorf(path+".symbols", "variant %q boots %q's kernel (kernel = ...) and cannot set Kconfig symbols; only command line and runtime knobs", v.Name, rv.Kernel)
+		}
+		if rv.ApplySeries != nil && *rv.ApplySeries != p.Variants[j].ApplySeries {
+			ps.errorf(path+".apply_series", "variant %q boots %q's kernel, whose apply_series is %v", v.Name, rv.Kernel, p.Variants[j].ApplySeries)
+		}
+		v.Kernel = rv.Kernel
+		v.ApplySeries = p.Variants[j].ApplySeries
+		v.Symbols = p.Variants[j].Symbols
+	}
+	// The runtime preemption switch exists only in dynamic-preempt kernels.
+	for i, v := range p.Variants {
+		if v.SchedPreempt == "" {
+			continue
+		}
+		if v.Symbols["PREEMPT_DYNAMIC"] != "y" {
+			ps.errorf(fmt.Sprintf("variant[%d].sched_preempt", i),
+				"variant %q: sched_preempt = %q needs a kernel with PREEMPT_DYNAMIC=y (/sys/kernel/debug/sched/preempt exists only there); its kernel %q does not request it",
+				v.Name, v.SchedPreempt, v.Kernel)
+		}
+		if v.SchedPreempt == "lazy" && (p.Tree.Base == DefaultBase || p.Tree.Path == "") {
+			ps.warnf(fmt.Sprintf("variant[%d].sched_preempt", i), "variant %q: lazy preemption does not exist in 6.1; the boot will report an error", v.Name)
+		}
+		if v.Symbols["DEBUG_FS"] == "n" {
+			ps.errorf(fmt.Sprintf("variant[%d].sched_preempt", i), "variant %q: sched_preempt is written through debugfs, but DEBUG_FS=n", v.Name)
+		}
+	}
+}
+
+func variantNames(p *Pipeline) string {
+	n := make([]string, len(p.Variants))
+	for i, v := range p.Variants {
+		n[i] = v.Name
+	}
+	return strings.Join(n, ", ")
+}
+
+// benchAliases maps accepted spellings to agent benchmark names.
+var benchAliases = map[string]string{"rcu_sync": guest.BenchRCU, "synchronize_rcu": guest.BenchRCU, "kill_child": guest.BenchKillChild}
+
+func (ps *parser) benchmarks(p *Pipeline, r *rawPipeline) {
+	if len(r.Benchmark) == 0 {
+		ps.errorf("", "no benchmarks: add at least one [[benchmark]] (%s)", strings.Join(guest.Benchmarks, ", "))
+		return
+	}
+	seen := map[string]bool{}
+	for i, rb := range r.Benchmark {
+		path := fmt.Sprintf("benchmark[%d]", i)
+		b := Benchmark{Name: rb.Name}
+		if a, ok := benchAliases[b.Name]; ok {
+			b.Name = a
+		}
+		if !contains(guest.Benchmarks, b.Name) {
+			ps.errorf(path+".name", "unknown benchmark %q (the agent has %s)", rb.Name, strings.Join(guest.Benchmarks, ", "))
+			continue
+		}
+		if seen[b.Name] {
+			ps.errorf(path+".name", "benchmark %q is listed twice", b.Name)
+		}
+		seen[b.Name] = true
+		positive := func(v *int, key string) int {
+			if v == nil {
+				return 0
+			}
+			if *v < 1 {
+				ps.errorf(path+"."+key, "benchmark %s: %s = %d: want at least 1", b.Name, key, *v)
+			}
+			return *v
+		}
+		if b.Name == guest.BenchRCU {
+			if rb.Iterations != nil {
+				ps.errorf(path+".iterations", "benchmark rcu is shaped by calls and runs (e.g. calls = 100, runs = 10), not iterations")
+			}
+			b.Calls, b.Runs = positive(rb.Calls, "calls"), positive(rb.Runs, "runs")
+		} else {
+			if rb.Calls != nil {
+				ps.errorf(path+".calls", "benchmark %s has no calls parameter (only rcu does); use iterations", b.Name)
+			}
+			if rb.Runs != nil {
+				ps.errorf(path+".runs", "benchmark %s has no runs parameter (only rcu does); use iterations, or repeats for more measurements", b.Name)
+			}
+			b.Iterations = positive(rb.Iterations, "iterations")
+		}
+		p.Benchmarks = append(p.Benchmarks, b)
+	}
+}
+
+func (ps *parser) comparisons(p *Pipeline, r *rawPipeline) {
+	known := func(name, path string) bool {
+		if p.Variant(name) != nil {
+			return true
+		}
+		if name == "" {
+			ps.errorf(path, "missing variant name")
+		} else {
+			ps.errorf(path, "unknown variant %q (have %s)", name, variantNames(p))
+		}
+		return false
+	}
+	seen := map[Comparison]bool{}
+	for i, rc := range r.Comparison {
+		path := fmt.Sprintf("comparison[%d]", i)
+		okB, okO := known(rc.Base, path+".base"), known(rc.Other, path+".other")
+		if !okB || !okO {
+			continue
+		}
+		c := Comparison{Base: rc.Base, Other: rc.Other}
+		if c.Base == c.Other {
+			ps.errorf(path, "comparison of %q with itself", c.Base)
+			continue
+		}
+		if seen[c] {
+			ps.errorf(path, "comparison %s -> %s is listed twice", c.Base, c.Other)
+			continue
+		}
+		seen[c] = true
+		p.Comparisons = append(p.Comparisons, c)
+	}
+	if len(r.Comparison) == 0 && len(p.Variants) > 1 {
+		// Default: every variant against the first.
+		for _, v := range p.Variants[1:] {
+			p.Comparisons = append(p.Comparisons, Comparison{Base: p.Variants[0].Name, Other: v.Name})
+		}
+	}
+	for i, rc := range r.Chain {
+		path := fmt.Sprintf("chain[%d]", i)
+		if len(rc.Variants) < 2 {
+			ps.errorf(path+".variants", "a chain needs at least two variants (A -> B), got %d", len(rc.Variants))
+			continue
+		}
+		ok := true
+		dup := map[string]bool{}
+		for _, n := range rc.Variants {
+			if !known(n, path+".variants") {
+				ok = false
+			} else if dup[n] {
+				ps.errorf(path+".variants", "chain names %q twice", n)
+				ok = false
+			}
+			dup[n] = true
+		}
+		if ok {
+			p.Chains = append(p.Chains, Chain{Name: rc.Name, Variants: append([]string(nil), rc.Variants...)})
+		}
+	}
+}
