@@ -283,6 +283,10 @@ CREATE TABLE samples (
 );
 CREATE INDEX samples_by_run ON samples(run_id);
 `,
+	// 2: watches (scheduled re-tests of a remote's tags), the tags each
+	// saw with their evaluations, and the regression events between
+	// consecutive tags (see watch.go).
+	migrationWatches,
 }
 
 // SchemaVersion is the schema version this code writes.

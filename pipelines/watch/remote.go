@@ -1,0 +1,150 @@
+package watch
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/go-git/go-git/v5"
+	"github.com/go-git/go-git/v5/config"
+	"github.com/go-git/go-git/v5/plumbing"
+	"github.com/go-git/go-git/v5/storage/memory"
+
+	"github.com/patcheval/patcheval/internal/fail"
+)
+
+// RemoteTag is one tag a remote advertises.
+type RemoteTag struct {
+	Name string `json:"name"` // without refs/tags/
+	// Ref is the hash the tag ref points at (a tag object when annotated);
+	// Commit is the peeled commit.
+	Ref    string `json:"ref"`
+	Commit string `json:"commit"`
+}
+
+// ListTimeout bounds one listing or fetch when the context has no deadline.
+const ListTimeout = 2 * time.Minute
+
+// ListTags lists the remote's tags matching pattern without cloning
+// (go-git's remote List, the `git ls-remote` protocol exchange), ordered
+// by version (CompareTags). A remote that cannot be reached is an infra
+// error naming it.
+func ListTags(ctx context.Context, url, pattern string) ([]RemoteTag, error) {
+	refs, err := listRefs(ctx, url)
+	if err != nil {
+		return nil, err
+	}
+	byName := map[string]*RemoteTag{}
+	var names []string
+	for _, r := range refs {
+		name := r.Name().String()
+		if !strings.HasPrefix(name, "refs/tags/") || r.Type() != plumbing.HashReference {
+			continue
+		}
+		tag := strings.TrimPrefix(name, "refs/tags/")
+		peeled := strings.HasSuffix(tag, "^{}")
+		tag = strings.TrimSuffix(tag, "^{}")
+		if !MatchTag(pattern, tag) {
+			continue
+		}
+		t := byName[tag]
+		if t == nil {
+			t = &RemoteTag{Name: tag}
+			byName[tag] = t
+			names = append(names, tag)
+		}
+		if peeled {
+			t.Commit = r.Hash().String()
+		} else {
+			t.Ref = r.Hash().String()
+			if t.Commit == "" {
+				t.Commit = t.Ref
+			}
+		}
+	}
+	SortTags(names)
+	out := make([]RemoteTag, 0, len(names))
+	for _, n := range names {
+		out = append(out, *byName[n])
+	}
+	return out, nil
+}
+
+// BranchHead returns the commit the remote's branch points at.
+func BranchHead(ctx context.Context, url, branch string) (string, error) {
+	refs, err := listRefs(ctx, url)
+	if err != nil {
+		return "", err
+	}
+	want := "refs/heads/" + strings.TrimPrefix(branch, "refs/heads/")
+	for _, r := range refs {
+		if r.Name().String() == want && r.Type() == plumbing.HashReference {
+			return r.Hash().String(), nil
+		}
+	}
+	return "", fail.Inputf("remote %s has no branch %s", url, branch)
+}
+
+func listRefs(ctx context.Context, url string) ([]*plumbing.Reference, error) {
+	if _, ok := ctx.Deadline(); !ok {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, ListTimeout)
+		defer cancel()
+	}
+	rem := git.NewRemote(memory.NewStorage(), &config.RemoteConfig{Name: "watch", URLs: []string{url}})
+	refs, err := rem.ListContext(ctx, &git.ListOptions{PeelingOption: git.AppendPeeled})
+	if err != nil {
+		if errors.Is(err, context.Canceled) && ctx.Err() != nil {
+			return nil, fail.Infra(ctx.Err())
+		}
+		return nil, fail.Infraf("listing remote %s: %w", url, err)
+	}
+	return refs, nil
+}
+
+// FetchRef fetches only what ref (a tag or branch name on the remote, or
+// a full ref) needs into the local repository at repoPath, storing it
+// under local (e.g. refs/tags/v6.2-rc3). Objects the repository already
+// has are not transferred (the fetch negotiates from its refs). It
+// returns the commit the ref peels to.
+func FetchRef(ctx context.Context, repoPath, url, ref, local string) (string, error) {
+	if _, ok := ctx.Deadline(); !ok {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, 30*time.Minute)
+		defer cancel()
+	}
+	repo, err := git.PlainOpenWithOptions(repoPath, &git.PlainOpenOptions{DetectDotGit: false})
+	if err != nil {
+		return "", fail.Inputf("local tree %s: not a git repository: %v", repoPath, err)
+	}
+	spec := config.RefSpec("+" + ref + ":" + local)
+	if err := spec.Validate(); err != nil {
+		return "", fail.Inputf("fetching %s from %s: bad ref: %v", ref, url, err)
+	}
+	rem := git.NewRemote(repo.Storer, &config.RemoteConfig{Name: "watch", URLs: []string{url}})
+	err = rem.FetchContext(ctx, &git.FetchOptions{RemoteName: "watch", RefSpecs: []config.RefSpec{spec}, Tags: git.NoTags})
+	if err != nil && !errors.Is(err, git.NoErrAlreadyUpToDate) {
+		if ctx.Err() != nil {
+			return "", fail.Infra(ctx.Err())
+		}
+		return "", fail.Infraf("fetching %s from %s into %s: %w", ref, url, repoPath, err)
+	}
+	h, err := repo.ResolveRevision(plumbing.Revision(local + "^{commit}"))
+	if err != nil {
+		return "", fail.Infraf("fetched %s from %s but %s does not resolve to a commit: %v", ref, url, local, err)
+	}
+	return h.String(), nil
+}
+
+// FetchTag fetches one tag (and only the objects it needs) into repoPath
+// as refs/tags/<tag>.
+func FetchTag(ctx context.Context, repoPath, url, tag string) (string, error) {
+	ref := "refs/tags/" + strings.TrimPrefix(tag, "refs/tags/")
+	c, err := FetchRef(ctx, repoPath, url, ref, ref)
+	if err != nil {
+		return "", fmt.Errorf("tag %s: %w", tag, err)
+	}
+	return c, nil
+}
