@@ -340,18 +340,7 @@ func (r *run) endBoots() int {
 	return r.o.MinBoots
 }
 
-func (r *run) valuesOf(hash string) []float64 {
-	var out []float64
-	for _, s := range r.res.Steps {
-		if s.Commit.Hash == hash {
-			out = append(out, s.Values...)
-		}
-	}
-	if hash == r.res.Good.Hash {
-		return append(out[:0:0], r.good...)
-	}
-	return out
-}
+func (r *run) valuesOf(hash string) []float64 { return r.res.valuesOf(hash) }
 
 // checkEnds requires a regression between the end points and sets the
 // noise band.

@@ -9,8 +9,11 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
+	"github.com/patcheval/patcheval/evaluate/report"
 	"github.com/patcheval/patcheval/internal/fail"
+	"github.com/patcheval/patcheval/mbox"
 	"github.com/patcheval/patcheval/internal/testgit"
 )
 
@@ -207,5 +210,51 @@ func TestBadRangesAreInputErrors(t *testing.T) {
 		if err == nil || fail.KindOf(err) != fail.KindInput {
 			t.Errorf("%s: %v, want a bad-input error", name, err)
 		}
+	}
+}
+
+func TestReportNamesCulpritInEveryFormat(t *testing.T) {
+	repo, good, bad, commits := history(t, values(24, 15, 11))
+	m := &treeMeasurer{repo: repo, built: map[string]bool{}}
+	res, err := Run(context.Background(), Options{Repo: repo, Good: good, Bad: bad, Measurer: m,
+		Benchmark: "getppid", Metric: "ns/op", Deterministic: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := Context{Tree: "http://127.0.0.1/linux.git", Pipeline: "x86-getppid", Variant: "base", Arch: "x86_64"}
+	var txt, md, js, kc strings.Builder
+	for _, f := range []func() error{
+		func() error { return WriteText(&txt, res, c) }, func() error { return WriteMarkdown(&md, res, c) },
+		func() error { return WriteJSON(&js, res, c) }, func() error { return WriteKCIDB(&kc, res, c) },
+	} {
+		if err := f(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	t.Logf("\n%s", txt.String())
+	for name, s := range map[string]string{"text": txt.String(), "markdown": md.String(), "json": js.String(), "kcidb": kc.String()} {
+		if !strings.Contains(s, commits[15][:12]) || !strings.Contains(s, "+25.0%") && name != "json" && name != "kcidb" {
+			t.Errorf("%s report does not name the culprit and the change:\n%s", name, s)
+		}
+	}
+	for _, want := range []string{"a +25.0% regression of getppid ns/op", "sys: change 15", "builds used: 7 (ceil(log2(24)) + 2 = 7)",
+		"skip", "does not build", "confirmed: the parent measured good"} {
+		if !strings.Contains(txt.String(), want) {
+			t.Errorf("text report lacks %q", want)
+		}
+	}
+	if !strings.Contains(kc.String(), `"issue_id"`) || !strings.Contains(kc.String(), `"code": true`) {
+		t.Errorf("kcidb: no issue/incident:\n%s", kc.String())
+	}
+	d, err := Draft(res, c, mbox.Address{Name: "Tester", Email: "tester@example.org"}, time.Date(2026, 12, 1, 10, 0, 0, 0, time.UTC))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var eml strings.Builder
+	if err := report.WriteDraft(&eml, *d); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(eml.String(), "To: Patch Author <author@patcheval.invalid>") || !strings.Contains(eml.String(), "Hi Patch,") {
+		t.Fatalf("draft:\n%s", eml.String())
 	}
 }
