@@ -6,18 +6,12 @@ import (
 	"path/filepath"
 	"strings"
 
+	"github.com/patcheval/patcheval/internal/arch"
 	"github.com/patcheval/patcheval/internal/fail"
 )
 
 //go:embed configs/*.config
 var bootConfigs embed.FS
-
-// bootConfigNames maps an arch to its QEMU machine's boot fragment.
-var bootConfigNames = map[string]string{
-	"ppc64le": "ppc64le-pseries.config",
-	"arm64":   "arm64-virt.config",
-	"x86_64":  "x86_64-q35.config",
-}
 
 // BootConfigBase is the make target the boot fragments merge over.
 const BootConfigBase = "tinyconfig"
@@ -25,13 +19,13 @@ const BootConfigBase = "tinyconfig"
 // BootConfig returns the fragment (merged over tinyconfig) that makes a
 // small kernel boot on the arch's QEMU machine: ppc64le pseries, arm64
 // virt, x86_64 q35. name is the file name, "" for an unknown arch.
-func BootConfig(arch string) (name string, data []byte) {
-	a, err := NormalizeArch(arch)
-	if err != nil {
+func BootConfig(archName string) (name string, data []byte) {
+	a, ok := arch.Find(archName)
+	if !ok {
 		return "", nil
 	}
-	name = bootConfigNames[a]
-	data, err = bootConfigs.ReadFile("configs/" + name)
+	name = a.BootConfig + ".config"
+	data, err := bootConfigs.ReadFile("configs/" + name)
 	if err != nil {
 		return "", nil
 	}
@@ -40,10 +34,10 @@ func BootConfig(arch string) (name string, data []byte) {
 
 // WriteBootConfig writes the arch's boot fragment into dir (created when
 // missing) and returns its path, for use as a Request Fragment.
-func WriteBootConfig(arch, dir string) (string, error) {
-	name, data := BootConfig(arch)
+func WriteBootConfig(archName, dir string) (string, error) {
+	name, data := BootConfig(archName)
 	if name == "" {
-		return "", fail.Inputf("no boot config for architecture %q (have %s)", arch, strings.Join(Arches(), ", "))
+		return "", fail.Inputf("no boot config for architecture %q (have %s)", archName, strings.Join(arch.Names(), ", "))
 	}
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return "", fail.Infra(err)

@@ -37,6 +37,7 @@ import (
 	"github.com/go-git/go-git/v5/plumbing"
 
 	"github.com/patcheval/patcheval/build/kcc"
+	"github.com/patcheval/patcheval/internal/arch"
 	"github.com/patcheval/patcheval/internal/fail"
 	"github.com/patcheval/patcheval/internal/progress"
 	"github.com/patcheval/patcheval/internal/xdg"
@@ -184,7 +185,7 @@ func defaultJobs() int {
 type job struct {
 	req      Request
 	opts     Options
-	arch     archInfo
+	arch     arch.Arch
 	tc       *Toolchain
 	cache    string
 	label    string

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/patcheval/patcheval/build/kcc"
+	"github.com/patcheval/patcheval/internal/arch"
 	"github.com/patcheval/patcheval/internal/progress"
 )
 
@@ -63,7 +64,7 @@ func canUnshareNet() (bool, string) {
 
 // runner runs make for one workspace.
 type runner struct {
-	arch      archInfo
+	arch      arch.Arch
 	tc        *Toolchain
 	src, out  string
 	home      string

@@ -9,58 +9,11 @@ import (
 	"sync"
 	"time"
 
+	"github.com/patcheval/patcheval/internal/arch"
 	"github.com/patcheval/patcheval/internal/fail"
 )
 
-// archInfo describes how to build one target architecture.
-type archInfo struct {
-	Name    string // ppc64le, arm64, x86_64
-	KArch   string // ARCH= for make
-	SrcArch string // arch/<SrcArch>/ in the tree
-	// Cross is the CROSS_COMPILE prefix; empty means the host compiler.
-	Cross string
-	// DebPkg is the Debian package providing Cross+"gcc".
-	DebPkg string
-	// Targets are the default make targets; Image is the boot image path
-	// inside the O= directory.
-	Targets []string
-	Image   string
-}
-
-var arches = map[string]archInfo{
-	"ppc64le": {Name: "ppc64le", KArch: "powerpc", SrcArch: "powerpc", Cross: "powerpc64le-linux-gnu-",
-		DebPkg: "gcc-powerpc64le-linux-gnu", Targets: []string{"vmlinux"}, Image: "vmlinux"},
-	"arm64": {Name: "arm64", KArch: "arm64", SrcArch: "arm64", Cross: "aarch64-linux-gnu-",
-		DebPkg: "gcc-aarch64-linux-gnu", Targets: []string{"Image"}, Image: "arch/arm64/boot/Image"},
-	"x86_64": {Name: "x86_64", KArch: "x86_64", SrcArch: "x86", Cross: "x86_64-linux-gnu-",
-		DebPkg: "gcc-x86-64-linux-gnu", Targets: []string{"bzImage"}, Image: "arch/x86/boot/bzImage"},
-}
-
-var archAliases = map[string]string{
-	"ppc64le": "ppc64le", "powerpc": "ppc64le", "powerpc64le": "ppc64le", "ppc64el": "ppc64le",
-	"arm64": "arm64", "aarch64": "arm64",
-	"x86_64": "x86_64", "x86": "x86_64", "amd64": "x86_64", "x86-64": "x86_64",
-}
-
-// Arches lists the supported architectures.
-func Arches() []string { return []string{"ppc64le", "arm64", "x86_64"} }
-
-// NormalizeArch maps an architecture name or alias (powerpc, aarch64, amd64)
-// to ppc64le, arm64 or x86_64.
-func NormalizeArch(a string) (string, error) {
-	if n, ok := archAliases[strings.ToLower(strings.TrimSpace(a))]; ok {
-		return n, nil
-	}
-	return "", fail.Inputf("unknown architecture %q (want one of %s)", a, strings.Join(Arches(), ", "))
-}
-
-func lookupArch(a string) (archInfo, error) {
-	n, err := NormalizeArch(a)
-	if err != nil {
-		return archInfo{}, err
-	}
-	return arches[n], nil
-}
+func lookupArch(a string) (arch.Arch, error) { return arch.Lookup(a) }
 
 // Toolchain is the compiler a kernel is built with.
 type Toolchain struct {
@@ -146,7 +99,7 @@ func FindToolchain(ctx context.Context, arch string, llvm bool) (*Toolchain, err
 	return &c, nil
 }
 
-func findToolchain(ctx context.Context, ai archInfo, llvm bool) (*Toolchain, error) {
+func findToolchain(ctx context.Context, ai arch.Arch, llvm bool) (*Toolchain, error) {
 	t := &Toolchain{LLVM: llvm}
 	missing := func(bin, pkg string) error {
 		return &InfraError{Arch: ai.Name, Reason: "toolchain",
@@ -165,17 +118,12 @@ func findToolchain(ctx context.Context, ai archInfo, llvm bool) (*Toolchain, err
 		t.Binutils = firstLine(ctx, "ld.lld", "--version")
 	} else {
 		cross := ai.Cross
-		if ai.Name == "x86_64" && runtime.GOARCH == "amd64" {
+		if ai.HostGoArch == runtime.GOARCH {
 			if _, err := exec.LookPath(cross + "gcc"); err != nil {
-				cross = "" // the native compiler builds x86_64
+				cross = "" // the native compiler builds the host's arch
 			}
 		}
-		if ai.Name == "arm64" && runtime.GOARCH == "arm64" {
-			if _, err := exec.LookPath(cross + "gcc"); err != nil {
-				cross = ""
-			}
-		}
-		pkg := ai.DebPkg
+		pkg := ai.CrossPkg
 		if cross == "" {
 			pkg = "gcc"
 		}

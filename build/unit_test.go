@@ -10,6 +10,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/patcheval/patcheval/internal/arch"
 	"github.com/patcheval/patcheval/internal/fail"
 )
 
@@ -132,7 +133,7 @@ func TestToolchain(t *testing.T) {
 	// A missing compiler names the Debian package.
 	t.Setenv("PATH", t.TempDir())
 	toolchainCache.Delete("arm64false")
-	_, err = findToolchain(context.Background(), arches["arm64"], false)
+	_, err = findToolchain(context.Background(), tableArch(t, "arm64"), false)
 	var ie *InfraError
 	if !errors.As(err, &ie) || !strings.Contains(err.Error(), "apt-get install gcc-aarch64-linux-gnu") || fail.Code(err) != 3 {
 		t.Errorf("missing compiler: %v", err)
@@ -140,7 +141,7 @@ func TestToolchain(t *testing.T) {
 }
 
 func TestBootConfigs(t *testing.T) {
-	for _, a := range Arches() {
+	for _, a := range arch.Names() {
 		name, data := BootConfig(a)
 		if name == "" || len(data) == 0 {
 			t.Fatalf("no boot config for %s", a)
@@ -257,7 +258,7 @@ func TestScrubbedEnvironment(t *testing.T) {
 	t.Setenv("GITHUB_TOKEN", "secret")
 	t.Setenv("SSH_AUTH_SOCK", "/tmp/agent")
 	t.Setenv("AWS_SECRET_ACCESS_KEY", "x")
-	r := &runner{arch: arches["ppc64le"], tc: &Toolchain{CC: "powerpc64le-linux-gnu-gcc", CrossCompile: "powerpc64le-linux-gnu-", CCache: "/usr/bin/ccache"},
+	r := &runner{arch: tableArch(t, "ppc64le"), tc: &Toolchain{CC: "powerpc64le-linux-gnu-gcc", CrossCompile: "powerpc64le-linux-gnu-", CCache: "/usr/bin/ccache"},
 		src: "/ws/src", out: "/ws/out", home: "/ws/home", cacheDir: "/c", ws: "/c/builds"}
 	env := r.env()
 	for _, e := range env {
@@ -300,4 +301,14 @@ func TestScrubbedEnvironment(t *testing.T) {
 	if got := strings.Join(r.plainMakeArgs("vmlinux"), " "); got != "make -C /ws/src O=/ws/out ARCH=powerpc CROSS_COMPILE=powerpc64le-linux-gnu- vmlinux" {
 		t.Errorf("reproducer make args %q", got)
 	}
+}
+
+// tableArch is the arch table's row for name.
+func tableArch(t *testing.T, name string) arch.Arch {
+	t.Helper()
+	a, err := arch.Lookup(name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return a
 }

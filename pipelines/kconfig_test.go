@@ -7,6 +7,7 @@ import (
 
 	"github.com/patcheval/patcheval/build"
 	"github.com/patcheval/patcheval/build/buildtest"
+	"github.com/patcheval/patcheval/internal/arch"
 	"github.com/patcheval/patcheval/internal/xdg"
 )
 
@@ -19,8 +20,8 @@ func TestShippedPipelinesConfigure(t *testing.T) {
 	buildtest.SkipIfSlow(t)
 	repo := buildtest.Repo(t)
 	archOf := map[string]string{}
-	for a, n := range bootConfigFor {
-		archOf[n] = a
+	for _, a := range arch.All() {
+		archOf[a.BootConfig] = a.Name
 	}
 	for _, name := range List() {
 		p, err := Builtin(name)

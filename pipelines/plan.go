@@ -46,7 +46,7 @@ func (p *Pipeline) Builds() []BuildSpec {
 			var frags []Fragment
 			for _, f := range p.Fragments {
 				if f.Name == BootFragment {
-					f.Name = bootConfigFor[arch]
+					f.Name = bootConfigFor(arch)
 				}
 				frags = append(frags, f)
 			}

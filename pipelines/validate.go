@@ -13,31 +13,23 @@ import (
 	"github.com/BurntSushi/toml"
 
 	"github.com/patcheval/patcheval/evaluate/guest"
+	"github.com/patcheval/patcheval/internal/arch"
 )
 
-// qemuArches are the architectures the QEMU target has defaults for
-// (machine, CPU, console).
-var qemuArches = map[string]string{
-	"ppc64le": "-M pseries -cpu POWER9, console hvc0",
-	"arm64":   "-M virt -cpu max, console ttyAMA0",
-	"x86_64":  "-M q35, console ttyS0",
-}
-
-var archAliases = map[string]string{
-	"ppc64le": "ppc64le", "powerpc": "ppc64le", "powerpc64le": "ppc64le", "ppc64el": "ppc64le",
-	"arm64": "arm64", "aarch64": "arm64",
-	"x86_64": "x86_64", "x86": "x86_64", "amd64": "x86_64", "x86-64": "x86_64",
-}
-
 // BootConfigs are the boot config fragments shipped in build/configs
-// (<name>.config) that a pipeline can name as a fragment.
-var BootConfigs = []string{"ppc64le-pseries", "arm64-virt", "x86_64-q35"}
+// (<name>.config) that a pipeline can name as a fragment: one per
+// architecture of internal/arch.
+var BootConfigs = arch.BootConfigs()
 
 // BootFragment, as a fragment, means each arch's own boot config: what a
 // pipeline building several architectures names.
 const BootFragment = "qemu-boot"
 
-var bootConfigFor = map[string]string{"ppc64le": "ppc64le-pseries", "arm64": "arm64-virt", "x86_64": "x86_64-q35"}
+// bootConfigFor returns the boot fragment of a normalised arch.
+func bootConfigFor(name string) string {
+	a, _ := arch.Find(name)
+	return a.BootConfig
+}
 
 var (
 	reName    = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_.+@=-]*$`)
@@ -152,10 +144,11 @@ func (ps *parser) build(r *rawPipeline) *Pipeline {
 	}
 	seenArch := map[string]bool{}
 	for _, a := range arches {
-		n, ok := archAliases[strings.ToLower(strings.TrimSpace(a))]
+		row, ok := arch.Find(a)
+		n := row.Name
 		if !ok {
 			if p.Target.Kind == "qemu" {
-				ps.errorf("build.arch", "architecture %q has no QEMU default (machine, CPU, console); QEMU targets: ppc64le, arm64, x86_64", a)
+				ps.errorf("build.arch", "architecture %q has no QEMU default (machine, CPU, console); QEMU targets: %s", a, strings.Join(arch.Names(), ", "))
 			} else {
 				ps.errorf("build.arch", "unknown architecture %q (want ppc64le, arm64 or x86_64)", a)
 			}
@@ -190,7 +183,7 @@ func (ps *parser) build(r *rawPipeline) *Pipeline {
 		}
 		if !strings.Contains(f, "/") && contains(BootConfigs, name) {
 			for _, a := range p.Arches {
-				if want := bootConfigFor[a]; want != name {
+				if want := bootConfigFor(a); want != name {
 					ps.errorf(path, "fragment %q is the boot config of another architecture; for %s use %q (or %q: each arch's own)", f, a, want, BootFragment)
 				}
 			}

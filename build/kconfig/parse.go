@@ -9,6 +9,8 @@ import (
 	"regexp"
 	"sort"
 	"strings"
+
+	"github.com/patcheval/patcheval/internal/arch"
 )
 
 // Type is a Kconfig symbol type.
@@ -204,43 +206,21 @@ func Parse(srcDir, srcArch string) (*Kconfig, error) {
 	return kc, err
 }
 
-// SrcArch maps an ARCH value as given to make (ppc64le, arm64, x86_64,
-// i386, ...) to the arch/ directory name.
-func SrcArch(arch string) string {
-	switch arch {
-	case "ppc64le", "ppc64", "ppc", "powerpc64", "powerpc":
-		return "powerpc"
-	case "x86_64", "i386", "x86", "amd64":
-		return "x86"
-	case "aarch64", "arm64":
-		return "arm64"
-	case "riscv64", "riscv32":
-		return "riscv"
-	case "sparc32", "sparc64":
-		return "sparc"
-	case "parisc64":
-		return "parisc"
-	case "sh64":
-		return "sh"
-	}
-	return arch
-}
-
 // ParseFS is Parse over a file system whose root is the source directory.
 //
-// arch is the SRCARCH (powerpc, arm64, x86) or an ARCH the kernel's
+// karch is the SRCARCH (powerpc, arm64, x86) or an ARCH the kernel's
 // Makefile maps to one (x86_64, i386): then $(ARCH) is the value given and
 // $(SRCARCH) the arch/ directory, as with `make ARCH=x86_64`.
-func ParseFS(fsys fs.FS, arch string) (*Kconfig, error) {
-	srcArch := arch
-	if _, err := fs.Stat(fsys, "arch/"+arch+"/Kconfig"); err != nil {
-		srcArch = SrcArch(arch)
+func ParseFS(fsys fs.FS, karch string) (*Kconfig, error) {
+	srcArch := karch
+	if _, err := fs.Stat(fsys, "arch/"+karch+"/Kconfig"); err != nil {
+		srcArch = arch.SrcArch(karch)
 	}
 	p := &parser{
 		fsys: fsys,
 		kc:   &Kconfig{SrcArch: srcArch, Symbols: map[string]*Symbol{}},
 		mac: &macros{vars: map[string]*variable{}, env: map[string]string{
-			"SRCARCH": srcArch, "ARCH": arch, "srctree": ".",
+			"SRCARCH": srcArch, "ARCH": karch, "srctree": ".",
 		}},
 	}
 	if err := p.source("Kconfig", Pos{}, false); err != nil {

@@ -293,14 +293,6 @@ func TestParseDirMissing(t *testing.T) {
 	}
 }
 
-func TestSrcArch(t *testing.T) {
-	for in, want := range map[string]string{"ppc64le": "powerpc", "x86_64": "x86", "arm64": "arm64", "aarch64": "arm64", "riscv": "riscv"} {
-		if got := SrcArch(in); got != want {
-			t.Errorf("SrcArch(%s) = %s", in, got)
-		}
-	}
-}
-
 // FuzzParse: any single Kconfig file parses or fails cleanly, quickly.
 func FuzzParse(f *testing.F) {
 	for _, s := range []string{synthKernel, synthArch, synthTop, synthSub,

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/patcheval/patcheval/build"
+	"github.com/patcheval/patcheval/internal/arch"
 	"github.com/patcheval/patcheval/internal/fail"
 	"github.com/patcheval/patcheval/internal/progress"
 	"github.com/patcheval/patcheval/internal/xdg"
@@ -30,7 +31,7 @@ func init() {
 		setup: func(fs *flag.FlagSet) func(ctx context.Context, env *Env, args []string) error {
 			tree := fs.String("tree", "", "kernel git repository (bare or not)")
 			commit := fs.String("commit", "HEAD", "revision to build")
-			arch := fs.String("arch", "", "target architecture: ppc64le, arm64 or x86_64")
+			archFlag := fs.String("arch", "", "target architecture: ppc64le, arm64 or x86_64")
 			base := fs.String("config", "", "base config: a make target (tinyconfig, defconfig, ...) or a config file")
 			boot := fs.Bool("boot-config", false, "merge the arch's shipped QEMU boot fragment (build/configs) after the base")
 			var frags, variants, targets listFlag
@@ -51,10 +52,10 @@ func init() {
 				if len(args) > 0 {
 					return fail.Inputf("unexpected arguments %q", args)
 				}
-				if *tree == "" || *arch == "" || *base == "" {
+				if *tree == "" || *archFlag == "" || *base == "" {
 					return fail.Inputf("--tree, --arch and --config are required")
 				}
-				a, err := build.NormalizeArch(*arch)
+				a, err := arch.Normalize(*archFlag)
 				if err != nil {
 					return err
 				}

@@ -32,22 +32,6 @@ import "github.com/patcheval/patcheval/evaluate/guest"
 func main() { guest.Main() }
 `
 
-// GoArch maps a kernel architecture name (ppc64le, arm64, x86_64,
-// aarch64, amd64) to GOARCH.
-func GoArch(arch string) (string, error) {
-	switch arch {
-	case "ppc64le", "powerpc64le", "ppc64el":
-		return "ppc64le", nil
-	case "arm64", "aarch64":
-		return "arm64", nil
-	case "x86_64", "amd64", "x86":
-		return "amd64", nil
-	case "riscv64", "s390x":
-		return arch, nil
-	}
-	return "", fmt.Errorf("unknown architecture %q (want ppc64le, arm64 or x86_64)", arch)
-}
-
 // GoTool is the go command Build runs: $PATCHEVAL_GO, then go in $PATH,
 // then the toolchain patcheval was built with.
 func GoTool() (string, error) {
@@ -69,9 +53,8 @@ func GoTool() (string, error) {
 // the agent source, goarch and the Go version, so repeated calls are
 // cheap; concurrent callers are safe (atomic rename).
 func Build(ctx context.Context, goarch, cacheDir string) (string, error) {
-	goarch, err := GoArch(goarch)
-	if err != nil {
-		return "", err
+	if goarch == "" {
+		return "", fmt.Errorf("building the guest agent: no GOARCH given")
 	}
 	gotool, err := GoTool()
 	if err != nil {

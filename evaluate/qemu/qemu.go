@@ -1,6 +1,6 @@
 // Package qemu is the QEMU Target: it packs the guest agent and the plan
-// into an initramfs, boots a Kernel with per-architecture defaults
-// (ppc64le pseries/POWER9 on hvc0, arm64 virt/max on ttyAMA0, x86_64 q35
+// into an initramfs, boots a Kernel with per-architecture defaults from
+// internal/arch (ppc64le pseries/POWER9 on hvc0, arm64 virt/max on ttyAMA0, x86_64 q35
 // on ttyS0), watches the console, and classifies panics, hangs and agent
 // failures. Deterministic mode adds -icount shift=0,sleep=off: guest time
 // then counts executed instructions, and every result says so.
@@ -25,6 +25,7 @@ import (
 	"github.com/patcheval/patcheval/evaluate"
 	"github.com/patcheval/patcheval/evaluate/guest"
 	"github.com/patcheval/patcheval/evaluate/initramfs"
+	"github.com/patcheval/patcheval/internal/arch"
 	"github.com/patcheval/patcheval/internal/fail"
 	"github.com/patcheval/patcheval/internal/xdg"
 )
@@ -86,42 +87,24 @@ func New(cfg Config) *Target {
 // Name is "qemu".
 func (t *Target) Name() string { return "qemu" }
 
-// Machine is an architecture's QEMU defaults.
+// Machine is an architecture's QEMU defaults: its row of internal/arch.
 type Machine struct {
-	Binary   string
-	Args     []string
-	Console  string // console= device
+	arch.QEMU
 	GoArch   string
 	HostArch string // runtime.GOARCH for which KVM can be used
-	// Restart ends the boot with a reboot (caught by -no-reboot) instead
-	// of a power-off, which needs ACPI on x86_64.
-	Restart bool
 }
 
-// Machines maps a kernel arch to its defaults.
-var Machines = map[string]Machine{
-	// x-vof=on boots the kernel through QEMU's Virtual Open Firmware
-	// instead of SLOF: 3 s instead of 15 s to /init under TCG.
-	"ppc64le": {Binary: "qemu-system-ppc64", Args: []string{"-M", "pseries,x-vof=on", "-cpu", "POWER9", "-vga", "none"}, Console: "hvc0", GoArch: "ppc64le", HostArch: "ppc64le"},
-	"arm64":   {Binary: "qemu-system-aarch64", Args: []string{"-M", "virt", "-cpu", "max"}, Console: "ttyAMA0", GoArch: "arm64", HostArch: "arm64"},
-	"x86_64":  {Binary: "qemu-system-x86_64", Args: []string{"-M", "q35"}, Console: "ttyS0", GoArch: "amd64", HostArch: "amd64", Restart: true},
-}
-
-// MachineFor returns the defaults for arch (aliases: aarch64, amd64, powerpc).
-func MachineFor(arch string) (Machine, error) {
-	switch arch {
-	case "aarch64":
-		arch = "arm64"
-	case "amd64", "x86":
-		arch = "x86_64"
-	case "powerpc", "ppc64el", "powerpc64le", "":
-		arch = "ppc64le"
+// MachineFor returns the defaults for arch (aliases: aarch64, amd64,
+// powerpc; "" is ppc64le).
+func MachineFor(name string) (Machine, error) {
+	if name == "" {
+		name = "ppc64le"
 	}
-	m, ok := Machines[arch]
+	a, ok := arch.Find(name)
 	if !ok {
-		return Machine{}, fail.Inputf("qemu: unknown architecture %q (want ppc64le, arm64 or x86_64)", arch)
+		return Machine{}, fail.Inputf("qemu: unknown architecture %q (want %s)", name, strings.Join(arch.Names(), ", "))
 	}
-	return m, nil
+	return Machine{QEMU: a.QEMU, GoArch: a.GoArch, HostArch: a.HostGoArch}, nil
 }
 
 // KVMUsable reports whether /dev/kvm opens read-write.
@@ -161,7 +144,7 @@ func (t *Target) Command(k evaluate.Kernel, initrd string) (argv []string, cmdli
 	}
 	if kvm {
 		argv = append(argv, "-accel", "kvm")
-		if k.Arch == "x86_64" || k.Arch == "amd64" || k.Arch == "arm64" || k.Arch == "aarch64" {
+		if m.KVMHostCPU {
 			argv = append(argv, "-cpu", "host")
 		}
 	} else {

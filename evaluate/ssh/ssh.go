@@ -26,6 +26,7 @@ import (
 
 	"github.com/patcheval/patcheval/evaluate"
 	"github.com/patcheval/patcheval/evaluate/guest"
+	"github.com/patcheval/patcheval/internal/arch"
 	"github.com/patcheval/patcheval/internal/fail"
 	"github.com/patcheval/patcheval/internal/xdg"
 )
@@ -232,8 +233,8 @@ func (t *Target) remoteArch(ctx context.Context) (string, error) {
 	if err != nil {
 		return "", fail.Infra(err)
 	}
-	arch := strings.TrimSpace(string(o))
-	g, err := guest.GoArch(arch)
+	name := strings.TrimSpace(string(o))
+	g, err := arch.GoArch(name)
 	if err != nil {
 		return "", fail.Infraf("ssh %s: %w", t.cfg.URL, err)
 	}
