@@ -374,13 +374,7 @@ func Run(ctx context.Context, p *Pipeline, o RunOptions) (*Outcome, error) {
 	r.Notes = append(r.Notes, out.Failed...)
 	r.Timings = append(timings, report.StageTiming{Stage: "report", Duration: time.Since(start)})
 	out.Report = r
-	for _, b := range r.Benchmarks {
-		for _, c := range b.Comparisons {
-			if c.Verdict == stats.Regression {
-				out.Regressions = append(out.Regressions, fmt.Sprintf("%s %s: %s -> %s %+.1f%%", b.Name, b.Metric, c.Base, c.Other, c.Change))
-			}
-		}
-	}
+	out.Regressions = r.Regressions()
 	if err := writeOutputs(r, o, out); err != nil {
 		return failEval(err)
 	}
@@ -479,12 +473,7 @@ func buildReport(p *Pipeline, o RunOptions, evID int64, tree report.TreeInfo, re
 	for _, ch := range p.Chains {
 		chains = append(chains, ch.Variants)
 	}
-	opts := stats.Options{}
-	if p.Deterministic {
-		// Deterministic QEMU gives near-identical samples: a change under
-		// half a percent is instruction-count noise, not a finding.
-		opts.MinChange = 0.5
-	}
+	opts := stats.Options{Threshold: threshold(p)}
 	if adaptive != nil {
 		// Every look was a chance to stop: the final verdicts are taken at
 		// the per-look level so the overall false-positive rate stays 5%.
@@ -744,10 +733,6 @@ func (a *adaptiveState) look(p *Pipeline, samples []evaluate.Sample) map[string]
 		}
 		return keys[i].metric < keys[j].metric
 	})
-	minChange := 0.0
-	if p.Deterministic {
-		minChange = 0.5 // as in the report: instruction-count noise
-	}
 	need := map[string]bool{}
 	a.why = nil
 	for _, c := range p.Comparisons {
@@ -768,7 +753,7 @@ func (a *adaptiveState) look(p *Pipeline, samples []evaluate.Sample) map[string]
 				}
 			}
 			more, why := stats.NeedMore(values[bk], values[ok], stats.AdaptiveOptions{HigherIsBetter: h,
-				MinN: a.min * step, MaxN: a.max * step, Step: step, MinChange: minChange})
+				MinN: a.min * step, MaxN: a.max * step, Step: step, Threshold: threshold(p)})
 			a.why = append(a.why, fmt.Sprintf("%s %s %s -> %s: %s", bk.bench, bk.metric, c.Base, c.Other, why))
 			if more {
 				need[c.Base], need[c.Other] = true, true
@@ -776,6 +761,14 @@ func (a *adaptiveState) look(p *Pipeline, samples []evaluate.Sample) map[string]
 		}
 	}
 	return need
+}
+
+// threshold is T for the pipeline's verdicts and adaptive sampling.
+func threshold(p *Pipeline) float64 {
+	if p.Deterministic {
+		return stats.DefaultDeterministicThreshold
+	}
+	return stats.DefaultThreshold
 }
 
 func trueKeys(m map[string]bool) []string {

@@ -13,7 +13,6 @@ import (
 
 	message "github.com/emersion/go-message"
 
-	"github.com/patcheval/patcheval/evaluate/stats"
 	"github.com/patcheval/patcheval/internal/fail"
 	"github.com/patcheval/patcheval/mbox"
 )
@@ -374,10 +373,13 @@ func draftBody(r *Report, parent *mbox.Message, o DraftOptions, d *Draft) string
 		para(intro)
 		p("")
 	}
-	if verdicts := Verdicts(r); len(verdicts) > 0 {
-		p("Verdicts:")
-		for _, v := range verdicts {
-			p(Wrap(v, w, "- ", "  ")...)
+	if groups := r.Headline(); len(groups) > 0 {
+		para(headlineTitle(r) + ":")
+		for _, g := range groups {
+			p(Wrap(g.Title+":", w, "", "")...)
+			for _, l := range g.Lines {
+				p(Wrap(l, w, "- ", "  ")...)
+			}
 		}
 		p("")
 	}
@@ -464,35 +466,6 @@ func draftBody(r *Report, parent *mbox.Message, o DraftOptions, d *Draft) string
 		out = out[:len(out)-1]
 	}
 	return strings.Join(out, "\n") + "\n"
-}
-
-// Verdicts is one line per comparison ("kill ns/op: voluntary ->
-// voluntary-dyn +24.8% (95% CI +24.7% .. +25.0%): regression"), for the
-// draft and for a command's closing summary.
-func Verdicts(r *Report) []string {
-	var out []string
-	for _, b := range r.Benchmarks {
-		for _, c := range b.Comparisons {
-			out = append(out, verdictSentence(b, c))
-		}
-	}
-	return out
-}
-
-// verdictSentence is one comparison in words.
-func verdictSentence(b Benchmark, c Comparison) string {
-	s := fmt.Sprintf("%s %s: %s -> %s %s", b.Name, b.Metric, c.Base, c.Other, Pct(c.Change))
-	switch {
-	case c.Exact:
-		s += " (exact, constant samples)"
-	case c.CIBounded:
-		s += fmt.Sprintf(" (%g%% CI %s)", 100*c.Confidence, ciText(c.Comparison))
-	}
-	s += ": " + string(c.Verdict)
-	if c.Verdict == stats.Inconclusive {
-		s += " (" + c.Reason + ")"
-	}
-	return s
 }
 
 // formatAddrText renders an address for body text (a trailer): the name

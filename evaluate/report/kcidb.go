@@ -128,8 +128,8 @@ func (r *Report) runID() string {
 // per Sample (path "<benchmark>.<metric>", status DONE, the value in
 // "number") and one test per Comparison (path
 // "<benchmark>.<metric>.vs_<base>", the change in percent in "number",
-// status FAIL for a regression, PASS for an improvement or no significant
-// change, DONE when inconclusive; the statistics in misc).
+// the status from kcidbStatus, the statistics, threshold and, when
+// inconclusive, the boots that would settle it in misc).
 func WriteKCIDB(w io.Writer, r *Report) error {
 	rid := r.runID()
 	pre := KCIDBOrigin + ":" + rid
@@ -285,22 +285,25 @@ func WriteKCIDB(w io.Writer, r *Report) error {
 				ID:      fmt.Sprintf("%s:test:%s:%s", pre, idPart(c.Other), cp),
 				BuildID: bid(c.Other), Origin: KCIDBOrigin, Environment: env, Path: cp,
 				Number:  &kcidbNumber{Value: c.Change, Unit: "%"},
-				Comment: fmt.Sprintf("%s vs %s: %s", c.Other, c.Base, c.Verdict),
+				Comment: fmt.Sprintf("%s vs %s: %s", c.Other, c.Base, c.Label()),
 				Misc: map[string]any{
 					"base": c.Base, "other": c.Other, "verdict": string(c.Verdict), "reason": c.Reason,
 					"rule": c.Rule, "ci_bounded": c.CIBounded, "ci_low_pct": c.CILow, "ci_high_pct": c.CIHigh,
 					"confidence": c.Confidence, "welch_p": c.WelchP, "welch_tested": c.Tested,
 					"mann_whitney_p": c.UP, "base_n": c.Comparison.Base.N, "other_n": c.Comparison.Other.N,
 					"base_mean": c.Comparison.Base.Mean, "other_mean": c.Comparison.Other.Mean,
+					"threshold_pct": c.Threshold, "below_threshold": c.BelowThreshold,
 				},
 			}
-			switch c.Verdict {
-			case stats.Regression:
-				t.Status = "FAIL"
-			case stats.Improvement, stats.NoChange:
-				t.Status = "PASS"
-			default:
-				t.Status = "DONE"
+			if c.Hint != "" {
+				t.Misc["more_boots"] = c.MoreBoots
+				t.Misc["hint"] = c.Hint
+			}
+			t.Status = kcidbStatus(c.Comparison)
+			if c.Verdict == stats.Inconclusive {
+				if c.Hint != "" {
+					t.Comment += "; " + c.Hint
+				}
 			}
 			d.Tests = append(d.Tests, t)
 		}
@@ -308,6 +311,24 @@ func WriteKCIDB(w io.Writer, r *Report) error {
 	enc := json.NewEncoder(w)
 	enc.SetIndent("", "  ")
 	return enc.Encode(d)
+}
+
+// kcidbStatus maps a verdict onto a KCIDB test status: FAIL for a
+// regression of at least the threshold, PASS for an improvement, an
+// equivalent result or a regression below the threshold (significant,
+// but smaller than what the pipeline says matters; the comment says so),
+// DONE for inconclusive (measured, no verdict).
+func kcidbStatus(c stats.Comparison) string {
+	switch c.Verdict {
+	case stats.Regression:
+		if c.BelowThreshold {
+			return "PASS"
+		}
+		return "FAIL"
+	case stats.Improvement, stats.Equivalent:
+		return "PASS"
+	}
+	return "DONE"
 }
 
 func unitOf(b Benchmark) string {

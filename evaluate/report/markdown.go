@@ -78,6 +78,16 @@ func WriteMarkdown(w io.Writer, r *Report) error {
 	}
 	f("- **Target:** %s\n", mdText(targetText(r.Target)))
 	f("- **Samples:** %s\n\n", mdText(nText(r)))
+	if groups := r.Headline(); len(groups) > 0 {
+		f("## %s\n\n", mdText(headlineTitle(r)))
+		for _, g := range groups {
+			f("**%s:**\n\n", mdText(g.Title))
+			for _, l := range g.Lines {
+				f("- %s\n", mdText(l))
+			}
+			f("\n")
+		}
+	}
 	if len(r.Variants) > 0 {
 		f("## Variants\n\n")
 		t := &table{head: []string{"Variant", "Config", "Series", "Cmdline", "Runtime"}}
@@ -98,9 +108,29 @@ func WriteMarkdown(w io.Writer, r *Report) error {
 	if len(r.Confounds) > 0 {
 		f("## Config differences\n\n")
 		for _, c := range r.Confounds {
-			f("- %s\n", mdText(strings.Join(confoundLines(c, 0, "", "", 0), " ")))
+			f("%s → %s: %s\n\n", mdText(c.Base), mdText(c.Other), mdText(confoundSummary(c)))
+			if len(c.Deltas) == 0 {
+				continue
+			}
+			t, _ := confoundTable(c, false)
+			if len(t.rows) > 0 {
+				mdTable(bw, t)
+				f("\n")
+			}
+			// A file has room for the folded names, not for their rows.
+			for _, kind := range []string{KindConsequence, KindToolchain} {
+				what := map[string]string{KindConsequence: "mechanical consequence(s)", KindToolchain: "toolchain/environment value(s)"}[kind]
+				var names []string
+				for _, d := range c.Deltas {
+					if d.Folded() && d.Kind() == kind {
+						names = append(names, d.Symbol)
+					}
+				}
+				if len(names) > 0 {
+					f("Also %d %s: %s\n\n", len(names), what, mdText(strings.Join(names, ", ")))
+				}
+			}
 		}
-		f("\n")
 	}
 	for _, b := range r.Benchmarks {
 		f("## %s\n\n", mdText(b.heading()))
@@ -120,7 +150,10 @@ func WriteMarkdown(w io.Writer, r *Report) error {
 			mdTable(bw, compTable(b, true))
 			f("\n")
 			for _, c := range b.Comparisons {
-				f("- %s → %s: **%s** — %s\n", mdText(c.Base), mdText(c.Other), c.Verdict, mdText(c.Reason))
+				f("- %s → %s: **%s** — %s\n", mdText(c.Base), mdText(c.Other), mdText(c.Label()), mdText(c.Reason))
+				if c.Hint != "" {
+					f("  What would settle it: %s\n", mdText(c.Hint))
+				}
 			}
 			f("\n")
 		}

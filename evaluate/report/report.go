@@ -3,7 +3,7 @@
 // kernel command lines and runtime knobs, the config differences between
 // compared Variants, the Target, per-Benchmark statistics, Comparisons with
 // verdicts, decompositions along isolation chains, and stage timings) and
-// its renderers: terminal tables (WriteText), JSON (WriteJSON), Markdown
+// its renderers: terminal tables (WriteText, WriteTextWith), JSON (WriteJSON), Markdown
 // (WriteMarkdown), KCIDB v5.3 JSON (WriteKCIDB) and the reply Draft
 // (NewDraft, WriteDraft: an RFC 5322 plain-text mail, bottom-posted, lines
 // of at most 72 columns). Nothing here sends mail unless Send is called.
@@ -162,6 +162,9 @@ type ConfigDelta struct {
 	// PREEMPT_RT || PREEMPT_DYNAMIC"); Where its file:line.
 	Rule  string `json:"rule,omitempty"`
 	Where string `json:"where,omitempty"`
+	// Via is the chain of changed symbols from a requested one to this
+	// one (PREEMPT_DYNAMIC, PREEMPT_BUILD, PREEMPTION for PREEMPT_RCU).
+	Via []string `json:"via,omitempty"`
 	// Mechanical marks a derived value no user sets and no rule explains
 	// from another change (toolchain probes, environment): listed last,
 	// only counted in the reply.
@@ -251,8 +254,8 @@ type Spec struct {
 	Comparisons []Pair
 	// Chains are ordered isolation chains to decompose (A -> B -> C).
 	Chains [][]string
-	// Stats are the comparison options (Alpha, MinChange); the direction
-	// comes from the samples.
+	// Stats are the comparison options (Alpha, Threshold); the direction
+	// and the samples per boot come from the samples.
 	Stats stats.Options
 }
 
@@ -359,6 +362,7 @@ func (r *Report) AddResults(samples []evaluate.Sample, spec Spec) error {
 		})
 		o := opts
 		o.HigherIsBetter = higher
+		o.SamplesPerBoot = samplesPerBoot(samples, k.name, k.metric)
 		for _, p := range spec.Comparisons {
 			bs, os := find(vs, p.Base), find(vs, p.Other)
 			if bs == nil || os == nil {
@@ -397,6 +401,28 @@ func (r *Report) AddResults(samples []evaluate.Sample, spec Spec) error {
 	return nil
 }
 
+// samplesPerBoot is the fewest samples one boot of a variant gave for
+// (benchmark, metric): what one more boot adds.
+func samplesPerBoot(samples []evaluate.Sample, bench, metric string) int {
+	type key struct {
+		variant string
+		boot    int
+	}
+	n := map[key]int{}
+	for _, s := range samples {
+		if s.Benchmark == bench && s.Metric == metric {
+			n[key{s.Variant, s.Boot}]++
+		}
+	}
+	least := 0
+	for _, c := range n {
+		if least == 0 || c < least {
+			least = c
+		}
+	}
+	return max(least, 1)
+}
+
 func find(sets []stats.SampleSet, v string) *stats.SampleSet {
 	for i := range sets {
 		if sets[i].Variant == v {
@@ -406,12 +432,15 @@ func find(sets []stats.SampleSet, v string) *stats.SampleSet {
 	return nil
 }
 
-// Regressions lists the comparisons whose verdict is a regression.
+// Regressions lists the comparisons whose verdict is a regression of at
+// least the threshold (the ones that leave out a Tested-by and fail
+// --fail-on-regression); significant regressions below it are in the
+// headline, not here.
 func (r *Report) Regressions() []string {
 	var out []string
 	for _, b := range r.Benchmarks {
 		for _, c := range b.Comparisons {
-			if c.Verdict == stats.Regression {
+			if c.Verdict == stats.Regression && !c.BelowThreshold {
 				out = append(out, fmt.Sprintf("%s %s: %s -> %s %+.1f%%", b.Name, b.Metric, c.Base, c.Other, c.Change))
 			}
 		}

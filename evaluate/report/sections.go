@@ -2,6 +2,7 @@ package report
 
 import (
 	"fmt"
+	"math"
 	"sort"
 	"strings"
 
@@ -110,10 +111,10 @@ func compTable(b Benchmark, wide bool) *table {
 				d = "+" + d
 			}
 			t.rows = append(t.rows, []string{name, d, Pct(c.Change), ciText(c.Comparison), pText(c.Comparison),
-				uText(c.Comparison), string(c.Verdict)})
+				uText(c.Comparison), c.Label()})
 		} else {
 			t.rows = append(t.rows, []string{name, Pct(c.Change), ciText(c.Comparison), pText(c.Comparison),
-				c.Verdict.Short()})
+				c.Short()})
 		}
 	}
 	return t
@@ -124,16 +125,13 @@ func compTable(b Benchmark, wide bool) *table {
 func runTable(b Benchmark, variant string) *table {
 	var runs []Run
 	extraSet := map[string]bool{}
-	var vals []float64
 	for _, r := range b.Runs {
 		if r.Variant != variant {
 			continue
 		}
 		runs = append(runs, r)
-		vals = append(vals, r.Value)
-		for k, v := range r.Extra {
+		for k := range r.Extra {
 			extraSet[k] = true
-			vals = append(vals, v)
 		}
 	}
 	var extras []string
@@ -143,20 +141,54 @@ func runTable(b Benchmark, variant string) *table {
 	sort.Slice(extras, func(i, j int) bool {
 		return extraRank(extras[i]) < extraRank(extras[j]) || extraRank(extras[i]) == extraRank(extras[j]) && extras[i] < extras[j]
 	})
-	dec := decimalsFor(vals...)
+	// Counts (calls, run numbers, iterations) stay integers; the
+	// measured columns share their decimals so they line up.
+	intCol := map[string]bool{}
+	var measured []float64
+	for _, k := range extras {
+		intCol[k] = true
+		for _, r := range runs {
+			if v, ok := r.Extra[k]; ok && v != math.Trunc(v) {
+				intCol[k] = false
+			}
+		}
+	}
+	valueInt := true
+	for _, r := range runs {
+		if !r.Invalid && r.Value != math.Trunc(r.Value) {
+			valueInt = false
+		}
+	}
+	for _, r := range runs {
+		if !valueInt {
+			measured = append(measured, r.Value)
+		}
+		for k, v := range r.Extra {
+			if !intCol[k] {
+				measured = append(measured, v)
+			}
+		}
+	}
+	dec := decimalsFor(measured...)
+	decOf := func(integer bool) int {
+		if integer {
+			return 0
+		}
+		return dec
+	}
 	t := &table{head: append([]string{"Run", b.Metric}, extras...)}
 	for range t.head {
 		t.right = append(t.right, true)
 	}
 	for i, r := range runs {
-		val := Num(r.Value, dec)
+		val := Num(r.Value, decOf(valueInt))
 		if r.Invalid {
 			val = "invalid"
 		}
 		row := []string{fmt.Sprint(i + 1), val}
 		for _, k := range extras {
 			if v, ok := r.Extra[k]; ok {
-				row = append(row, Num(v, dec))
+				row = append(row, Num(v, decOf(intCol[k])))
 			} else {
 				row = append(row, "-")
 			}

@@ -8,10 +8,22 @@ import (
 	"strings"
 )
 
-// WriteText renders r for a terminal: fixed-width tables with all
-// statistics (median, coefficient of variation, difference, both
-// p-values).
-func WriteText(w io.Writer, r *Report) error {
+// TextOptions steer WriteTextWith.
+type TextOptions struct {
+	// Verbose lists every config difference (mechanical consequences
+	// such as INLINE_* and *_BUILD, toolchain values) with its full rule,
+	// instead of counting the folded ones.
+	Verbose bool
+}
+
+// WriteText renders r for a terminal: the verdicts first, then
+// fixed-width tables with all statistics (median, coefficient of
+// variation, difference, both p-values) and the config differences as a
+// table.
+func WriteText(w io.Writer, r *Report) error { return WriteTextWith(w, r, TextOptions{}) }
+
+// WriteTextWith is WriteText with options.
+func WriteTextWith(w io.Writer, r *Report, o TextOptions) error {
 	bw := bufio.NewWriter(w)
 	p := func(lines ...string) {
 		for _, l := range lines {
@@ -59,6 +71,10 @@ func WriteText(w io.Writer, r *Report) error {
 	field("Target", targetText(r.Target))
 	field("Samples", nText(r))
 	p("")
+	if h := headlineLines(r, width, ""); len(h) > 0 {
+		p(h...)
+		p("")
+	}
 	if len(r.Variants) > 0 {
 		p("Variants:")
 		for _, v := range r.Variants {
@@ -68,9 +84,7 @@ func WriteText(w io.Writer, r *Report) error {
 	}
 	if len(r.Confounds) > 0 {
 		p("Config differences between compared variants:")
-		for _, c := range r.Confounds {
-			p(confoundLines(c, width, "  ", "    ", 0)...)
-		}
+		p(confoundTextLines(r.Confounds, width, o.Verbose)...)
 		p("")
 	}
 	for _, b := range r.Benchmarks {
@@ -90,7 +104,10 @@ func WriteText(w io.Writer, r *Report) error {
 			p("")
 			p(compTable(b, true).lines("  ", 0)...)
 			for _, c := range b.Comparisons {
-				p(Wrap(c.Base+" -> "+c.Other+": "+string(c.Verdict)+": "+c.Reason, width, "  ", "    ")...)
+				p(Wrap(c.Base+" -> "+c.Other+": "+c.Label()+": "+c.Reason, width, "  ", "    ")...)
+				if c.Hint != "" {
+					p(Wrap("what would settle it: "+c.Hint, width, "    ", "      ")...)
+				}
 				for _, n := range c.Notes {
 					p(Wrap("note: "+n, width, "    ", "      ")...)
 				}

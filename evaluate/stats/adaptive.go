@@ -1,9 +1,6 @@
 package stats
 
-import (
-	"fmt"
-	"math"
-)
+import "fmt"
 
 // AdaptiveOptions steer NeedMore.
 type AdaptiveOptions struct {
@@ -19,15 +16,17 @@ type AdaptiveOptions struct {
 	// runs the benchmark 5 times adds 5); 0 means 1. It sets the number of
 	// possible looks, K = (MaxN-MinN)/Step + 1.
 	Step int
-	// MinChange (percent) is both the practical threshold and the
-	// equivalence margin: once the whole confidence interval lies within
-	// ±MinChange the variants are declared equivalent and sampling stops.
-	MinChange float64
+	// Threshold is T in percent (Options.Threshold; 0 means
+	// DefaultThreshold). Sampling aims at resolving ±T: it stops once the
+	// verdict is no longer inconclusive, i.e. the change is significant or
+	// the whole confidence interval lies inside ±T (equivalent).
+	Threshold float64
 }
 
 // NeedMore says whether another interleaved run of both variants is
-// needed, and why (or why not). It stops when the verdict is clear or the
-// budget is spent.
+// needed, and why (or why not). It stops when the verdict resolves ±T
+// (regression, improvement or equivalent, not inconclusive) or the budget
+// is spent; a run that is merely not significant goes on.
 //
 // Sequential looks inflate false positives, so every interim look (n <
 // MaxN) tests at Alpha/K, K = MaxN-MinN+1 the number of possible looks
@@ -53,17 +52,22 @@ func NeedMore(base, other []float64, o AdaptiveOptions) (bool, string) {
 	}
 	looks := o.looks(minN, maxN)
 	a := alpha / float64(looks)
-	c := CompareWith(base, other, Options{HigherIsBetter: o.HigherIsBetter, Alpha: a, MinChange: o.MinChange})
+	step := max(o.Step, 1)
+	c := CompareWith(base, other, Options{HigherIsBetter: o.HigherIsBetter, Alpha: a, Threshold: o.Threshold, SamplesPerBoot: step})
 	switch {
 	case c.Exact:
-		return false, fmt.Sprintf("clear at n=%d: %s (%s)", n, c.Verdict, c.Reason)
-	case c.Verdict == Regression || c.Verdict == Improvement:
-		return false, fmt.Sprintf("clear at n=%d: %s, %s (interim alpha %.3g = %g/%d looks)", n, c.Verdict, c.Reason, a, alpha, looks)
-	case o.MinChange > 0 && c.CIBounded && math.Max(math.Abs(c.CILow), math.Abs(c.CIHigh)) < o.MinChange:
-		return false, fmt.Sprintf("clear at n=%d: equivalent, the CI [%+.2f%%, %+.2f%%] lies within ±%g%%",
-			n, c.CILow, c.CIHigh, o.MinChange)
+		return false, fmt.Sprintf("clear at n=%d: %s (%s)", n, c.Label(), c.Reason)
+	case c.Verdict.Significant():
+		return false, fmt.Sprintf("clear at n=%d: %s, %s (interim alpha %.3g = %g/%d looks)", n, c.Label(), c.Reason, a, alpha, looks)
+	case c.Verdict == Equivalent:
+		return false, fmt.Sprintf("clear at n=%d: equivalent, the CI [%+.2f%%, %+.2f%%] lies within ±%s (interim alpha %.3g)",
+			n, c.CILow, c.CIHigh, FormatPct(c.Threshold), a)
 	case n >= maxN:
-		return false, fmt.Sprintf("budget spent: n=%d of %d per variant and still no clear verdict (%s)", n, maxN, c.Reason)
+		why := fmt.Sprintf("budget spent: n=%d of %d per variant and still inconclusive (%s)", n, maxN, c.Reason)
+		if c.Hint != "" {
+			why += "; " + c.Hint
+		}
+		return false, why
 	}
 	return true, fmt.Sprintf("unclear at n=%d of %d: %s", n, maxN, c.Reason)
 }

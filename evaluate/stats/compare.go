@@ -9,23 +9,89 @@ import (
 	ms "github.com/aclements/go-moremath/stats"
 )
 
-// Verdict is the outcome of a Comparison.
+// Verdict is the outcome of a Comparison: one of Regression,
+// Improvement, Equivalent and Inconclusive. Its string (and its JSON and
+// text form) is the stable word: "regression", "improvement",
+// "equivalent", "inconclusive".
 type Verdict string
 
 const (
-	Improvement  Verdict = "improvement"
-	Regression   Verdict = "regression"
-	NoChange     Verdict = "no significant change"
+	// Regression and Improvement: the change is significant (Welch's test
+	// and the confidence interval agree) in the metric's worse (better)
+	// direction. Comparison.BelowThreshold says when it is smaller than
+	// the threshold T.
+	Regression  Verdict = "regression"
+	Improvement Verdict = "improvement"
+	// Equivalent: no significant change, and the confidence interval lies
+	// inside ±T: any change this run could have missed is smaller than T.
+	Equivalent Verdict = "equivalent"
+	// Inconclusive: no significant change, but the confidence interval
+	// reaches past ±T (or could not be computed): the run cannot tell a
+	// change that matters from none. Comparison.MoreBoots says what would
+	// settle it.
 	Inconclusive Verdict = "inconclusive"
 )
 
-// Short is a one-word form for narrow tables.
-func (v Verdict) Short() string {
-	if v == NoChange {
-		return "no change"
+// Verdicts lists the four verdicts in the order reports group them.
+func Verdicts() []Verdict { return []Verdict{Regression, Improvement, Equivalent, Inconclusive} }
+
+// legacyNoChange is the verdict of reports written before the threshold
+// existed: it meant "not significant", which is read back as
+// inconclusive (it never said the variants were equivalent).
+const legacyNoChange = "no significant change"
+
+// ParseVerdict reads a verdict word.
+func ParseVerdict(s string) (Verdict, error) {
+	for _, v := range Verdicts() {
+		if s == string(v) {
+			return v, nil
+		}
 	}
-	return string(v)
+	if s == legacyNoChange {
+		return Inconclusive, nil
+	}
+	return "", fmt.Errorf("stats: unknown verdict %q (want regression, improvement, equivalent or inconclusive)", s)
 }
+
+// String is the verdict word.
+func (v Verdict) String() string { return string(v) }
+
+// Significant reports a regression or an improvement.
+func (v Verdict) Significant() bool { return v == Regression || v == Improvement }
+
+// MarshalText writes the verdict word ("" for the zero Verdict); an
+// unknown word is an error, so no report carries a verdict nobody can read.
+func (v Verdict) MarshalText() ([]byte, error) {
+	if v == "" {
+		return nil, nil
+	}
+	if _, err := ParseVerdict(string(v)); err != nil || string(v) == legacyNoChange {
+		return nil, fmt.Errorf("stats: cannot write verdict %q", string(v))
+	}
+	return []byte(v), nil
+}
+
+// UnmarshalText reads a verdict word (the legacy "no significant change"
+// becomes Inconclusive).
+func (v *Verdict) UnmarshalText(b []byte) error {
+	if len(b) == 0 {
+		*v = ""
+		return nil
+	}
+	p, err := ParseVerdict(string(b))
+	if err != nil {
+		return err
+	}
+	*v = p
+	return nil
+}
+
+// DefaultThreshold is T, in percent, when Options.Threshold is 0.
+const DefaultThreshold = 1.0
+
+// DefaultDeterministicThreshold is the T pipelines use for deterministic
+// QEMU (instruction counting repeats within a fraction of a percent).
+const DefaultDeterministicThreshold = 0.5
 
 // Options steer CompareWith.
 type Options struct {
@@ -35,10 +101,16 @@ type Options struct {
 	// Alpha is the significance level; 0 means 0.05. The confidence
 	// interval is at 1-Alpha (95% for the default).
 	Alpha float64
-	// MinChange is a practical threshold in percent: a significant change
-	// smaller than this is reported as no significant change. 0 (the
-	// default) reports any significant change.
-	MinChange float64
+	// Threshold is T in percent, the smallest change that matters: a
+	// non-significant comparison whose confidence interval lies inside ±T
+	// is Equivalent, one whose interval reaches past ±T Inconclusive; a
+	// significant change smaller than T keeps its verdict and is marked
+	// BelowThreshold. 0 means DefaultThreshold.
+	Threshold float64
+	// SamplesPerBoot is how many samples of a variant one boot gives
+	// (iterations x runs); it turns the samples MoreBoots needs into
+	// boots. 0 means 1.
+	SamplesPerBoot int
 }
 
 func (o Options) alpha() float64 {
@@ -46,6 +118,13 @@ func (o Options) alpha() float64 {
 		return 0.05
 	}
 	return o.Alpha
+}
+
+func (o Options) threshold() float64 {
+	if o.Threshold <= 0 || math.IsNaN(o.Threshold) || math.IsInf(o.Threshold, 0) {
+		return DefaultThreshold
+	}
+	return o.Threshold
 }
 
 // Comparison is one variant set against its baseline.
@@ -56,7 +135,8 @@ type Comparison struct {
 	HigherIsBetter bool    `json:"higher_is_better"`
 	Alpha          float64 `json:"alpha"`
 	Confidence     float64 `json:"confidence"` // 1 - Alpha
-	MinChange      float64 `json:"min_change,omitempty"`
+	// Threshold is T in percent (see Options.Threshold).
+	Threshold float64 `json:"threshold_pct"`
 
 	// Diff is Other.Mean - Base.Mean, in the metric's unit.
 	Diff float64 `json:"diff"`
@@ -85,8 +165,21 @@ type Comparison struct {
 	Exact bool `json:"exact,omitempty"`
 
 	Verdict Verdict `json:"verdict"`
+	// BelowThreshold marks a significant change (Regression or
+	// Improvement) smaller than Threshold: real, but smaller than what
+	// the pipeline says matters.
+	BelowThreshold bool `json:"below_threshold,omitempty"`
 	// Reason explains this verdict with the numbers that decided it.
 	Reason string `json:"reason"`
+	// Resolution is the smallest change this run could have told from
+	// none, in percent: the half width of the confidence interval (0 when
+	// it is unbounded or exact).
+	Resolution float64 `json:"resolution_pct,omitempty"`
+	// MoreBoots, for an Inconclusive verdict, is about how many more boots
+	// per variant would resolve ±Threshold at the observed noise (0: not
+	// estimable, see Hint). Hint says it in words.
+	MoreBoots int    `json:"more_boots,omitempty"`
+	Hint      string `json:"hint,omitempty"`
 	// Rule is the decision rule (the same for every comparison made with
 	// the same options).
 	Rule  string   `json:"rule"`
@@ -101,23 +194,46 @@ func (c Comparison) Worse() bool {
 	return c.Change > 0
 }
 
+// Label is the verdict with its qualifier: "regression", "regression,
+// below ±1%", "equivalent within ±1%", "inconclusive".
+func (c Comparison) Label() string {
+	switch {
+	case c.Verdict.Significant() && c.BelowThreshold:
+		return fmt.Sprintf("%s, below ±%s", c.Verdict, FormatPct(c.Threshold))
+	case c.Verdict == Equivalent:
+		return fmt.Sprintf("%s within ±%s", c.Verdict, FormatPct(c.Threshold))
+	}
+	return string(c.Verdict)
+}
+
+// Short is Label for narrow tables: "regression <1%", "equivalent".
+func (c Comparison) Short() string {
+	if c.Verdict.Significant() && c.BelowThreshold {
+		return fmt.Sprintf("%s <%s", c.Verdict, FormatPct(c.Threshold))
+	}
+	return string(c.Verdict)
+}
+
+// FormatPct renders a threshold: "1%", "0.5%".
+func FormatPct(t float64) string { return fmt.Sprintf("%g%%", t) }
+
 // Rule returns the printed decision rule for these options.
 func Rule(o Options) string {
 	a := o.alpha()
+	t := FormatPct(o.threshold())
 	conf := fmt.Sprintf("%g%%", 100*(1-a))
-	r := fmt.Sprintf("regression (improvement): Welch's t-test p < %g and the %s "+
+	return fmt.Sprintf("regression (improvement): Welch's t-test p < %g and the %s "+
 		"confidence interval of the change of the mean (Fieller) excludes 0 "+
-		"in the worse (better) direction", a, conf)
-	if o.MinChange > 0 {
-		r += fmt.Sprintf(", and the change is at least %g%%", o.MinChange)
-	}
-	r += "; otherwise no significant change. Both variants constant " +
-		"(zero variance, e.g. deterministic QEMU): identical values are no " +
-		"change, different values a change in that direction, taken as exact. " +
-		"Fewer than 2 samples in a variant: inconclusive. " +
-		"The Mann-Whitney U p-value is reported as a check, not used: with " +
-		"3 samples per variant it cannot go below 0.1."
-	return r
+		"in the worse (better) direction; a significant change smaller than "+
+		"the threshold T = %s is reported as such (below ±%s). Otherwise "+
+		"equivalent when the whole CI lies inside ±%s, inconclusive when it "+
+		"reaches past ±%s (the run could not tell a change of that size from "+
+		"none; the report estimates the boots that would), when it is "+
+		"unbounded, or with fewer than 2 samples in a variant. Both variants "+
+		"constant (zero variance, e.g. deterministic QEMU): identical values "+
+		"are equivalent, different values a change in that direction, taken "+
+		"as exact. The Mann-Whitney U p-value is reported as a check, not "+
+		"used: with 3 samples per variant it cannot go below 0.1.", a, conf, t, t, t, t)
 }
 
 // Compare compares other against base: change of the mean with a
@@ -135,7 +251,7 @@ func CompareWith(base, other []float64, o Options) Comparison {
 	c := Comparison{
 		Base: Summarize(base), Other: Summarize(other),
 		HigherIsBetter: o.HigherIsBetter, Alpha: a, Confidence: 1 - a,
-		MinChange: o.MinChange, Rule: Rule(o),
+		Threshold: o.threshold(), Rule: Rule(o),
 	}
 	if nb > 0 {
 		c.Notes = append(c.Notes, fmt.Sprintf("dropped %d NaN/Inf value(s) from the baseline", nb))
@@ -160,10 +276,12 @@ func CompareWith(base, other []float64, o Options) Comparison {
 		}
 	}
 
+	T := c.Threshold
 	switch {
 	case sb.N < 2 || so.N < 2:
 		c.Verdict = Inconclusive
 		c.Reason = fmt.Sprintf("n=%d and n=%d: at least 2 samples per variant are needed", sb.N, so.N)
+		c.Hint = "at least 2 samples per variant are needed before the noise can be estimated"
 		return c
 	case sb.Mean == 0:
 		c.Verdict = Inconclusive
@@ -176,7 +294,7 @@ func CompareWith(base, other []float64, o Options) Comparison {
 		c.CILow, c.CIHigh, c.CIBounded = c.Change, c.Change, true
 		if sb.Mean == so.Mean {
 			c.Tested, c.WelchP = true, 1
-			c.Verdict = NoChange
+			c.Verdict = Equivalent
 			c.Reason = fmt.Sprintf("both variants gave the same constant value in every sample (n=%d, n=%d)", sb.N, so.N)
 			return c
 		}
@@ -185,7 +303,7 @@ func CompareWith(base, other []float64, o Options) Comparison {
 		c.Verdict = c.direction()
 		c.Reason = fmt.Sprintf("both variants constant (zero variance, n=%d and n=%d) with different values: "+
 			"the %+.2f%% change is exact, no test needed", sb.N, so.N, c.Change)
-		c.applyThreshold()
+		c.sizeUp()
 		return c
 	}
 
@@ -198,6 +316,9 @@ func CompareWith(base, other []float64, o Options) Comparison {
 	c.Tested = true
 
 	c.CILow, c.CIHigh, c.CIBounded = fieller(sb.Mean, so.Mean, vb, vo, sb.N, so.N, 1-a)
+	if c.CIBounded {
+		c.Resolution = (c.CIHigh - c.CILow) / 2
+	}
 
 	excludes := c.CIBounded && (c.CILow > 0 || c.CIHigh < 0)
 	confPct := fmt.Sprintf("%g%%", 100*(1-a))
@@ -208,16 +329,93 @@ func CompareWith(base, other []float64, o Options) Comparison {
 	if c.WelchP < a && excludes {
 		c.Verdict = c.direction()
 		c.Reason = fmt.Sprintf("Welch %s and the %s CI %s excludes 0", pVsAlpha(c.WelchP, a, "<"), confPct, ci)
-		c.applyThreshold()
+		c.sizeUp()
 		return c
 	}
-	c.Verdict = NoChange
-	if c.WelchP >= a {
-		c.Reason = fmt.Sprintf("Welch %s (%s CI %s)", pVsAlpha(c.WelchP, a, ">="), confPct, ci)
-	} else {
-		c.Reason = fmt.Sprintf("Welch %s but the %s CI %s does not exclude 0", pVsAlpha(c.WelchP, a, "<"), confPct, ci)
+	why := fmt.Sprintf("Welch %s", pVsAlpha(c.WelchP, a, ">="))
+	if c.WelchP < a {
+		why = fmt.Sprintf("Welch %s but the CI does not exclude 0", pVsAlpha(c.WelchP, a, "<"))
 	}
+	if c.CIBounded && c.CILow >= -T && c.CIHigh <= T {
+		c.Verdict = Equivalent
+		c.Reason = fmt.Sprintf("no significant change (%s) and the %s CI %s lies inside ±%s", why, confPct, ci, FormatPct(T))
+		return c
+	}
+	c.Verdict = Inconclusive
+	if c.CIBounded {
+		c.Reason = fmt.Sprintf("no significant change (%s), but the %s CI %s reaches past ±%s: "+
+			"this run could not tell a change smaller than about ±%.3g%% from none",
+			why, confPct, ci, FormatPct(T), c.Resolution)
+	} else {
+		c.Reason = fmt.Sprintf("no significant change (%s) and the %s CI is unbounded: "+
+			"the baseline mean is not distinguishable from 0", why, confPct)
+	}
+	c.MoreBoots, c.Hint = moreBoots(sb, so, T, a, o.SamplesPerBoot)
 	return c
+}
+
+// moreBoots estimates how many more boots per variant (of perBoot samples
+// each) would make the CI narrow enough to resolve ±t wherever the mean
+// lands: a half width of t/2 puts the whole CI inside ±t when the change
+// is within ±t/2 and excludes 0 when it is not. The half width is
+// projected from the observed variances (delta method for the ratio of
+// means, Student quantile at the projected Welch degrees of freedom).
+func moreBoots(sb, so Summary, t, alpha float64, perBoot int) (int, string) {
+	if perBoot <= 0 {
+		perBoot = 1
+	}
+	const maxN = 10_000_000
+	if sb.StdDev == 0 && so.StdDev == 0 {
+		return 0, ""
+	}
+	// Half width at n samples per variant: t(df(n)) * S / sqrt(n).
+	target := t / 2
+	r := so.Mean / sb.Mean
+	A, B := r*r*sb.StdDev*sb.StdDev, so.StdDev*so.StdDev
+	S := 100 * math.Sqrt(A+B) / math.Abs(sb.Mean)
+	need := func(n int) float64 { // the n the quantile at df(n) asks for
+		df := float64(n-1) * (A + B) * (A + B) / (A*A + B*B)
+		q := TQuantile(1-alpha/2, df)
+		return math.Ceil(q * q * S * S / (target * target))
+	}
+	// Fixed point from below: the normal quantile gives a lower bound,
+	// and need(n) only falls as n grows.
+	z := math.Sqrt2 * math.Erfinv(1-alpha)
+	n := int(math.Max(math.Ceil(z*z*S*S/(target*target)), float64(max(sb.N, so.N))))
+	for i := 0; ; i++ {
+		if n > maxN {
+			return 0, fmt.Sprintf("more than %s samples per variant would be needed to resolve ±%s at this noise: "+
+				"reduce the noise (deterministic QEMU, pinned CPUs, more iterations per boot) or raise the threshold",
+				groupThousands(maxN), FormatPct(t))
+		}
+		m := need(n)
+		if m <= float64(n) || i == 50 {
+			break
+		}
+		n = int(math.Min(m, maxN+1))
+	}
+	hi := max(n, max(sb.N, so.N)+1)
+	more := hi - min(sb.N, so.N)
+	boots := (more + perBoot - 1) / perBoot
+	word := "boots"
+	if boots == 1 {
+		word = "boot"
+	}
+	return boots, fmt.Sprintf("about %s more %s per variant would resolve ±%s at this noise",
+		groupThousands(boots), word, FormatPct(t))
+}
+
+// groupThousands writes n with thousands separators (1,234).
+func groupThousands(n int) string {
+	s := fmt.Sprint(n)
+	var b []byte
+	for i := range s {
+		if i > 0 && (len(s)-i)%3 == 0 {
+			b = append(b, ',')
+		}
+		b = append(b, s[i])
+	}
+	return string(b)
 }
 
 func pStr(p float64) string {
@@ -242,10 +440,11 @@ func (c *Comparison) direction() Verdict {
 	return Improvement
 }
 
-func (c *Comparison) applyThreshold() {
-	if c.MinChange > 0 && math.Abs(c.Change) < c.MinChange {
-		c.Reason += fmt.Sprintf(", but |%.2f%%| is below the %g%% threshold", c.Change, c.MinChange)
-		c.Verdict = NoChange
+// sizeUp marks a significant change smaller than the threshold.
+func (c *Comparison) sizeUp() {
+	if math.Abs(c.Change) < c.Threshold {
+		c.BelowThreshold = true
+		c.Reason += fmt.Sprintf("; significant but below the ±%s threshold", FormatPct(c.Threshold))
 	}
 }
 

@@ -5,9 +5,14 @@
 // against the baseline: the relative change of the mean with a confidence
 // interval (Fieller's theorem for a ratio of two independent means, with
 // Welch–Satterthwaite degrees of freedom), Welch's t-test and the
-// Mann–Whitney U test, and a Verdict (improvement, regression, no
-// significant change, inconclusive) together with the rule that produced it
-// (Rule). Decompose splits the change along an ordered isolation chain
+// Mann–Whitney U test, and a Verdict together with the rule that produced
+// it (Rule). Verdicts are judged against a threshold T (the smallest change
+// that matters, Options.Threshold): regression or improvement when the
+// change is significant (marked BelowThreshold when smaller than T),
+// equivalent when it is not and the confidence interval lies inside ±T,
+// inconclusive when it is not and the interval reaches past ±T — then the
+// Comparison estimates how many more boots would resolve ±T at the
+// observed noise, so an underpowered run is never read as "no change". Decompose splits the change along an ordered isolation chain
 // (A -> B -> C) into the share owed to each step; NeedMore decides whether
 // an adaptive run should add interleaved samples.
 //

@@ -34,9 +34,9 @@ var refs = []struct {
 		[]float64{6.027, 6.032, 6.010, 6.076, 6.084, 6.034, 6.051, 6.057, 6.016, 6.036},
 		-15.8051409100103, 9.01949840670588, 6.98597621260542e-8, -41.2062167523, -34.4415095599, 100, 1.08250882245e-5, false, Improvement},
 	{"noise", []float64{100.2, 98.7, 101.5, 99.9, 100.8}, []float64{101.1, 99.5, 102.3, 100.4, 98.9},
-		0.289624151352737, 7.56596118538672, 0.779881190920839, -1.53533722611, 1.99811994851, 11, 0.84126984127, true, NoChange},
+		0.289624151352737, 7.56596118538672, 0.779881190920839, -1.53533722611, 1.99811994851, 11, 0.84126984127, true, Inconclusive},
 	{"ties", []float64{1, 2, 2, 3}, []float64{2, 3, 3, 4},
-		1.73205080756888, 6, 0.133974596215561, -17.2334856437, 227.217873565, 3, 0.285714285714, true, NoChange},
+		1.73205080756888, 6, 0.133974596215561, -17.2334856437, 227.217873565, 3, 0.285714285714, true, Inconclusive},
 }
 
 func TestCompareAgainstReference(t *testing.T) {
@@ -96,9 +96,9 @@ func TestSummarizeStdDev(t *testing.T) {
 }
 
 func TestZeroVariance(t *testing.T) {
-	// Deterministic QEMU: identical constant samples are no change.
+	// Deterministic QEMU: identical constant samples are equivalent.
 	c := Compare([]float64{955, 955, 955}, []float64{955, 955, 955}, false, 0.05)
-	if c.Verdict != NoChange || !c.Exact || c.WelchP != 1 {
+	if c.Verdict != Equivalent || !c.Exact || c.WelchP != 1 {
 		t.Fatalf("identical constants: %+v", c)
 	}
 	// Constant but different: an exact, clear change in the metric's
@@ -115,10 +115,11 @@ func TestZeroVariance(t *testing.T) {
 	if c.Verdict != Improvement {
 		t.Fatalf("ops/s direction: %s", c.Verdict)
 	}
-	// Tiny exact change below a practical threshold is no change.
-	c = CompareWith([]float64{955, 955}, []float64{955.5, 955.5}, Options{MinChange: 1})
-	if c.Verdict != NoChange {
-		t.Fatalf("below threshold: %s %s", c.Verdict, c.Reason)
+	// A tiny exact change below the threshold is still a change, marked
+	// as below it.
+	c = CompareWith([]float64{955, 955}, []float64{955.5, 955.5}, Options{Threshold: 1})
+	if c.Verdict != Regression || !c.BelowThreshold || c.Label() != "regression, below ±1%" {
+		t.Fatalf("below threshold: %s %s", c.Label(), c.Reason)
 	}
 	// One side constant, the other noisy: Welch still works (df = n-1).
 	c = Compare([]float64{955, 955, 955}, []float64{1190, 1192, 1194}, false, 0.05)
@@ -325,11 +326,20 @@ func TestNeedMore(t *testing.T) {
 		t.Fatalf("%v %q", more, why)
 	}
 	more, why = NeedMore(noisyB, noisyO, AdaptiveOptions{MinN: 3, MaxN: 5})
-	if more || !strings.Contains(why, "budget spent") {
+	if more || !strings.Contains(why, "budget spent") || !strings.Contains(why, "still inconclusive") ||
+		!strings.Contains(why, "more boots per variant would resolve ±1% at this noise") {
 		t.Fatalf("%v %q", more, why)
 	}
+	// Not significant is not enough to stop: a CI reaching past ±T
+	// goes on, a tight one inside ±T stops as equivalent.
+	tightB := []float64{1000.1, 999.9, 1000.0, 1000.2, 999.8}
+	tightO := []float64{1000.0, 1000.2, 999.9, 1000.1, 999.8}
+	more, why = NeedMore(tightB, tightO, o)
+	if more || !strings.Contains(why, "clear at n=5: equivalent") || !strings.Contains(why, "±1%") {
+		t.Fatalf("tight: %v %q", more, why)
+	}
 	// Equivalence: a tight CI within ±5% stops sampling.
-	more, why = NeedMore(noisyB, noisyO, AdaptiveOptions{MinN: 3, MaxN: 10, MinChange: 5})
+	more, why = NeedMore(noisyB, noisyO, AdaptiveOptions{MinN: 3, MaxN: 10, Threshold: 5})
 	if more || !strings.Contains(why, "equivalent") {
 		t.Fatalf("%v %q", more, why)
 	}
