@@ -537,7 +537,7 @@ func confound(repo, base, other string, a, b BuildSpec, artA, artB *build.Artifa
 
 func delta(ch kconfig.SymbolChange) report.ConfigDelta {
 	d := report.ConfigDelta{Symbol: ch.Symbol, From: ch.A, To: ch.B, Requested: ch.Requested,
-		Highlight: !ch.Requested && watched[ch.Symbol]}
+		Highlight: !ch.Requested && watched[ch.Symbol], Via: ch.Via}
 	if len(ch.Rules) > 0 {
 		r := ch.Rules[0]
 		d.Rule, d.Where = r.Text, r.Pos.String()

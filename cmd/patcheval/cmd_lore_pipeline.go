@@ -30,6 +30,7 @@ type pipelineFlags struct {
 	testedBy         bool
 	failOnRegression bool
 	send             bool
+	verbose          bool
 }
 
 func init() {
@@ -43,7 +44,8 @@ func init() {
 		fs.StringVar(&pf.from, "from", "", "with --pipeline: reply draft sender \"Name <email>\" (default: git config user.name/user.email)")
 		fs.BoolVar(&pf.testedBy, "tested-by", false, "with --pipeline: add Tested-by: to the reply draft when nothing regressed")
 		fs.BoolVar(&pf.send, "send", false, "with --pipeline: mail the reply draft after a confirmation on the terminal (SMTP settings in $PATCHEVAL_CONFIG_DIR/config.toml)")
-		fs.BoolVar(&pf.failOnRegression, "fail-on-regression", false, "with --pipeline: exit 1 when a comparison finds a regression")
+		fs.BoolVar(&pf.failOnRegression, "fail-on-regression", false, "with --pipeline: exit 1 when a comparison finds a regression of at least the pipeline's threshold")
+		fs.BoolVar(&pf.verbose, "verbose", false, "with --pipeline: list every config difference in the printed report (mechanical consequences such as INLINE_* and *_BUILD, toolchain values) instead of counting them")
 		return func(ctx context.Context, env *Env, lr *loreResult) error {
 			if pf.pipeline == "" {
 				return nil
@@ -108,7 +110,7 @@ func (pf *pipelineFlags) run(ctx context.Context, env *Env, fs *flag.FlagSet, lr
 		}
 		lr.Extra["evaluation"] = res
 	} else {
-		printOutcome(env.Stdout, res)
+		printOutcome(env.Stdout, res, report.TextOptions{Verbose: pf.verbose})
 	}
 	if pf.send {
 		if res.Mail == nil {
@@ -124,9 +126,9 @@ func (pf *pipelineFlags) run(ctx context.Context, env *Env, fs *flag.FlagSet, lr
 	return nil
 }
 
-func printOutcome(w io.Writer, res *pipelines.Outcome) {
+func printOutcome(w io.Writer, res *pipelines.Outcome, o report.TextOptions) {
 	fmt.Fprintln(w)
-	_ = report.WriteText(w, res.Report)
+	_ = report.WriteTextWith(w, res.Report, o)
 	fmt.Fprintln(w)
 	for _, v := range report.Verdicts(res.Report) {
 		fmt.Fprintln(w, v)
