@@ -12,9 +12,11 @@
 // equivalent when it is not and the confidence interval lies inside ±T,
 // inconclusive when it is not and the interval reaches past ±T — then the
 // Comparison estimates how many more boots would resolve ±T at the
-// observed noise, so an underpowered run is never read as "no change". Decompose splits the change along an ordered isolation chain
-// (A -> B -> C) into the share owed to each step; NeedMore decides whether
-// an adaptive run should add interleaved samples.
+// observed noise, so an underpowered run is never read as "no change".
+// Decompose splits the change along an ordered isolation chain (A -> B ->
+// C) into the share owed to each step; NeedMore decides whether an
+// adaptive run should add interleaved samples, until the verdict resolves
+// ±T or the budget is spent.
 //
 // Values that are NaN or infinite are dropped (and counted). No result
 // field ever holds NaN or Inf, so every type here marshals to JSON; flags

@@ -484,8 +484,8 @@ func (r *run) classify(values []float64) (verdict, reason string, more bool) {
 	o := stats.Options{HigherIsBetter: r.o.HigherIsBetter}
 	vsGood := stats.CompareWith(r.good, values, o)
 	vsBad := stats.CompareWith(r.bad, values, o)
-	diffGood := vsGood.Verdict == stats.Regression || vsGood.Verdict == stats.Improvement
-	diffBad := vsBad.Verdict == stats.Regression || vsBad.Verdict == stats.Improvement
+	diffGood := vsGood.Verdict.Significant()
+	diffBad := vsBad.Verdict.Significant()
 	switch {
 	case diffGood && !diffBad && pos > 0.5:
 		return Bad, fmt.Sprintf("differs from good (%s) and not from bad (n=%d)", vsGood.Reason, len(values)), false
@@ -493,7 +493,7 @@ func (r *run) classify(values []float64) (verdict, reason string, more bool) {
 		return Good, fmt.Sprintf("differs from bad (%s) and not from good (n=%d)", vsBad.Reason, len(values)), false
 	}
 	return "", fmt.Sprintf("n=%d, %.0f%% of the way from good to bad: vs good %s, vs bad %s", len(values), 100*pos,
-		vsGood.Verdict.Short(), vsBad.Verdict.Short()), true
+		vsGood.Short(), vsBad.Short()), true
 }
 
 // firstParentRange resolves good and bad and lists the first-parent

@@ -271,11 +271,13 @@ func (wr *Watcher) events(w *store.Watch, tag string) ([]newEvent, error) {
 		return nil, nil
 	}
 	opts := stats.Options{}
+	minChange := 0.0
 	if wr.Deterministic != nil && wr.Deterministic(w) {
-		opts.MinChange = wr.MinChange
-		if opts.MinChange == 0 {
-			opts.MinChange = 0.5
+		minChange = wr.MinChange
+		if minChange == 0 {
+			minChange = stats.DefaultDeterministicThreshold
 		}
+		opts.Threshold = minChange
 	}
 	var out []newEvent
 	for _, s := range h.Series {
@@ -286,7 +288,9 @@ func (wr *Watcher) events(w *store.Watch, tag string) ([]newEvent, error) {
 		o := opts
 		o.HigherIsBetter = s.HigherIsBetter
 		c := stats.CompareWith(a, b, o)
-		if c.Verdict != stats.Regression && c.Verdict != stats.Improvement {
+		// An event is a significant change, of at least MinChange when
+		// the watch has one.
+		if !c.Verdict.Significant() || minChange > 0 && c.BelowThreshold {
 			continue
 		}
 		ev, _, err := wr.Store.AddWatchEvent(store.WatchEvent{WatchID: w.ID, From: h.Tags[prev].Tag, To: tag,
