@@ -194,7 +194,7 @@ func TestRegressionBetweenTagsIsAnEventAndBisected(t *testing.T) {
 	f.up.commit(t, 1000)
 	f.up.commit(t, 1250) // the regression
 	testgit.Tag(t, f.up.dir, "v6.2-rc2", f.up.commit(t, 1250))
-	f.up.commit(t, 1000) // a fix: an improvement
+	f.up.commit(t, 1000)                                       // a fix: an improvement
 	testgit.Tag(t, f.up.dir, "v6.2-rc3", f.up.commit(t, 1001)) // 0.1%: noise under the 0.5% threshold
 	testgit.Tag(t, f.up.dir, "v6.2-rc4", f.up.commit(t, 1001))
 	res := f.tick(t)

@@ -1,0 +1,318 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/patcheval/patcheval/evaluate/store"
+	"github.com/patcheval/patcheval/internal/fail"
+	"github.com/patcheval/patcheval/internal/progress"
+	"github.com/patcheval/patcheval/internal/xdg"
+	"github.com/patcheval/patcheval/pipelines"
+	"github.com/patcheval/patcheval/pipelines/watch"
+)
+
+type watchFlags struct {
+	name, remote, branch, tags, pipeline, series, schedule, tree string
+	bisect                                                       bool
+	db, out, from, svg                                           string
+	jobs                                                         int
+	asJSON                                                       bool
+}
+
+func init() {
+	register(&command{
+		name:    "watch",
+		summary: "re-test a remote's new tags on a schedule, keep the history, bisect regressions",
+		usage: "patcheval watch add --remote URL [--branch B] --tags GLOB --pipeline NAME [--series MSGID] [--schedule SPEC] [--bisect] [--tree PATH] [--name N]\n" +
+			"       patcheval watch list | show NAME [--svg FILE] | rm NAME | run-now NAME | daemon   [--json] [--db PATH]",
+		setup: func(fs *flag.FlagSet) func(ctx context.Context, env *Env, args []string) error {
+			var f watchFlags
+			fs.StringVar(&f.name, "name", "", "add: the watch's `name` (default: from the remote and the tag pattern)")
+			fs.StringVar(&f.remote, "remote", "", "add: the git remote `URL` to list tags from (https://, git://, file://)")
+			fs.StringVar(&f.branch, "branch", "", "add: the remote's `branch` the tags belong to (recorded with the watch)")
+			fs.StringVar(&f.tags, "tags", "", "add: tag `glob`, e.g. 'v6.*-rc*' (ordered by version: rc10 after rc9)")
+			fs.StringVar(&f.pipeline, "pipeline", "", "add: pipeline `name` or TOML file evaluated on every new tag ("+strings.Join(pipelines.List(), ", ")+")")
+			fs.StringVar(&f.series, "series", "", "add: re-apply this series (`Message-ID`) on every new tag")
+			fs.StringVar(&f.schedule, "schedule", "", "add: cron `spec` (5 fields, or @every 30m, @hourly; default "+watch.DefaultSchedule+")")
+			fs.BoolVar(&f.bisect, "bisect", false, "add: bisect every regression between consecutive tags")
+			fs.StringVar(&f.tree, "tree", "", "add: local git `repository` new tags are fetched into and built from (default: the pipeline's tree.path)")
+			fs.StringVar(&f.db, "db", "", "database `path` (default <state dir>/"+store.FileName+")")
+			fs.StringVar(&f.out, "out", "", "run-now, daemon: reports go to `DIR`/<watch>/<tag> (default <state dir>/watches)")
+			fs.StringVar(&f.from, "from", "", "run-now, daemon: sender of bisection reply drafts \"Name <email>\"")
+			fs.StringVar(&f.svg, "svg", "", "show: also write the history plot (values with 95% CI bands per tag) to `FILE`")
+			fs.IntVar(&f.jobs, "j", 0, "run-now, daemon: make -j budget (default: number of CPUs)")
+			fs.BoolVar(&f.asJSON, "json", false, "print JSON")
+			return func(ctx context.Context, env *Env, args []string) error { return f.run(ctx, env, fs, args) }
+		},
+	})
+}
+
+func (f *watchFlags) run(ctx context.Context, env *Env, fs *flag.FlagSet, args []string) error {
+	if len(args) == 0 {
+		return fail.Inputf("watch: want a subcommand: add, list, show, rm, run-now or daemon")
+	}
+	sub, args := args[0], args[1:]
+	addOnly := map[string]bool{"name": true, "remote": true, "branch": true, "tags": true, "pipeline": true, "series": true,
+		"schedule": true, "bisect": true, "tree": true}
+	var bad []string
+	fs.Visit(func(fl *flag.Flag) {
+		if addOnly[fl.Name] && sub != "add" {
+			bad = append(bad, "--"+fl.Name)
+		}
+	})
+	if len(bad) > 0 {
+		return fail.Inputf("watch %s: %s only go with 'watch add'", sub, strings.Join(bad, ", "))
+	}
+	wantArgs := func(n int, what string) error {
+		if len(args) != n {
+			return fail.Inputf("watch %s: want %s, got %q", sub, what, args)
+		}
+		return nil
+	}
+	st, err := store.Open(f.db)
+	if err != nil {
+		return err
+	}
+	defer st.Close()
+	if err := syncConfig(env, st); err != nil {
+		return err
+	}
+	switch sub {
+	case "add":
+		if err := wantArgs(0, "no arguments (flags only)"); err != nil {
+			return err
+		}
+		return f.add(env, st)
+	case "list", "ls":
+		if err := wantArgs(0, "no arguments"); err != nil {
+			return err
+		}
+		return watchList(env.Stdout, st, f.asJSON)
+	case "show":
+		if err := wantArgs(1, "one watch name"); err != nil {
+			return err
+		}
+		return f.show(env.Stdout, st, args[0])
+	case "rm", "remove":
+		if err := wantArgs(1, "one watch name"); err != nil {
+			return err
+		}
+		w, err := st.FindWatch(args[0])
+		if err != nil {
+			return err
+		}
+		if err := st.RemoveWatch(w.ID); err != nil {
+			return err
+		}
+		fmt.Fprintf(env.Stdout, "removed watch %s (its evaluations stay: patcheval runs)\n", w.Name)
+		if w.Origin == "config" {
+			fmt.Fprintf(env.Stderr, "note: %s comes from config.toml: it comes back unless removed there\n", w.Name)
+		}
+		return nil
+	case "run-now":
+		if err := wantArgs(1, "one watch name"); err != nil {
+			return err
+		}
+		w, err := st.FindWatch(args[0])
+		if err != nil {
+			return err
+		}
+		wr, err := f.watcher(env, st)
+		if err != nil {
+			return err
+		}
+		res, err := wr.Tick(ctx, w)
+		if res != nil {
+			if f.asJSON {
+				enc := json.NewEncoder(env.Stdout)
+				enc.SetIndent("", "  ")
+				enc.Encode(res)
+			} else {
+				fmt.Fprintf(env.Stdout, "watch %s: %d matching tag(s) on the remote, new: %s; evaluated: %s\n", w.Name, res.Listed,
+					orNone(res.New), orNone(res.Evaluated))
+				for _, e := range res.Events {
+					fmt.Fprintf(env.Stdout, "event: %s %s..%s %s %s %s %+.1f%% [%+.1f%%, %+.1f%%]\n", e.Verdict, e.From, e.To,
+						e.Variant, e.Benchmark, e.Metric, e.Change, e.CILow, e.CIHigh)
+				}
+				for _, fl := range res.Failed {
+					fmt.Fprintf(env.Stdout, "failed: %s\n", fl)
+				}
+			}
+		}
+		return err
+	case "daemon":
+		if err := wantArgs(0, "no arguments"); err != nil {
+			return err
+		}
+		wr, err := f.watcher(env, st)
+		if err != nil {
+			return err
+		}
+		ws, _ := st.Watches()
+		fmt.Fprintf(env.Stderr, "patcheval watch daemon: %d watch(es); Ctrl-C stops\n", len(ws))
+		return watch.Loop(ctx, wr, time.Minute)
+	}
+	return fail.Inputf("watch: unknown subcommand %q (add, list, show, rm, run-now, daemon)", sub)
+}
+
+// syncConfig brings the [[watch]] tables of config.toml into the store.
+func syncConfig(env *Env, st *store.Store) error {
+	path := filepath.Join(xdg.ConfigDir(), "config.toml")
+	ws, err := watch.LoadConfig(path, pipelineOK)
+	if err != nil {
+		return err
+	}
+	added, updated, err := watch.Sync(st, ws)
+	for _, n := range added {
+		fmt.Fprintf(env.Stderr, "watch %s: added from %s\n", n, path)
+	}
+	for _, n := range updated {
+		fmt.Fprintf(env.Stderr, "watch %s: updated from %s\n", n, path)
+	}
+	return err
+}
+
+func pipelineOK(name string) error {
+	_, err := pipelines.Find(name)
+	return err
+}
+
+func (f *watchFlags) add(env *Env, st *store.Store) error {
+	w := store.Watch{Name: f.name, Remote: f.remote, Branch: f.branch, Tags: f.tags, Pipeline: f.pipeline, SeriesID: f.series,
+		Schedule: f.schedule, Bisect: f.bisect, Tree: f.tree}
+	if w.Name == "" {
+		w.Name = watch.DefaultName(w.Remote, w.Tags)
+	}
+	if w.Tree == "" {
+		if p, err := pipelines.Find(w.Pipeline); err == nil {
+			w.Tree = p.Tree.Path
+		}
+	}
+	if w.Tree != "" {
+		if abs, err := filepath.Abs(w.Tree); err == nil {
+			w.Tree = abs
+		}
+	}
+	if err := watch.Validate(&w, pipelineOK); err != nil {
+		return err
+	}
+	if p, _ := pipelines.Find(w.Pipeline); p != nil && p.NeedsSeries() && w.SeriesID == "" {
+		return fail.Inputf("watch %s: pipeline %s applies a series on each tag: give --series MSGID", w.Name, p.Name)
+	}
+	got, err := st.AddWatch(w)
+	if err != nil {
+		return err
+	}
+	if f.asJSON {
+		return json.NewEncoder(env.Stdout).Encode(got)
+	}
+	fmt.Fprintf(env.Stdout, "added watch %s: %s tags %s, pipeline %s, schedule %s%s\n", got.Name, got.Remote, got.Tags, got.Pipeline,
+		got.Schedule, map[bool]string{true: ", bisecting regressions"}[got.Bisect])
+	fmt.Fprintf(env.Stdout, "run it now with 'patcheval watch run-now %s'; 'patcheval watch daemon' (or serve) runs it on schedule\n", got.Name)
+	return nil
+}
+
+func (f *watchFlags) watcher(env *Env, st *store.Store) (*watch.Watcher, error) {
+	out := f.out
+	if out == "" {
+		out = filepath.Join(xdg.StateDir(), "watches")
+	}
+	from, err := draftSender(f.from, "")
+	if err != nil {
+		return nil, err
+	}
+	pr := progress.New(env.Stderr)
+	ev := &watch.PipelineEvaluator{OutDir: out, StorePath: st.Path(), Jobs: f.jobs, Progress: pr}
+	logf := func(format string, a ...any) {
+		fmt.Fprintf(env.Stderr, "%s %s\n", time.Now().UTC().Format("15:04:05"), fmt.Sprintf(format, a...))
+	}
+	b := &watch.Bisection{Eval: ev, From: from, Logf: logf}
+	return &watch.Watcher{Store: st, Eval: ev, Bisect: b.Bisect, Deterministic: watch.Deterministic, Logf: logf}, nil
+}
+
+func watchList(w io.Writer, st *store.Store, asJSON bool) error {
+	ws, err := st.Watches()
+	if err != nil {
+		return err
+	}
+	if asJSON {
+		if ws == nil {
+			ws = []*store.Watch{}
+		}
+		enc := json.NewEncoder(w)
+		enc.SetIndent("", "  ")
+		return enc.Encode(ws)
+	}
+	if len(ws) == 0 {
+		fmt.Fprintln(w, "no watches (patcheval watch add --remote URL --tags GLOB --pipeline NAME)")
+		return nil
+	}
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "NAME\tREMOTE\tTAGS\tPIPELINE\tSCHEDULE\tBISECT\tLAST CHECK\tSTATE")
+	for _, x := range ws {
+		state := "ok"
+		if x.LastCheck.IsZero() {
+			state = "never checked"
+		}
+		if x.LastError != "" {
+			state = x.LastErrorKind + " error: " + firstLineOf(x.LastError)
+		}
+		last := "-"
+		if !x.LastCheck.IsZero() {
+			last = x.LastCheck.UTC().Format("2006-01-02 15:04")
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%v\t%s\t%s\n", x.Name, x.Remote, x.Tags, x.Pipeline, x.Schedule, x.Bisect, last, state)
+	}
+	return tw.Flush()
+}
+
+func (f *watchFlags) show(w io.Writer, st *store.Store, name string) error {
+	x, err := st.FindWatch(name)
+	if err != nil {
+		return err
+	}
+	h, err := watch.Load(st, x)
+	if err != nil {
+		return err
+	}
+	if f.svg != "" {
+		file, err := os.Create(f.svg)
+		if err != nil {
+			return fail.Inputf("--svg %s: %v", f.svg, err)
+		}
+		if err := watch.WriteSVG(file, h); err != nil {
+			file.Close()
+			return err
+		}
+		if err := file.Close(); err != nil {
+			return fail.Infra(err)
+		}
+	}
+	if f.asJSON {
+		enc := json.NewEncoder(w)
+		enc.SetIndent("", "  ")
+		return enc.Encode(h)
+	}
+	return watch.WriteText(w, h)
+}
+
+func orNone(xs []string) string {
+	if len(xs) == 0 {
+		return "none"
+	}
+	return strings.Join(xs, " ")
+}
+
+func firstLineOf(s string) string {
+	s, _, _ = strings.Cut(s, "\n")
+	return s
+}

@@ -1,0 +1,73 @@
+package main
+
+import (
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/patcheval/patcheval/evaluate/store"
+)
+
+func TestWatchCommands(t *testing.T) {
+	state, cfg := t.TempDir(), t.TempDir()
+	t.Setenv("PATCHEVAL_STATE_DIR", state)
+	t.Setenv("PATCHEVAL_CONFIG_DIR", cfg)
+	tree := t.TempDir()
+
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"watch", "add", "--remote", "https://git.example/linux.git", "--tags", "v6.*", "--pipeline", "selinux-tax", "--tree", tree, "--schedule", "TZ=UTC"}, "no schedule follows"},
+		{[]string{"watch", "add", "--remote", "https://git.example/linux.git", "--tags", "v6.*", "--pipeline", "selinux-tax", "--tree", tree, "--schedule", "0 0 3 * * *"}, "seconds are not supported"},
+		{[]string{"watch", "add", "--remote", "https://git.example/linux.git", "--tags", "v6.[", "--pipeline", "selinux-tax", "--tree", tree}, "tag pattern"},
+		{[]string{"watch", "add", "--remote", "https://git.example/linux.git", "--tags", "v6.*", "--pipeline", "no-such", "--tree", tree}, "no-such"},
+		{[]string{"watch", "add", "--remote", "https://git.example/linux.git", "--tags", "v6.*", "--pipeline", "selinux-tax"}, "--tree"},
+		{[]string{"watch", "list", "--remote", "x"}, "only go with 'watch add'"},
+		{[]string{"watch", "show", "nope"}, `no watch "nope"`},
+		{[]string{"watch", "frobnicate"}, "unknown subcommand"},
+	} {
+		_, errOut, code := runsCLI(t, tc.args...)
+		if code != 2 || !strings.Contains(errOut, tc.want) || strings.Contains(errOut, "panic") {
+			t.Errorf("%q: exit %d, %q; want exit 2 saying %q", tc.args, code, errOut, tc.want)
+		}
+	}
+
+	out, errOut, code := runsCLI(t, "watch", "add", "--remote", "https://git.example/linux.git", "--tags", "v6.*-rc*",
+		"--pipeline", "selinux-tax", "--tree", tree, "--schedule", "@every 30m", "--bisect")
+	if code != 0 || !strings.Contains(out, "added watch linux-v6.x-rcx") {
+		t.Fatalf("add: %d %q %q", code, out, errOut)
+	}
+	if _, errOut, code := runsCLI(t, "watch", "add", "--remote", "https://git.example/linux.git", "--tags", "v6.*-rc*",
+		"--pipeline", "selinux-tax", "--tree", tree); code != 2 || !strings.Contains(errOut, "exists already") {
+		t.Fatalf("duplicate add: %d %q", code, errOut)
+	}
+	// A [[watch]] in config.toml joins on the next command.
+	conf := "[smtp]\nhost = \"x\"\n\n[[watch]]\nname = \"stable\"\nremote = \"https://git.example/stable.git\"\ntags = \"v6.1.*\"\npipeline = \"selinux-tax\"\ntree = \"" + tree + "\"\n"
+	if err := os.WriteFile(filepath.Join(cfg, "config.toml"), []byte(conf), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	out, errOut, code = runsCLI(t, "watch", "list", "--json")
+	var ws []store.Watch
+	if code != 0 || json.Unmarshal([]byte(out), &ws) != nil || len(ws) != 2 || ws[1].Name != "stable" || ws[1].Origin != "config" ||
+		ws[1].Schedule != "@every 30m" || !ws[0].Bisect {
+		t.Fatalf("list: %d %q %q", code, out, errOut)
+	}
+	out, _, code = runsCLI(t, "watch", "show", "stable")
+	if code != 0 || !strings.Contains(out, "never checked") {
+		t.Fatalf("show: %d %q", code, out)
+	}
+	// A bad [[watch]] is a clear error naming the file and the table.
+	if err := os.WriteFile(filepath.Join(cfg, "config.toml"), []byte(conf+"\n[[watch]]\nremote = \"https://x/y.git\"\ntags = \"v*\"\npipeline = \"selinux-tax\"\ntree = \""+tree+"\"\nschedule = \"CRON_TZ=UTC\"\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if _, errOut, code := runsCLI(t, "watch", "list"); code != 2 || !strings.Contains(errOut, "config.toml: [[watch]] #2") || !strings.Contains(errOut, "CRON_TZ=UTC") {
+		t.Fatalf("bad config: %d %q", code, errOut)
+	}
+	os.Remove(filepath.Join(cfg, "config.toml"))
+	if out, _, code := runsCLI(t, "watch", "rm", "linux-v6.x-rcx"); code != 0 || !strings.Contains(out, "removed") {
+		t.Fatalf("rm: %d %q", code, out)
+	}
+}
