@@ -33,6 +33,9 @@ type Pipeline struct {
 	Variants    []Variant    `json:"variants"`
 	Benchmarks  []Benchmark  `json:"benchmarks"`
 	Repeats     Repeats      `json:"repeats"`
+	// Compare is how the comparisons are judged (not part of Hash: the
+	// same samples can be judged again with another threshold).
+	Compare Compare `json:"compare,omitzero"`
 	Target      Target       `json:"target"`
 	Comparisons []Comparison `json:"comparisons"`
 	Chains      []Chain      `json:"chains,omitempty"`
@@ -127,6 +130,18 @@ type Repeats struct {
 	Boots      int `json:"boots"`
 	Iterations int `json:"iterations"`
 	MaxBoots   int `json:"max_boots,omitempty"`
+}
+
+// Compare says how comparisons are judged.
+type Compare struct {
+	// Threshold is T in percent, the smallest change that matters
+	// (stats.Options.Threshold): a significant change smaller than T is
+	// reported as below it, a non-significant one is equivalent when its
+	// confidence interval lies inside ±T and inconclusive when it reaches
+	// past ±T; adaptive sampling (Repeats.MaxBoots) aims at resolving ±T.
+	// Default stats.DefaultThreshold (1%), stats.DefaultDeterministicThreshold
+	// (0.5%) for deterministic pipelines.
+	Threshold float64 `json:"threshold_pct"`
 }
 
 // Target is where kernels run.

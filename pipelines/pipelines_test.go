@@ -188,6 +188,38 @@ func TestMinimalDefaults(t *testing.T) {
 	}
 }
 
+// TestCompareThreshold: [compare] threshold, its defaults (1%, 0.5% when
+// deterministic), and that it does not change the evaluation key.
+func TestCompareThreshold(t *testing.T) {
+	p, err := Parse([]byte(valid), "min.toml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !p.Deterministic || p.Compare.Threshold != 0.5 || threshold(p) != 0.5 {
+		t.Errorf("deterministic default %g", p.Compare.Threshold)
+	}
+	nd, err := Parse([]byte(strings.Replace(valid, "deterministic = true", "deterministic = false", 1)), "nd.toml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if nd.Compare.Threshold != 1 {
+		t.Errorf("default %g", nd.Compare.Threshold)
+	}
+	two, err := Parse([]byte(valid+"[compare]\nthreshold = \" 2.5% \"\n"), "two.toml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if two.Compare.Threshold != 2.5 || threshold(two) != 2.5 {
+		t.Errorf("threshold %g", two.Compare.Threshold)
+	}
+	if two.Hash() != p.Hash() {
+		t.Errorf("the threshold changed the evaluation key")
+	}
+	if threshold(&Pipeline{}) != 1 || threshold(&Pipeline{Deterministic: true}) != 0.5 {
+		t.Errorf("threshold of a hand-made pipeline")
+	}
+}
+
 // Each case replaces old with new in valid (or appends when old is "")
 // and must fail at file:line with msg in the text.
 func TestMalformed(t *testing.T) {
@@ -232,6 +264,11 @@ func TestMalformed(t *testing.T) {
 		{"bad cpus", "name = \"a\"\n", "name = \"a\"\ncpus = \"0-x\"\n", 10, "CPU list"},
 		{"fragment of another arch", `fragments = ["ppc64le-pseries"]`, `fragments = ["arm64-virt"]`, 6, `use "ppc64le-pseries"`},
 		{"no name", `name = "t"`, `description = "x"`, 0, "needs a name"},
+		{"threshold without percent", "", "[compare]\nthreshold = \"1\"\n", 23, `compare.threshold = "1": want a percentage like "1%"`},
+		{"threshold bare number", "", "[compare]\nthreshold = 0.01\n", 23, "a bare number is ambiguous"},
+		{"threshold zero", "", "[compare]\nthreshold = \"0%\"\n", 23, `compare.threshold = "0%": want more than 0%`},
+		{"threshold 100", "", "[compare]\nthreshold = \"150%\"\n", 23, "less than 100%"},
+		{"threshold misspelt", "", "[compare]\nthreshhold = \"1%\"\n", 23, `unknown key "compare.threshhold"`},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {

@@ -129,11 +129,12 @@ func (p *Pipeline) runs(from, to int) []RunPlan {
 }
 
 // Hash is a content hash of everything that decides what the pipeline
-// builds and runs (not its comments, description or file name; fragment
-// files by content): part of an evaluation's key.
+// builds and runs (not its comments, description, file name or verdict
+// threshold; fragment files by content): part of an evaluation's key.
 func (p *Pipeline) Hash() string {
 	c := *p
 	c.Description, c.Warnings = "", nil
+	c.Compare = Compare{} // judging, not measuring
 	c.Fragments = nil
 	for _, f := range p.Fragments {
 		if f.Path != "" {

@@ -763,9 +763,13 @@ func (a *adaptiveState) look(p *Pipeline, samples []evaluate.Sample) map[string]
 	return need
 }
 
-// threshold is T for the pipeline's verdicts and adaptive sampling.
+// threshold is T for the pipeline's verdicts and adaptive sampling
+// ([compare] threshold; a Pipeline built by hand gets the defaults).
 func threshold(p *Pipeline) float64 {
-	if p.Deterministic {
+	switch {
+	case p.Compare.Threshold > 0:
+		return p.Compare.Threshold
+	case p.Deterministic:
 		return stats.DefaultDeterministicThreshold
 	}
 	return stats.DefaultThreshold

@@ -11,6 +11,7 @@ type rawPipeline struct {
 	Variant       []rawVariant    `toml:"variant"`
 	Benchmark     []rawBenchmark  `toml:"benchmark"`
 	Repeats       rawRepeats      `toml:"repeats"`
+	Compare       rawCompare      `toml:"compare"`
 	Target        rawTarget       `toml:"target"`
 	Comparison    []rawComparison `toml:"comparison"`
 	Chain         []rawChain      `toml:"chain"`
@@ -56,6 +57,10 @@ type rawRepeats struct {
 	Boots      *int `toml:"boots"`
 	Iterations *int `toml:"iterations"`
 	MaxBoots   *int `toml:"max_boots"`
+}
+
+type rawCompare struct {
+	Threshold any `toml:"threshold"` // "1%"
 }
 
 type rawTarget struct {

@@ -13,6 +13,7 @@ import (
 	"github.com/BurntSushi/toml"
 
 	"github.com/patcheval/patcheval/evaluate/guest"
+	"github.com/patcheval/patcheval/evaluate/stats"
 	"github.com/patcheval/patcheval/internal/arch"
 )
 
@@ -223,6 +224,8 @@ func (ps *parser) build(r *rawPipeline) *Pipeline {
 		}
 	}
 
+	ps.compare(p, r)
+
 	if p.Deterministic {
 		switch {
 		case p.Target.Kind == "ssh":
@@ -236,6 +239,33 @@ func (ps *parser) build(r *rawPipeline) *Pipeline {
 
 	ps.comparisons(p, r)
 	return p
+}
+
+// compare reads [compare]: the threshold T, a percentage ("1%").
+func (ps *parser) compare(p *Pipeline, r *rawPipeline) {
+	p.Compare.Threshold = stats.DefaultThreshold
+	if p.Deterministic {
+		p.Compare.Threshold = stats.DefaultDeterministicThreshold
+	}
+	v := r.Compare.Threshold
+	if v == nil {
+		return
+	}
+	s, ok := v.(string)
+	if !ok {
+		ps.errorf("compare.threshold", "compare.threshold = %v: want a string with a percent sign, like \"1%%\" (a bare number is ambiguous: 0.01 or 1%%?)", v)
+		return
+	}
+	num, pct := strings.CutSuffix(strings.TrimSpace(s), "%")
+	t, err := strconv.ParseFloat(strings.TrimSpace(num), 64)
+	switch {
+	case !pct || err != nil:
+		ps.errorf("compare.threshold", "compare.threshold = %q: want a percentage like \"1%%\" or \"0.5%%\"", s)
+	case !(t > 0 && t < 100):
+		ps.errorf("compare.threshold", "compare.threshold = %q: want more than 0%% and less than 100%%", s)
+	default:
+		p.Compare.Threshold = t
+	}
 }
 
 // file_ resolves a path relative to the pipeline's directory and checks
