@@ -182,16 +182,7 @@ func Open(path string) (*Store, error) {
 	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
 		return nil, fail.Infraf("store: creating the state directory for %s: %w", path, err)
 	}
-	q := url.Values{}
-	q.Add("_pragma", "busy_timeout(10000)")
-	q.Add("_pragma", "journal_mode(WAL)")
-	q.Add("_pragma", "foreign_keys(1)")
-	// FULL: a committed run survives power loss too, not only kill -9;
-	// one fsync per finished run is cheap next to a kernel boot.
-	q.Add("_pragma", "synchronous(FULL)")
-	q.Set("_txlock", "immediate")
-	dsn := "file:" + (&url.URL{Path: path}).EscapedPath() + "?" + q.Encode()
-	db, err := sql.Open("sqlite", dsn)
+	db, err := sql.Open("sqlite", DSN(path))
 	if err != nil {
 		return nil, fail.Infraf("store: opening %s: %w", path, err)
 	}
@@ -201,6 +192,26 @@ func Open(path string) (*Store, error) {
 		return nil, err
 	}
 	return s, nil
+}
+
+// DSN is the database/sql data source name (driver "sqlite") Open uses
+// for path: WAL, a 10 s busy timeout, foreign keys, synchronous=FULL and
+// BEGIN IMMEDIATE transactions. Another pool on the same file (River's job
+// tables, in pipelines/service) opens it the same way, so that writers in
+// different pools and processes wait for each other instead of failing.
+func DSN(path string) string {
+	q := url.Values{}
+	q.Add("_pragma", "busy_timeout(10000)")
+	q.Add("_pragma", "journal_mode(WAL)")
+	q.Add("_pragma", "foreign_keys(1)")
+	// FULL: a committed run survives power loss too, not only kill -9;
+	// one fsync per finished run is cheap next to a kernel boot.
+	q.Add("_pragma", "synchronous(FULL)")
+	// IMMEDIATE: a transaction takes the write lock when it begins, so two
+	// writers never deadlock upgrading read locks; the busy timeout queues
+	// them.
+	q.Set("_txlock", "immediate")
+	return "file:" + (&url.URL{Path: path}).EscapedPath() + "?" + q.Encode()
 }
 
 // Path is the database file's path.

@@ -1,0 +1,69 @@
+package store
+
+import (
+	"context"
+	"strings"
+
+	"github.com/patcheval/patcheval/internal/fail"
+)
+
+// ListFilter selects and pages evaluations for List. Empty fields match
+// everything.
+type ListFilter struct {
+	Status   string // exact status
+	Pipeline string // exact pipeline name
+	// Series matches the series' message-id or a substring of its title.
+	Series string
+	// Limit is the page size (0: no limit); Offset skips that many of the
+	// newest first.
+	Limit, Offset int
+}
+
+// List returns one page of the evaluations f selects, newest first, and
+// how many f selects in all.
+func (s *Store) List(ctx context.Context, f ListFilter) ([]*Evaluation, int, error) {
+	var where []string
+	var args []any
+	if f.Status != "" {
+		where = append(where, "e.status = ?")
+		args = append(args, f.Status)
+	}
+	if f.Pipeline != "" {
+		where = append(where, "e.pipeline = ?")
+		args = append(args, f.Pipeline)
+	}
+	if f.Series != "" {
+		where = append(where, "(e.series_msgid = ? OR instr(lower(e.series_title), lower(?)) > 0)")
+		args = append(args, strings.Trim(f.Series, "<>"), f.Series)
+	}
+	cond := ""
+	if len(where) > 0 {
+		cond = " WHERE " + strings.Join(where, " AND ")
+	}
+	var total int
+	if err := s.db.QueryRowContext(ctx, `SELECT COUNT(*) FROM evaluations e`+cond, args...).Scan(&total); err != nil {
+		return nil, 0, fail.Infraf("store: %s: counting evaluations: %w", s.path, err)
+	}
+	q := `SELECT ` + evalColumns + ` FROM evaluations e` + cond + ` ORDER BY e.id DESC`
+	if f.Limit > 0 {
+		q += ` LIMIT ? OFFSET ?`
+		args = append(args, f.Limit, max(0, f.Offset))
+	}
+	rows, err := s.db.QueryContext(ctx, q, args...)
+	if err != nil {
+		return nil, 0, fail.Infraf("store: %s: listing evaluations: %w", s.path, err)
+	}
+	defer rows.Close()
+	var out []*Evaluation
+	for rows.Next() {
+		e, err := scanEvaluation(rows)
+		if err != nil {
+			return nil, 0, fail.Infraf("store: %s: %w", s.path, err)
+		}
+		out = append(out, e)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, 0, fail.Infraf("store: %s: %w", s.path, err)
+	}
+	return out, total, nil
+}
