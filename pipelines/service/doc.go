@@ -1,0 +1,90 @@
+// Package service is `patcheval serve`: the evaluation stages of
+// pipelines/runner run as River jobs (github.com/riverqueue/river), with
+// an HTTP API under /api/v1 and the dashboard (pipelines/service/dashboard)
+// in one process. New opens it, Service.Run serves until its context ends.
+//
+// # Jobs
+//
+// Job kinds follow the stages: apply, build (one per kernel), boot (one
+// per planned boot), more (plans the boots, then adaptive rounds) and
+// report, each in its own queue with its own concurrency (EngineConfig).
+// An evaluation's boots form a chain, each inserting the next, so they run
+// one at a time in the pipeline's interleaving order while other
+// evaluations' boots may run beside them. Builds share one make -j budget
+// (split between the build workers). Every stage is idempotent (runner):
+// a retried job finds finished work in the store and the build cache,
+// never redoes a finished boot and never duplicates a sample. Where a
+// stage records its result, the next job is inserted and the current one
+// completed in the same transaction (runner.Env.Record with River's
+// InsertManyTx and JobCompleteTx).
+//
+// Cancelling an evaluation marks it cancelled and cancels its unfinished
+// jobs: queued ones never run, a running one's context is cancelled (QEMU
+// is killed; the boot's row stays "running" or becomes "infra", neither
+// counts as finished, so the partial boot is discarded). SIGTERM (Run's
+// context) stops fetching jobs, lets running ones finish for the grace
+// period, then cancels them; River records them as retryable and they run
+// again on the next start.
+//
+// # One SQLite database, two pools
+//
+// The store (evaluate/store) and River's tables (migrated by rivermigrate
+// beside the store's own numbered migrations) live in the same SQLite
+// file, so a stage's result and the next job commit together. River's
+// SQLite driver wants a pool of one connection (its goroutines would
+// otherwise meet SQLITE_BUSY); the store keeps its own pool, used by the
+// stages, the API and the pages. Both open the file the same way
+// (store.DSN): WAL, a 10 s busy timeout and BEGIN IMMEDIATE transactions.
+// So:
+//
+//   - writers in either pool, and in other processes, queue on SQLite's
+//     one write lock instead of failing: an IMMEDIATE transaction takes
+//     the lock when it begins, so no two transactions deadlock upgrading
+//     read locks, and every transaction is short (no stage holds one while
+//     it builds or boots);
+//   - River's own statements inside a stage's transaction run on the
+//     store's connection (InsertManyTx and JobCompleteTx take that
+//     *sql.Tx), so the single River connection is never needed twice;
+//   - readers never wait: in WAL mode `patcheval runs` in another process,
+//     and the dashboard, read the last committed state while jobs write.
+//
+// One `patcheval serve` owns a database at a time (a lock file beside it);
+// any River job found "running" when it starts belongs to a serve that
+// died (kill -9, power loss) and is made available again at once
+// (DB.RescueOrphans). A `patcheval lore --pipeline` against the same file
+// is just another writer.
+//
+// # Farm
+//
+// --database takes a URL (ParseDatabase); the River client is generic over
+// its driver's transaction type. Postgres (riverdriver/riverpgxv5, issue
+// 14) means another OpenDB branch and a store on pgx; the workers, the
+// chain, the API and the pages do not change. Two things to redo there:
+// the lock-file rescue becomes River's stuck-job rescuer (RescueStuckJobsAfter),
+// and the "last build plans the boots" check needs a row lock (SQLite
+// serialises it for free).
+//
+// # Security
+//
+// serve listens on loopback by default; another address needs a token
+// (--token-file), and then every mutating request needs Authorization:
+// Bearer (HTTP Basic with the token as password is accepted too, for
+// browsers), compared in constant time; reads too unless --public-read.
+// Without a token, mutating requests from other sites' pages are refused
+// (Sec-Fetch-Site / Origin). Submissions name shipped pipelines only, a
+// Message-ID or a URL on the service's own lore (never a local path or
+// another server), and a tree under an --allow-tree path. The token lives
+// only in this process's memory: builds and guests get runner's scrubbed
+// environment and the token is never logged.
+//
+// # riverui
+//
+// riverqueue.com/riverui is not mounted under /riverui: it is a second,
+// prebuilt JavaScript application with its own API that would need its
+// own review behind the token, and its SQLite support is young (riverui
+// issue 441: the standalone binary could not open a SQLite URL). The
+// dashboard's /queue page shows what the issue asks from River's own
+// JobList: running, queued, retrying, failed, retried and cancelled jobs
+// with their errors. With the farm's Postgres, mounting riverui's handler
+// is a few lines.
+package service
