@@ -1,0 +1,140 @@
+package dashboard
+
+import (
+	"bytes"
+	"fmt"
+	"image/color"
+	"math"
+	"regexp"
+
+	"gonum.org/v1/plot"
+	"gonum.org/v1/plot/plotter"
+	"gonum.org/v1/plot/vg"
+	"gonum.org/v1/plot/vg/draw"
+	"gonum.org/v1/plot/vg/vgsvg"
+
+	"github.com/patcheval/patcheval/evaluate/stats"
+)
+
+// PlotSeries is one variant's values of one (benchmark, metric).
+type PlotSeries struct {
+	Variant string
+	Values  []float64
+}
+
+// Plot renders one benchmark metric as SVG: every sample as a point
+// (spread sideways so equal values stay visible), the mean as a bar and
+// its 95% confidence interval (Student's t) as whiskers, one column per
+// variant. Black is written as currentColor so the plot follows the
+// page's light or dark text colour.
+func Plot(title, unit string, series []PlotSeries) ([]byte, error) {
+	p := plot.New()
+	p.Title.Text = title
+	p.Title.TextStyle.Font.Size = vg.Points(10)
+	p.Y.Label.Text = unit
+	p.Y.Label.TextStyle.Font.Size = vg.Points(9)
+	p.X.Tick.Label.Font.Size = vg.Points(8)
+	p.Y.Tick.Label.Font.Size = vg.Points(8)
+	p.BackgroundColor = color.Transparent
+	p.Add(plotter.NewGrid())
+
+	names := make([]string, len(series))
+	var means, lo, hi []float64
+	lowest, highest := math.Inf(1), math.Inf(-1)
+	for i, s := range series {
+		names[i] = s.Variant
+		pts := make(plotter.XYs, 0, len(s.Values))
+		for j, v := range s.Values {
+			if math.IsNaN(v) || math.IsInf(v, 0) {
+				continue
+			}
+			pts = append(pts, plotter.XY{X: float64(i) + jitter(j, len(s.Values)), Y: v})
+			lowest, highest = math.Min(lowest, v), math.Max(highest, v)
+		}
+		if len(pts) > 0 {
+			sc, err := plotter.NewScatter(pts)
+			if err != nil {
+				return nil, err
+			}
+			sc.GlyphStyle.Shape = draw.CircleGlyph{}
+			sc.GlyphStyle.Radius = vg.Points(2)
+			sc.GlyphStyle.Color = palette[i%len(palette)]
+			p.Add(sc)
+		}
+		sum := stats.Summarize(s.Values)
+		m, half := sum.Mean, 0.0
+		if sum.N >= 2 {
+			half = stats.TQuantile(0.975, float64(sum.N-1)) * sum.StdDev / math.Sqrt(float64(sum.N))
+		}
+		means, lo, hi = append(means, m), append(lo, m-half), append(hi, m+half)
+	}
+	for i := range series {
+		if math.IsNaN(means[i]) || len(series[i].Values) == 0 {
+			continue
+		}
+		x := float64(i) + 0.32
+		ci := plotter.XYs{{X: x, Y: lo[i]}, {X: x, Y: hi[i]}}
+		l, err := plotter.NewLine(ci)
+		if err != nil {
+			return nil, err
+		}
+		l.LineStyle.Width = vg.Points(1.2)
+		p.Add(l)
+		for _, y := range []float64{lo[i], hi[i]} {
+			cap, _ := plotter.NewLine(plotter.XYs{{X: x - 0.05, Y: y}, {X: x + 0.05, Y: y}})
+			cap.LineStyle.Width = vg.Points(1)
+			p.Add(cap)
+		}
+		mean, _ := plotter.NewLine(plotter.XYs{{X: float64(i) - 0.25, Y: means[i]}, {X: x + 0.08, Y: means[i]}})
+		mean.LineStyle.Width = vg.Points(1.6)
+		mean.LineStyle.Color = palette[i%len(palette)]
+		p.Add(mean)
+		lowest, highest = math.Min(lowest, lo[i]), math.Max(highest, hi[i])
+	}
+	p.NominalX(names...)
+	p.X.Min, p.X.Max = -0.6, float64(len(series))-0.4
+	if !math.IsInf(lowest, 0) {
+		pad := (highest - lowest) * 0.08
+		if pad == 0 {
+			pad = math.Max(math.Abs(highest)*0.01, 1e-9)
+		}
+		p.Y.Min, p.Y.Max = lowest-pad, highest+pad
+	}
+	w := vg.Length(max(280, 110*len(series)+90))
+	c := vgsvg.New(w, 210)
+	p.Draw(draw.New(c))
+	var buf bytes.Buffer
+	if _, err := c.WriteTo(&buf); err != nil {
+		return nil, fmt.Errorf("plot %s: %w", title, err)
+	}
+	return themed(buf.Bytes()), nil
+}
+
+// palette is distinguishable in light and dark mode (Okabe-Ito).
+var palette = []color.Color{
+	color.RGBA{0x00, 0x72, 0xb2, 0xff}, color.RGBA{0xe6, 0x9f, 0x00, 0xff}, color.RGBA{0x00, 0x9e, 0x73, 0xff},
+	color.RGBA{0xcc, 0x79, 0xa7, 0xff}, color.RGBA{0xd5, 0x5e, 0x00, 0xff}, color.RGBA{0x56, 0xb4, 0xe9, 0xff},
+}
+
+// jitter spreads n points of one column over ±0.18 deterministically.
+func jitter(j, n int) float64 {
+	if n <= 1 {
+		return 0
+	}
+	return -0.18 + 0.36*float64(j)/float64(n-1)
+}
+
+var (
+	blackRE  = regexp.MustCompile(`#000000`)
+	headerRE = regexp.MustCompile(`(?s)^(<\?xml[^>]*>\s*)?(<!DOCTYPE[^>]*>\s*)?(<!--.*?-->\s*)?`)
+	gridRE   = regexp.MustCompile(`#a0a0a0`)
+)
+
+// themed makes the SVG inline-ready (no XML prologue) and draws black in
+// currentColor and the grid faintly.
+func themed(svg []byte) []byte {
+	svg = headerRE.ReplaceAll(svg, nil)
+	svg = blackRE.ReplaceAll(svg, []byte("currentColor"))
+	svg = gridRE.ReplaceAll(svg, []byte("rgba(128,128,128,0.35)"))
+	return svg
+}

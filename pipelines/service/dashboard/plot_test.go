@@ -1,0 +1,49 @@
+package dashboard
+
+import (
+	"bytes"
+	"encoding/xml"
+	"strings"
+	"testing"
+)
+
+func TestPlotSVG(t *testing.T) {
+	svg, err := Plot("kill ns/op", "ns/op", []PlotSeries{
+		{Variant: "voluntary", Values: []float64{100, 101, 102, 100.5}},
+		{Variant: "voluntary+dyn", Values: []float64{120, 121, 119}},
+		{Variant: "full", Values: []float64{130}},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("SVG: %d bytes", len(svg))
+	if !bytes.HasPrefix(bytes.TrimSpace(svg), []byte("<svg")) {
+		t.Errorf("SVG does not start with <svg: %.80q", svg)
+	}
+	// Well-formed XML, and the variant names are drawn as tick labels.
+	d := xml.NewDecoder(bytes.NewReader(svg))
+	var text strings.Builder
+	for {
+		tok, err := d.Token()
+		if err != nil {
+			if err.Error() != "EOF" {
+				t.Fatalf("SVG is not well-formed: %v", err)
+			}
+			break
+		}
+		if cd, ok := tok.(xml.CharData); ok {
+			text.Write(cd)
+		}
+	}
+	for _, want := range []string{"voluntary", "voluntary+dyn", "full", "kill ns/op"} {
+		if !strings.Contains(text.String(), want) {
+			t.Errorf("SVG text lacks %q", want)
+		}
+	}
+	if bytes.Contains(svg, []byte("#000000")) {
+		t.Errorf("SVG still draws in fixed black (dark mode would hide it)")
+	}
+	if len(svg) > 64<<10 {
+		t.Errorf("SVG is %d bytes, want < 64 KiB", len(svg))
+	}
+}
