@@ -249,7 +249,7 @@ func headlines(r *report.Report, n int) []headline {
 	var items []item
 	for _, b := range r.Benchmarks {
 		for _, c := range b.Comparisons {
-			items = append(items, item{headline{fmt.Sprintf("%s %s→%s %+.1f%% %s", b.Name, c.Base, c.Other, c.Change, c.Verdict.Short()), verdictClass(c.Verdict)}, rank(c.Verdict)})
+			items = append(items, item{headline{fmt.Sprintf("%s %s→%s %+.1f%% %s", b.Name, c.Base, c.Other, c.Change, c.Verdict), verdictClass(c.Verdict)}, rank(c.Verdict)})
 		}
 	}
 	sort.SliceStable(items, func(i, j int) bool { return items[i].r < items[j].r })
