@@ -9,7 +9,7 @@
 // (image, System.map, .config, build log, tuxmake-style metadata.json) are
 // cached by content: (tree hash, final .config, toolchain, arch, targets).
 // Each (repository, arch, recipe) has a workspace whose sources are
-// materialised incrementally with apply.Checkout and whose O= directory is
+// materialised incrementally with gittree.Checkout and whose O= directory is
 // kept, so a base -> patched rebuild compiles only what the Series changed.
 //
 // Failures are typed: *KernelError (the tree does not compile or link:
@@ -33,12 +33,10 @@ import (
 	"syscall"
 	"time"
 
-	git "github.com/go-git/go-git/v5"
-	"github.com/go-git/go-git/v5/plumbing"
-
 	"github.com/patcheval/patcheval/build/kcc"
 	"github.com/patcheval/patcheval/internal/arch"
 	"github.com/patcheval/patcheval/internal/fail"
+	"github.com/patcheval/patcheval/internal/gittree"
 	"github.com/patcheval/patcheval/internal/progress"
 	"github.com/patcheval/patcheval/internal/xdg"
 )
@@ -357,20 +355,9 @@ func validTarget(s string) bool {
 // resolveCommit resolves rev in the repository at repo to a commit hash,
 // its tree hash and its committer date.
 func resolveCommit(repo, rev string) (commit, tree string, when time.Time, err error) {
-	r, err := git.PlainOpen(repo)
+	c, err := gittree.Resolve(repo, rev)
 	if err != nil {
-		r, err = git.PlainOpenWithOptions(repo, &git.PlainOpenOptions{DetectDotGit: true})
-	}
-	if err != nil {
-		return "", "", when, fail.Inputf("kernel tree %s: %w", repo, err)
-	}
-	h, err := r.ResolveRevision(plumbing.Revision(rev))
-	if err != nil {
-		return "", "", when, fail.Inputf("kernel tree %s: revision %q: %w", repo, rev, err)
-	}
-	c, err := r.CommitObject(*h)
-	if err != nil {
-		return "", "", when, fail.Inputf("kernel tree %s: %s is not a commit: %w", repo, rev, err)
+		return "", "", when, err
 	}
 	return c.Hash.String(), c.TreeHash.String(), c.Committer.When, nil
 }
@@ -912,5 +899,5 @@ func lockFile(ctx context.Context, path string, waiting func()) (func(), error) 
 		f.Close()
 		return nil, err
 	}
-	return func() { syscall.Flock(int(f.Fd()), syscall.LOCK_UN); f.Close() }, nil
+	return func() { gittree.Unlock(int(f.Fd())); f.Close() }, nil
 }

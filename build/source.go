@@ -6,17 +6,16 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"strings"
 	"syscall"
 	"time"
 
-	"github.com/patcheval/patcheval/series/apply"
+	"github.com/patcheval/patcheval/internal/gittree"
 )
 
 // acquireSource brings the source directory dir to j.commit and holds it
 // there with a shared lock until release is called. Builds at the same
 // commit share the sources concurrently; a build at another commit waits,
-// then moves the sources incrementally (apply.Checkout rewrites only the
+// then moves the sources incrementally (gittree.Checkout rewrites only the
 // files that differ, so make in each O= directory recompiles only what
 // changed).
 func (j *job) acquireSource(ctx context.Context, dir string) (summary string, release func(), err error) {
@@ -28,8 +27,7 @@ func (j *job) acquireSource(ctx context.Context, dir string) (summary string, re
 		return "", nil, classifyIO(j, err)
 	}
 	fd := int(f.Fd())
-	unlock := func() { syscall.Flock(fd, syscall.LOCK_UN) }
-	marker := dir + ".commit"
+	unlock := func() { gittree.Unlock(fd) }
 	summary = "already at commit"
 	waited := false
 	for attempt := 0; ; attempt++ {
@@ -42,7 +40,7 @@ func (j *job) acquireSource(ctx context.Context, dir string) (summary string, re
 			f.Close()
 			return "", nil, err
 		}
-		if cur, _ := os.ReadFile(marker); strings.TrimSpace(string(cur)) == j.commit {
+		if gittree.CheckedOut(dir) == j.commit {
 			return summary, func() { unlock(); f.Close() }, nil
 		}
 		unlock()
@@ -50,15 +48,14 @@ func (j *job) acquireSource(ctx context.Context, dir string) (summary string, re
 			f.Close()
 			return "", nil, err
 		}
-		if cur, _ := os.ReadFile(marker); strings.TrimSpace(string(cur)) != j.commit {
+		if gittree.CheckedOut(dir) != j.commit {
 			j.opts.Progress.Status("%s: checkout %s", j.label, short(j.commit))
-			os.Remove(marker)
 			seeded := j.seedSources(ctx, dir)
-			st, err := apply.Checkout(ctx, j.req.Repo, j.commit, dir)
+			st, err := gittree.Checkout(ctx, j.req.Repo, j.commit, dir)
 			if err != nil && ctx.Err() == nil {
 				// Not a checkout of this repository (or damaged): start over.
 				if rerr := os.RemoveAll(dir); rerr == nil {
-					st, err = apply.Checkout(ctx, j.req.Repo, j.commit, dir)
+					st, err = gittree.Checkout(ctx, j.req.Repo, j.commit, dir)
 				}
 			}
 			if err != nil {
@@ -66,11 +63,6 @@ func (j *job) acquireSource(ctx context.Context, dir string) (summary string, re
 				f.Close()
 				return "", nil, &InfraError{Arch: j.arch.Name, Variant: j.req.Variant, Reason: "io",
 					Msg: "materialising the sources of " + short(j.commit) + ": " + err.Error(), Err: err}
-			}
-			if err := os.WriteFile(marker, []byte(j.commit+"\n"), 0o644); err != nil {
-				unlock()
-				f.Close()
-				return "", nil, classifyIO(j, err)
 			}
 			switch {
 			case seeded != nil:
@@ -83,7 +75,7 @@ func (j *job) acquireSource(ctx context.Context, dir string) (summary string, re
 					short(st.Previous), st.Written, st.Removed, st.Duration.Round(time.Millisecond))
 			}
 		}
-		// Downgrade to shared (not atomic: re-check the marker).
+		// Downgrade to shared (not atomic: re-check the checkout's commit).
 		unlock()
 		if attempt > 50 {
 			f.Close()
@@ -92,27 +84,17 @@ func (j *job) acquireSource(ctx context.Context, dir string) (summary string, re
 	}
 }
 
-// flockWait takes the flock how on fd, polling until ctx ends; waiting is
-// called once when the lock is busy.
+// flockWait is gittree.Flock with build's error classes: an interrupted
+// wait or a failing lock is an *InfraError.
 func flockWait(ctx context.Context, fd, how int, waiting func()) error {
-	for {
-		err := syscall.Flock(fd, how|syscall.LOCK_NB)
-		if err == nil {
-			return nil
-		}
-		if !errors.Is(err, syscall.EWOULDBLOCK) {
-			return &InfraError{Reason: "io", Msg: "lock: " + err.Error(), Err: err}
-		}
-		if waiting != nil {
-			waiting()
-			waiting = nil
-		}
-		select {
-		case <-ctx.Done():
-			return &InfraError{Reason: "interrupted", Msg: "waiting for a build lock", Err: ctx.Err()}
-		case <-time.After(250 * time.Millisecond):
-		}
+	err := gittree.Flock(ctx, fd, how, waiting)
+	switch {
+	case err == nil:
+		return nil
+	case errors.Is(err, gittree.ErrWaitInterrupted):
+		return &InfraError{Reason: "interrupted", Msg: "waiting for a build lock", Err: ctx.Err()}
 	}
+	return &InfraError{Reason: "io", Msg: err.Error(), Err: err}
 }
 
 // seedSources fills an empty source directory by hard-linking the
@@ -122,14 +104,14 @@ func flockWait(ctx context.Context, fd, how int, waiting func()) error {
 // returns nil when it did not apply (dir not empty, the config sources
 // missing or on another file system); the checkout then starts from
 // scratch.
-func (j *job) seedSources(ctx context.Context, dir string) *apply.CheckoutStats {
+func (j *job) seedSources(ctx context.Context, dir string) *gittree.CheckoutStats {
 	if dir == j.cfgSrc {
 		return nil
 	}
-	if _, err := os.Stat(filepath.Join(dir, apply.StateFile)); err == nil {
+	if _, err := os.Stat(filepath.Join(dir, gittree.StateFile)); err == nil {
 		return nil
 	}
-	st, err := apply.LinkClone(ctx, j.cfgSrc, dir)
+	st, err := gittree.LinkClone(ctx, j.cfgSrc, dir)
 	if err != nil {
 		return nil
 	}

@@ -7,7 +7,7 @@ import (
 	"fmt"
 
 	"github.com/patcheval/patcheval/internal/fail"
-	"github.com/patcheval/patcheval/series/apply"
+	"github.com/patcheval/patcheval/internal/gittree"
 )
 
 func init() {
@@ -23,7 +23,7 @@ func init() {
 				if len(args) != 2 {
 					return fail.Inputf("want <commit> DIR, got %d arguments", len(args))
 				}
-				st, err := apply.Checkout(ctx, *tree, args[0], args[1])
+				st, err := gittree.Checkout(ctx, *tree, args[0], args[1])
 				if err != nil {
 					return err
 				}

@@ -1,3 +1,12 @@
+// Package apply puts a patch Series onto a kernel git tree at object level.
+//
+// Apply reads only the blobs a patch touches, places every hunk itself
+// (exact position, then an outward search for the context like git apply,
+// then optional fuzz), and writes blobs, trees and commits straight into the
+// repository's object store with go-git: the user's worktree, index and HEAD
+// are never touched, only the result branch is written (and only when every
+// patch applied). Opening the tree and resolving revisions is
+// internal/gittree's; so is materialising a commit into a directory.
 package apply
 
 import (
@@ -19,6 +28,7 @@ import (
 	"github.com/go-git/go-git/v5/plumbing/storer"
 
 	"github.com/patcheval/patcheval/internal/fail"
+	"github.com/patcheval/patcheval/internal/gittree"
 	"github.com/patcheval/patcheval/mbox"
 	"github.com/patcheval/patcheval/series"
 )
@@ -121,7 +131,7 @@ func Apply(ctx context.Context, repoPath string, commits []Commit, opt Options) 
 	if len(commits) == 0 {
 		return nil, fail.Inputf("nothing to apply: the series has no patches")
 	}
-	repo, st, dirs, err := openRepo(repoPath, 32)
+	repo, st, dirs, err := gittree.Open(repoPath, 32)
 	if err != nil {
 		return nil, err
 	}
@@ -255,7 +265,7 @@ func checkBranchName(b string) error {
 // base-commit when the tree has it, else HEAD.
 func chooseBase(repo *git.Repository, opt Options) (*object.Commit, string, error) {
 	if opt.Base != "" {
-		c, err := resolveCommit(repo, opt.Base)
+		c, err := gittree.ResolveIn(repo, opt.Base)
 		if err != nil {
 			return nil, "", fail.Inputf("--base %q: not found in the tree (give a tag, branch or commit the tree has)", opt.Base)
 		}
@@ -263,7 +273,7 @@ func chooseBase(repo *git.Repository, opt Options) (*object.Commit, string, erro
 	}
 	var why string
 	if opt.SeriesBase != "" {
-		if c, err := resolveCommit(repo, opt.SeriesBase); err == nil {
+		if c, err := gittree.ResolveIn(repo, opt.SeriesBase); err == nil {
 			return c, fmt.Sprintf("base-commit %s given in the series", shortString(opt.SeriesBase)), nil
 		}
 		why = fmt.Sprintf("the series' base-commit %s is not in the tree", shortString(opt.SeriesBase))
@@ -274,7 +284,7 @@ func chooseBase(repo *git.Repository, opt Options) (*object.Commit, string, erro
 	if err != nil {
 		return nil, "", fail.Inputf("the tree has no HEAD: %v (pass --base)", err)
 	}
-	c, err := resolveCommit(repo, "HEAD")
+	c, err := gittree.ResolveIn(repo, "HEAD")
 	if err != nil {
 		return nil, "", fail.Inputf("the tree's HEAD does not resolve to a commit (pass --base): %v", err)
 	}
@@ -464,7 +474,7 @@ func (e *treeEdit) tree(h plumbing.Hash) (*object.Tree, error) {
 	}
 	t, err := object.GetTree(e.st, h)
 	if err != nil {
-		return nil, fail.Infraf("read tree %s: %v", shortHash(h), err)
+		return nil, fail.Infraf("read tree %s: %v", gittree.ShortHash(h), err)
 	}
 	e.trees[h] = t
 	return t, nil
@@ -573,15 +583,17 @@ func (e *treeEdit) read(en *entry) ([]byte, error) {
 	}
 	o, err := e.st.EncodedObject(plumbing.BlobObject, en.hash)
 	if err != nil {
-		return nil, fail.Infraf("read blob %s: %v", shortHash(en.hash), err)
+		return nil, fail.Infraf("read blob %s: %v", gittree.ShortHash(en.hash), err)
 	}
 	r, err := o.Reader()
 	if err != nil {
-		return nil, fail.Infraf("read blob %s: %v", shortHash(en.hash), err)
+		return nil, fail.Infraf("read blob %s: %v", gittree.ShortHash(en.hash), err)
 	}
 	defer r.Close()
-	b := make([]byte, 0, o.Size())
-	return readAllInto(r, b)
+	var b bytes.Buffer
+	b.Grow(int(o.Size()) + bytes.MinRead)
+	_, err = b.ReadFrom(r)
+	return b.Bytes(), err
 }
 
 // applyFile applies one file's diff to the edit.
@@ -638,7 +650,7 @@ func (e *treeEdit) applyFile(f *gitdiff.File, fuzz int) ([]string, error) {
 			return nil, fail.Failedf("binary patch without data (\"Binary files differ\"): resend with git format-patch --binary")
 		}
 		if old != nil && !oidMatches(f.OldOIDPrefix, old.hash) {
-			return nil, fail.Failedf("the binary patch applies to blob %s but the tree has %s", f.OldOIDPrefix, shortHash(old.hash))
+			return nil, fail.Failedf("the binary patch applies to blob %s but the tree has %s", f.OldOIDPrefix, gittree.ShortHash(old.hash))
 		}
 		var buf bytes.Buffer
 		a := gitdiff.NewBinaryApplier(&buf, bytes.NewReader(content))
@@ -650,7 +662,7 @@ func (e *treeEdit) applyFile(f *gitdiff.File, fuzz int) ([]string, error) {
 		}
 		out = buf.Bytes()
 		if newName != "" && !oidMatches(f.NewOIDPrefix, plumbing.ComputeHash(plumbing.BlobObject, out)) {
-			return nil, fail.Failedf("the binary patch gives blob %s, not %s as the patch says", shortHash(plumbing.ComputeHash(plumbing.BlobObject, out)), f.NewOIDPrefix)
+			return nil, fail.Failedf("the binary patch gives blob %s, not %s as the patch says", gittree.ShortHash(plumbing.ComputeHash(plumbing.BlobObject, out)), f.NewOIDPrefix)
 		}
 	case len(f.TextFragments) > 0:
 		lines, n, err := placeHunks(splitLines(content), f.TextFragments, fuzz)

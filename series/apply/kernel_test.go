@@ -3,13 +3,15 @@ package apply
 import (
 	"bytes"
 	"context"
-	"github.com/patcheval/patcheval/mbox"
-	"github.com/patcheval/patcheval/series"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/patcheval/patcheval/internal/gittree"
+	"github.com/patcheval/patcheval/mbox"
+	"github.com/patcheval/patcheval/series"
 )
 
 const backportMbox = "testdata/ppc-dynamic-preempt-v6.1-backport.mbox"
@@ -37,7 +39,7 @@ func TestCheckoutKernel(t *testing.T) {
 	ctx := context.Background()
 	dir := filepath.Join(t.TempDir(), "linux")
 	start := time.Now()
-	st, err := Checkout(ctx, repo, "v6.1-debian", dir)
+	st, err := gittree.Checkout(ctx, repo, "v6.1-debian", dir)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -56,7 +58,7 @@ func TestCheckoutKernel(t *testing.T) {
 	unchanged := filepath.Join(dir, "arch/powerpc/kernel/irq.c")
 	old := time.Now().Add(-time.Hour).Truncate(time.Second)
 	os.Chtimes(unchanged, old, old)
-	st, err = Checkout(ctx, repo, commit, dir)
+	st, err = gittree.Checkout(ctx, repo, commit, dir)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -16,6 +16,7 @@ import (
 	"github.com/go-git/go-git/v5/plumbing/object"
 
 	"github.com/patcheval/patcheval/internal/fail"
+	"github.com/patcheval/patcheval/internal/gittree"
 )
 
 // threeWay applies commits on base with `git am -3` in a temporary
@@ -23,7 +24,7 @@ import (
 // copied; only the touched paths are checked out), then copies the new
 // objects into the repository as loose objects. No ref of the repository
 // is written here.
-func threeWay(ctx context.Context, dirs repoDirs, base plumbing.Hash, commits []Commit, committer object.Signature) ([]plumbing.Hash, error) {
+func threeWay(ctx context.Context, dirs gittree.Dirs, base plumbing.Hash, commits []Commit, committer object.Signature) ([]plumbing.Hash, error) {
 	gitBin, err := exec.LookPath("git")
 	if err != nil {
 		return nil, fail.Infraf("the git CLI is not installed (needed for --3way)")

@@ -1,18 +1,14 @@
-// Package apply puts a patch Series onto a kernel git tree at object level
-// and materialises trees for building.
+// Package gittree is how patcheval touches a git tree on disk: Open finds
+// and opens a repository (plain, bare, linked worktree) with go-git,
+// Resolve turns a revision into a commit, Checkout writes a commit's tree
+// into a plain directory (no .git) and moves it incrementally to another
+// commit, LinkClone copies a checkout by hard links, and LockFile/Flock
+// are the cross-process locks every shared directory uses.
 //
-// Apply reads only the blobs a patch touches, places every hunk itself
-// (exact position, then an outward search for the context like git apply,
-// then optional fuzz), and writes blobs, trees and commits straight into the
-// repository's object store with go-git: the user's worktree, index and HEAD
-// are never touched, only the result branch is written (and only when every
-// patch applied).
-//
-// Checkout writes a commit's tree into a plain directory (no .git). When the
-// directory already holds another commit of the same repository, only the
-// files that differ are rewritten or removed, so make's incremental build
-// sees real modification times.
-package apply
+// When a Checkout directory already holds another commit of the same
+// repository, only the files that differ are rewritten or removed, so
+// make's incremental build sees real modification times.
+package gittree
 
 import (
 	"fmt"
@@ -24,16 +20,18 @@ import (
 	"github.com/go-git/go-billy/v5/osfs"
 	git "github.com/go-git/go-git/v5"
 	"github.com/go-git/go-git/v5/config"
+	"github.com/go-git/go-git/v5/plumbing"
 	"github.com/go-git/go-git/v5/plumbing/cache"
 	format "github.com/go-git/go-git/v5/plumbing/format/config"
+	"github.com/go-git/go-git/v5/plumbing/object"
 	"github.com/go-git/go-git/v5/storage/filesystem"
 	"github.com/go-git/go-git/v5/storage/filesystem/dotgit"
 
 	"github.com/patcheval/patcheval/internal/fail"
 )
 
-// repoDirs locates a repository on disk.
-type repoDirs struct {
+// Dirs locates a repository on disk.
+type Dirs struct {
 	// GitDir is the repository's git directory (path/.git, the gitdir of a
 	// linked worktree, or path itself for a bare repository).
 	GitDir string
@@ -44,11 +42,11 @@ type repoDirs struct {
 	WorkTree string
 }
 
-func (d repoDirs) Bare() bool { return d.WorkTree == "" }
+func (d Dirs) Bare() bool { return d.WorkTree == "" }
 
 // findRepo finds the git directories of the repository at path.
-func findRepo(path string) (repoDirs, error) {
-	var d repoDirs
+func findRepo(path string) (Dirs, error) {
+	var d Dirs
 	abs, err := filepath.Abs(path)
 	if err != nil {
 		return d, fail.Inputf("tree %s: %v", path, err)
@@ -97,10 +95,10 @@ func isGitDir(p string) bool {
 	return err == nil && fi.IsDir()
 }
 
-// openRepo opens the repository at path with go-git. Pack file descriptors
+// Open opens the repository at path with go-git. Pack file descriptors
 // are kept open (close the storage when done); cacheMiB sizes the object
 // cache (delta bases).
-func openRepo(path string, cacheMiB int) (*git.Repository, *filesystem.Storage, repoDirs, error) {
+func Open(path string, cacheMiB int) (*git.Repository, *filesystem.Storage, Dirs, error) {
 	d, err := findRepo(path)
 	if err != nil {
 		return nil, nil, d, err
@@ -146,10 +144,44 @@ func (s lenientStorage) Config() (*config.Config, error) {
 	return cfg, nil
 }
 
-func shortHash(h fmt.Stringer) string {
+// ShortHash is the first 12 hex digits of a hash.
+func ShortHash(h fmt.Stringer) string {
 	s := h.String()
 	if len(s) > 12 {
 		return s[:12]
 	}
 	return s
+}
+
+// ResolveIn resolves a revision (hash, tag, branch, rev~n) of repo to a
+// commit.
+func ResolveIn(repo *git.Repository, rev string) (*object.Commit, error) {
+	h, err := repo.ResolveRevision(plumbing.Revision(rev))
+	if err != nil {
+		return nil, fail.Inputf("revision %q not found in the tree: %v", rev, err)
+	}
+	c, err := repo.CommitObject(*h)
+	if err != nil {
+		return nil, fail.Inputf("revision %q (%s) is not a commit: %v", rev, ShortHash(h), err)
+	}
+	return c, nil
+}
+
+// Resolve opens the repository at path and resolves rev to a commit. Its
+// errors name the tree and the revision (bad input).
+func Resolve(path, rev string) (*object.Commit, error) {
+	r, st, _, err := Open(path, 1)
+	if err != nil {
+		return nil, err
+	}
+	defer st.Close()
+	h, err := r.ResolveRevision(plumbing.Revision(rev))
+	if err != nil {
+		return nil, fail.Inputf("kernel tree %s: revision %q: %w", path, rev, err)
+	}
+	c, err := r.CommitObject(*h)
+	if err != nil {
+		return nil, fail.Inputf("kernel tree %s: %s is not a commit: %w", path, rev, err)
+	}
+	return c, nil
 }

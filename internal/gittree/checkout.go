@@ -1,4 +1,4 @@
-package apply
+package gittree
 
 import (
 	"context"
@@ -16,7 +16,6 @@ import (
 	"syscall"
 	"time"
 
-	git "github.com/go-git/go-git/v5"
 	"github.com/go-git/go-git/v5/plumbing"
 	"github.com/go-git/go-git/v5/plumbing/filemode"
 	"github.com/go-git/go-git/v5/plumbing/object"
@@ -29,8 +28,19 @@ import (
 // commit the directory holds. It is not part of any tree.
 const StateFile = ".patcheval-checkout"
 
-// lockFile serialises checkouts into one directory.
-const lockFile = StateFile + ".lock"
+// CheckedOut returns the commit a finished Checkout or LinkClone left in
+// dir, or "" (no checkout there, or one interrupted midway).
+func CheckedOut(dir string) string {
+	s, err := readState(dir)
+	if err != nil || s == nil || s.PendingTree != "" {
+		return ""
+	}
+	return s.Commit
+}
+
+// LockName is the lock file (in the checkout directory) that serialises
+// checkouts into it.
+const LockName = StateFile + ".lock"
 
 // CheckoutStats says what Checkout did.
 type CheckoutStats struct {
@@ -77,12 +87,12 @@ type checkoutState struct {
 // completed by the next one (StateFile records the pending commit).
 func Checkout(ctx context.Context, repoPath, commit, dir string) (*CheckoutStats, error) {
 	start := time.Now()
-	repo, st, dirs, err := openRepo(repoPath, 16)
+	repo, st, dirs, err := Open(repoPath, 16)
 	if err != nil {
 		return nil, err
 	}
 	defer st.Close()
-	c, err := resolveCommit(repo, commit)
+	c, err := ResolveIn(repo, commit)
 	if err != nil {
 		return nil, err
 	}
@@ -154,7 +164,7 @@ func (co *checkouter) update(dir string, state *checkoutState, newTree plumbing.
 		// interrupted fresh checkout: everything is (re)written
 	} else if _, err := object.GetTree(co.st, oldTree); err != nil {
 		return fail.Inputf("checkout dir %s holds tree %s (commit %s) which is not in %s: it was checked out from another repository; remove the directory or use another one",
-			dir, shortHash(oldTree), state.Commit, co.repoPath)
+			dir, ShortHash(oldTree), state.Commit, co.repoPath)
 	}
 	pending := &checkoutState{Repo: state.Repo, Commit: state.Commit, Tree: state.Tree, PendingCommit: newCommit, PendingTree: newTree.String()}
 	if oldTree == newTree {
@@ -182,7 +192,7 @@ func requireEmpty(dir string) error {
 	}
 	var other []string
 	for _, n := range names {
-		if n != lockFile && n != StateFile+".tmp" {
+		if n != LockName && n != StateFile+".tmp" {
 			other = append(other, n)
 		}
 	}
@@ -227,19 +237,6 @@ func writeState(dir string, s *checkoutState) error {
 	return nil
 }
 
-// resolveCommit resolves a revision to a commit.
-func resolveCommit(repo *git.Repository, rev string) (*object.Commit, error) {
-	h, err := repo.ResolveRevision(plumbing.Revision(rev))
-	if err != nil {
-		return nil, fail.Inputf("revision %q not found in the tree: %v", rev, err)
-	}
-	c, err := repo.CommitObject(*h)
-	if err != nil {
-		return nil, fail.Inputf("revision %q (%s) is not a commit: %v", rev, shortHash(h), err)
-	}
-	return c, nil
-}
-
 // checkouter walks trees on one storage and hands blob writes to workers,
 // each with its own storage (go-git storages are not safe for concurrent
 // readers).
@@ -247,7 +244,7 @@ type checkouter struct {
 	ctx         context.Context
 	repoPath    string
 	st          storer.EncodedObjectStorer
-	dirs        repoDirs
+	dirs        Dirs
 	stats       *CheckoutStats
 	incremental bool
 
@@ -281,7 +278,7 @@ func (co *checkouter) run(walk func() error) error {
 	co.jobs = make(chan blobJob, 1024)
 	// The decoders' loose-object fallback gets its own go-git storage: the
 	// walker reads trees from co.st at the same time.
-	_, fst, _, err := openRepo(co.repoPath, 4)
+	_, fst, _, err := Open(co.repoPath, 4)
 	if err != nil {
 		return err
 	}
@@ -357,7 +354,7 @@ func (co *checkouter) send(j blobJob) error {
 func (co *checkouter) writeTree(h plumbing.Hash, dir string) error {
 	t, err := object.GetTree(co.st, h)
 	if err != nil {
-		return fail.Infraf("read tree %s: %v", shortHash(h), err)
+		return fail.Infraf("read tree %s: %v", ShortHash(h), err)
 	}
 	for _, e := range t.Entries {
 		if err := co.writeEntry(e, filepath.Join(dir, e.Name), ""); err != nil {
@@ -392,7 +389,7 @@ func (co *checkouter) writeEntry(e object.TreeEntry, p, rel string) error {
 }
 
 func validName(n string) bool {
-	return n != "" && n != "." && n != ".." && n != ".git" && n != StateFile && n != lockFile && !containsSlash(n)
+	return n != "" && n != "." && n != ".." && n != ".git" && n != StateFile && n != LockName && !containsSlash(n)
 }
 
 func containsSlash(s string) bool {
@@ -411,7 +408,7 @@ func readBlob(objs *objectReader, j blobJob) ([]byte, error) {
 		err = fmt.Errorf("object is a %s, not a blob", typ)
 	}
 	if err != nil {
-		return nil, fail.Infraf("read blob %s for %s: %v", shortHash(j.hash), j.path, err)
+		return nil, fail.Infraf("read blob %s for %s: %v", ShortHash(j.hash), j.path, err)
 	}
 	return data, nil
 }
@@ -457,13 +454,13 @@ func (co *checkouter) diffTree(oldH, newH plumbing.Hash, dir, rel string) error 
 	if !oldH.IsZero() {
 		ot, err := object.GetTree(co.st, oldH)
 		if err != nil {
-			return fail.Infraf("read tree %s: %v", shortHash(oldH), err)
+			return fail.Infraf("read tree %s: %v", ShortHash(oldH), err)
 		}
 		oldEntries = ot.Entries
 	}
 	nt, err := object.GetTree(co.st, newH)
 	if err != nil {
-		return fail.Infraf("read tree %s: %v", shortHash(newH), err)
+		return fail.Infraf("read tree %s: %v", ShortHash(newH), err)
 	}
 	old := make(map[string]object.TreeEntry, len(oldEntries))
 	for _, e := range oldEntries {
@@ -563,9 +560,9 @@ func (co *checkouter) remove(p, rel string) error {
 // String summarises the stats for humans.
 func (s *CheckoutStats) String() string {
 	if s.Fresh {
-		return fmt.Sprintf("checked out %s (tree %s): %d files written in %s", shortHash(plumbing.NewHash(s.Commit)), shortHash(plumbing.NewHash(s.Tree)), s.Written, s.Duration.Round(time.Millisecond))
+		return fmt.Sprintf("checked out %s (tree %s): %d files written in %s", ShortHash(plumbing.NewHash(s.Commit)), ShortHash(plumbing.NewHash(s.Tree)), s.Written, s.Duration.Round(time.Millisecond))
 	}
-	return fmt.Sprintf("updated %s -> %s: %d files written, %d removed, %d mode changes in %s", shortHash(plumbing.NewHash(s.Previous)), shortHash(plumbing.NewHash(s.Commit)), s.Written, s.Removed, s.ModeChanged, s.Duration.Round(time.Millisecond))
+	return fmt.Sprintf("updated %s -> %s: %d files written, %d removed, %d mode changes in %s", ShortHash(plumbing.NewHash(s.Previous)), ShortHash(plumbing.NewHash(s.Commit)), s.Written, s.Removed, s.ModeChanged, s.Duration.Round(time.Millisecond))
 }
 
 // LinkClone makes dst a checkout of the same commit as src, a directory
@@ -610,7 +607,7 @@ func LinkClone(ctx context.Context, src, dst string) (*CheckoutStats, error) {
 		if rel == "." {
 			return nil
 		}
-		if rel == StateFile || rel == lockFile || rel == StateFile+".tmp" {
+		if rel == StateFile || rel == LockName || rel == StateFile+".tmp" {
 			return nil
 		}
 		if stats.Written%4096 == 0 && ctx.Err() != nil {
@@ -652,7 +649,7 @@ func LinkClone(ctx context.Context, src, dst string) (*CheckoutStats, error) {
 func cleanClone(dst string) {
 	ents, _ := os.ReadDir(dst)
 	for _, e := range ents {
-		if e.Name() != lockFile {
+		if e.Name() != LockName {
 			os.RemoveAll(filepath.Join(dst, e.Name()))
 		}
 	}
@@ -687,7 +684,7 @@ func chmodOwn(p string, perm os.FileMode) error {
 // lockDir takes the checkout lock of dir (LOCK_EX to write it, LOCK_SH to
 // read it); closing the file releases it.
 func lockDir(dir string, how int) (*os.File, error) {
-	lock, err := os.OpenFile(filepath.Join(dir, lockFile), os.O_RDWR|os.O_CREATE, 0o644)
+	lock, err := os.OpenFile(filepath.Join(dir, LockName), os.O_RDWR|os.O_CREATE, 0o644)
 	if err != nil {
 		return nil, fail.Infraf("checkout dir %s: %v", dir, err)
 	}

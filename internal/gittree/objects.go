@@ -1,4 +1,4 @@
-package apply
+package gittree
 
 import (
 	"bufio"
@@ -42,7 +42,7 @@ type packReader struct {
 
 // newObjectReader opens the pack files of the objects directories
 // (the repository's and its alternates).
-func newObjectReader(d repoDirs, fallback storer.EncodedObjectStorer, cacheBytes int) (*objectReader, error) {
+func newObjectReader(d Dirs, fallback storer.EncodedObjectStorer, cacheBytes int) (*objectReader, error) {
 	r := &objectReader{fallback: fallback, cache: newBaseCache(cacheBytes)}
 	seen := map[string]bool{}
 	var addDir func(objdir string, depth int) error

@@ -1,0 +1,9 @@
+package gittree
+
+// For the external tests: the state file's reader and writer.
+var (
+	ReadState  = readState
+	WriteState = writeState
+)
+
+type CheckoutState = checkoutState
