@@ -220,8 +220,9 @@ func Run(ctx context.Context, t Target, rp RunPlan, each func(BootRecord) error)
 }
 
 // Samples turns a boot's agent results into Samples: ns/op and ops/s per
-// benchmark iteration, and for rcu one mean_ns sample per run with its
-// min and max.
+// benchmark iteration of the agent's loops, and for rcu one mean_ns
+// sample per run with its min and max; a tool benchmark (stress-ng, perf
+// bench) gives its own metrics in its own units (bogo-ops/s, usec/op).
 func Samples(variant string, boot int, res *BootResult) (samples []Sample, skipped []string) {
 	when := res.Started.Add(res.Duration)
 	det := res.Env.Deterministic
@@ -235,6 +236,15 @@ func Samples(variant string, boot int, res *BootResult) (samples []Sample, skipp
 			extra[k] = v
 		}
 		base := Sample{Variant: variant, Benchmark: r.Benchmark, Boot: boot, Iteration: r.Iteration, Time: when, Deterministic: det}
+		if len(r.Metrics) > 0 {
+			// A tool's own values in its own units; never converted to ns/op.
+			for _, m := range r.Metrics {
+				s := base
+				s.Metric, s.Unit, s.Value, s.HigherIsBetter, s.Extra = m.Name, m.Unit, m.Value, m.HigherIsBetter, extra
+				samples = append(samples, s)
+			}
+			continue
+		}
 		s := base
 		s.Metric, s.Unit, s.Value, s.Extra = "ns/op", "ns", r.NsPerOp, extra
 		samples = append(samples, s)

@@ -165,14 +165,14 @@ func readPlan(file string) (*Plan, error) {
 	}
 	for _, bn := range p.Benchmarks {
 		if !knownBench(bn.Name) {
-			return nil, fmt.Errorf("plan %s: unknown benchmark %q (known: %s)", file, bn.Name, strings.Join(Benchmarks, ", "))
+			return nil, fmt.Errorf("plan %s: unknown benchmark %q (known: %s)", file, bn.Name, strings.Join(append(Benchmarks, ToolBenchmarks...), ", "))
 		}
 	}
 	return &p, nil
 }
 
 func knownBench(name string) bool {
-	for _, b := range Benchmarks {
+	for _, b := range append(Benchmarks, ToolBenchmarks...) {
 		if b == name {
 			return true
 		}
@@ -186,12 +186,13 @@ func mountAll() error {
 		{"sysfs", "/sys", "sysfs"},
 		{"devtmpfs", "/dev", "devtmpfs"},
 		{"debugfs", "/sys/kernel/debug", "debugfs"},
+		{"tmpfs", "/dev/shm", "tmpfs"}, // shm_open (stress-ng); kernels without SHMEM give ramfs
 	} {
 		os.MkdirAll(m.dir, 0o755)
 		err := syscall.Mount(m.src, m.dir, m.fs, 0, "")
 		if err != nil && err != syscall.EBUSY {
-			if m.fs == "debugfs" && (err == syscall.ENODEV || err == syscall.ENOENT) {
-				continue // kernel without DEBUG_FS: no sched/preempt knob
+			if (m.fs == "debugfs" || m.fs == "tmpfs") && (err == syscall.ENODEV || err == syscall.ENOENT) {
+				continue // kernel without DEBUG_FS: no sched/preempt knob; without TMPFS: /dev/shm on the rootfs
 			}
 			return fmt.Errorf("mount %s on %s: %w", m.fs, m.dir, err)
 		}
@@ -246,6 +247,14 @@ func (a *agent) applyKnobs(p *Plan) (*Info, error) {
 		info.Cmdline = strings.TrimSpace(string(b))
 	}
 	info.Preempt, info.PreemptRaw, info.PreemptPresent = readPreempt()
+	toolLibPath = p.LibPath
+	for _, t := range []struct{ name, path string }{{"stress-ng", StressNGPath}, {"perf", PerfPath}} {
+		var st syscall.Stat_t
+		if syscall.Stat(t.path, &st) == nil {
+			info.Tools = append(info.Tools, t.name)
+		}
+	}
+	info.PerfEvents = probePerfEvents()
 	if p.Preempt != "" && info.PreemptPresent && info.Preempt != p.Preempt {
 		errs = append(errs, fmt.Errorf("preempt=%s requested but the kernel shows %q", p.Preempt, info.PreemptRaw))
 	}

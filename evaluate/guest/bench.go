@@ -67,6 +67,12 @@ func RunBench(b Bench) (*Result, error) {
 		res, err = rcu(b.Runs, b.Calls)
 	case BenchBridge:
 		res, err = bridge(n)
+	case BenchStressNG, BenchPerfBench:
+		res, err = runTool(b)
+		if res != nil {
+			res.Benchmark = b.Label()
+		}
+		return res, err
 	default:
 		return nil, fmt.Errorf("unknown benchmark %q", b.Name)
 	}

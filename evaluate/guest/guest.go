@@ -63,6 +63,9 @@ type Bench struct {
 	Calls int `json:"calls,omitempty"`
 	// Seconds is the duration of stress-ng benchmarks (-t, default 10).
 	Seconds int `json:"seconds,omitempty"`
+	// Args are the arguments of a tool benchmark (stress-ng, perf-bench):
+	// ["--kill", "1", "-t", "23"], ["syscall", "basic", "-l", "200000"].
+	Args []string `json:"args,omitempty"`
 }
 
 // Plan is what the agent does in one boot.
@@ -83,6 +86,8 @@ type Plan struct {
 	Restart bool `json:"restart,omitempty"`
 	// CPUs pins the agent and its children like taskset -c ("0-7,9").
 	CPUs string `json:"cpus,omitempty"`
+	// LibPath is LD_LIBRARY_PATH for the tools of the userland archive.
+	LibPath string `json:"lib_path,omitempty"`
 }
 
 // Info is the agent's first record: what it runs on.
@@ -99,6 +104,43 @@ type Info struct {
 	AgentVersion string `json:"agent_version"`
 	NoInit       bool   `json:"no_init,omitempty"`
 	CPUs         string `json:"cpus,omitempty"`
+	// Tools are the userland tools present ("stress-ng", "perf").
+	Tools []string `json:"tools,omitempty"`
+	// PerfEvents says which perf events the kernel on this machine counts.
+	PerfEvents *PerfEvents `json:"perf_events,omitempty"`
+}
+
+// PerfEvents is what perf_event_open(2) gives the agent for itself: a
+// software event (task-clock) and a hardware one (cpu-cycles), each
+// opened and read after some work. Under QEMU's TCG the hardware event
+// usually does not exist or counts nothing; without CONFIG_PERF_EVENTS
+// neither opens.
+type PerfEvents struct {
+	Software bool   `json:"software"`
+	Hardware bool   `json:"hardware"`
+	Note     string `json:"note,omitempty"` // why one is missing
+}
+
+// String is "software only (cpu-cycles: ENOENT)".
+func (p *PerfEvents) String() string {
+	if p == nil {
+		return "unknown"
+	}
+	var s string
+	switch {
+	case p.Software && p.Hardware:
+		s = "software and hardware"
+	case p.Software:
+		s = "software only"
+	case p.Hardware:
+		s = "hardware only"
+	default:
+		s = "none"
+	}
+	if p.Note != "" {
+		s += " (" + p.Note + ")"
+	}
+	return s
 }
 
 // RunStat is one rcu run: Calls timed calls.
@@ -124,6 +166,11 @@ type Result struct {
 	Counters map[string]float64 `json:"counters,omitempty"`
 	// Skipped says why the benchmark did not run ("no bridge support").
 	Skipped string `json:"skipped,omitempty"`
+	// Metrics are a tool benchmark's values, parsed from its own output
+	// in its units (NsPerOp and OpsPerSec are then 0).
+	Metrics []Metric `json:"metrics,omitempty"`
+	// Tool is the tool's version ("stress-ng 0.15.06").
+	Tool string `json:"tool,omitempty"`
 }
 
 // Record is one console line of the agent.

@@ -162,3 +162,60 @@ func TestSigChildIgnores(t *testing.T) {
 	}
 	t.Fatal("no SigIgn line")
 }
+
+// TestToolsOnHost runs the host's own stress-ng and perf through the
+// agent's tool runner (the same code that runs them in the guest) and
+// checks the parsed metrics and units.
+func TestToolsOnHost(t *testing.T) {
+	for _, tc := range []struct {
+		b     Bench
+		units []string
+	}{
+		{Bench{Name: BenchStressNG, Args: []string{"--kill", "1", "-t", "2"}}, []string{"bogo-ops/s", "bogo-ops/s"}},
+		{Bench{Name: BenchPerfBench, Args: []string{"syscall", "basic", "-l", "100000"}}, []string{"usec/op", "ops/sec"}},
+	} {
+		if _, err := os.Stat(map[string]string{BenchStressNG: StressNGPath, BenchPerfBench: PerfPath}[tc.b.Name]); err != nil {
+			t.Logf("%s: not installed on the host: %v", tc.b.Name, err)
+			continue
+		}
+		r, err := RunBench(tc.b)
+		if err != nil {
+			t.Fatalf("%s: %v", tc.b.Label(), err)
+		}
+		if r.Benchmark != tc.b.Label() || Source(r.Benchmark) == "agent loop" || Source(r.Benchmark) == "" {
+			t.Errorf("benchmark %q, source %q", r.Benchmark, Source(r.Benchmark))
+		}
+		if len(r.Metrics) != len(tc.units) {
+			t.Fatalf("%s: metrics %+v", tc.b.Label(), r.Metrics)
+		}
+		for i, m := range r.Metrics {
+			if m.Unit != tc.units[i] || !(m.Value > 0) {
+				t.Errorf("%s: metric %+v, want unit %s and a positive value", tc.b.Label(), m, tc.units[i])
+			}
+		}
+		if r.Tool == "" || r.Tool == "perf " {
+			t.Errorf("%s: no tool version: %q", tc.b.Label(), r.Tool)
+		}
+		t.Logf("%s: %s %+v counters %v", r.Benchmark, r.Tool, r.Metrics, r.Counters)
+	}
+	if Source("kill") != "agent loop" {
+		t.Errorf("Source(kill) = %q", Source("kill"))
+	}
+	pe := probePerfEvents()
+	t.Logf("host perf events: %s", pe)
+}
+
+func TestParseToolOutputErrors(t *testing.T) {
+	if _, _, err := ParsePerfBench([]byte("Unknown benchmark: 'getpgid' for collection 'syscall'\n")); err == nil || !strings.Contains(err.Error(), "Unknown benchmark") {
+		t.Errorf("perf's complaint not carried: %v", err)
+	}
+	if _, _, _, err := ParseStressNGYAML([]byte("---\nsystem-info:\n      stress-ng-version: 0.15.06\n")); err == nil {
+		t.Error("yaml without metrics accepted")
+	}
+	two := "metrics:\n    - stressor: kill\n      bogo-ops: 10\n      bogo-ops-per-second-usr-sys-time: 2.5\n      bogo-ops-per-second-real-time: 1.5\n" +
+		"    - stressor: getpid\n      bogo-ops: 20\n      bogo-ops-per-second-usr-sys-time: 4\n      bogo-ops-per-second-real-time: 3\n"
+	m, c, _, err := ParseStressNGYAML([]byte(two))
+	if err != nil || len(m) != 4 || m[2].Name != "getpid bogo-ops/s (real time)" || m[2].Value != 3 || c["kill bogo-ops"] != 10 {
+		t.Errorf("two stressors: %+v %v %v", m, c, err)
+	}
+}

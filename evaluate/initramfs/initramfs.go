@@ -137,6 +137,10 @@ type Spec struct {
 	Init  []byte            // the agent binary, installed as /init
 	Files map[string][]byte // more files ("patcheval/plan.json" -> JSON)
 	Gzip  bool
+	// Append are ready newc archives (the userland's tools and libraries)
+	// written after this one; the kernel unpacks concatenated archives in
+	// order.
+	Append []string
 }
 
 // Write writes the initramfs for spec to w.
@@ -166,6 +170,17 @@ func Write(w io.Writer, spec Spec) error {
 	}
 	if err := cw.Close(); err != nil {
 		return fmt.Errorf("writing initramfs: %w", err)
+	}
+	for _, a := range spec.Append {
+		f, err := os.Open(a)
+		if err != nil {
+			return fmt.Errorf("initramfs: appending %s: %w", a, err)
+		}
+		_, err = io.Copy(w, f)
+		f.Close()
+		if err != nil {
+			return fmt.Errorf("initramfs: appending %s: %w", a, err)
+		}
 	}
 	if gz != nil {
 		return gz.Close()

@@ -59,6 +59,11 @@ type Config struct {
 	SLOF bool
 	// Console, when set, receives the console as it arrives.
 	Console io.Writer
+	// Userland is a newc archive with the users' tools (evaluate/userland)
+	// appended to every boot's initramfs; UserlandLibPath is their
+	// LD_LIBRARY_PATH in the guest.
+	Userland        string
+	UserlandLibPath string
 }
 
 // Target boots kernels in QEMU.
@@ -184,6 +189,13 @@ func (t *Target) Boot(ctx context.Context, k evaluate.Kernel, p guest.Plan) (*ev
 		return nil, fail.Infra(err)
 	}
 	p.Restart = p.Restart || m.Restart
+	if p.LibPath == "" {
+		p.LibPath = t.cfg.UserlandLibPath
+	}
+	var appendArchives []string
+	if t.cfg.Userland != "" {
+		appendArchives = append(appendArchives, t.cfg.Userland)
+	}
 	planJSON, err := json.Marshal(p)
 	if err != nil {
 		return nil, fail.Input(err)
@@ -194,7 +206,7 @@ func (t *Target) Boot(ctx context.Context, k evaluate.Kernel, p guest.Plan) (*ev
 	}
 	defer os.RemoveAll(dir)
 	initrd := filepath.Join(dir, "initramfs.cpio")
-	if err := initramfs.WriteFile(initrd, initramfs.Spec{Init: agent, Gzip: t.cfg.Gzip,
+	if err := initramfs.WriteFile(initrd, initramfs.Spec{Init: agent, Gzip: t.cfg.Gzip, Append: appendArchives,
 		Files: map[string][]byte{strings.TrimPrefix(guest.PlanPath, "/"): planJSON}}); err != nil {
 		return nil, fail.Infra(err)
 	}
