@@ -33,6 +33,7 @@ import (
 	"strings"
 
 	"github.com/patcheval/patcheval/evaluate/initramfs"
+	"github.com/patcheval/patcheval/internal/arch"
 	"github.com/patcheval/patcheval/internal/fail"
 )
 
@@ -50,17 +51,13 @@ var Tools = map[string]Tool{
 }
 
 // DebArch maps a kernel architecture (ppc64le, arm64, x86_64 and their
-// aliases) to Debian's name and the multiarch triplet.
-func DebArch(arch string) (debArch, triplet string, err error) {
-	switch arch {
-	case "ppc64le", "ppc64el", "powerpc", "powerpc64le":
-		return "ppc64el", "powerpc64le-linux-gnu", nil
-	case "arm64", "aarch64":
-		return "arm64", "aarch64-linux-gnu", nil
-	case "x86_64", "amd64", "x86":
-		return "amd64", "x86_64-linux-gnu", nil
+// aliases) to Debian's name and the multiarch triplet (internal/arch).
+func DebArch(name string) (debArch, triplet string, err error) {
+	a, err := arch.Lookup(name)
+	if err != nil {
+		return "", "", err
 	}
-	return "", "", fail.Inputf("userland: unknown architecture %q (want ppc64le, arm64 or x86_64)", arch)
+	return a.DebArch, a.Triplet, nil
 }
 
 // Package is one resolved Debian package.

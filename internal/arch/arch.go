@@ -48,6 +48,12 @@ type Arch struct {
 	// native compiler can build this kernel.
 	GoArch     string
 	HostGoArch string
+	// DebArch is Debian's name of the architecture (dpkg
+	// --print-architecture) and Triplet its multiarch library directory
+	// (/lib/<Triplet>): the guest's stress-ng and perf are Debian's
+	// packages for DebArch (evaluate/userland).
+	DebArch string
+	Triplet string
 }
 
 // QEMU is an architecture's QEMU defaults.
@@ -75,6 +81,7 @@ var table = []Arch{
 		// instead of SLOF: 3 s instead of 15 s to /init under TCG.
 		QEMU:   QEMU{Binary: "qemu-system-ppc64", Args: []string{"-M", "pseries,x-vof=on", "-cpu", "POWER9", "-vga", "none"}, Console: "hvc0"},
 		GoArch: "ppc64le", HostGoArch: "ppc64le",
+		DebArch: "ppc64el", Triplet: "powerpc64le-linux-gnu",
 	},
 	{
 		Name: "arm64", Aliases: []string{"aarch64"},
@@ -84,6 +91,7 @@ var table = []Arch{
 		BootConfig: "arm64-virt",
 		QEMU:       QEMU{Binary: "qemu-system-aarch64", Args: []string{"-M", "virt", "-cpu", "max"}, Console: "ttyAMA0", KVMHostCPU: true},
 		GoArch:     "arm64", HostGoArch: "arm64",
+		DebArch: "arm64", Triplet: "aarch64-linux-gnu",
 	},
 	{
 		Name: "x86_64", Aliases: []string{"x86", "amd64", "x86-64"},
@@ -93,6 +101,7 @@ var table = []Arch{
 		BootConfig: "x86_64-q35",
 		QEMU:       QEMU{Binary: "qemu-system-x86_64", Args: []string{"-M", "q35"}, Console: "ttyS0", KVMHostCPU: true, Restart: true},
 		GoArch:     "amd64", HostGoArch: "amd64",
+		DebArch: "amd64", Triplet: "x86_64-linux-gnu",
 	},
 }
 
