@@ -30,12 +30,12 @@ type Pipeline struct {
 	// Symbols apply to every variant (the variant's own win).
 	Symbols map[string]string `json:"symbols,omitempty"`
 
-	Variants    []Variant    `json:"variants"`
-	Benchmarks  []Benchmark  `json:"benchmarks"`
-	Repeats     Repeats      `json:"repeats"`
+	Variants   []Variant   `json:"variants"`
+	Benchmarks []Benchmark `json:"benchmarks"`
+	Repeats    Repeats     `json:"repeats"`
 	// Compare is how the comparisons are judged (not part of Hash: the
 	// same samples can be judged again with another threshold).
-	Compare Compare `json:"compare,omitzero"`
+	Compare     Compare      `json:"compare,omitzero"`
 	Target      Target       `json:"target"`
 	Comparisons []Comparison `json:"comparisons"`
 	Chains      []Chain      `json:"chains,omitempty"`
@@ -123,9 +123,10 @@ func (b Benchmark) Guest() guest.Bench {
 // Repeats is the design: Boots boots per variant (interleaved), each
 // running every benchmark Iterations times. With MaxBoots > Boots sampling
 // is adaptive: after Boots, the variants of every comparison whose verdict
-// is not clear yet get one more boot each, round after round, until every
-// verdict is clear or MaxBoots is reached (stats.NeedMore; the report says
-// why sampling stopped).
+// is still inconclusive get one more boot each, round after round, until
+// every verdict resolves ±Compare.Threshold (significant, or equivalent)
+// or MaxBoots is reached (stats.NeedMore; the report says why sampling
+// stopped).
 type Repeats struct {
 	Boots      int `json:"boots"`
 	Iterations int `json:"iterations"`

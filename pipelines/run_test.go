@@ -4,11 +4,13 @@ import (
 	"context"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/patcheval/patcheval/build/buildtest"
+	"github.com/patcheval/patcheval/evaluate/report"
 	"github.com/patcheval/patcheval/evaluate/stats"
 	"github.com/patcheval/patcheval/evaluate/store"
 	"github.com/patcheval/patcheval/internal/progress"
@@ -80,8 +82,12 @@ func TestRunPPCPreemptDynamic(t *testing.T) {
 		t.Fatalf("no kill ns/op comparison voluntary -> voluntary+dyn in the report")
 	}
 	t.Logf("kill ns/op voluntary %.0f -> voluntary+dyn %.0f (%+.1f%%, %s)", kill.Base.Mean, kill.Other.Mean, kill.Change, kill.Verdict)
-	if kill.Verdict != stats.Regression || kill.Change < 5 {
-		t.Errorf("kill: want voluntary+dyn clearly slower than voluntary, got %+.1f%% (%s)", kill.Change, kill.Verdict)
+	if kill.Verdict != stats.Regression || kill.Change < 5 || kill.BelowThreshold {
+		t.Errorf("kill: want voluntary+dyn clearly slower than voluntary, got %+.1f%% (%s)", kill.Change, kill.Label())
+	}
+	// A deterministic pipeline judges against its smaller default T.
+	if kill.Threshold != stats.DefaultDeterministicThreshold {
+		t.Errorf("kill: threshold %g%%, want the deterministic default %g%%", kill.Threshold, stats.DefaultDeterministicThreshold)
 	}
 
 	var rcu bool
@@ -92,8 +98,9 @@ func TestRunPPCPreemptDynamic(t *testing.T) {
 		for _, d := range cf.Deltas {
 			if d.Symbol == "PREEMPT_RCU" {
 				rcu = true
-				if d.Requested || !strings.Contains(d.Where, "kernel/rcu/Kconfig") {
-					t.Errorf("PREEMPT_RCU delta = %+v, want a derived change explained by kernel/rcu/Kconfig", d)
+				if d.Requested || !strings.Contains(d.Where, "kernel/rcu/Kconfig") || d.Kind() != report.KindDerived || !d.Highlight ||
+					len(d.Via) == 0 || d.Via[0] != "PREEMPT_DYNAMIC" {
+					t.Errorf("PREEMPT_RCU delta = %+v, want a watched derived change explained by kernel/rcu/Kconfig, via PREEMPT_DYNAMIC", d)
 				}
 			}
 		}
@@ -106,10 +113,23 @@ func TestRunPPCPreemptDynamic(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, want := range []string{"PREEMPT_RCU", "In-Reply-To: <20261102093000.4121-0-tester@example.org>", "deterministic"} {
+	for _, want := range []string{"PREEMPT_RCU", "In-Reply-To: <20261102093000.4121-0-tester@example.org>", "deterministic",
+		"Verdicts (threshold ±0.5%):", "Significant and above ±0.5%:"} {
 		if !strings.Contains(string(draft), want) {
 			t.Errorf("reply draft lacks %q", want)
 		}
+	}
+	// The terminal report: the verdicts first, the confounds as a table
+	// with the watched PREEMPT_RCU in its first row.
+	txt, err := os.ReadFile(res.Text)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if i, j := strings.Index(string(txt), "Verdicts (threshold ±0.5%):"), strings.Index(string(txt), "Config differences"); i < 0 || j < i {
+		t.Errorf("report.txt does not open with the verdicts:\n%s", txt)
+	}
+	if !regexp.MustCompile(`(?m)^\s+Symbol\s+change\s+kind.*\n\s+-+.*\n\s+PREEMPT_[A-Z_]+\s+n -> y\s+derived, watched`).Match(txt) {
+		t.Errorf("report.txt: the confound table does not start with a watched symbol:\n%s", txt)
 	}
 	if strings.Contains(string(draft), "Tested-by:") {
 		t.Errorf("reply draft has a Tested-by although it was not asked for")
