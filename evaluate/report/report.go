@@ -2,7 +2,8 @@
 // model (series, tree, base, commits, arch, Variants with their configs,
 // kernel command lines and runtime knobs, the config differences between
 // compared Variants, the Target, per-Benchmark statistics, Comparisons with
-// verdicts, decompositions along isolation chains, and stage timings) and
+// verdicts against the threshold T, grouped for a headline by Headline,
+// decompositions along isolation chains, and stage timings) and
 // its renderers: terminal tables (WriteText, WriteTextWith), JSON (WriteJSON), Markdown
 // (WriteMarkdown), KCIDB v5.3 JSON (WriteKCIDB) and the reply Draft
 // (NewDraft, WriteDraft: an RFC 5322 plain-text mail, bottom-posted, lines
