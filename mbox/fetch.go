@@ -98,27 +98,22 @@ func (o *FetchOptions) defaults() {
 // naming an inbox goes to <base>/<inbox>/<msgid>/t.mbox.gz directly.
 // Fetched threads are cached in CacheDir for CacheTTL unless NoCache.
 //
+// For a local source (file, maildir, stdin) with MsgID set, only the
+// thread of that message is returned (Thread.ThreadOf): -m FILE MSGID
+// picks one thread out of an mbox holding several, like b4.
+//
 // Errors: an unknown Message-ID is fail.Input ("no message <id> on
 // <base>"); a server that is down or keeps failing, and a truncated
 // download, are fail.Infra naming the URL; a reply that is not an mbox is
 // fail.Input naming the URL.
 func Fetch(ctx context.Context, src Source, opt FetchOptions) (*Thread, error) {
 	opt.defaults()
-	switch src.Kind {
-	case SourceStdin:
-		ms, err := Parse(opt.Stdin, "stdin")
-		if err != nil {
-			return nil, err
+	if src.Kind != SourceLore {
+		t, err := readLocal(src, opt)
+		if err != nil || src.MsgID == "" {
+			return t, err
 		}
-		return NewThread(ms, "stdin"), nil
-	case SourceMaildir:
-		ms, err := ReadMaildir(src.Path)
-		if err != nil {
-			return nil, err
-		}
-		return NewThread(ms, src.Path), nil
-	case SourceFile:
-		return readFile(src.Path)
+		return t.ThreadOf(src.MsgID)
 	}
 	if src.MsgID == "" {
 		return nil, fail.Inputf("no Message-ID to fetch")
@@ -190,6 +185,25 @@ func threadFromMbox(data []byte, source string) (*Thread, error) {
 		return nil, err
 	}
 	return NewThread(ms, source), nil
+}
+
+// readLocal reads a stdin, maildir or file source into one Thread.
+func readLocal(src Source, opt FetchOptions) (*Thread, error) {
+	switch src.Kind {
+	case SourceStdin:
+		ms, err := Parse(opt.Stdin, "stdin")
+		if err != nil {
+			return nil, err
+		}
+		return NewThread(ms, "stdin"), nil
+	case SourceMaildir:
+		ms, err := ReadMaildir(src.Path)
+		if err != nil {
+			return nil, err
+		}
+		return NewThread(ms, src.Path), nil
+	}
+	return readFile(src.Path)
 }
 
 func readFile(path string) (*Thread, error) {

@@ -34,8 +34,15 @@ type Attachment struct {
 
 // Message is one decoded mail.
 type Message struct {
-	// MessageID without angle brackets.
+	// MessageID without angle brackets. A message without a Message-ID
+	// header gets a synthetic one (NoMessageID set) so that it can be
+	// keyed and linked; it must never reach output that others follow
+	// (Link: trailers, Message-ID headers, lore links, In-Reply-To):
+	// use PublicID for those.
 	MessageID string `json:"message_id"`
+	// NoMessageID is true when the mail had no (usable) Message-ID header
+	// and MessageID is synthetic.
+	NoMessageID bool `json:"no_message_id,omitempty"`
 	// InReplyTo is the parent's Message-ID (without brackets), or "".
 	InReplyTo string `json:"in_reply_to,omitempty"`
 	// References in header order, without brackets.
@@ -58,6 +65,27 @@ type Message struct {
 	// Notes record what the parser had to repair or guess for this message
 	// (synthetic Message-ID, unparsable Date, undecodable part, ...).
 	Notes []string `json:"notes,omitempty"`
+}
+
+// PublicID is the Message-ID others can follow, "" when the message had
+// none (MessageID is then synthetic).
+func (m *Message) PublicID() string {
+	if m == nil || m.NoMessageID {
+		return ""
+	}
+	return m.MessageID
+}
+
+// Ref names the message for people: "<id>", or, for a message without a
+// Message-ID, "the message without Message-ID at SOURCE".
+func (m *Message) Ref() string {
+	if m == nil {
+		return "(none)"
+	}
+	if m.NoMessageID {
+		return "the message without Message-ID at " + m.Source
+	}
+	return "<" + m.MessageID + ">"
 }
 
 // Thread is a set of messages linked into a reply tree.

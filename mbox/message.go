@@ -55,7 +55,8 @@ func ParseMessage(raw []byte, source string) (*Message, error) {
 	} else {
 		sum := sha256.Sum256(raw)
 		m.MessageID = "patcheval-" + hex.EncodeToString(sum[:10]) + "@synthetic.invalid"
-		m.note("no Message-ID header; using synthetic <%s> (hash of the message)", m.MessageID)
+		m.NoMessageID = true
+		m.note("no Message-ID header: no Link: or Message-ID will be written for it")
 	}
 	if ids := msgIDs(h.Get("In-Reply-To")); len(ids) > 0 {
 		m.InReplyTo = ids[len(ids)-1]

@@ -3,6 +3,7 @@ package mbox
 import (
 	"bytes"
 	"errors"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -378,5 +379,103 @@ func TestWriteMboxrdGitMailsplit(t *testing.T) {
 	}
 	if got := read("0002"); !bytes.Equal(got, ms[1].Raw) {
 		t.Errorf("patch changed on the way through git mailsplit")
+	}
+}
+
+// In-Reply-To names the parent when it is in the thread, whatever order
+// References has; otherwise the nearest present message of References.
+func TestThreadInReplyToWins(t *testing.T) {
+	msg := func(id, irt string, refs ...string) *Message {
+		return &Message{MessageID: id, InReplyTo: irt, References: refs, Subject: "s " + id}
+	}
+	base := func() []*Message {
+		return []*Message{msg("c0", ""), msg("c1", "c0", "c0"), msg("c2", "c0", "c0")}
+	}
+	for _, c := range []struct {
+		name   string
+		m      *Message
+		parent string
+		note   string
+	}{
+		{"References reversed", msg("r", "c2", "c2", "c0"), "c2", ""},
+		{"References only the root", msg("r", "c2", "c0"), "c2", ""},
+		{"References in order", msg("r", "c2", "c0", "c2"), "c2", ""},
+		{"no In-Reply-To", msg("r", "", "c0", "c2"), "c2", ""},
+		{"In-Reply-To missing, inside References", msg("r", "gone", "c0", "gone", "c2"), "c2", "parent <gone> is missing; linked to ancestor <c2>"},
+		{"In-Reply-To missing, References reversed", msg("r", "gone", "gone", "c1", "c0"), "c0", "parent <gone> is missing; linked to ancestor <c0>"},
+		{"In-Reply-To is itself", msg("r", "r", "c1"), "c1", ""},
+	} {
+		th := NewThread(append(base(), c.m), "t")
+		if p := th.Parent(th.ByID("r")); p == nil || p.MessageID != c.parent {
+			t.Errorf("%s: parent %v, want %s", c.name, p, c.parent)
+		}
+		if c.note != "" && !strings.Contains(strings.Join(th.Notes, "\n"), c.note) {
+			t.Errorf("%s: notes %q, want %q", c.name, th.Notes, c.note)
+		}
+	}
+	// A cycle through In-Reply-To is not made.
+	th := NewThread([]*Message{msg("a", "b"), msg("b", "a")}, "t")
+	if len(th.Roots) != 1 {
+		t.Errorf("cycle: roots %d", len(th.Roots))
+	}
+}
+
+// ThreadOf picks one thread out of a mailbox holding several.
+func TestThreadOf(t *testing.T) {
+	msg := func(id, irt string, refs ...string) *Message {
+		return &Message{MessageID: id, InReplyTo: irt, References: refs, Subject: "s " + id, Source: "f:" + id}
+	}
+	all := []*Message{
+		msg("a0", ""), msg("a1", "a0", "a0"), msg("a2", "a1", "a0", "a1"),
+		msg("b0", ""), msg("b1", "b0", "b0"),
+		// Two replies to a message missing from the box: one thread.
+		msg("x1", "gone", "gone"), msg("x2", "x1", "gone", "x1"), msg("y1", "gone", "gone"),
+		msg("lone", ""),
+	}
+	th := NewThread(all, "box")
+	for _, c := range []struct {
+		id   string
+		want []string
+	}{
+		{"a0", []string{"a0", "a1", "a2"}},
+		{"<a2>", []string{"a0", "a1", "a2"}},
+		{"b1", []string{"b0", "b1"}},
+		{"y1", []string{"x1", "x2", "y1"}},
+		{"lone", []string{"lone"}},
+	} {
+		sub, err := th.ThreadOf(c.id)
+		if err != nil {
+			t.Fatalf("%s: %v", c.id, err)
+		}
+		var got []string
+		for _, m := range sub.Messages {
+			got = append(got, m.MessageID)
+		}
+		if strings.Join(got, " ") != strings.Join(c.want, " ") {
+			t.Errorf("%s: %v, want %v", c.id, got, c.want)
+		}
+		if !strings.Contains(strings.Join(sub.Notes, "\n"), fmt.Sprintf("box holds 9 messages; took the %d", len(c.want))) {
+			t.Errorf("%s: notes %q", c.id, sub.Notes)
+		}
+	}
+	if _, err := th.ThreadOf("nope"); fail.KindOf(err) != fail.KindInput || !strings.Contains(err.Error(), "box: no message <nope> in it (9 messages)") {
+		t.Errorf("unknown id: %v", err)
+	}
+}
+
+// A message without Message-ID gets a synthetic one that no note names.
+func TestNoMessageIDNotes(t *testing.T) {
+	raw := "From: a@example.org\nSubject: Re: hello\n\nbody\n"
+	ms, err := ParseBytes([]byte("From x@y Mon Jan  1 00:00:00 2024\n"+raw+"\nFrom x@y Mon Jan  1 00:00:00 2024\n"+raw+"\nFrom x@y Mon Jan  1 00:00:00 2024\nFrom: b@example.org\nSubject: hello\nMessage-ID: <h@x>\n\nhi\n"), "f")
+	if err != nil {
+		t.Fatal(err)
+	}
+	th := NewThread(ms, "f")
+	if !ms[0].NoMessageID || ms[0].PublicID() != "" || th.Duplicates != 1 {
+		t.Fatalf("NoMessageID %v PublicID %q duplicates %d", ms[0].NoMessageID, ms[0].PublicID(), th.Duplicates)
+	}
+	notes := strings.Join(append(th.Notes, ms[0].Notes...), "\n")
+	if strings.Contains(notes, "synthetic") || !strings.Contains(notes, "the message without Message-ID at f:1 has no References; linked by subject") || !strings.Contains(notes, "duplicate message without Message-ID") {
+		t.Errorf("notes:\n%s", notes)
 	}
 }

@@ -57,7 +57,8 @@ func (k SourceKind) String() string {
 type Source struct {
 	Kind SourceKind
 	// MsgID is the Message-ID (no brackets) of any message in the thread
-	// (SourceLore).
+	// (SourceLore). For the local kinds it is optional and picks that
+	// message's thread out of a mailbox holding several.
 	MsgID string
 	// Base is the public-inbox base URL taken from a lore URL argument
 	// ("https://lore.kernel.org"); "" means FetchOptions.Lore.

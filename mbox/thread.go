@@ -5,6 +5,8 @@ import (
 	"regexp"
 	"sort"
 	"strings"
+
+	"github.com/patcheval/patcheval/internal/fail"
 )
 
 // NewThread deduplicates msgs and links them into a reply tree.
@@ -15,17 +17,20 @@ import (
 //
 // Linking, for each message M (the rule public-inbox applies):
 //
-//  1. The reference chain of M is its References header followed by its
-//     In-Reply-To, in that order, repeated IDs and M's own ID removed. The
-//     parent is the LAST message of the chain that is present in the
-//     thread. So In-Reply-To decides when References stops short (some
-//     clients put only the thread root in References), and a reply whose
-//     direct parent is missing hangs under its nearest present ancestor
-//     (with a note).
-//  2. When no message of the chain is present, M is an orphan if the chain
+//  1. In-Reply-To, when it names a message present in the thread, is the
+//     parent (b4 and mail clients' threading do the same): References may
+//     come in any order (some clients list the direct parent first and
+//     the thread root last, others only the root), In-Reply-To names the
+//     message answered.
+//  2. Otherwise the reference chain of M is its References header followed
+//     by its In-Reply-To, in that order, repeated IDs and M's own ID
+//     removed, and the parent is the LAST message of the chain that is
+//     present in the thread: a reply whose direct parent is missing hangs
+//     under its nearest present ancestor (with a note).
+//  3. When no message of the chain is present, M is an orphan if the chain
 //     is not empty (it replies to something missing): it is kept, listed in
 //     Orphans and in Roots.
-//  3. Subject fallback: a message left without a parent whose subject is
+//  4. Subject fallback: a message left without a parent whose subject is
 //     "Re: X" (any number of Re:/Aw:/Sv: prefixes) is linked to the message
 //     whose subject is exactly X (white space collapsed, case kept) when
 //     exactly one message in the thread has that subject. public-inbox
@@ -48,7 +53,7 @@ func NewThread(msgs []*Message, source string) *Thread {
 		}
 		if old, ok := t.byID[m.MessageID]; ok {
 			t.Duplicates++
-			t.Notes = append(t.Notes, fmt.Sprintf("duplicate Message-ID <%s>: kept the copy from %s, dropped the one from %s", m.MessageID, old.Source, m.Source))
+			t.Notes = append(t.Notes, fmt.Sprintf("duplicate %s: kept the copy from %s, dropped the one from %s", dupName(m), old.Source, m.Source))
 			continue
 		}
 		t.byID[m.MessageID] = m
@@ -76,6 +81,10 @@ func NewThread(msgs []*Message, source string) *Thread {
 	for _, m := range t.Messages {
 		chain := refChain(m)
 		linked := false
+		if irt := m.InReplyTo; irt != "" && irt != m.MessageID && t.byID[irt] != nil && !wouldCycle(m.MessageID, irt) {
+			t.parent[m.MessageID] = irt
+			continue
+		}
 		for i := len(chain) - 1; i >= 0; i-- {
 			p := chain[i]
 			if _, ok := t.byID[p]; !ok || wouldCycle(m.MessageID, p) {
@@ -83,8 +92,8 @@ func NewThread(msgs []*Message, source string) *Thread {
 			}
 			t.parent[m.MessageID] = p
 			linked = true
-			if i != len(chain)-1 {
-				t.Notes = append(t.Notes, fmt.Sprintf("<%s>: parent <%s> is missing; linked to ancestor <%s>", m.MessageID, chain[len(chain)-1], p))
+			if w := wantedParent(m, chain); w != p {
+				t.Notes = append(t.Notes, fmt.Sprintf("%s: parent <%s> is missing; linked to ancestor %s", m.Ref(), w, t.byID[p].Ref()))
 			}
 			break
 		}
@@ -115,9 +124,9 @@ func NewThread(msgs []*Message, source string) *Thread {
 		p := cands[0]
 		t.parent[m.MessageID] = p.MessageID
 		if orphan[m.MessageID] {
-			t.Notes = append(t.Notes, fmt.Sprintf("orphan <%s> (its parent <%s> is missing) linked by subject to <%s>", m.MessageID, refChain(m)[len(refChain(m))-1], p.MessageID))
+			t.Notes = append(t.Notes, fmt.Sprintf("orphan %s (its parent <%s> is missing) linked by subject to %s", m.Ref(), wantedParent(m, refChain(m)), p.Ref()))
 		} else {
-			t.Notes = append(t.Notes, fmt.Sprintf("<%s> has no References; linked by subject %q to <%s>", m.MessageID, base, p.MessageID))
+			t.Notes = append(t.Notes, fmt.Sprintf("%s has no References; linked by subject %q to %s", m.Ref(), base, p.Ref()))
 		}
 	}
 
@@ -130,11 +139,31 @@ func NewThread(msgs []*Message, source string) *Thread {
 	}
 	for _, m := range t.Orphans {
 		if _, ok := t.parent[m.MessageID]; !ok {
-			c := refChain(m)
-			t.Notes = append(t.Notes, fmt.Sprintf("orphan <%s> %q: replies to <%s>, which is not in the thread", m.MessageID, m.Subject, c[len(c)-1]))
+			t.Notes = append(t.Notes, fmt.Sprintf("orphan %s %q: replies to <%s>, which is not in the thread", m.Ref(), m.Subject, wantedParent(m, refChain(m))))
 		}
 	}
 	return t
+}
+
+// dupName names a dropped duplicate: its Message-ID, or for a message
+// without one, that it was the same mail (same synthetic id = same bytes).
+func dupName(m *Message) string {
+	if m.NoMessageID {
+		return "message without Message-ID (the same mail twice)"
+	}
+	return "Message-ID <" + m.MessageID + ">"
+}
+
+// wantedParent is the message m answers: its In-Reply-To, else the last
+// entry of its reference chain.
+func wantedParent(m *Message, chain []string) string {
+	if m.InReplyTo != "" && m.InReplyTo != m.MessageID {
+		return m.InReplyTo
+	}
+	if len(chain) == 0 {
+		return ""
+	}
+	return chain[len(chain)-1]
 }
 
 // refChain is References then In-Reply-To, without repeats or self.
@@ -179,4 +208,64 @@ func sortByDate(ms []*Message) {
 		}
 		return strings.Compare(a.MessageID, b.MessageID) < 0
 	})
+}
+
+// ThreadOf picks the thread of the message id out of t, which may hold
+// several unrelated threads (an mbox file with many conversations): the
+// messages connected to it through Message-ID, In-Reply-To and References
+// (also through a referenced message that is not in the mailbox) or by a
+// subject link NewThread made, like b4's strict thread for `b4 am -m FILE
+// MSGID`. The result is a new Thread (linked again); its Notes say how many
+// messages of the mailbox were left out. An id that is not in t is a
+// fail.Input error naming the source.
+func (t *Thread) ThreadOf(id string) (*Thread, error) {
+	id = trimID(id)
+	if t.byID[id] == nil {
+		return nil, fail.Inputf("%s: no message <%s> in it (%d messages)", t.Source, id, len(t.Messages))
+	}
+	uf := map[string]string{}
+	var find func(string) string
+	find = func(x string) string {
+		for {
+			p, ok := uf[x]
+			if !ok || p == x {
+				return x
+			}
+			if gp, ok := uf[p]; ok {
+				uf[x] = gp
+			}
+			x = p
+		}
+	}
+	union := func(a, b string) {
+		if a == "" || b == "" {
+			return
+		}
+		ra, rb := find(a), find(b)
+		if ra != rb {
+			uf[ra] = rb
+		}
+	}
+	for _, m := range t.Messages {
+		for _, r := range m.References {
+			union(m.MessageID, r)
+		}
+		union(m.MessageID, m.InReplyTo)
+		if p, ok := t.parent[m.MessageID]; ok {
+			union(m.MessageID, p)
+		}
+	}
+	root := find(id)
+	var keep []*Message
+	for _, m := range t.Messages {
+		if find(m.MessageID) == root {
+			keep = append(keep, m)
+		}
+	}
+	nt := NewThread(keep, t.Source)
+	nt.Duplicates += t.Duplicates
+	if left := len(t.Messages) - len(keep); left > 0 {
+		nt.Notes = append(nt.Notes, fmt.Sprintf("%s holds %d messages; took the %d of the thread of <%s>, left out %d of other threads", t.Source, len(t.Messages), len(keep), id, left))
+	}
+	return nt, nil
 }
