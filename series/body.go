@@ -3,6 +3,7 @@ package series
 import (
 	"crypto/sha1"
 	"encoding/hex"
+	"fmt"
 	"regexp"
 	"strings"
 )
@@ -250,4 +251,82 @@ func hunkCounts(l string) (int, int) {
 		return 1
 	}
 	return count(f[1]), count(f[2])
+}
+
+// repairBlankContext restores blank context lines that a mail client (or
+// trimming the mail's end) removed: a blank context line is " ", which
+// clients that strip trailing white space turn into "" — harmless inside a
+// hunk (git apply reads "" as an empty context line) but fatal at the end of
+// the diff, where such lines vanish and the last hunk comes up short. When
+// a hunk ends (end of the diff, or the next hunk or file starts) with the
+// same number of old and new lines still missing, the missing lines can
+// only have been context lines, and they were blank; they are added back as
+// " ". fixed names each repaired hunk ("hunk #2 of a/b.c: 2 lines"). A hunk
+// short by a different number of old and new lines is left as it is
+// (ambiguous: git apply will say where it is corrupt).
+func repairBlankContext(diff string) (string, []string) {
+	if diff == "" {
+		return diff, nil
+	}
+	lines := strings.Split(strings.TrimSuffix(diff, "\n"), "\n")
+	var out []string
+	var fixed []string
+	file, hunk := "", 0
+	for i := 0; i < len(lines); {
+		l := lines[i]
+		switch {
+		case strings.HasPrefix(l, "diff --git "):
+			file, hunk = strings.TrimPrefix(l, "diff --git "), 0
+			if f := strings.Fields(file); len(f) == 2 {
+				file = strings.TrimPrefix(f[1], "b/")
+			}
+		case strings.HasPrefix(l, "+++ ") && file == "":
+			file = strings.TrimPrefix(strings.TrimPrefix(l, "+++ "), "b/")
+		}
+		out = append(out, l)
+		i++
+		if !strings.HasPrefix(l, "@@ -") {
+			continue
+		}
+		hunk++
+		o, n := hunkCounts(l)
+	body:
+		for (o > 0 || n > 0) && i < len(lines) {
+			x := lines[i]
+			switch {
+			case x == "":
+				if o == 0 || n == 0 {
+					break body
+				}
+				o--
+				n--
+			case x[0] == ' ':
+				o--
+				n--
+			case x[0] == '-':
+				o--
+			case x[0] == '+':
+				n--
+			case x[0] == '\\':
+			default:
+				break body
+			}
+			out = append(out, x)
+			i++
+		}
+		// The hunk ended early: at the end of the diff or where the next
+		// hunk or file starts.
+		if o > 0 && o == n && (i == len(lines) || startsDiffPart(lines[i])) {
+			for k := 0; k < o; k++ {
+				out = append(out, " ")
+			}
+			fixed = append(fixed, fmt.Sprintf("hunk #%d of %s: %d line(s)", hunk, file, o))
+		}
+	}
+	return strings.Join(out, "\n") + "\n", fixed
+}
+
+// startsDiffPart reports whether l starts a new hunk or file of a diff.
+func startsDiffPart(l string) bool {
+	return strings.HasPrefix(l, "@@ -") || strings.HasPrefix(l, "diff ") || strings.HasPrefix(l, "--- ") || strings.HasPrefix(l, "Index: ")
 }

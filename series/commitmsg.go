@@ -24,9 +24,9 @@ type AMOptions struct {
 func DefaultAMOptions() AMOptions { return AMOptions{LinkMask: DefaultLinkMask} }
 
 // Link returns the Link: value for msgid under the mask ("" when the mask
-// is empty).
+// or msgid is empty: a mail without Message-ID gets no Link:).
 func (o AMOptions) Link(msgid string) string {
-	if o.LinkMask == "" {
+	if o.LinkMask == "" || msgid == "" {
 		return ""
 	}
 	if !strings.Contains(o.LinkMask, "%s") {
@@ -76,7 +76,9 @@ func (p *Patch) msgid() string {
 	if p.Msg == nil {
 		return ""
 	}
-	return p.Msg.MessageID
+	// A synthetic id (the mail had no Message-ID) never reaches a Link:
+	// trailer or a Message-ID header.
+	return p.Msg.PublicID()
 }
 
 // CommitMessage returns the commit message git am would make from the

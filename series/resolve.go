@@ -125,8 +125,13 @@ func Resolve(t *mbox.Thread, opt Options) (*Series, error) {
 			g := group(in.version)
 			n := in.sub.Number()
 			if old := g.patches[n]; old != nil {
-				s.Notes = append(s.Notes, fmt.Sprintf("v%d patch %d/%d sent twice: kept <%s>, ignored <%s>",
-					in.version, n, in.sub.Total, old.msg.MessageID, in.msg.MessageID))
+				keep, drop := old, in
+				if !old.sub.HasCounter && in.sub.HasCounter {
+					// A numbered patch beats an unnumbered one beside it.
+					keep, drop = in, old
+					g.patches[n] = in
+				}
+				s.Notes = append(s.Notes, samePositionNote(keep, drop, n))
 				continue
 			}
 			g.patches[n] = in
@@ -161,7 +166,7 @@ func Resolve(t *mbox.Thread, opt Options) (*Series, error) {
 	}
 	sort.Slice(vs, func(i, j int) bool { return vs[i].version < vs[j].version })
 	for _, g := range vs {
-		v := Version{Version: g.version, Total: g.total, Date: g.first.msg.Date, MessageID: g.first.msg.MessageID}
+		v := Version{Version: g.version, Total: g.total, Date: g.first.msg.Date, MessageID: g.first.msg.PublicID()}
 		for n := range g.patches {
 			v.Found = append(v.Found, n)
 		}
@@ -206,8 +211,8 @@ func Resolve(t *mbox.Thread, opt Options) (*Series, error) {
 					others = append(others, fmt.Sprintf("v%d %s", c.version, day(c.first.msg.Date)))
 				}
 			}
-			s.Reason = fmt.Sprintf("v%d is the newest version: its first message <%s> is dated %s (others: %s)",
-				g.version, g.first.msg.MessageID, day(g.first.msg.Date), strings.Join(others, ", "))
+			s.Reason = fmt.Sprintf("v%d is the newest version: its first message %s is dated %s (others: %s)",
+				g.version, g.first.msg.Ref(), day(g.first.msg.Date), strings.Join(others, ", "))
 			if g.version != vs[len(vs)-1].version {
 				s.Reason += fmt.Sprintf("; note v%d has a higher number but was sent earlier (b4 would take v%d)", vs[len(vs)-1].version, vs[len(vs)-1].version)
 			}
@@ -255,7 +260,7 @@ func Resolve(t *mbox.Thread, opt Options) (*Series, error) {
 				if g.cover == nil && prev.cover != nil {
 					// b4 takes the earlier cover letter along too.
 					prevCover = prev.cover
-					s.Notes = append(s.Notes, fmt.Sprintf("partial re-roll: using the v%d cover letter <%s>", prev.version, prev.cover.msg.MessageID))
+					s.Notes = append(s.Notes, fmt.Sprintf("partial re-roll: using the v%d cover letter %s", prev.version, prev.cover.msg.Ref()))
 				}
 			}
 		}
@@ -281,7 +286,10 @@ func Resolve(t *mbox.Thread, opt Options) (*Series, error) {
 	}
 	if cover != nil {
 		s.Cover = cover.msg
-		s.CoverMessageID = cover.msg.MessageID
+		s.CoverMessageID = cover.msg.PublicID()
+		if cover.msg.NoMessageID {
+			s.Notes = append(s.Notes, fmt.Sprintf("the cover letter %q (%s) has no Message-ID header: no link to it is written", cover.sub.Title, cover.msg.Source))
+		}
 		s.Title = cover.sub.Title
 		s.Author = cover.msg.From
 		s.Date = cover.msg.Date
@@ -294,7 +302,8 @@ func Resolve(t *mbox.Thread, opt Options) (*Series, error) {
 			continue
 		}
 		in := chosen[n]
-		p := buildPatch(in)
+		p, notes := buildPatch(in)
+		s.Notes = append(s.Notes, notes...)
 		p.FromVersion = fromV[n]
 		if p.FromVersion != 0 {
 			// Renumber like b4: the patch belongs to the new version now.
@@ -326,12 +335,35 @@ func Resolve(t *mbox.Thread, opt Options) (*Series, error) {
 	collectTrailers(t, infos, s, g, cover, chosen, opt)
 
 	for _, o := range t.Orphans {
-		s.Orphans = append(s.Orphans, o.MessageID)
+		s.Orphans = append(s.Orphans, o.PublicID())
 	}
 	for _, n := range t.Notes {
 		s.Notes = append(s.Notes, "thread: "+n)
 	}
 	return s, nil
+}
+
+// samePositionNote explains why drop was left out for keep (both of one
+// version and position n): the same patch sent twice, or a different patch
+// (an unnumbered one beside "1/1", or two different n/N).
+func samePositionNote(keep, drop *info, n int) string {
+	kd, dd := PatchID(splitBody(keep.msg.Body).Diff), PatchID(splitBody(drop.msg.Body).Diff)
+	if kd != "" && kd == dd {
+		return fmt.Sprintf("v%d patch %d/%d sent twice: kept %s, ignored %s (same diff)",
+			keep.version, n, keep.sub.Total, keep.msg.Ref(), drop.msg.Ref())
+	}
+	label := func(in *info) string {
+		if !in.sub.HasCounter {
+			return fmt.Sprintf("unnumbered patch %s %q", in.msg.Ref(), in.sub.Title)
+		}
+		return fmt.Sprintf("%d/%d %s %q", in.sub.Index, in.sub.Total, in.msg.Ref(), in.sub.Title)
+	}
+	if !drop.sub.HasCounter || !keep.sub.HasCounter {
+		return fmt.Sprintf("ignored the %s: a different patch from v%d %s, not part of this series (resolve it on its own with -m FILE <its Message-ID>)",
+			label(drop), keep.version, label(keep))
+	}
+	return fmt.Sprintf("v%d has two different patches numbered %d/%d: kept %s, ignored %s (their diffs differ)",
+		keep.version, n, keep.sub.Total, label(keep), label(drop))
 }
 
 func day(t time.Time) string { return t.UTC().Format("2006-01-02 15:04 MST") }
@@ -367,13 +399,16 @@ func repliesToSameNumber(t *mbox.Thread, infos map[string]*info, in *info, v, n,
 	return false
 }
 
-// buildPatch makes a Patch from a patch mail.
-func buildPatch(in *info) *Patch {
+// buildPatch makes a Patch from a patch mail; notes say what had to be
+// repaired or guessed (no Message-ID, no Subject, blank context lines a mail
+// client stripped).
+func buildPatch(in *info) (*Patch, []string) {
 	m := in.msg
 	pp := splitBody(m.Body)
+	var notes []string
 	p := &Patch{
 		Msg:       m,
-		MessageID: m.MessageID,
+		MessageID: m.PublicID(),
 		Subject:   in.sub,
 		Author:    m.From,
 		Date:      m.Date,
@@ -397,36 +432,122 @@ func buildPatch(in *info) *Patch {
 	if sj := pp.Header["subject"]; sj != "" {
 		p.Subject.Title = ParseSubject(sj).Title
 	}
+	label := func() string {
+		if p.Subject.HasCounter {
+			return fmt.Sprintf("patch %d/%d %q", p.Subject.Index, p.Subject.Total, p.Subject.Title)
+		}
+		return fmt.Sprintf("patch %q", p.Subject.Title)
+	}
+	if strings.TrimSpace(p.Subject.Title) == "" {
+		// No Subject: header (or an empty one) and no in-body Subject:
+		// the first paragraph of the body is the title, as git am reads
+		// such a mail.
+		title, rest, _ := strings.Cut(strings.TrimLeft(p.Message, "\n"), "\n\n")
+		if t := strings.Join(strings.Fields(title), " "); t != "" {
+			p.Subject.Title, p.Message = t, strings.TrimLeft(rest, "\n")
+			notes = append(notes, fmt.Sprintf("%s (%s) has no subject (no or an empty Subject: header); its first body line is the title", label(), m.Source))
+		}
+	}
+	if m.NoMessageID {
+		notes = append(notes, fmt.Sprintf("%s (%s) has no Message-ID header: no Link: trailer and no Message-ID are written for it", label(), m.Source))
+	}
+	if d, fixed := repairBlankContext(p.Diff); len(fixed) > 0 {
+		p.Diff = d
+		notes = append(notes, fmt.Sprintf("%s: restored blank context lines a mail client stripped (%s; the hunk line counts say they are missing)", label(), strings.Join(fixed, ", ")))
+	}
 	p.PatchID = PatchID(p.Diff)
 	_, block := splitTrailerBlock(p.Message)
 	for _, tr := range ParseTrailers(block) {
-		tr.MessageID = m.MessageID
+		tr.MessageID = m.PublicID()
 		tr.From = m.From
 		tr.Version = in.version
 		tr.InPatch = true
 		p.Trailers = append(p.Trailers, tr)
 	}
-	return p
+	return p, notes
 }
 
 var urlRE = regexp.MustCompile(`https?://`)
 
-// replyTrailers are the trailers a follow-up gives, filtered like b4 does
-// for follow-ups.
-func replyTrailers(m *mbox.Message) []Trailer {
-	var out []Trailer
+// linkTrailers are the trailers whose value is a URL by nature.
+var linkTrailers = map[string]bool{"link": true, "closes": true, "buglink": true}
+
+// replyTrailers are the trailers a follow-up gives, decided per kind:
+//   - person trailers (Reviewed-by, Tested-by, ...) with an address and no
+//     URL in the value;
+//   - Link:, Closes: and BugLink: when they stand in a trailer block (a
+//     paragraph made only of trailer lines, e.g. below a Tested-by), not in
+//     prose: current b4 keeps them for the patch they answer;
+//   - other known trailers (Fixes:, ...) without a URL;
+//   - Cc:, To:, From: and Author: lines are addressing, not trailers (b4
+//     does not take them either).
+//
+// Every trailer not taken is in dropped, with the reason, for a note.
+func replyTrailers(m *mbox.Message) (out []Trailer, dropped []string) {
+	var block map[string]bool
 	for _, tr := range ParseTrailers(m.Body) {
-		switch strings.ToLower(tr.Name) {
-		case "cc", "to", "from", "author":
+		l := strings.ToLower(tr.Name)
+		switch {
+		case l == "cc" || l == "to" || l == "from" || l == "author":
+			dropped = append(dropped, fmt.Sprintf("%q (a %s: line in a reply is addressing, not a trailer)", tr.String(), tr.Name))
+			continue
+		case linkTrailers[l]:
+			if block == nil {
+				block = trailerBlockLines(m.Body)
+			}
+			if !block[l+":"+tr.Value] {
+				dropped = append(dropped, fmt.Sprintf("%q (in the text, not in a trailer block)", tr.String()))
+				continue
+			}
+		case urlRE.MatchString(tr.Value):
+			dropped = append(dropped, fmt.Sprintf("%q (a URL in a %s: trailer)", tr.String(), tr.Name))
 			continue
 		}
-		if urlRE.MatchString(tr.Value) {
-			continue
-		}
-		tr.MessageID = m.MessageID
+		tr.MessageID = m.PublicID()
 		tr.From = m.From
 		out = append(out, tr)
 	}
+	return out, dropped
+}
+
+// trailerBlockLines returns "name:value" (name lower case) for every
+// trailer line of body that stands in a trailer block: a paragraph (quoted
+// lines and blank lines separate paragraphs) whose lines are all trailer
+// lines or their continuations.
+func trailerBlockLines(body string) map[string]bool {
+	out := map[string]bool{}
+	var para []string
+	flush := func() {
+		keys := map[string]bool{}
+		for j, l := range para {
+			trim := strings.TrimSpace(l)
+			if m := trailerLineRE.FindStringSubmatch(trim); m != nil && l == trim {
+				keys[strings.ToLower(m[1])+":"+m[2]] = true
+				continue
+			}
+			if j > 0 && (l != trim || extinfoRE.MatchString(trim) || strings.HasPrefix(trim, "<") && strings.HasSuffix(trim, ">")) {
+				continue
+			}
+			para = para[:0]
+			return
+		}
+		for k := range keys {
+			out[k] = true
+		}
+		para = para[:0]
+	}
+	for _, l := range strings.Split(body, "\n") {
+		l = strings.TrimRight(l, "\r")
+		if l == "-- " {
+			break
+		}
+		if strings.TrimSpace(l) == "" || strings.HasPrefix(strings.TrimLeft(l, " \t"), ">") {
+			flush()
+			continue
+		}
+		para = append(para, l)
+	}
+	flush()
 	return out
 }
 
@@ -490,12 +611,14 @@ func collectTrailers(t *mbox.Thread, infos map[string]*info, s *Series, g *vgrou
 		if in.role != roleFollowup {
 			continue
 		}
-		trs := replyTrailers(m)
-		if len(trs) == 0 {
+		trs, dropped := replyTrailers(m)
+		if len(trs) == 0 && len(dropped) == 0 {
 			continue
 		}
 		if orphan[m.MessageID] {
-			s.Notes = append(s.Notes, fmt.Sprintf("orphan <%s> from %s carries %d trailer(s); not applied because the message it replies to is missing", m.MessageID, m.From, len(trs)))
+			if len(trs) > 0 {
+				s.Notes = append(s.Notes, fmt.Sprintf("orphan %s from %s carries %d trailer(s); not applied because the message it replies to is missing", m.Ref(), m.From, len(trs)))
+			}
 			continue
 		}
 		// Walk up to the patch or cover letter this reply belongs to.
@@ -531,13 +654,24 @@ func collectTrailers(t *mbox.Thread, infos map[string]*info, s *Series, g *vgrou
 		default:
 			continue
 		}
+		for _, d := range dropped {
+			s.Notes = append(s.Notes, fmt.Sprintf("not taken from %s: %s", m.Ref(), d))
+		}
 		for _, tr := range trs {
 			tr.Version = target.version
 			tr.FromCover = isCover
+			if tr.Problem != "" {
+				s.Refused = append(s.Refused, tr)
+				s.Notes = append(s.Notes, fmt.Sprintf("refused %q from %s: %s", tr.String(), m.Ref(), tr.Problem))
+				continue
+			}
 			if !opt.AnySender && !senderMatches(tr, m.From) {
 				s.Refused = append(s.Refused, tr)
-				s.Notes = append(s.Notes, fmt.Sprintf("refused %q from <%s>: sent by %s, not by the person named (use --any-sender to accept)", tr.String(), m.MessageID, m.From))
+				s.Notes = append(s.Notes, fmt.Sprintf("refused %q from %s: sent by %s, not by the person named (use --any-sender to accept)", tr.String(), m.Ref(), m.From))
 				continue
+			}
+			if tr.Normalized != "" {
+				s.Notes = append(s.Notes, fmt.Sprintf("%q from %s written as %q (the address was polluted by an HTML mail client)", tr.Name+": "+tr.Normalized, m.Ref(), tr.String()))
 			}
 			if isCover {
 				coverTrailers = append(coverTrailers, tr)

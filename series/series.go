@@ -47,6 +47,13 @@ type Trailer struct {
 	FromCover bool         `json:"from_cover,omitempty"`
 	// InPatch is true for trailers already in the patch's own commit message.
 	InPatch bool `json:"in_patch,omitempty"`
+	// Normalized holds the value as written in the mail when Value had to
+	// be cleaned up (an address polluted by an HTML mail client:
+	// "Name <a@b.c<mailto:a@b.c>>" became "Name <a@b.c>").
+	Normalized string `json:"normalized_from,omitempty"`
+	// Problem says why a trailer cannot be used as it is (an address that
+	// cannot be made valid); Resolve refuses such trailers with a note.
+	Problem string `json:"problem,omitempty"`
 }
 
 // String renders "Name: value".

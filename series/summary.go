@@ -20,6 +20,8 @@ func (s *Series) WriteSummary(w io.Writer, opt AMOptions) error {
 	pf("Date:     %s\n", s.Date.UTC().Format("2006-01-02 15:04 MST"))
 	if s.CoverMessageID != "" {
 		pf("Cover:    <%s>\n", s.CoverMessageID)
+	} else if s.Cover != nil {
+		pf("Cover:    %s (no Message-ID)\n", s.Cover.Source)
 	} else {
 		pf("Cover:    none\n")
 	}
@@ -59,7 +61,11 @@ func (s *Series) WriteSummary(w io.Writer, opt AMOptions) error {
 		if p.FromVersion != 0 {
 			from = fmt.Sprintf(", taken from v%d", p.FromVersion)
 		}
-		pf("        <%s>, author %s%s\n", p.MessageID, p.Author, from)
+		id := "<" + p.MessageID + ">"
+		if p.MessageID == "" {
+			id = "no Message-ID (" + p.Msg.Source + ")"
+		}
+		pf("        %s, author %s%s\n", id, p.Author, from)
 		for _, t := range p.AddedTrailers(AMOptions{}) {
 			pf("        + %s (%s)\n", t.String(), provenance(t))
 		}
@@ -83,6 +89,10 @@ func (s *Series) WriteSummary(w io.Writer, opt AMOptions) error {
 	if len(s.Orphans) > 0 {
 		pf("Orphans (parent not in the thread):\n")
 		for _, o := range s.Orphans {
+			if o == "" {
+				pf("  (a message without Message-ID)\n")
+				continue
+			}
 			pf("  <%s>\n", o)
 		}
 	}
@@ -100,6 +110,9 @@ func (s *Series) WriteSummary(w io.Writer, opt AMOptions) error {
 // ", cover letter" for cover-letter replies.
 func provenance(t Trailer) string {
 	s := fmt.Sprintf("from <%s>, v%d", t.MessageID, t.Version)
+	if t.MessageID == "" {
+		s = fmt.Sprintf("from a message without Message-ID sent by %s, v%d", t.From, t.Version)
+	}
 	if t.FromCover {
 		s += ", cover letter"
 	}

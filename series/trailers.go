@@ -1,6 +1,7 @@
 package series
 
 import (
+	"fmt"
 	"net/mail"
 	"regexp"
 	"strings"
@@ -99,10 +100,12 @@ func ParseTrailers(body string) []Trailer {
 			switch {
 			case line != trim && !trailerLineRE.MatchString(trim):
 				// Indented continuation (git interpret-trailers rule).
+				t.unnormalize()
 				t.Value += " " + strings.TrimSpace(trim)
 				fixPerson(t)
 				continue
 			case strings.HasPrefix(trim, "<") && strings.HasSuffix(trim, ">") && t.Person == nil && IsPersonTrailer(t.Name):
+				t.unnormalize()
 				t.Value += " " + trim
 				fixPerson(t)
 				continue
@@ -127,9 +130,12 @@ func ParseTrailers(body string) []Trailer {
 		name, value := m[1], m[2]
 		if !knownTrailer(name, value) {
 			// A person trailer whose address is wrapped to the next
-			// line: keep it provisionally.
-			if IsPersonTrailer(name) && !strings.Contains(value, "@") {
-				out = append(out, Trailer{Name: name, Value: value})
+			// line: keep it provisionally. One with an address that
+			// is not valid is kept with Problem set.
+			if IsPersonTrailer(name) {
+				t := Trailer{Name: name, Value: value}
+				fixPerson(&t)
+				out = append(out, t)
 				last = len(out) - 1
 			}
 			continue
@@ -139,10 +145,12 @@ func ParseTrailers(body string) []Trailer {
 		out = append(out, t)
 		last = len(out) - 1
 	}
-	// Drop provisional person trailers that never got an address.
+	// Drop provisional person trailers that never got an address (those
+	// whose address is invalid stay, with Problem set, for the caller to
+	// refuse with a note).
 	kept := out[:0]
 	for _, t := range out {
-		if IsPersonTrailer(t.Name) && t.Person == nil {
+		if IsPersonTrailer(t.Name) && t.Person == nil && t.Problem == "" {
 			continue
 		}
 		kept = append(kept, t)
@@ -150,14 +158,123 @@ func ParseTrailers(body string) []Trailer {
 	return kept
 }
 
-// fixPerson sets t.Person from t.Value for person trailers.
+// fixPerson sets t.Person from t.Value for person trailers. A value
+// polluted by an HTML mail client ("Name <a@b.c<mailto:a@b.c>>", "Name
+// <mailto:a@b.c>", "Name a@b.c <mailto:a@b.c>") is rewritten to "Name
+// <a@b.c>" (the original kept in Normalized), like current b4 writes it; one
+// that cannot be made a valid address gets Problem set and no Person.
 func fixPerson(t *Trailer) {
 	if !IsPersonTrailer(t.Name) {
 		return
 	}
+	t.Person, t.Problem = nil, ""
+	if v, problem, changed := cleanPersonValue(t.Value); problem != "" {
+		if head, _, _ := strings.Cut(t.Value, " #"); strings.Contains(head, "@") {
+			t.Problem = problem
+		}
+		return
+	} else if changed {
+		t.Normalized = t.Value
+		t.Value = v
+	}
 	if a, ok := parsePerson(t.Value); ok {
 		t.Person = &a
 	}
+}
+
+// unnormalize puts back the value as the mail wrote it before more text
+// is joined to it (fixPerson then cleans the whole again).
+func (t *Trailer) unnormalize() {
+	if t.Normalized != "" {
+		t.Value, t.Normalized = t.Normalized, ""
+	}
+}
+
+var (
+	// mailtoRE is an HTML client's rendering of a link: "<mailto:x>",
+	// "(mailto:x)", "[x](mailto:x)" or a bare "mailto:" prefix.
+	mailtoAngleRE = regexp.MustCompile(`(?i)\s*[<(]mailto:([^<>()\s]*)[>)]`)
+	mailtoMDRE    = regexp.MustCompile(`(?i)\[([^\[\]\s]+)\]\(mailto:[^()\s]*\)`)
+	mailtoBareRE  = regexp.MustCompile(`(?i)mailto:`)
+	addrSpecRE    = regexp.MustCompile(`^[^\s<>"(),;:@\[\]]+@[\p{L}\p{N}](?:[\p{L}\p{N}-]*[\p{L}\p{N}])?(?:\.[\p{L}\p{N}](?:[\p{L}\p{N}-]*[\p{L}\p{N}])?)+$`)
+)
+
+// cleanPersonValue removes the "mailto:" pollution of HTML mail from a
+// person trailer's value and checks the address. It returns the value to
+// use ("Name <addr>" plus a "# comment" or "[note]" that followed), whether
+// it changed, or a problem when no single valid address can be made of it.
+// Values without pollution come back unchanged (changed false) when their
+// address is valid.
+func cleanPersonValue(v string) (string, string, bool) {
+	head, tail := v, ""
+	if i := strings.Index(v, " #"); i >= 0 {
+		head, tail = v[:i], v[i:]
+	}
+	polluted := strings.Contains(strings.ToLower(head), "mailto:")
+	h := mailtoMDRE.ReplaceAllString(head, "$1")
+	var linked []string
+	h = mailtoAngleRE.ReplaceAllStringFunc(h, func(s string) string {
+		linked = append(linked, mailtoAngleRE.FindStringSubmatch(s)[1])
+		return ""
+	})
+	h = mailtoBareRE.ReplaceAllString(h, "")
+	h = strings.TrimSpace(h)
+	// "Name <a@b.c>>": a stray bracket left by a client.
+	for strings.HasSuffix(h, ">>") {
+		h = h[:len(h)-1]
+		polluted = true
+	}
+	emails := emailRE.FindAllString(h, -1)
+	if len(emails) == 0 && len(linked) > 0 && linked[0] != "" {
+		// "Name <mailto:a@b.c>": the link was the address.
+		h = strings.TrimSpace(h) + " <" + linked[0] + ">"
+		emails = []string{linked[0]}
+	}
+	if len(emails) == 0 {
+		return v, "no address in it", false
+	}
+	addr := strings.Trim(emails[0], "<>")
+	for _, e := range append(emails[1:], linked...) {
+		if e = strings.Trim(e, "<>"); e != "" && !strings.EqualFold(e, addr) {
+			return v, fmt.Sprintf("two different addresses %s and %s", addr, e), false
+		}
+	}
+	if !addrSpecRE.MatchString(addr) {
+		return v, fmt.Sprintf("%q is not a valid address", addr), false
+	}
+	if !polluted {
+		return v, "", false
+	}
+	name := h
+	if i := strings.Index(h, "<"); i >= 0 {
+		name = h[:i]
+	} else {
+		name = strings.Replace(h, emails[0], "", 1)
+	}
+	name = strings.Trim(strings.TrimSpace(name), `"`)
+	out := "<" + addr + ">"
+	if name != "" {
+		out = (&mail.Address{Name: name, Address: addr}).String()
+		if !strings.ContainsAny(name, "\"()<>[]:;@,.") && isASCIIName(name) {
+			out = name + " <" + addr + ">"
+		}
+	}
+	// A "[note]" after the address stays.
+	if i := strings.LastIndex(head, ">"); i >= 0 && i+1 < len(head) {
+		if rest := strings.TrimSpace(head[i+1:]); extinfoRE.MatchString(rest) {
+			out += " " + rest
+		}
+	}
+	return out + tail, "", true
+}
+
+func isASCIIName(s string) bool {
+	for i := 0; i < len(s); i++ {
+		if s[i] < 0x20 || s[i] >= 0x7f {
+			return false
+		}
+	}
+	return true
 }
 
 // parsePerson extracts "Name <email>" from a trailer value, ignoring a

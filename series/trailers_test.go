@@ -140,8 +140,11 @@ func FuzzParseTrailers(f *testing.F) {
 			if strings.Contains(tr.Value, "\n") {
 				t.Fatalf("value with newline %q", tr.Value)
 			}
-			if IsPersonTrailer(tr.Name) && tr.Person == nil {
-				t.Fatalf("person trailer without person: %+v from %q", tr, body)
+			if IsPersonTrailer(tr.Name) && (tr.Person == nil) == (tr.Problem == "") {
+				t.Fatalf("person trailer must have a person or a problem, not both or neither: %+v from %q", tr, body)
+			}
+			if tr.Normalized != "" && (tr.Person == nil || !strings.Contains(tr.Value, "<"+tr.Person.Email+">")) {
+				t.Fatalf("normalised value %q does not carry the address %+v", tr.Value, tr.Person)
 			}
 		}
 		// Quoting the whole body removes every trailer.

@@ -102,7 +102,7 @@ func init() {
 	register(&command{
 		name:    "apply",
 		summary: "apply a series onto a kernel git tree as a branch (object level: worktree, index and HEAD untouched)",
-		usage:   "patcheval apply [flags] <msgid | lore URL>   or   patcheval apply [flags] -m FILE|-",
+		usage:   "patcheval apply [flags] <msgid | lore URL>   or   patcheval apply [flags] -m FILE|- [msgid]",
 		setup: func(fs *flag.FlagSet) func(ctx context.Context, env *Env, args []string) error {
 			var lf loreFlags
 			lf.add(fs)

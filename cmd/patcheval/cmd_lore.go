@@ -52,7 +52,7 @@ type loreFlags struct {
 }
 
 func (f *loreFlags) add(fs *flag.FlagSet) {
-	fs.StringVar(&f.file, "m", "", "read the thread from an mbox `FILE` or maildir instead of lore (\"-\": stdin)")
+	fs.StringVar(&f.file, "m", "", "read the thread from an mbox `FILE` or maildir instead of lore (\"-\": stdin); a Message-ID argument picks its thread out of it")
 	fs.StringVar(&f.lore, "lore", "", "public-inbox base `URL` (default $PATCHEVAL_LORE, else "+mbox.DefaultLore+")")
 	fs.BoolVar(&f.noCache, "no-cache", false, "do not use or fill the cache of fetched threads")
 	fs.IntVar(&f.version, "v", 0, "use version `N` of the series (default: the newest)")
@@ -63,17 +63,29 @@ func (f *loreFlags) add(fs *flag.FlagSet) {
 // source turns the flags and arguments into a thread source.
 func (f *loreFlags) source(args []string) (mbox.Source, error) {
 	switch {
-	case f.file != "" && len(args) > 0:
-		return mbox.Source{}, fail.Inputf("give either -m FILE or a Message-ID/lore URL, not both (got -m %s and %q)", f.file, args)
+	case f.file != "" && len(args) > 1:
+		return mbox.Source{}, fail.Inputf("-m %s takes at most one Message-ID (the thread to pick out of it), got %d arguments %q", f.file, len(args), args)
 	case f.file != "":
+		var src mbox.Source
 		if f.file == "-" {
-			return mbox.FileSource("-", false), nil
+			src = mbox.FileSource("-", false)
+		} else {
+			fi, err := os.Stat(f.file)
+			if err != nil {
+				return mbox.Source{}, fail.Inputf("-m %s: %v", f.file, err)
+			}
+			src = mbox.FileSource(f.file, fi.IsDir())
 		}
-		fi, err := os.Stat(f.file)
-		if err != nil {
-			return mbox.Source{}, fail.Inputf("-m %s: %v", f.file, err)
+		if len(args) == 1 {
+			// -m FILE MSGID: that message's thread out of a mailbox
+			// holding several (like b4 am -m FILE MSGID).
+			id, err := mbox.ParseSource(args[0])
+			if err != nil || id.Kind != mbox.SourceLore {
+				return mbox.Source{}, fail.Inputf("-m %s %s: the argument after -m FILE must be a Message-ID (or a lore URL naming one)", f.file, args[0])
+			}
+			src.MsgID = id.MsgID
 		}
-		return mbox.FileSource(f.file, fi.IsDir()), nil
+		return src, nil
 	case len(args) == 1:
 		return mbox.ParseSource(args[0])
 	case len(args) == 0:
@@ -111,7 +123,7 @@ func init() {
 	register(&command{
 		name:    "lore",
 		summary: "fetch a thread from lore (or an mbox), resolve its patch series, write a git-am-ready mbox",
-		usage:   "patcheval lore [flags] <msgid | lore URL>   or   patcheval lore [flags] -m FILE|-",
+		usage:   "patcheval lore [flags] <msgid | lore URL>   or   patcheval lore [flags] -m FILE|- [msgid]",
 		setup: func(fs *flag.FlagSet) func(ctx context.Context, env *Env, args []string) error {
 			var lf loreFlags
 			lf.add(fs)

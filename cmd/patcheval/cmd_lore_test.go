@@ -69,7 +69,9 @@ func TestLoreBadInput(t *testing.T) {
 		{nil, "no thread given"},
 		{[]string{"-m", "../../series/testdata/generic-entry-v5-report.mbox"}, "no patches in the thread"},
 		{[]string{"-m", "/nonexistent/x.mbox"}, "/nonexistent/x.mbox"},
-		{[]string{"-m", backport, "x@y"}, "not both"},
+		{[]string{"-m", backport, "x@y"}, "no message <x@y> in it"},
+		{[]string{"-m", backport, "x@y", "z@y"}, "at most one Message-ID"},
+		{[]string{"-m", backport, "not-an-id"}, "must be a Message-ID"},
 		{[]string{"-m", backport, "-v", "3"}, "no v3 patches"},
 		{[]string{"not a msgid"}, "not a Message-ID"},
 	} {
@@ -154,4 +156,34 @@ func keys(m map[string]any) []string {
 		k = append(k, x)
 	}
 	return k
+}
+
+// lore -m FILE MSGID picks that message's thread out of an mbox holding
+// several (like b4 am -m FILE MSGID); without MSGID both threads are read.
+func TestLoreMboxWithMsgID(t *testing.T) {
+	a, err := os.ReadFile(backport)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := os.ReadFile("../../series/testdata/shape-rfc.mbox")
+	if err != nil {
+		t.Fatal(err)
+	}
+	mixed := filepath.Join(t.TempDir(), "mixed.mbox")
+	if err := os.WriteFile(mixed, append(append(a, '\n'), b...), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	out, errs, code := loreCLI(t, "", "-m", mixed, "rfc-1@example.org")
+	if code != 0 || !strings.Contains(out, "Series:   shapes: an idea") || strings.Contains(out, "powerpc") || !strings.Contains(out, "took the") {
+		t.Errorf("rfc thread: exit %d\n%s%s", code, out, errs)
+	}
+	out, errs, code = loreCLI(t, "", "-m", mixed, "<20261102093000.4121-1-tester@example.org>")
+	if code != 0 || !strings.Contains(out, "[1/1] powerpc: enable dynamic preemption") || strings.Contains(out, "shapes") {
+		t.Errorf("backport thread: exit %d\n%s%s", code, out, errs)
+	}
+	// From stdin too.
+	data, _ := os.ReadFile(mixed)
+	if out, errs, code = loreCLI(t, string(data), "-m", "-", "rfc-1@example.org"); code != 0 || !strings.Contains(out, "shapes: an idea") {
+		t.Errorf("stdin: exit %d\n%s%s", code, out, errs)
+	}
 }

@@ -83,9 +83,13 @@ func NewDraft(r *Report, parent *mbox.Message, o DraftOptions) (*Draft, error) {
 	if !validEmail(parent.From.Email) {
 		return nil, fail.Inputf("draft: the answered message <%s> has no usable From address (%q)", oneLine(parent.MessageID), oneLine(parent.From.Email))
 	}
-	pid := cleanID(parent.MessageID)
-	if pid == "" {
-		return nil, fail.Inputf("draft: the answered message has an unusable Message-ID %q", oneLine(parent.MessageID))
+	// A message without a Message-ID header (its MessageID is synthetic)
+	// is answered without In-Reply-To: a made-up id must not thread.
+	pid := ""
+	if !parent.NoMessageID {
+		if pid = cleanID(parent.MessageID); pid == "" {
+			return nil, fail.Inputf("draft: the answered message has an unusable Message-ID %q", oneLine(parent.MessageID))
+		}
 	}
 	d := &Draft{From: cleanAddr(o.From), Date: o.Now, InReplyTo: pid}
 	if d.Date.IsZero() {
@@ -122,7 +126,7 @@ func NewDraft(r *Report, parent *mbox.Message, o DraftOptions) (*Draft, error) {
 		d.To, d.Cc = d.Cc[:1], d.Cc[1:]
 	}
 	if len(d.To) == 0 {
-		return nil, fail.Inputf("draft: nobody to send to: <%s> is from the sender and has no other recipients", pid)
+		return nil, fail.Inputf("draft: nobody to send to: %s is from the sender and has no other recipients", oneLine(parent.Ref()))
 	}
 
 	d.Subject = ReplySubject(parent.Subject)
@@ -131,7 +135,9 @@ func NewDraft(r *Report, parent *mbox.Message, o DraftOptions) (*Draft, error) {
 			d.References = append(d.References, id)
 		}
 	}
-	d.References = append(d.References, pid)
+	if pid != "" {
+		d.References = append(d.References, pid)
+	}
 
 	domain := o.Domain
 	if domain == "" {

@@ -87,9 +87,10 @@ func SeriesInfoFrom(s *series.Series, linkBase string) SeriesInfo {
 		first = s.Patches[0].Msg
 	}
 	if first != nil {
-		si.Subject, si.MessageID = first.Subject, first.MessageID
-		if linkBase != "" {
-			si.Link = linkBase + first.MessageID + "/"
+		// PublicID: a message without Message-ID has no lore link.
+		si.Subject, si.MessageID = first.Subject, first.PublicID()
+		if linkBase != "" && si.MessageID != "" {
+			si.Link = linkBase + si.MessageID + "/"
 		}
 	}
 	for _, p := range s.Patches {

@@ -115,7 +115,7 @@ func FromSeries(s *series.Series, am series.AMOptions) []Commit {
 			Diff:       p.Diff,
 		}
 		if p.Msg != nil {
-			c.MessageID = p.Msg.MessageID
+			c.MessageID = p.Msg.PublicID()
 		}
 		out = append(out, c)
 	}
