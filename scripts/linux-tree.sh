@@ -39,24 +39,24 @@ fi
 
 tmp=$(mktemp -d "$cache/trees/import.XXXXXX")
 trap 'rm -rf "$tmp"' EXIT
-echo "linux-tree: extracting $tarball" >&2
-tar -xJf "$tarball" -C "$tmp"
-src="$tmp/linux-source-6.1"
-[ -d "$src" ] || src=$(find "$tmp" -mindepth 1 -maxdepth 1 -type d | head -n1)
-
+# The tarball is never extracted: tar2git turns the decompressed stream into
+# a git fast-import stream (the same commit that extracting it and
+# `git add -f -A` + `git commit` with these identities and dates make), so
+# decompression and object writing run side by side, one core each.
+# Compression level 1: a bigger pack (~0.4 GB), written ~3x faster, read as
+# fast; no delta search (nothing to delta against in one commit).
+root=$(cd "$(dirname "$0")/.." && pwd)
+command -v go >/dev/null || PATH="$PATH:/usr/local/go/bin"
+(cd "$root" && go build -o "$tmp/tar2git" ./scripts/tar2git)
 git init -q --bare "$tmp/repo.git"
 git --git-dir="$tmp/repo.git" config gc.auto 0
-export GIT_DIR="$tmp/repo.git" GIT_WORK_TREE="$src"
-echo "linux-tree: importing $(find "$src" -type f | wc -l) files into git" >&2
-# Debian's top-level .gitignore ignores everything; add -f takes all files.
-git add -f -A .
-export GIT_AUTHOR_NAME="patcheval import" GIT_AUTHOR_EMAIL="import@patcheval.invalid"
-export GIT_COMMITTER_NAME="$GIT_AUTHOR_NAME" GIT_COMMITTER_EMAIL="$GIT_AUTHOR_EMAIL"
-export GIT_AUTHOR_DATE="2022-12-11T14:15:00Z" GIT_COMMITTER_DATE="2022-12-11T14:15:00Z"
-git commit -q -m "Linux 6.1 (Debian linux-source-6.1 $(basename "$tarball"))"
-git tag v6.1-debian
-git repack -q -a -d
-unset GIT_DIR GIT_WORK_TREE
+echo "linux-tree: importing $tarball into git" >&2
+xz -dc "$tarball" |
+	"$tmp/tar2git" -message "Linux 6.1 (Debian linux-source-6.1 $(basename "$tarball"))" \
+		-branch master -tag v6.1-debian \
+		-name "patcheval import" -email "import@patcheval.invalid" -date 2022-12-11T14:15:00Z |
+	git --git-dir="$tmp/repo.git" -c pack.compression=1 -c pack.depth=0 fast-import --quiet --done
+git --git-dir="$tmp/repo.git" symbolic-ref HEAD refs/heads/master
 touch "$tmp/repo.git/patcheval-imported"
 rm -rf "$repo"
 mv "$tmp/repo.git" "$repo"
