@@ -121,6 +121,15 @@ func Build(ctx context.Context, req Request, opts Options) (*Artifact, error) {
 // BuildAll builds several kernels concurrently within one -j budget
 // (opts.Jobs): a GNU make jobserver shared by all makes. Results are in
 // request order; errs[i] is nil when arts[i] built.
+//
+// Up to Jobs+1 builds run at once. Every make has one implicit job slot,
+// so Jobs+1 builds keep one compile more than there are cores: while one
+// build is in a serial step (checkout, olddefconfig, the vmlinux link and
+// kallsyms passes) the others keep every core busy, instead of the last
+// builds running alone with idle cores. The jobserver pipe holds the slots
+// that the running makes' implicit ones leave of the budget: none while
+// Jobs or more builds run, one more each time a finishing build leaves
+// fewer, so the last build runs with the whole budget.
 func BuildAll(ctx context.Context, reqs []Request, opts Options) ([]*Artifact, []error) {
 	arts := make([]*Artifact, len(reqs))
 	errs := make([]error, len(reqs))
@@ -128,14 +137,15 @@ func BuildAll(ctx context.Context, reqs []Request, opts Options) ([]*Artifact, [
 	if jobs <= 0 {
 		jobs = defaultJobs()
 	}
-	conc := min(len(reqs), jobs)
-	if conc <= 1 {
+	if len(reqs) <= 1 || jobs <= 1 {
 		for i, r := range reqs {
 			arts[i], errs[i] = build(ctx, r, opts, nil)
 		}
 		return arts, errs
 	}
-	js, err := newJobserver(jobs - conc)
+	conc := min(len(reqs), jobs+1)
+	sched := newSlots(jobs, conc, len(reqs))
+	js, err := newJobserver(sched.initial())
 	if err != nil {
 		for i := range errs {
 			errs[i] = fail.Infra(err)
@@ -145,21 +155,13 @@ func BuildAll(ctx context.Context, reqs []Request, opts Options) ([]*Artifact, [
 	defer js.close()
 	var wg sync.WaitGroup
 	next := make(chan int)
-	var mu sync.Mutex
-	remaining := len(reqs)
 	for w := 0; w < conc; w++ {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
 			for i := range next {
 				arts[i], errs[i] = build(ctx, reqs[i], opts, js)
-				mu.Lock()
-				remaining--
-				idle := remaining < conc // this worker will not get another build
-				mu.Unlock()
-				if idle {
-					js.add(1) // hand its implicit job slot to the others
-				}
+				js.add(sched.finished())
 			}
 		}()
 	}
@@ -169,6 +171,35 @@ func BuildAll(ctx context.Context, reqs []Request, opts Options) ([]*Artifact, [
 	close(next)
 	wg.Wait()
 	return arts, errs
+}
+
+// slots accounts for BuildAll's jobserver tokens: the budget minus one
+// implicit slot per running make, never below zero.
+type slots struct {
+	mu                    sync.Mutex
+	jobs, conc, remaining int
+	added                 int
+}
+
+func newSlots(jobs, conc, n int) *slots { return &slots{jobs: jobs, conc: conc, remaining: n} }
+
+// running is how many builds run while remaining are left.
+func (s *slots) running() int { return min(s.conc, s.remaining) }
+
+func (s *slots) initial() int {
+	s.added = max(0, s.jobs-s.running())
+	return s.added
+}
+
+// finished records one finished build and returns how many tokens to add.
+func (s *slots) finished() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.remaining--
+	want := max(0, s.jobs-s.running())
+	n := max(0, want-s.added)
+	s.added += n
+	return n
 }
 
 func defaultJobs() int {

@@ -312,3 +312,37 @@ func tableArch(t *testing.T, name string) arch.Arch {
 	}
 	return a
 }
+
+// BuildAll's jobserver never lets the running makes (one implicit slot
+// each) plus the tokens exceed the budget once fewer builds than Jobs run,
+// and gives the last build the whole budget.
+func TestBuildAllSlots(t *testing.T) {
+	for _, c := range []struct {
+		jobs, n int
+		want    []int // tokens in the pipe at the start and after each finish
+	}{
+		{2, 3, []int{0, 0, 1, 2}},
+		{2, 2, []int{0, 1, 2}},
+		{2, 5, []int{0, 0, 0, 0, 1, 2}},
+		{4, 3, []int{1, 2, 3, 4}},
+		{8, 2, []int{6, 7, 8}},
+	} {
+		conc := min(c.n, c.jobs+1)
+		s := newSlots(c.jobs, conc, c.n)
+		got := []int{s.initial()}
+		for i := 0; i < c.n; i++ {
+			got = append(got, got[len(got)-1]+s.finished())
+		}
+		if fmt.Sprint(got) != fmt.Sprint(c.want) {
+			t.Errorf("jobs %d, %d builds: tokens %v, want %v", c.jobs, c.n, got, c.want)
+		}
+		// running builds' implicit slots + tokens never exceed max(jobs, conc)
+		// and equal jobs whenever fewer than jobs builds run.
+		for i, tok := range got {
+			running := min(conc, c.n-i)
+			if running > 0 && running < c.jobs && running+tok != c.jobs {
+				t.Errorf("jobs %d, %d builds, after %d finished: %d running + %d tokens != budget", c.jobs, c.n, i, running, tok)
+			}
+		}
+	}
+}
