@@ -53,4 +53,7 @@ type Environment struct {
 	AgentVersion  string   `json:"agent_version,omitempty"`
 	Deterministic bool     `json:"deterministic"`
 	KVM           bool     `json:"kvm"`
+	// PerfEvents is which perf events the guest's kernel counts, as the
+	// agent probed them (guest.PerfEvents.String()).
+	PerfEvents string `json:"perf_events,omitempty"`
 }

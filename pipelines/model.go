@@ -1,6 +1,7 @@
 package pipelines
 
 import (
+	"sort"
 	"time"
 
 	"github.com/patcheval/patcheval/evaluate/guest"
@@ -113,11 +114,27 @@ type Benchmark struct {
 	// calls (membarrier(MEMBARRIER_CMD_GLOBAL)).
 	Calls int `json:"calls,omitempty"`
 	Runs  int `json:"runs,omitempty"`
+	// Args are the arguments of a tool benchmark (guest.ToolBenchmarks):
+	// stress-ng ["--kill", "1", "-t", "23"], perf-bench ["syscall", "basic"].
+	Args []string `json:"args,omitempty"`
 }
 
 // Guest is the agent's request for this benchmark.
 func (b Benchmark) Guest() guest.Bench {
-	return guest.Bench{Name: b.Name, Ops: b.Iterations, Calls: b.Calls, Runs: b.Runs}
+	return guest.Bench{Name: b.Name, Ops: b.Iterations, Calls: b.Calls, Runs: b.Runs, Args: b.Args}
+}
+
+// Tools are the userland tools the pipeline's benchmarks run in the
+// guest ("perf", "stress-ng"), sorted; none for the agent's loops alone.
+func (p *Pipeline) Tools() []string {
+	var out []string
+	for _, b := range p.Benchmarks {
+		if t := guest.ToolOf(b.Name); t != "" && !contains(out, t) {
+			out = append(out, t)
+		}
+	}
+	sort.Strings(out)
+	return out
 }
 
 // Repeats is the design: Boots boots per variant (interleaved), each

@@ -458,3 +458,48 @@ func FuzzParse(f *testing.F) {
 		_ = p.Hash()
 	})
 }
+
+func TestToolBenchmarks(t *testing.T) {
+	src := strings.Replace(valid, "[repeats]", `[[benchmark]]
+name = "stress-ng"
+args = ["--kill", "1", "-t", "23"]
+
+[[benchmark]]
+name = "perf-bench"
+args = ["syscall", "basic", "-l", "200000"]
+
+[repeats]`, 1)
+	p, err := Parse([]byte(src), "tools.toml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := strings.Join(p.Tools(), ","); got != "perf,stress-ng" {
+		t.Errorf("Tools() = %q", got)
+	}
+	var labels []string
+	for _, b := range p.Runs()[0].Plan.Benchmarks {
+		labels = append(labels, b.Label())
+	}
+	if got := strings.Join(labels, " | "); got != "kill | stress-ng --kill 1 -t 23 | perf bench syscall basic -l 200000" {
+		t.Errorf("plan benchmarks: %s", got)
+	}
+	if p0, _ := Parse([]byte(valid), "v.toml"); len(p0.Tools()) != 0 || p0.Hash() == p.Hash() {
+		t.Errorf("agent-loop pipeline: tools %v, same hash %v", p0.Tools(), p0.Hash() == p.Hash())
+	}
+	for bad, want := range map[string]string{
+		"name = \"stress-ng\"\n": "needs its arguments",
+		"name = \"stress-ng\"\nargs = [\"--kill\", \"1\", \"--yaml\", \"x\"]\n":    "adds --metrics-brief --yaml itself",
+		"name = \"perf-bench\"\nargs = [\"syscall\", \"basic\"]\niterations = 5\n": "not iterations",
+		"name = \"kill\"\nargs = [\"x\"]\n":                                        "agent loop without arguments",
+		"name = \"stress\"\n":                                                      "the guest's tools: stress-ng, perf-bench",
+	} {
+		s := strings.Replace(valid, "name = \"kill\"\niterations = 1000\n", bad, 1)
+		if _, err := Parse([]byte(s), "bad.toml"); err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("%q: error %v, want %q", bad, err, want)
+		}
+	}
+	w, err := Parse([]byte(strings.Replace(src, `"basic", "-l", "200000"`, `"fork"`, 1)), "w.toml")
+	if err != nil || len(w.Warnings) == 0 || !strings.Contains(strings.Join(w.Warnings, "\n"), "perf 6.3") {
+		t.Errorf("perf bench syscall fork: warnings %v, err %v", w.Warnings, err)
+	}
+}

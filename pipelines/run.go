@@ -21,6 +21,7 @@ import (
 	"github.com/patcheval/patcheval/evaluate/ssh"
 	"github.com/patcheval/patcheval/evaluate/stats"
 	"github.com/patcheval/patcheval/evaluate/store"
+	"github.com/patcheval/patcheval/evaluate/userland"
 	"github.com/patcheval/patcheval/internal/fail"
 	"github.com/patcheval/patcheval/internal/progress"
 	"github.com/patcheval/patcheval/mbox"
@@ -256,6 +257,23 @@ func Run(ctx context.Context, p *Pipeline, o RunOptions) (*Outcome, error) {
 		return failEval(err)
 	}
 	runs := p.runs(0, effectiveBoots(p, o))
+	// The users' tools (stress-ng, perf) for each guest arch: Debian's
+	// packages, unpacked once and cached by content (evaluate/userland).
+	lands := map[string]*userland.Userland{}
+	if tools := p.Tools(); len(tools) > 0 && p.Target.Kind != "ssh" {
+		start := time.Now()
+		for _, a := range p.Arches {
+			pr.Status("guest userland for %s: %s", a, strings.Join(tools, ", "))
+			u, err := userland.Build(ctx, a, tools, o.CacheDir, nil)
+			if err != nil {
+				return failEval(err)
+			}
+			lands[a] = u
+			pr.Printf("guest userland %s: %s (%d files, %d KiB%s)", a, userlandVersions(u), len(u.Files), u.Bytes>>10,
+				map[bool]string{true: ", cached"}[u.Cached])
+		}
+		timings = append(timings, report.StageTiming{Stage: "userland", Duration: time.Since(start), Note: strings.Join(tools, ", ")})
+	}
 	envs := map[string]evaluate.Environment{}
 	var bootTime, benchTime time.Duration
 	// boot runs one planned boot unless the store has it; the error is
@@ -274,7 +292,7 @@ func Run(ctx context.Context, p *Pipeline, o RunOptions) (*Outcome, error) {
 		}
 		k := evaluate.Kernel{Variant: rp.Variant, Arch: rp.Arch, Image: art.Image, SystemMap: art.SystemMap,
 			Config: art.Config, ConfigHash: art.ConfigHash(), Commit: art.Meta.Git.Commit, Cmdline: rp.Cmdline}
-		tgt, err := newTarget(rp, o.CacheDir)
+		tgt, err := newTarget(rp, o.CacheDir, lands[rp.Arch])
 		if err != nil {
 			return err
 		}
@@ -372,6 +390,16 @@ func Run(ctx context.Context, p *Pipeline, o RunOptions) (*Outcome, error) {
 		return failEval(err)
 	}
 	r.Notes = append(r.Notes, out.Failed...)
+	for _, a := range p.Arches {
+		if u := lands[a]; u != nil {
+			for _, t := range sortedKeys(u.Versions) {
+				r.Target.Tools = append(r.Target.Tools, t+" "+u.Versions[t]+" ("+u.Arch+")")
+			}
+		}
+	}
+	for _, v := range sortedKeys(envPerf(envs)) {
+		r.Target.PerfEvents = v
+	}
 	r.Timings = append(timings, report.StageTiming{Stage: "report", Duration: time.Since(start)})
 	out.Report = r
 	out.Regressions = r.Regressions()
@@ -594,7 +622,26 @@ func writeOutputs(r *report.Report, o RunOptions, out *Outcome) error {
 	return err
 }
 
-func newTarget(rp RunPlan, cacheDir string) (evaluate.Target, error) {
+// envPerf maps each distinct perf-events probe result to a variant.
+func envPerf(envs map[string]evaluate.Environment) map[string]string {
+	out := map[string]string{}
+	for v, e := range envs {
+		if e.PerfEvents != "" {
+			out[e.PerfEvents] = v
+		}
+	}
+	return out
+}
+
+func userlandVersions(u *userland.Userland) string {
+	var parts []string
+	for _, t := range sortedKeys(u.Versions) {
+		parts = append(parts, t+" "+u.Versions[t])
+	}
+	return strings.Join(parts, ", ")
+}
+
+func newTarget(rp RunPlan, cacheDir string, u *userland.Userland) (evaluate.Target, error) {
 	agents := ""
 	if cacheDir != "" {
 		agents = filepath.Join(cacheDir, "agents")
@@ -603,8 +650,12 @@ func newTarget(rp RunPlan, cacheDir string) (evaluate.Target, error) {
 	case "ssh":
 		return ssh.New(ssh.Config{URL: rp.Target.Host, BootHook: rp.Target.BootHook, Timeout: rp.Target.Timeout, CacheDir: agents})
 	default:
-		return qemu.New(qemu.Config{SMP: rp.Target.SMP, MemoryMB: rp.Target.MemoryMiB, Deterministic: rp.Deterministic,
-			KVM: rp.Target.KVM, Timeout: rp.Target.Timeout, CacheDir: agents}), nil
+		cfg := qemu.Config{SMP: rp.Target.SMP, MemoryMB: rp.Target.MemoryMiB, Deterministic: rp.Deterministic,
+			KVM: rp.Target.KVM, Timeout: rp.Target.Timeout, CacheDir: agents}
+		if u != nil {
+			cfg.Userland, cfg.UserlandLibPath = u.Archive, u.LibPath()
+		}
+		return qemu.New(cfg), nil
 	}
 }
 

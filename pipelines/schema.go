@@ -47,10 +47,11 @@ type rawVariant struct {
 }
 
 type rawBenchmark struct {
-	Name       string `toml:"name"`
-	Iterations *int   `toml:"iterations"`
-	Calls      *int   `toml:"calls"`
-	Runs       *int   `toml:"runs"`
+	Name       string   `toml:"name"`
+	Args       []string `toml:"args"`
+	Iterations *int     `toml:"iterations"`
+	Calls      *int     `toml:"calls"`
+	Runs       *int     `toml:"runs"`
 }
 
 type rawRepeats struct {

@@ -505,9 +505,17 @@ func (ps *parser) benchmarks(p *Pipeline, r *rawPipeline) {
 		if a, ok := benchAliases[b.Name]; ok {
 			b.Name = a
 		}
-		if !contains(guest.Benchmarks, b.Name) {
-			ps.errorf(path+".name", "unknown benchmark %q (the agent has %s)", rb.Name, strings.Join(guest.Benchmarks, ", "))
+		if guest.IsTool(b.Name) {
+			ps.toolBenchmark(p, path, rb, b)
 			continue
+		}
+		if !contains(guest.Benchmarks, b.Name) {
+			ps.errorf(path+".name", "unknown benchmark %q (the agent has %s; the guest's tools: %s)", rb.Name,
+				strings.Join(guest.Benchmarks, ", "), strings.Join(guest.ToolBenchmarks, ", "))
+			continue
+		}
+		if len(rb.Args) > 0 {
+			ps.errorf(path+".args", "benchmark %s is an agent loop without arguments (only %s take args)", b.Name, strings.Join(guest.ToolBenchmarks, " and "))
 		}
 		if seen[b.Name] {
 			ps.errorf(path+".name", "benchmark %q is listed twice", b.Name)
@@ -538,6 +546,43 @@ func (ps *parser) benchmarks(p *Pipeline, r *rawPipeline) {
 		}
 		p.Benchmarks = append(p.Benchmarks, b)
 	}
+}
+
+// toolBenchmark validates a stress-ng or perf-bench benchmark: the
+// tool's own arguments, nothing the agent adds itself, and the agent
+// loop's parameters refused.
+func (ps *parser) toolBenchmark(p *Pipeline, path string, rb rawBenchmark, b Benchmark) {
+	if len(rb.Args) == 0 {
+		ex := `["--kill", "1", "-t", "23"]`
+		if b.Name == guest.BenchPerfBench {
+			ex = `["syscall", "basic", "-l", "200000"]`
+		}
+		ps.errorf(path+".args", "benchmark %s needs its arguments, e.g. args = %s", b.Name, ex)
+		return
+	}
+	for _, k := range []struct {
+		v   *int
+		key string
+	}{{rb.Iterations, "iterations"}, {rb.Calls, "calls"}, {rb.Runs, "runs"}} {
+		if k.v != nil {
+			ps.errorf(path+"."+k.key, "benchmark %s is shaped by its args (the tool's own options), not %s", b.Name, k.key)
+		}
+	}
+	for _, a := range rb.Args {
+		if b.Name == guest.BenchStressNG && (a == "--yaml" || a == "-Y" || a == "--metrics-brief" || a == "--metrics" || a == "-M") {
+			ps.errorf(path+".args", "stress-ng %s: the agent adds --metrics-brief --yaml itself and parses them", a)
+		}
+	}
+	if b.Name == guest.BenchPerfBench && len(rb.Args) >= 2 && rb.Args[0] == "syscall" && rb.Args[1] != "basic" {
+		ps.warnf(path+".args", "perf bench syscall %s needs perf 6.3 or later; the guest's perf is Debian bookworm's 6.1, which only has syscall basic", rb.Args[1])
+	}
+	b.Args = rb.Args
+	for _, o := range p.Benchmarks {
+		if o.Guest().Label() == b.Guest().Label() {
+			ps.errorf(path+".args", "benchmark %q is listed twice", b.Guest().Label())
+		}
+	}
+	p.Benchmarks = append(p.Benchmarks, b)
 }
 
 func (ps *parser) comparisons(p *Pipeline, r *rawPipeline) {

@@ -305,6 +305,9 @@ func (t *Target) Boot(ctx context.Context, k evaluate.Kernel, p guest.Plan) (*ev
 	if res.Output.Info != nil {
 		res.Env.KernelRelease = res.Output.Info.Release
 		res.Env.Cmdline = res.Output.Info.Cmdline
+		if pe := res.Output.Info.PerfEvents; pe != nil {
+			res.Env.PerfEvents = pe.String()
+		}
 	}
 	if err := ctx.Err(); err != nil {
 		return res, fail.Infraf("qemu: boot of %s interrupted: %w", k.Variant, err)

@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/patcheval/patcheval/evaluate"
+	"github.com/patcheval/patcheval/evaluate/guest"
 	"github.com/patcheval/patcheval/evaluate/stats"
 	"github.com/patcheval/patcheval/internal/fail"
 	"github.com/patcheval/patcheval/mbox"
@@ -130,6 +131,12 @@ type TargetInfo struct {
 	Host          string   `json:"host,omitempty"`
 	Deterministic bool     `json:"deterministic"`
 	KVM           bool     `json:"kvm,omitempty"`
+	// PerfEvents says which perf events the guest's kernel could count
+	// (guest.PerfEvents: "software only (cpu-cycles: ...)" under TCG).
+	PerfEvents string `json:"perf_events,omitempty"`
+	// Tools are the users' tools in the guest with their Debian versions
+	// ("stress-ng 0.15.06-2", "perf 6.1.192-3").
+	Tools []string `json:"tools,omitempty"`
 }
 
 // Variant is one kernel configuration that was built and run.
@@ -202,6 +209,11 @@ type Benchmark struct {
 	Unit           string `json:"unit,omitempty"`
 	HigherIsBetter bool   `json:"higher_is_better"`
 	Description    string `json:"description,omitempty"`
+	// Source is what measured it: "agent loop" for patcheval's own loops,
+	// "stress-ng" or "perf bench" for the users' tools (guest.Source).
+	// One (Name, Metric) never mixes sources: a tool's benchmark is named
+	// by its command line.
+	Source string `json:"source,omitempty"`
 
 	Rows        []Row        `json:"rows"`
 	Runs        []Run        `json:"runs,omitempty"`
@@ -306,7 +318,7 @@ func (r *Report) AddResults(samples []evaluate.Sample, spec Spec) error {
 	}
 	opts := spec.Stats
 	for _, k := range bms {
-		b := Benchmark{Name: k.name, Metric: k.metric}
+		b := Benchmark{Name: k.name, Metric: k.metric, Source: guest.Source(k.name)}
 		var vs []stats.SampleSet
 		higher, anyHigher := false, false
 		for _, s := range sets {

@@ -19,9 +19,14 @@ func (b Benchmark) unitLabel() string {
 	return b.Metric
 }
 
-// heading is "kill (ns/op, lower is better)".
+// heading is "kill [agent loop] (ns/op, lower is better)" or
+// "stress-ng --kill 1 -t 23 (bogo-ops/s (real time), higher is better)".
 func (b Benchmark) heading() string {
-	return fmt.Sprintf("%s (%s, %s)", b.Name, b.unitLabel(), direction(b.HigherIsBetter))
+	name := b.Name
+	if b.Source == "agent loop" {
+		name += " [agent loop]"
+	}
+	return fmt.Sprintf("%s (%s, %s)", name, b.unitLabel(), direction(b.HigherIsBetter))
 }
 
 // statsTable is the per-Variant summary table. wide adds median and the
@@ -377,6 +382,12 @@ func targetText(t TargetInfo) string {
 	s := strings.Join(parts, " ")
 	if len(t.Command) > 0 {
 		s += "; command: " + oneLine(strings.Join(t.Command, " "))
+	}
+	if len(t.Tools) > 0 {
+		s += "; guest tools (Debian packages): " + oneLine(strings.Join(t.Tools, ", "))
+	}
+	if t.PerfEvents != "" {
+		s += "; perf events the guest counts: " + oneLine(t.PerfEvents)
 	}
 	if t.Deterministic {
 		s += ". Deterministic: instruction counting (QEMU -icount), so " +
