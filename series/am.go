@@ -66,15 +66,11 @@ func (s *Series) WriteAM(w io.Writer, opt AMOptions) error {
 // characters turned into "_", lower case, no "v1_", at most 100 characters;
 // taken from the cover letter, else the first patch.
 func (s *Series) Slug() string {
-	if len(s.Patches) == 0 {
+	first := s.First()
+	if len(s.Patches) == 0 || first == nil {
 		return "undefined"
 	}
-	first := s.Patches[0].Msg
-	title := s.Patches[0].Subject.Title
-	if s.Cover != nil {
-		first = s.Cover
-		title = ParseSubject(s.Cover.Subject).Title
-	}
+	title := ParseSubject(first.Subject).Title
 	local, _, _ := strings.Cut(first.From.Email, "@")
 	slug := wordSlug(first.Date.Format("20060102") + "_" + local + "_" + title)
 	if s.Version != 1 {

@@ -131,6 +131,22 @@ type Series struct {
 	Refused []Trailer `json:"refused_trailers,omitempty"`
 }
 
+// First is the message that stands for the whole series: the cover letter,
+// else the first patch; nil when there is neither. Replies, links and file
+// names (Slug) name the series by it.
+func (s *Series) First() *mbox.Message {
+	if s == nil {
+		return nil
+	}
+	if s.Cover != nil {
+		return s.Cover
+	}
+	if len(s.Patches) > 0 && s.Patches[0] != nil {
+		return s.Patches[0].Msg
+	}
+	return nil
+}
+
 // Options steer Resolve.
 type Options struct {
 	// Version picks a version (0: latest).
