@@ -8,6 +8,7 @@ import (
 
 	"github.com/BurntSushi/toml"
 
+	"github.com/patcheval/patcheval/evaluate/mail"
 	"github.com/patcheval/patcheval/evaluate/report"
 	"github.com/patcheval/patcheval/internal/fail"
 	"github.com/patcheval/patcheval/internal/xdg"
@@ -56,7 +57,7 @@ func sendDraft(ctx context.Context, env *Env, d *report.Draft) error {
 	if fi, err := in.Stat(); err != nil || fi.Mode()&os.ModeCharDevice == 0 {
 		return fail.Inputf("--send needs a terminal to confirm (standard input is not one); the draft is not sent")
 	}
-	yes, err := report.Confirm(in, env.Stderr, *d)
+	yes, err := mail.Confirm(in, env.Stderr, *d)
 	if err != nil {
 		return fail.Input(err)
 	}
@@ -64,7 +65,7 @@ func sendDraft(ctx context.Context, env *Env, d *report.Draft) error {
 		fmt.Fprintln(env.Stderr, "not sent")
 		return nil
 	}
-	err = report.Send(ctx, report.SMTPSettings{Host: cfg.SMTP.Host, Port: cfg.SMTP.Port, Username: cfg.SMTP.Username,
+	err = mail.Send(ctx, mail.SMTPSettings{Host: cfg.SMTP.Host, Port: cfg.SMTP.Port, Username: cfg.SMTP.Username,
 		Password: os.Getenv("PATCHEVAL_SMTP_PASSWORD"), Security: cfg.SMTP.Security}, *d)
 	if err != nil {
 		return fail.Infraf("sending the reply: %w", err)

@@ -484,6 +484,28 @@ func formatAddrText(a mbox.Address) string {
 	return a.Name + " <" + a.Email + ">"
 }
 
+// Recipients are the envelope recipients of d: To and Cc, deduplicated.
+func (d Draft) Recipients() []string {
+	var out []string
+	seen := map[string]bool{}
+	for _, a := range append(append([]mbox.Address(nil), d.To...), d.Cc...) {
+		a = cleanAddr(a)
+		k := strings.ToLower(a.Email)
+		if validEmail(a.Email) && !seen[k] {
+			seen[k] = true
+			out = append(out, a.Email)
+		}
+	}
+	return out
+}
+
+// Summary is what a sender confirms before d is sent: From, the envelope
+// recipients and the Subject, one per line.
+func (d Draft) Summary() string {
+	return fmt.Sprintf("From:    %s\nTo:      %s\nSubject: %s\n",
+		formatAddrText(d.From), strings.Join(d.Recipients(), ", "), oneLine(d.Subject))
+}
+
 // WriteDraft writes d as an RFC 5322 message: UTF-8 plain text,
 // Content-Transfer-Encoding 8bit, LF line ends (the usual form of an .eml
 // or mbox file; Send converts to CRLF). Header values are stripped of

@@ -7,7 +7,8 @@
 // its renderers: terminal tables (WriteText, WriteTextWith), JSON (WriteJSON), Markdown
 // (WriteMarkdown), KCIDB v5.3 JSON (WriteKCIDB) and the reply Draft
 // (NewDraft, WriteDraft: an RFC 5322 plain-text mail, bottom-posted, lines
-// of at most 72 columns). Nothing here sends mail unless Send is called.
+// of at most 72 columns). Nothing here sends mail: evaluate/mail delivers
+// a Draft.
 package report
 
 import (
@@ -81,13 +82,7 @@ func SeriesInfoFrom(s *series.Series, linkBase string) SeriesInfo {
 		return SeriesInfo{}
 	}
 	si := SeriesInfo{Title: s.Title, Version: s.Version, Author: s.Author, Patches: len(s.Patches)}
-	var first *mbox.Message
-	if s.Cover != nil {
-		first = s.Cover
-	} else if len(s.Patches) > 0 && s.Patches[0] != nil {
-		first = s.Patches[0].Msg
-	}
-	if first != nil {
+	if first := s.First(); first != nil {
 		// PublicID: a message without Message-ID has no lore link.
 		si.Subject, si.MessageID = first.Subject, first.PublicID()
 		if linkBase != "" && si.MessageID != "" {

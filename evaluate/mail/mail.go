@@ -1,4 +1,9 @@
-package report
+// Package mail delivers a reply Draft that evaluate/report rendered: Confirm
+// asks the user on the terminal, Send speaks SMTP (STARTTLS by default,
+// implicit TLS, or plain text to a loopback relay only). Rendering and
+// delivery are apart, like syz-cluster's pkg/report and pkg/emailclient:
+// nothing in evaluate/report opens a connection.
+package mail
 
 import (
 	"bufio"
@@ -13,8 +18,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/patcheval/patcheval/evaluate/report"
 	"github.com/patcheval/patcheval/internal/fail"
-	"github.com/patcheval/patcheval/mbox"
 )
 
 // SMTPSettings say how Send reaches the mail server.
@@ -35,27 +40,10 @@ type SMTPSettings struct {
 	TLSConfig *tls.Config
 }
 
-// Recipients are the envelope recipients of d: To and Cc, deduplicated.
-func (d Draft) Recipients() []string {
-	var out []string
-	seen := map[string]bool{}
-	for _, a := range append(append([]mbox.Address(nil), d.To...), d.Cc...) {
-		a = cleanAddr(a)
-		k := strings.ToLower(a.Email)
-		if validEmail(a.Email) && !seen[k] {
-			seen[k] = true
-			out = append(out, a.Email)
-		}
-	}
-	return out
-}
-
 // Confirm shows who d goes to and asks on out/in for a "y". The caller
 // makes sure in is a terminal.
-func Confirm(in io.Reader, out io.Writer, d Draft) (bool, error) {
-	fmt.Fprintf(out, "From:    %s\n", formatAddrText(d.From))
-	fmt.Fprintf(out, "To:      %s\n", strings.Join(d.Recipients(), ", "))
-	fmt.Fprintf(out, "Subject: %s\n", oneLine(d.Subject))
+func Confirm(in io.Reader, out io.Writer, d report.Draft) (bool, error) {
+	fmt.Fprint(out, d.Summary())
 	fmt.Fprintf(out, "Send this mail? [y/N] ")
 	line, err := bufio.NewReader(in).ReadString('\n')
 	if err != nil && line == "" {
@@ -75,7 +63,7 @@ func isLoopback(host string) bool {
 
 // Send delivers d over SMTP. It never runs unless the caller asked for
 // it (--send) and confirmed.
-func Send(ctx context.Context, s SMTPSettings, d Draft) error {
+func Send(ctx context.Context, s SMTPSettings, d report.Draft) error {
 	if s.Host == "" {
 		return fail.Inputf("send: no SMTP host configured")
 	}
@@ -103,7 +91,7 @@ func Send(ctx context.Context, s SMTPSettings, d Draft) error {
 		return fail.Inputf("send: the draft has no valid recipient")
 	}
 	var msg bytes.Buffer
-	if err := WriteDraft(&msg, d); err != nil {
+	if err := report.WriteDraft(&msg, d); err != nil {
 		return err
 	}
 	timeout := s.Timeout
