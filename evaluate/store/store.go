@@ -298,6 +298,9 @@ CREATE INDEX samples_by_run ON samples(run_id);
 	// saw with their evaluations, and the regression events between
 	// consecutive tags (see watch.go).
 	migrationWatches,
+	// 3: the reporters' outbox: what each reporter posted or will post,
+	// with its delivery state (see posts.go).
+	migrationPosts,
 }
 
 // SchemaVersion is the schema version this code writes.
