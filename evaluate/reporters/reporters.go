@@ -86,12 +86,18 @@ func Digest(v any) string {
 // value). held keeps it until store.ApprovePost (moderated mail). The
 // returned post's Status is store.PostSkipped when it repeats the last one.
 func Enqueue(st *store.Store, r string, target string, evalID int64, state string, payload any, held bool) (*store.Post, error) {
+	return enqueue(st, r, target, evalID, state, payload, Digest(payload), held)
+}
+
+// enqueue is Enqueue with the content identity given (a mail's digest
+// leaves out its Date and Message-ID, which change with every render).
+func enqueue(st *store.Store, r string, target string, evalID int64, state string, payload any, digest string, held bool) (*store.Post, error) {
 	b, err := json.Marshal(payload)
 	if err != nil {
 		return nil, fail.Inputf("reporters: %s post for %s: %w", r, target, err)
 	}
 	return st.EnqueuePost(store.Post{Reporter: r, Target: target, EvaluationID: evalID, State: state,
-		Digest: Digest(payload), Payload: string(b)}, held)
+		Digest: digest, Payload: string(b)}, held)
 }
 
 // Outbox delivers the store's due posts through its reporters.
