@@ -33,6 +33,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/patcheval/patcheval/build/coverage"
 	"github.com/patcheval/patcheval/build/kcc"
 	"github.com/patcheval/patcheval/internal/arch"
 	"github.com/patcheval/patcheval/internal/fail"
@@ -638,10 +639,18 @@ func (j *job) run(ctx context.Context) (*Artifact, error) {
 	}
 	meta.Results.Status = "PASS"
 	meta.Results.Duration["total"] = time.Since(start).Seconds()
+	// What was compiled, for the series' build coverage (build/coverage).
+	rec, recErr := coverage.FromObjDir(j.srcDir, out)
+	if recErr != nil {
+		fmt.Fprintf(logw, "# coverage record: %v\n", recErr)
+	}
 	logf.Sync()
 	a, err := j.store(key, meta, out, logPath)
 	if err != nil {
 		return nil, err
+	}
+	if recErr == nil {
+		writeAtomic(filepath.Join(a.Dir, CoverageFile), rec.Encode())
 	}
 	j.writeIndex(key)
 	j.opts.Progress.Printf("%s: built %s in %s (%d objects, %d compiled, %d from %s%s)", j.label, filepath.Base(a.Image),

@@ -390,6 +390,16 @@ func Run(ctx context.Context, p *Pipeline, o RunOptions) (*Outcome, error) {
 		return failEval(err)
 	}
 	r.Notes = append(r.Notes, out.Failed...)
+	if patched != "" {
+		cov, err := seriesCoverage(repo, baseHash, patched, specs, byKey, len(p.Arches) > 1)
+		if err != nil {
+			r.Notes = append(r.Notes, "build coverage of the series unknown: "+err.Error())
+		}
+		r.Coverage = cov
+		if w := r.CoverageWarning(); w != "" {
+			pr.Printf("%s", w)
+		}
+	}
 	for _, a := range p.Arches {
 		if u := lands[a]; u != nil {
 			for _, t := range sortedKeys(u.Versions) {

@@ -379,6 +379,10 @@ func draftBody(r *Report, parent *mbox.Message, o DraftOptions, d *Draft) string
 		para(intro)
 		p("")
 	}
+	if w := r.CoverageWarning(); w != "" {
+		para(w)
+		p("")
+	}
 	if groups := r.Headline(); len(groups) > 0 {
 		para(headlineTitle(r) + ":")
 		for _, g := range groups {

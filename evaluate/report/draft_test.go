@@ -605,3 +605,44 @@ func TestB4PicksUpTestedByFromInbox(t *testing.T) {
 		t.Errorf("b4 am from public-inbox did not pick up %q:\n%s\n%s", strings.TrimSpace(want), log, am)
 	}
 }
+
+// TestCoverageWarningIsLoud: a series whose code the measured kernels did
+// not compile gets the warning in the draft before any number, and in the
+// text and Markdown reports with the symbol that would build it.
+func TestCoverageWarningIsLoud(t *testing.T) {
+	r := seedReport(t)
+	r.Coverage = []FileCoverage{
+		{Path: "drivers/net/bonding/bond_main.c", Status: "not-built", Symbols: []string{"CONFIG_BONDING"},
+			Why: []string{"drivers/net/bonding/Makefile: obj-$(CONFIG_BONDING) += bonding.o"}},
+		{Path: "Documentation/networking/bonding.rst", Status: "no-code", Note: "not part of the kernel image"},
+	}
+	w := r.CoverageWarning()
+	if !strings.HasPrefix(w, "WARNING: none of the code") || !strings.Contains(w, "CONFIG_BONDING") {
+		t.Fatalf("warning %q", w)
+	}
+	d, err := NewDraft(r, patchMsg(t), DraftOptions{From: me, Now: gen.Add(time.Hour), Rand: bytes.NewReader([]byte{1, 2, 3, 4, 5, 6, 7, 8})})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var b bytes.Buffer
+	if err := WriteDraft(&b, *d); err != nil {
+		t.Fatal(err)
+	}
+	body := b.String()
+	iw, in := strings.Index(body, "WARNING: none of the code"), strings.Index(body, "ns/op")
+	if iw < 0 || (in >= 0 && iw > in) {
+		t.Errorf("draft: warning at %d, first number at %d:\n%s", iw, in, body)
+	}
+	var txt, md bytes.Buffer
+	WriteText(&txt, r)
+	WriteMarkdown(&md, r)
+	for name, s := range map[string]string{"text": txt.String(), "markdown": strings.ReplaceAll(md.String(), `\_`, "_")} {
+		if !strings.Contains(s, "NOT BUILT in any measured kernel; CONFIG_BONDING would build it") || !strings.Contains(s, "WARNING") {
+			t.Errorf("%s report lacks the coverage lines:\n%s", name, s)
+		}
+	}
+	r.Coverage[0].Status, r.Coverage[0].Kernels = "compiled", []string{"patched"}
+	if w := r.CoverageWarning(); w != "" {
+		t.Errorf("compiled series warned: %q", w)
+	}
+}

@@ -78,6 +78,16 @@ func WriteMarkdown(w io.Writer, r *Report) error {
 	}
 	f("- **Target:** %s\n", mdText(targetText(r.Target)))
 	f("- **Samples:** %s\n\n", mdText(nText(r)))
+	if w := r.CoverageWarning(); w != "" {
+		f("> **%s**\n\n", mdText(w))
+	}
+	if cl := r.CoverageLines(); len(cl) > 0 {
+		f("## Build coverage of the series\n\n")
+		for _, l := range cl {
+			f("- %s\n", mdText(l))
+		}
+		f("\n")
+	}
 	if groups := r.Headline(); len(groups) > 0 {
 		f("## %s\n\n", mdText(headlineTitle(r)))
 		for _, g := range groups {

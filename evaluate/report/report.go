@@ -53,6 +53,9 @@ type Report struct {
 	// Rule is the verdict rule used by every Comparison.
 	Rule  string   `json:"rule"`
 	Notes []string `json:"notes,omitempty"`
+	// Coverage says, for every file the series changes, whether the
+	// measured kernels compiled it (CoverageWarning when they did not).
+	Coverage []FileCoverage `json:"coverage,omitempty"`
 	// Interleaved says the runner alternated the Variants' boots
 	// (A B C A B C ...) rather than running each Variant in one block.
 	Interleaved bool `json:"interleaved,omitempty"`

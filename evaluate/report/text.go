@@ -71,6 +71,17 @@ func WriteTextWith(w io.Writer, r *Report, o TextOptions) error {
 	field("Target", targetText(r.Target))
 	field("Samples", nText(r))
 	p("")
+	if w := r.CoverageWarning(); w != "" {
+		p(Wrap(w, width, "", "  ")...)
+		p("")
+	}
+	if cl := r.CoverageLines(); len(cl) > 0 {
+		p("Build coverage of the series:")
+		for _, l := range cl {
+			p(Wrap(l, width, "  ", "    ")...)
+		}
+		p("")
+	}
 	if h := headlineLines(r, width, ""); len(h) > 0 {
 		p(h...)
 		p("")

@@ -1,0 +1,106 @@
+package pipelines
+
+import (
+	"fmt"
+	"sort"
+	"strings"
+
+	"github.com/go-git/go-git/v5"
+	"github.com/go-git/go-git/v5/plumbing"
+	"github.com/go-git/go-git/v5/plumbing/object"
+
+	"github.com/patcheval/patcheval/build"
+	"github.com/patcheval/patcheval/build/coverage"
+	"github.com/patcheval/patcheval/evaluate/report"
+)
+
+// seriesCoverage says for every file the series changes (base..patched)
+// whether the measured patched kernels compiled it, and for C files they
+// did not, the Kconfig symbols that would (build/coverage).
+func seriesCoverage(repo, base, patched string, specs []BuildSpec, byKey map[string]*build.Artifact, multiArch bool) ([]report.FileCoverage, error) {
+	r, err := git.PlainOpenWithOptions(repo, &git.PlainOpenOptions{DetectDotGit: false})
+	if err != nil {
+		return nil, fmt.Errorf("coverage: opening %s: %w", repo, err)
+	}
+	tree := func(rev string) (*object.Tree, error) {
+		c, err := r.CommitObject(plumbing.NewHash(rev))
+		if err != nil {
+			return nil, fmt.Errorf("coverage: commit %s: %w", rev, err)
+		}
+		return c.Tree()
+	}
+	bt, err := tree(base)
+	if err != nil {
+		return nil, err
+	}
+	pt, err := tree(patched)
+	if err != nil {
+		return nil, err
+	}
+	changes, err := object.DiffTree(bt, pt)
+	if err != nil {
+		return nil, fmt.Errorf("coverage: diff %s..%s: %w", base, patched, err)
+	}
+	var files []string
+	deleted := map[string]bool{}
+	for _, c := range changes {
+		if c.To.Name == "" {
+			files = append(files, c.From.Name)
+			deleted[c.From.Name] = true
+		} else {
+			files = append(files, c.To.Name)
+		}
+	}
+	sort.Strings(files)
+	readFile := func(p string) ([]byte, error) {
+		f, err := pt.File(p)
+		if err != nil {
+			return nil, err
+		}
+		s, err := f.Contents()
+		return []byte(s), err
+	}
+	isDeleted := func(p string) bool { return deleted[p] }
+	// Per file: the patched kernels that compiled or included it.
+	byFile := map[string]*report.FileCoverage{}
+	var first []coverage.File
+	for _, s := range specs {
+		a := byKey[s.Key]
+		if !s.ApplySeries || a == nil {
+			continue
+		}
+		rec, err := a.Coverage()
+		if err != nil {
+			return nil, err
+		}
+		label := strings.Join(s.Variants, ", ")
+		if multiArch {
+			label += " (" + s.Arch + ")"
+		}
+		cov := coverage.Check(files, rec, readFile, isDeleted)
+		if first == nil {
+			first = cov
+		}
+		for _, c := range cov {
+			fc := byFile[c.Path]
+			if fc == nil {
+				fc = &report.FileCoverage{Path: c.Path, Status: c.Status, Symbols: c.Symbols, Why: c.Why, Note: c.Note}
+				byFile[c.Path] = fc
+			}
+			if c.Status == coverage.Compiled || c.Status == coverage.Included {
+				if fc.Status == coverage.NotBuilt || fc.Status == coverage.Included && c.Status == coverage.Compiled {
+					fc.Status, fc.Symbols, fc.Why, fc.Note = c.Status, nil, nil, ""
+				}
+				fc.Kernels = append(fc.Kernels, label)
+			}
+		}
+	}
+	if first == nil {
+		return nil, nil // no kernel with the series
+	}
+	out := make([]report.FileCoverage, 0, len(files))
+	for _, f := range files {
+		out = append(out, *byFile[f])
+	}
+	return out, nil
+}
