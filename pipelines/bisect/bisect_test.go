@@ -13,8 +13,8 @@ import (
 
 	"github.com/patcheval/patcheval/evaluate/report"
 	"github.com/patcheval/patcheval/internal/fail"
-	"github.com/patcheval/patcheval/mbox"
 	"github.com/patcheval/patcheval/internal/testgit"
+	"github.com/patcheval/patcheval/mbox"
 )
 
 // treeMeasurer measures a commit by reading bench/getppid from its tree
