@@ -27,7 +27,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/patcheval/patcheval/evaluate"
 	"github.com/patcheval/patcheval/evaluate/stats"
 	"github.com/patcheval/patcheval/evaluate/store"
 	"github.com/patcheval/patcheval/internal/fail"
@@ -359,7 +358,7 @@ func Load(st *store.Store, w *store.Watch) (*History, error) {
 		if err != nil {
 			return nil, err
 		}
-		for _, set := range stats.Sets(primary(samples)) {
+		for _, set := range stats.Sets(stats.Primary(samples)) {
 			k := key{set.Variant, set.Benchmark, set.Metric}
 			j, ok := idx[k]
 			if !ok {
@@ -403,25 +402,6 @@ func point(tag string, xs []float64) Point {
 		p.CILow, p.CIHigh = s.Mean-half, s.Mean+half
 	}
 	return p
-}
-
-// primary drops ops/s where the same benchmark reports ns/op (one is the
-// reciprocal of the other), as the evaluation's report does.
-func primary(samples []evaluate.Sample) []evaluate.Sample {
-	hasNs := map[string]bool{}
-	for _, s := range samples {
-		if s.Metric == "ns/op" {
-			hasNs[s.Benchmark] = true
-		}
-	}
-	out := samples[:0:0]
-	for _, s := range samples {
-		if s.Metric == "ops/s" && hasNs[s.Benchmark] {
-			continue
-		}
-		out = append(out, s)
-	}
-	return out
 }
 
 var nameRe = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$`)
