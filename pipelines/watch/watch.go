@@ -199,7 +199,9 @@ func (wr *Watcher) tick(ctx context.Context, w *store.Watch) (*TickResult, error
 		case evErr == nil:
 		case fail.KindOf(evErr) == fail.KindFailed || fail.KindOf(evErr) == fail.KindInput:
 			status = store.TagFailed
-			evErr = fmt.Errorf("%s: %w", t.Tag, evErr)
+			if !strings.Contains(evErr.Error(), t.Tag) {
+				evErr = fmt.Errorf("%s: %w", t.Tag, evErr)
+			}
 		default:
 			status = store.TagInfra
 		}

@@ -3,6 +3,7 @@ package watch
 import (
 	"context"
 	"fmt"
+	"os"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -298,4 +299,49 @@ func TestSchedulerTicksAndSkipsWhileRunning(t *testing.T) {
 	}
 	cancel()
 	<-done
+}
+
+// TestSeriesThatNoLongerAppliesIsAResult: a watch re-applying a series
+// (the real PipelineEvaluator: apply at object level comes before any
+// build) records "does not apply on <tag>" with the failing hunk as the
+// tag's result, and the watch itself is fine.
+func TestSeriesThatNoLongerAppliesIsAResult(t *testing.T) {
+	f := newFixture(t)
+	rc1 := f.up.commit(t, 100)
+	testgit.Tag(t, f.up.dir, "v6.2-rc1", rc1)
+	// The series changes the value on rc1; rc2 changed the same line.
+	fix := testgit.Commit(t, f.up.dir, rc1, "bench: make getppid faster", "2026-11-02T11:00:00Z",
+		map[string]string{"bench/getppid": "90\n"})
+	mbx := filepath.Join(t.TempDir(), "series.mbox")
+	patch := testgit.Git(t, testgit.Identity("2026-11-02T11:00:00Z"), nil, "--git-dir="+f.up.dir, "format-patch", "-1", "--stdout",
+		"--subject-prefix=PATCH", "--thread", fix)
+	if err := os.WriteFile(mbx, []byte(patch+"\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	testgit.Tag(t, f.up.dir, "v6.2-rc2", f.up.commit(t, 110))
+	ev := &PipelineEvaluator{OutDir: t.TempDir(), StorePath: f.st.Path(), CacheDir: t.TempDir()}
+	f.wr.Eval = ev
+	w := *f.w
+	w.Name, w.Pipeline, w.SeriesID = "series", "ppc-preempt-dynamic", mbx
+	sw, err := f.st.AddWatch(w)
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := f.wr.Tick(context.Background(), sw)
+	if err != nil {
+		t.Fatalf("tick: %v", err)
+	}
+	if len(res.Failed) != 1 || !strings.Contains(res.Failed[0], "does not apply on v6.2-rc2") || !strings.Contains(res.Failed[0], "bench/getppid") {
+		t.Fatalf("failed %q, want 'does not apply on v6.2-rc2' naming the file", res.Failed)
+	}
+	h, _ := Load(f.st, sw)
+	if len(h.Tags) != 2 || h.Tags[1].Status != store.TagFailed || h.Tags[1].ErrorKind != "failed" {
+		t.Fatalf("history %+v", h.Tags)
+	}
+	var txt strings.Builder
+	WriteText(&txt, h)
+	if !strings.Contains(txt.String(), "does not apply on v6.2-rc2") {
+		t.Fatalf("watch show:\n%s", txt.String())
+	}
+	t.Logf("watch show:\n%s", txt.String())
 }
