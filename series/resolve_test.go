@@ -319,6 +319,11 @@ func FuzzResolve(f *testing.F) {
 		"From mboxrd@z Thu Jan  1 00:00:00 1970\nFrom: A <a@b.c>\nSubject: [PATCH v2 1/2] p\nMessage-ID: <p@x>\nIn-Reply-To: <c@x>\n\nM.\n\nSigned-off-by: A <a@b.c>\n---\ndiff --git a/a b/a\n--- a/a\n+++ b/a\n@@ -1 +1 @@\n-a\n+b\n\n" +
 		"From mboxrd@z Thu Jan  1 00:00:00 1970\nFrom: B <b@b.c>\nSubject: Re: [PATCH v2 0/2] s\nMessage-ID: <r@x>\nIn-Reply-To: <c@x>\n\n> q\nAcked-by: B <b@b.c>\n"))
 	f.Add([]byte("From: a@b.c\nSubject: [PATCH 0/1] x\nMessage-ID: <1@x>\n\ndiff --git a/a b/a\n--- a/a\n+++ b/a\n"))
+	// Real threads (their first 8 KiB) and the generated shapes of the
+	// real-mail classes (realmail_test.go).
+	for _, b := range realMailSeeds(f, 8<<10) {
+		f.Add(b)
+	}
 	f.Fuzz(func(t *testing.T, data []byte) {
 		msgs, err := mbox.ParseBytes(data, "fuzz")
 		if err != nil {
@@ -340,4 +345,55 @@ func FuzzResolve(f *testing.F) {
 		}
 		s.WriteSummary(&b, AMOptions{})
 	})
+}
+
+// realMailSeeds are fuzz seeds from real mail: the testdata threads cut to
+// max bytes, and mailboxes of the real-mail classes.
+func realMailSeeds(f *testing.F, max int) [][]byte {
+	var out [][]byte
+	files, _ := filepath.Glob("testdata/*.mbox")
+	for _, p := range files {
+		b, err := os.ReadFile(p)
+		if err != nil {
+			f.Fatal(err)
+		}
+		if len(b) > max {
+			b = b[:max]
+		}
+		out = append(out, b)
+	}
+	a := twoPatchSeries("s")
+	a[2].id, a[1].noSubject = "", true
+	out = append(out,
+		tmbox(append(twoPatchSeries("r"), tmail{id: "x@y", irt: "r-2@example.org", refs: []string{"r-2@example.org", "r-0@example.org"}, subject: "Re: x",
+			body: "Reviewed-by: B <b@example.com<mailto:b@example.com>>\nLink: https://x.example/y\nCc: c@example.org\n"})...),
+		tmbox(a...),
+		tmbox(tmail{id: "bl@x", subject: "[PATCH] t", body: "t\n---\ndiff --git a/d b/d\n--- a/d\n+++ b/d\n@@ -1,4 +1,4 @@\n d\n-x\n+y\n"},
+			tmail{id: "u@x", subject: "[PATCH 1/1] u", body: tpatch("a.c", "U.", "1")}, tmail{id: "v@x", subject: "[PATCH] v", body: tpatch("b.c", "V.", "1")}))
+	return out
+}
+
+// realMailBodies returns the bodies and subjects of the testdata threads'
+// messages (seeds for the trailer and subject parsers).
+func realMailBodies(f *testing.F) (bodies, subjects []string) {
+	files, _ := filepath.Glob("testdata/*.mbox")
+	for _, p := range files {
+		b, err := os.ReadFile(p)
+		if err != nil {
+			f.Fatal(err)
+		}
+		msgs, err := mbox.ParseBytes(b, p)
+		if err != nil {
+			f.Fatal(err)
+		}
+		for _, m := range msgs {
+			subjects = append(subjects, m.Subject)
+			body := m.Body
+			if len(body) > 4<<10 {
+				body = body[len(body)-4<<10:]
+			}
+			bodies = append(bodies, body)
+		}
+	}
+	return bodies, subjects
 }

@@ -74,6 +74,10 @@ func FuzzParseSubject(f *testing.F) {
 		"[PATCHv3] d", "[PATCH 0 of 2] e", "[[[x]]]] f", "[PATCH 9999/1]", "Re:", "[", "]"} {
 		f.Add(s)
 	}
+	_, subjects := realMailBodies(f)
+	for _, s := range subjects {
+		f.Add(s)
+	}
 	f.Fuzz(func(t *testing.T, s string) {
 		sub := ParseSubject(s)
 		if sub.Version < 1 || sub.Total < 1 || sub.Index < 0 || sub.Index > sub.Total {

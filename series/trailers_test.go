@@ -128,8 +128,13 @@ func FuzzParseTrailers(f *testing.F) {
 		"Fixes: 0123 (\"a\nb\")\n-- \nsig\n",
 		"Signed-off-by: X\n<x@y.z>\n[ note ]\nCc: stable@vger.kernel.org # 6.1\n",
 		"Link: https://x/y\r\nCloses: z\n",
+		"Reviewed-by: B <b@example.com<mailto:b@example.com>>\nAcked-by: C <mailto:c@example.org>\nTested-by: D <d@example..org>\n",
 	} {
 		f.Add(s)
+	}
+	bodies, _ := realMailBodies(f)
+	for _, b := range bodies {
+		f.Add(b)
 	}
 	f.Fuzz(func(t *testing.T, body string) {
 		trs := ParseTrailers(body)

@@ -1,7 +1,13 @@
 package kconfig
 
 import (
+	"bufio"
+	"bytes"
 	"errors"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"testing/fstest"
@@ -305,6 +311,20 @@ func FuzzParse(f *testing.F) {
 	} {
 		f.Add(s)
 	}
+	// The kernel's own Kconfig files: small ones copied into testdata,
+	// and, for a campaign (bench/fuzz.sh), every small Kconfig file of the
+	// imported tree named by PATCHEVAL_FUZZ_KERNEL_GIT.
+	files, _ := filepath.Glob("testdata/kernel-kconfig/*")
+	for _, p := range files {
+		b, err := os.ReadFile(p)
+		if err != nil {
+			f.Fatal(err)
+		}
+		f.Add(string(b))
+	}
+	for _, s := range kernelKconfigSeeds(f, os.Getenv("PATCHEVAL_FUZZ_KERNEL_GIT"), 8<<10, 400) {
+		f.Add(s)
+	}
 	f.Fuzz(func(t *testing.T, s string) {
 		start := time.Now()
 		kc, err := parseMap(map[string]string{"Kconfig": s})
@@ -368,4 +388,35 @@ func TestParseArchAlias(t *testing.T) {
 			t.Errorf("%s: default %s", arch, got)
 		}
 	}
+}
+
+// kernelKconfigSeeds reads up to max Kconfig files of at most size bytes
+// from the git repository gitDir (HEAD); none when gitDir is "".
+func kernelKconfigSeeds(f *testing.F, gitDir string, size, max int) []string {
+	if gitDir == "" {
+		return nil
+	}
+	out, err := exec.Command("git", "--git-dir", gitDir, "ls-tree", "-r", "-l", "HEAD").Output()
+	if err != nil {
+		f.Fatalf("PATCHEVAL_FUZZ_KERNEL_GIT=%s: %v", gitDir, err)
+	}
+	var seeds []string
+	sc := bufio.NewScanner(bytes.NewReader(out))
+	for sc.Scan() && len(seeds) < max {
+		// "<mode> blob <hash> <size>\t<path>"
+		meta, path, ok := strings.Cut(sc.Text(), "\t")
+		fs := strings.Fields(meta)
+		if !ok || len(fs) != 4 || !strings.HasPrefix(filepath.Base(path), "Kconfig") {
+			continue
+		}
+		if n, err := strconv.Atoi(fs[3]); err != nil || n > size {
+			continue
+		}
+		b, err := exec.Command("git", "--git-dir", gitDir, "cat-file", "blob", fs[2]).Output()
+		if err != nil {
+			f.Fatal(err)
+		}
+		seeds = append(seeds, string(b))
+	}
+	return seeds
 }

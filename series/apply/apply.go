@@ -362,6 +362,13 @@ func applyOne(st storer.EncodedObjectStorer, parent *object.Commit, c Commit, co
 	if len(files) == 0 {
 		return nil, nil, fail.Failedf("the patch is empty (no diff)")
 	}
+	if !strings.HasPrefix(c.Diff, "diff --git ") && !strings.Contains(c.Diff, "\ndiff --git ") {
+		// A traditional unified diff (diff -u, quilt): its names keep
+		// their first component ("a/lib/x.c"); git am strips it (-p1).
+		for _, f := range files {
+			f.OldName, f.NewName = stripFirstComponent(f.OldName), stripFirstComponent(f.NewName)
+		}
+	}
 	ed := newTreeEdit(st, parent.TreeHash)
 	ac := &AppliedCommit{Label: c.Label}
 	for _, f := range files {
@@ -406,6 +413,15 @@ func applyOne(st storer.EncodedObjectStorer, parent *object.Commit, c Commit, co
 	}
 	ac.Hash, ac.Tree = h.String(), tree.String()
 	return ac, nc, nil
+}
+
+// stripFirstComponent is git apply -p1 for one name ("" stays ""; an
+// absolute name stays absolute, to be refused).
+func stripFirstComponent(name string) string {
+	if i := strings.IndexByte(name, '/'); i > 0 {
+		return name[i+1:]
+	}
+	return name
 }
 
 type encoder interface {
