@@ -36,7 +36,7 @@ export GIT_AUTHOR_DATE=2026-01-02T03:04:05Z GIT_COMMITTER_DATE=2026-01-02T03:04:
 results=$bench/results.txt
 : >"$results"
 
-backport=$root/series/apply/testdata/ppc-dynamic-preempt-v6.1-backport.mbox
+backport=$root/mbox/testdata/threads/ppc-dynamic-preempt-v6.1-backport.mbox
 # git am wants the patch mails only (no cover letter).
 awk '/^From mboxrd@z/{n++} n>=2' "$backport" >"$bench/backport-am.mbox"
 

@@ -45,7 +45,7 @@ bin="$bench/patcheval"
 ref=refs/tags/patcheval-test/v6.1-backport
 if ! patched=$(git --git-dir="$repo" rev-parse -q --verify "$ref^{commit}"); then
 	tmp=$(mktemp -d)
-	git mailsplit -o"$tmp" "$root/build/buildtest/testdata/ppc-dynamic-preempt-v6.1-backport.mbox" >/dev/null
+	git mailsplit -o"$tmp" "$root/mbox/testdata/threads/ppc-dynamic-preempt-v6.1-backport.mbox" >/dev/null
 	export GIT_INDEX_FILE=$tmp/index
 	parent=$(git --git-dir="$repo" rev-parse v6.1-debian^{commit})
 	git --git-dir="$repo" read-tree "$parent"

@@ -2,7 +2,7 @@
 # Benchmark: `patcheval lore <msgid> --am-out DIR` against `b4 am <msgid>`
 # on the same local public-inbox server (public-inbox-httpd on loopback,
 # started by internal/testinbox/cmd/serve-inbox), on the 19-message powerpc
-# thread (series/testdata/ppc-dynamic-preempt-v4.mbox + the arm64
+# thread (mbox/testdata/threads/ppc-dynamic-preempt-v4.mbox + the arm64
 # follow-up). Both fetch the thread over HTTP every run (no caches:
 # patcheval --no-cache, b4 -C) and write a git-am-ready mbox.
 #
@@ -44,8 +44,8 @@ echo "starting public-inbox-httpd with the powerpc thread (imports take a while)
 # Import order matters to public-inbox's threading of the orphaned arm64
 # reply (its parent is missing): imported first, it joins the thread of
 # the patch by subject, and the thread has all 19 messages.
-"$work/serve-inbox" series/testdata/ppc-dynamic-preempt-arm64-followup.mbox \
-	series/testdata/ppc-dynamic-preempt-v4.mbox >"$work/url" 2>"$work/serve.log" &
+"$work/serve-inbox" mbox/testdata/threads/ppc-dynamic-preempt-arm64-followup.mbox \
+	mbox/testdata/threads/ppc-dynamic-preempt-v4.mbox >"$work/url" 2>"$work/serve.log" &
 server=$!
 for _ in $(seq 600); do
 	[ -s "$work/url" ] && break

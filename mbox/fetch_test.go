@@ -19,6 +19,7 @@ import (
 
 	"github.com/patcheval/patcheval/internal/fail"
 	"github.com/patcheval/patcheval/internal/progress"
+	"github.com/patcheval/patcheval/internal/testenv"
 	"github.com/patcheval/patcheval/internal/testinbox"
 	"github.com/patcheval/patcheval/mbox"
 )
@@ -56,7 +57,7 @@ func TestMain(m *testing.M) {
 func needServer(t *testing.T) {
 	t.Helper()
 	startOnce.Do(func() {
-		if _, err := exec.LookPath("public-inbox-httpd"); err != nil && os.Getenv("PATCHEVAL_SKIP_SLOW") == "1" {
+		if _, err := exec.LookPath("public-inbox-httpd"); err != nil && testenv.SkipSlow() {
 			return
 		}
 		var err error
@@ -75,7 +76,7 @@ func needServer(t *testing.T) {
 		}
 	})
 	if loreAll == nil || loreNoAll == nil {
-		if os.Getenv("PATCHEVAL_SKIP_SLOW") == "1" {
+		if testenv.SkipSlow() {
 			t.Skip("public-inbox not installed and PATCHEVAL_SKIP_SLOW=1")
 		}
 		t.Fatal("public-inbox test servers did not start (see the first failure)")

@@ -14,6 +14,7 @@ import (
 	"github.com/patcheval/patcheval/evaluate/stats"
 	"github.com/patcheval/patcheval/evaluate/store"
 	"github.com/patcheval/patcheval/internal/progress"
+	"github.com/patcheval/patcheval/internal/testenv"
 	"github.com/patcheval/patcheval/mbox"
 	"github.com/patcheval/patcheval/series"
 )
@@ -21,7 +22,7 @@ import (
 // backportSeries resolves the bundled v6.1 backport thread.
 func backportSeries(t *testing.T) *series.Series {
 	t.Helper()
-	f, err := os.Open(filepath.Join("..", "series", "testdata", "ppc-dynamic-preempt-v6.1-backport.mbox"))
+	f, err := os.Open(testenv.BackportMbox())
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/patcheval/patcheval/internal/testenv"
 	"github.com/patcheval/patcheval/internal/testinbox"
 	"github.com/patcheval/patcheval/mbox"
 )
@@ -32,9 +33,8 @@ func TestMain(m *testing.M) {
 }
 
 func slowSkip(t testing.TB) {
-	if os.Getenv("PATCHEVAL_SKIP_SLOW") == "1" {
-		t.Skip("PATCHEVAL_SKIP_SLOW=1")
-	}
+	t.Helper()
+	testenv.SkipIfSlow(t, "public-inbox or the kernel tree")
 }
 
 func testServer(t testing.TB) *testinbox.Server {
@@ -42,6 +42,8 @@ func testServer(t testing.TB) *testinbox.Server {
 	slowSkip(t)
 	inboxOnce.Do(func() {
 		files, err := filepath.Glob("testdata/*.mbox")
+		shared, _ := filepath.Glob(filepath.Join(testenv.ThreadsDir(), "*.mbox"))
+		files = append(files, shared...)
 		if err != nil || len(files) == 0 {
 			inboxErr = err
 			return

@@ -6,44 +6,10 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
+
+	"github.com/patcheval/patcheval/internal/testenv"
 )
-
-var (
-	linuxOnce sync.Once
-	linuxRepo string
-	linuxErr  error
-)
-
-// linuxTree returns the bare git repository of Debian's linux-source-6.1
-// made by scripts/linux-tree.sh (once per test run).
-func linuxTree(t *testing.T) string {
-	t.Helper()
-	slowSkip(t)
-	linuxOnce.Do(func() {
-		out, err := exec.Command("../scripts/linux-tree.sh").Output()
-		if err != nil {
-			if ee, ok := err.(*exec.ExitError); ok {
-				err = &wrapErr{err, string(ee.Stderr)}
-			}
-			linuxErr = err
-			return
-		}
-		linuxRepo = strings.TrimSpace(string(out))
-	})
-	if linuxErr != nil {
-		t.Fatalf("scripts/linux-tree.sh: %v", linuxErr)
-	}
-	return linuxRepo
-}
-
-type wrapErr struct {
-	err    error
-	stderr string
-}
-
-func (w *wrapErr) Error() string { return w.err.Error() + ": " + w.stderr }
 
 func git(t *testing.T, dir string, args ...string) string {
 	t.Helper()
@@ -65,7 +31,7 @@ func git(t *testing.T, dir string, args ...string) string {
 // and checks the commit git makes: the author from the in-body From:, the
 // commit message equal to Patch.CommitMessage (which series/apply uses).
 func TestGitAMOntoLinux61(t *testing.T) {
-	bare := linuxTree(t)
+	bare := testenv.LinuxTree(t)
 	s := resolve(t, Options{}, "ppc-dynamic-preempt-v6.1-backport.mbox")
 	dir := t.TempDir()
 	am := filepath.Join(dir, s.Slug()+".mbx")

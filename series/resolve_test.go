@@ -11,15 +11,31 @@ import (
 	"time"
 
 	"github.com/patcheval/patcheval/internal/fail"
+	"github.com/patcheval/patcheval/internal/testenv"
 	"github.com/patcheval/patcheval/mbox"
 )
+
+// threadPath finds a thread fixture: series' own shapes are in testdata,
+// the real threads the whole project tests with in testenv.ThreadsDir (one
+// copy).
+func threadPath(f string) string {
+	if p := filepath.Join("testdata", f); fileExists(p) {
+		return p
+	}
+	return filepath.Join(testenv.ThreadsDir(), f)
+}
+
+func fileExists(p string) bool {
+	_, err := os.Stat(p)
+	return err == nil
+}
 
 // loadThread parses testdata files into one thread, like a t.mbox.gz.
 func loadThread(t testing.TB, files ...string) *mbox.Thread {
 	t.Helper()
 	var all []*mbox.Message
 	for _, f := range files {
-		data, err := os.ReadFile(filepath.Join("testdata", f))
+		data, err := os.ReadFile(threadPath(f))
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -1,5 +1,5 @@
 // Package buildtest gives tests across patcheval the same real, cached
-// ppc64le kernels: Debian's 6.1 tree (scripts/linux-tree.sh), base and with
+// ppc64le kernels: Debian's 6.1 tree (internal/testenv), base and with
 // the v6.1 backport of "powerpc: enable dynamic preemption", built with the
 // shipped pseries boot fragment over tinyconfig.
 //
@@ -17,20 +17,19 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"runtime"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
 
 	"github.com/patcheval/patcheval/build"
 	"github.com/patcheval/patcheval/internal/progress"
+	"github.com/patcheval/patcheval/internal/testenv"
 	"github.com/patcheval/patcheval/internal/xdg"
 )
 
 // BaseCommit is the tag of the imported 6.1 tree.
-const BaseCommit = "v6.1-debian"
+const BaseCommit = testenv.BaseCommit
 
 // Ref names (in the cached tree) of the commits buildtest creates.
 const (
@@ -49,44 +48,16 @@ var Variants = map[string]struct {
 	"patched-full":      {true, map[string]string{"PREEMPT": "y"}},
 }
 
-var (
-	repoOnce sync.Once
-	repoPath string
-	repoErr  error
-)
-
 // SkipIfSlow skips tb when PATCHEVAL_SKIP_SLOW=1.
 func SkipIfSlow(tb testing.TB) {
 	tb.Helper()
-	if os.Getenv("PATCHEVAL_SKIP_SLOW") == "1" {
-		tb.Skip("PATCHEVAL_SKIP_SLOW=1: skipping a test that needs the kernel tree or a kernel build")
-	}
-}
-
-// moduleRoot is the repository root (this file is build/buildtest/).
-func moduleRoot() string {
-	_, file, _, _ := runtime.Caller(0)
-	return filepath.Clean(filepath.Join(filepath.Dir(file), "..", ".."))
+	testenv.SkipIfSlow(tb, "the kernel tree or a kernel build")
 }
 
 // Repo returns the cached Debian 6.1 tree (importing it on first use).
 func Repo(tb testing.TB) string {
 	tb.Helper()
-	SkipIfSlow(tb)
-	repoOnce.Do(func() {
-		cmd := exec.Command("bash", filepath.Join(moduleRoot(), "scripts", "linux-tree.sh"))
-		cmd.Stderr = os.Stderr
-		out, err := cmd.Output()
-		if err != nil {
-			repoErr = fmt.Errorf("scripts/linux-tree.sh: %w", err)
-			return
-		}
-		repoPath = strings.TrimSpace(string(out))
-	})
-	if repoErr != nil {
-		tb.Fatal(repoErr)
-	}
-	return repoPath
+	return testenv.LinuxTree(tb)
 }
 
 func git(repo string, env []string, stdin []byte, args ...string) (string, error) {
@@ -136,7 +107,7 @@ func PatchedCommit(tb testing.TB) string {
 		return c
 	}
 	tmp := tb.TempDir()
-	mbox := filepath.Join(moduleRoot(), "build", "buildtest", "testdata", "ppc-dynamic-preempt-v6.1-backport.mbox")
+	mbox := testenv.BackportMbox()
 	must := func(s string, err error) string {
 		tb.Helper()
 		if err != nil {

@@ -15,6 +15,7 @@ import (
 	"syscall"
 	"testing"
 
+	"github.com/patcheval/patcheval/internal/testenv"
 	"github.com/patcheval/patcheval/internal/xdg"
 )
 
@@ -43,9 +44,7 @@ func TestMain(m *testing.M) {
 
 func slow(t testing.TB) {
 	t.Helper()
-	if os.Getenv("PATCHEVAL_SKIP_SLOW") == "1" {
-		t.Skip("PATCHEVAL_SKIP_SLOW=1: skipping test on the real 6.1 tree")
-	}
+	testenv.SkipIfSlow(t, "the real 6.1 tree")
 }
 
 func run(dir string, name string, args ...string) error {
@@ -157,7 +156,7 @@ func patchedTree(t testing.TB) string {
 	t.Helper()
 	src := linuxTree(t)
 	patchedOnce.Do(func() {
-		mbox, err := filepath.Abs("testdata/ppc-dynamic-preempt-v6.1-backport.mbox")
+		mbox, err := testenv.BackportMbox(), error(nil)
 		if err != nil {
 			patchedErr = err
 			return

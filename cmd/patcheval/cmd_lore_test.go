@@ -9,6 +9,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/patcheval/patcheval/internal/testenv"
 	"github.com/patcheval/patcheval/internal/testinbox"
 )
 
@@ -19,7 +20,7 @@ func loreCLI(t *testing.T, stdin string, args ...string) (string, string, int) {
 	return out.String(), errb.String(), code
 }
 
-const backport = "../../series/testdata/ppc-dynamic-preempt-v6.1-backport.mbox"
+var backport = testenv.BackportMbox()
 
 func TestLoreFile(t *testing.T) {
 	dir := t.TempDir()
@@ -67,7 +68,7 @@ func TestLoreBadInput(t *testing.T) {
 		want string
 	}{
 		{nil, "no thread given"},
-		{[]string{"-m", "../../series/testdata/generic-entry-v5-report.mbox"}, "no patches in the thread"},
+		{[]string{"-m", filepath.Join(testenv.ThreadsDir(), "generic-entry-v5-report.mbox")}, "no patches in the thread"},
 		{[]string{"-m", "/nonexistent/x.mbox"}, "/nonexistent/x.mbox"},
 		{[]string{"-m", backport, "x@y"}, "no message <x@y> in it"},
 		{[]string{"-m", backport, "x@y", "z@y"}, "at most one Message-ID"},
@@ -84,9 +85,7 @@ func TestLoreBadInput(t *testing.T) {
 
 // TestLoreFetch goes through a real public-inbox-httpd like lore.
 func TestLoreFetch(t *testing.T) {
-	if os.Getenv("PATCHEVAL_SKIP_SLOW") == "1" {
-		t.Skip("PATCHEVAL_SKIP_SLOW=1")
-	}
+	testenv.SkipIfSlow(t, "public-inbox")
 	srv := testinbox.Start(t, backport)
 	t.Setenv("PATCHEVAL_CACHE_DIR", t.TempDir())
 	dir := t.TempDir()

@@ -12,6 +12,7 @@ import (
 
 	"github.com/emersion/go-message/mail"
 
+	"github.com/patcheval/patcheval/internal/testenv"
 	"github.com/patcheval/patcheval/internal/testinbox"
 	"github.com/patcheval/patcheval/mbox"
 )
@@ -499,7 +500,7 @@ func TestB4PicksUpTestedBy(t *testing.T) {
 		t.Fatal("b4 is required (installed by .ci/install-deps)")
 	}
 	eml := testedByDraft(t)
-	thread, err := os.ReadFile("testdata/ppc-dynamic-preempt-v6.1-backport.mbox")
+	thread, err := os.ReadFile(testenv.BackportMbox())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -586,7 +587,7 @@ func TestDraftNoQuote(t *testing.T) {
 // server, as a maintainer would after the reply went to the list.
 func TestB4PicksUpTestedByFromInbox(t *testing.T) {
 	eml := testedByDraft(t)
-	srv := testinbox.StartWith(t, testinbox.Options{Bulk: true}, "testdata/ppc-dynamic-preempt-v6.1-backport.mbox")
+	srv := testinbox.StartWith(t, testinbox.Options{Bulk: true}, testenv.BackportMbox())
 	if err := srv.AddMessage(eml); err != nil {
 		t.Fatalf("importing the draft into public-inbox: %v", err)
 	}

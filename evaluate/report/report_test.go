@@ -11,6 +11,7 @@ import (
 
 	"github.com/patcheval/patcheval/evaluate"
 	"github.com/patcheval/patcheval/evaluate/stats"
+	"github.com/patcheval/patcheval/internal/testenv"
 	"github.com/patcheval/patcheval/mbox"
 	"github.com/patcheval/patcheval/series"
 )
@@ -21,7 +22,7 @@ var update = flag.Bool("update", false, "rewrite the golden files in testdata/go
 // fixtures): the cover letter and patch 1/1.
 func loadThread(t *testing.T) []*mbox.Message {
 	t.Helper()
-	data, err := os.ReadFile("testdata/ppc-dynamic-preempt-v6.1-backport.mbox")
+	data, err := os.ReadFile(testenv.BackportMbox())
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -3,11 +3,11 @@ package userland
 import (
 	"context"
 	"fmt"
-	"os"
 	"os/exec"
 	"strings"
 	"testing"
 
+	"github.com/patcheval/patcheval/internal/testenv"
 	"github.com/patcheval/patcheval/internal/xdg"
 )
 
@@ -48,9 +48,7 @@ stress-ng:ppc64el
 // packs stress-ng and perf for ppc64el, then checks the archive holds
 // both tools, the loader and libc, and that a second call is a cache hit.
 func TestBuildPPC64el(t *testing.T) {
-	if os.Getenv("PATCHEVAL_SKIP_SLOW") != "" {
-		t.Skip("PATCHEVAL_SKIP_SLOW: needs apt and Debian's mirror")
-	}
+	testenv.SkipIfSlow(t, "apt and Debian's mirror")
 	if _, err := exec.LookPath("apt-get"); err != nil {
 		t.Skip("no apt-get")
 	}

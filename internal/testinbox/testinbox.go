@@ -71,6 +71,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/patcheval/patcheval/internal/testenv"
 )
 
 // Options configure New.
@@ -129,7 +131,7 @@ func Start(tb testing.TB, mboxFiles ...string) *Server {
 // StartWith is Start with options.
 func StartWith(tb testing.TB, opt Options, mboxFiles ...string) *Server {
 	tb.Helper()
-	if _, err := exec.LookPath("public-inbox-httpd"); err != nil && os.Getenv("PATCHEVAL_SKIP_SLOW") == "1" {
+	if _, err := exec.LookPath("public-inbox-httpd"); err != nil && testenv.SkipSlow() {
 		tb.Skip("public-inbox not installed and PATCHEVAL_SKIP_SLOW=1")
 	}
 	if opt.Dir == "" {

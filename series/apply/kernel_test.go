@@ -10,11 +10,12 @@ import (
 	"time"
 
 	"github.com/patcheval/patcheval/internal/gittree"
+	"github.com/patcheval/patcheval/internal/testenv"
 	"github.com/patcheval/patcheval/mbox"
 	"github.com/patcheval/patcheval/series"
 )
 
-const backportMbox = "testdata/ppc-dynamic-preempt-v6.1-backport.mbox"
+var backportMbox = testenv.BackportMbox()
 
 // gitAm applies the patch mails in mboxPath (mboxrd, cover letters left
 // out) with the git CLI's `git am` onto base in a sparse worktree of the

@@ -1,0 +1,85 @@
+// Package testenv is what patcheval's tests share about their environment:
+// whether slow tests run (PATCHEVAL_SKIP_SLOW, read here and nowhere
+// else), the imported Debian 6.1 kernel tree (scripts/linux-tree.sh, once
+// per test process, in the shared cache), and the one copy of the real
+// mail threads the tests use (mbox/testdata/threads), among them the v6.1
+// backport of "powerpc: enable dynamic preemption".
+//
+// Only tests import it.
+package testenv
+
+import (
+	"bytes"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"sync"
+	"testing"
+)
+
+// BaseCommit is the tag of the imported 6.1 tree.
+const BaseCommit = "v6.1-debian"
+
+// SkipSlow reports whether PATCHEVAL_SKIP_SLOW=1 asks to skip the tests
+// that need a kernel tree, a kernel build, public-inbox or the network of
+// a package mirror.
+func SkipSlow() bool { return os.Getenv("PATCHEVAL_SKIP_SLOW") == "1" }
+
+// SkipIfSlow skips tb when SkipSlow; what says what the test needs.
+func SkipIfSlow(tb testing.TB, what string) {
+	tb.Helper()
+	if SkipSlow() {
+		tb.Skip("PATCHEVAL_SKIP_SLOW=1: skipping a test that needs " + what)
+	}
+}
+
+// ModuleRoot is the repository root (this file is internal/testenv/).
+func ModuleRoot() string {
+	_, file, _, _ := runtime.Caller(0)
+	return filepath.Clean(filepath.Join(filepath.Dir(file), "..", ".."))
+}
+
+// ThreadsDir holds the real mail threads (mboxrd) the tests share; see its
+// README.md.
+func ThreadsDir() string { return filepath.Join(ModuleRoot(), "mbox", "testdata", "threads") }
+
+// BackportMbox is the thread of the v6.1 backport series ("[PATCH 6.1 v4
+// 0/1] powerpc: Enable dynamic preemption"), which applies to BaseCommit.
+func BackportMbox() string {
+	return filepath.Join(ThreadsDir(), "ppc-dynamic-preempt-v6.1-backport.mbox")
+}
+
+var (
+	treeOnce sync.Once
+	treePath string
+	treeErr  error
+)
+
+// LinuxTree returns the bare repository of Debian's linux-source-6.1 made
+// by scripts/linux-tree.sh in the shared cache (imported on first use; once
+// per test process). It is shared: clone it before writing to it. Skipped
+// when SkipSlow.
+func LinuxTree(tb testing.TB) string {
+	tb.Helper()
+	SkipIfSlow(tb, "the imported 6.1 kernel tree")
+	treeOnce.Do(func() {
+		script := filepath.Join(ModuleRoot(), "scripts", "linux-tree.sh")
+		var stderr bytes.Buffer
+		cmd := exec.Command("bash", script)
+		cmd.Stderr = io.MultiWriter(os.Stderr, &stderr) // the first import takes minutes: show its progress
+		out, err := cmd.Output()
+		if err != nil {
+			treeErr = fmt.Errorf("scripts/linux-tree.sh: %v\n%s", err, stderr.String())
+			return
+		}
+		treePath = strings.TrimSpace(string(out))
+	})
+	if treeErr != nil {
+		tb.Fatal(treeErr)
+	}
+	return treePath
+}
