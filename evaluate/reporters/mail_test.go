@@ -18,6 +18,7 @@ import (
 	"github.com/patcheval/patcheval/evaluate/mail"
 	"github.com/patcheval/patcheval/evaluate/report"
 	"github.com/patcheval/patcheval/evaluate/store"
+	"github.com/patcheval/patcheval/internal/testenv"
 	"github.com/patcheval/patcheval/internal/testinbox"
 	"github.com/patcheval/patcheval/mbox"
 )
@@ -95,7 +96,7 @@ func replyDraft(body string) report.Draft {
 }
 
 func TestMailModeratedReplyReachesTheListAndB4(t *testing.T) {
-	inbox := testinbox.StartWith(t, testinbox.Options{Bulk: true}, "testdata/ppc-dynamic-preempt-v6.1-backport.mbox")
+	inbox := testinbox.StartWith(t, testinbox.Options{Bulk: true}, testenv.BackportMbox())
 	relay, smtpSet := startSMTP(t, inbox)
 	path := filepath.Join(t.TempDir(), "db")
 	st := openStore(t, path)
