@@ -2,6 +2,8 @@ package pipelines
 
 import (
 	"fmt"
+	"os"
+	"path/filepath"
 	"sort"
 	"strings"
 
@@ -12,6 +14,7 @@ import (
 	"github.com/patcheval/patcheval/build"
 	"github.com/patcheval/patcheval/build/coverage"
 	"github.com/patcheval/patcheval/evaluate/report"
+	"github.com/patcheval/patcheval/internal/fail"
 )
 
 // seriesCoverage says for every file the series changes (base..patched)
@@ -103,4 +106,80 @@ func seriesCoverage(repo, base, patched string, specs []BuildSpec, byKey map[str
 		out = append(out, *byFile[f])
 	}
 	return out, nil
+}
+
+// withCover returns a copy of p whose kernels also get the Kconfig
+// symbols that would build the series' C files (read from the patched
+// tree's Makefiles), written as the fragment dir/cover.config.
+func withCover(p *Pipeline, repo, patched string, files []string, dir string) (*Pipeline, string, error) {
+	r, err := git.PlainOpenWithOptions(repo, &git.PlainOpenOptions{DetectDotGit: false})
+	if err != nil {
+		return nil, "", fail.Infraf("--cover: opening %s: %w", repo, err)
+	}
+	c, err := r.CommitObject(plumbing.NewHash(patched))
+	if err != nil {
+		return nil, "", fail.Infraf("--cover: %w", err)
+	}
+	t, err := c.Tree()
+	if err != nil {
+		return nil, "", fail.Infraf("--cover: %w", err)
+	}
+	readFile := func(p string) ([]byte, error) {
+		f, err := t.File(p)
+		if err != nil {
+			return nil, err
+		}
+		s, err := f.Contents()
+		return []byte(s), err
+	}
+	var frag strings.Builder
+	var syms []string
+	seen := map[string]bool{}
+	for _, f := range files {
+		if !strings.HasSuffix(f, ".c") && !strings.HasSuffix(f, ".S") {
+			continue
+		}
+		if _, err := t.File(f); err != nil {
+			continue // deleted by the series
+		}
+		s, why := coverage.Gates(f, readFile)
+		for i, sym := range s {
+			if seen[sym] {
+				continue
+			}
+			seen[sym] = true
+			syms = append(syms, sym)
+			line := ""
+			if i < len(why) {
+				line = " (" + why[i] + ")"
+			}
+			fmt.Fprintf(&frag, "# builds %s%s\n%s=y\n", f, line, sym)
+		}
+	}
+	if len(syms) == 0 {
+		return p, "--cover: the series' C files need no Kconfig symbol beyond the pipeline's (obj-y)", nil
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return nil, "", fail.Infra(err)
+	}
+	path := filepath.Join(dir, "cover.config")
+	if err := os.WriteFile(path, []byte(frag.String()), 0o644); err != nil {
+		return nil, "", fail.Infra(err)
+	}
+	cp := *p
+	cp.Fragments = append(append([]Fragment(nil), p.Fragments...), Fragment{Path: path})
+	cp.Variants = append([]Variant(nil), p.Variants...)
+	for i, v := range cp.Variants {
+		m := map[string]string{}
+		for k, val := range v.Symbols {
+			m[k] = val
+		}
+		for _, s := range syms {
+			if _, set := m[strings.TrimPrefix(s, "CONFIG_")]; !set {
+				m[strings.TrimPrefix(s, "CONFIG_")] = "y"
+			}
+		}
+		cp.Variants[i].Symbols = m
+	}
+	return &cp, "--cover: every kernel also gets " + strings.Join(syms, ", ") + " (" + path + ")", nil
 }

@@ -62,6 +62,9 @@ type RunOptions struct {
 	Progress *progress.Reporter
 	// Now pins the draft's Date (tests); zero: now.
 	Now time.Time
+	// Cover adds the Kconfig symbols that would build the series' C files
+	// to every kernel (a fragment, fragments/cover.config in OutDir).
+	Cover bool
 }
 
 // Outcome is what an evaluation produced.
@@ -161,6 +164,25 @@ func Run(ctx context.Context, p *Pipeline, o RunOptions) (*Outcome, error) {
 		timings = append(timings, report.StageTiming{Stage: "apply", Duration: time.Since(start),
 			Note: fmt.Sprintf("branch %s", res.Branch)})
 		pr.Printf("applied %d patch(es) on %s: %s (%s)", len(res.Commits), baseRef, short(res.Head), res.Branch)
+	}
+
+	var seriesNotes []string
+	if o.Series != nil {
+		for _, w := range p.SeriesWarnings(SeriesFiles(o.Series)) {
+			pr.Printf("warning: %s", w)
+			seriesNotes = append(seriesNotes, w)
+		}
+	}
+	if o.Cover && patched != "" {
+		cp, note, err := withCover(p, repo, patched, SeriesFiles(o.Series), filepath.Join(o.OutDir, "fragments"))
+		if err != nil {
+			return nil, err
+		}
+		p = cp
+		if note != "" {
+			pr.Printf("%s", note)
+			seriesNotes = append(seriesNotes, note)
+		}
 	}
 
 	// Store.
@@ -390,6 +412,7 @@ func Run(ctx context.Context, p *Pipeline, o RunOptions) (*Outcome, error) {
 		return failEval(err)
 	}
 	r.Notes = append(r.Notes, out.Failed...)
+	r.Notes = append(r.Notes, seriesNotes...)
 	if patched != "" {
 		cov, err := seriesCoverage(repo, baseHash, patched, specs, byKey, len(p.Arches) > 1)
 		if err != nil {

@@ -218,6 +218,12 @@ var (
 	assignRE = regexp.MustCompile(`(?m)^\s*([A-Za-z0-9_.-]+?)-(\$\(CONFIG_([A-Za-z0-9_]+)\)|y|objs)\s*[:+]?=\s*(.*)$`)
 )
 
+// Gates returns the Kconfig symbols whose Makefile lines would build the
+// C file (and the lines), read from the tree through readFile.
+func Gates(file string, readFile func(string) ([]byte, error)) (syms, why []string) {
+	return gates(file, readFile)
+}
+
 // gates follows the Makefiles from file upwards: the symbol of the line
 // that names the object (through composite objects), then the symbol that
 // gates the directory in its parent's Makefile, up to the top.

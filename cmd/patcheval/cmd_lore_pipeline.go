@@ -31,12 +31,18 @@ type pipelineFlags struct {
 	failOnRegression bool
 	send             bool
 	verbose          bool
+	evaluate         bool
+	cover            bool
+	arch             string
 }
 
 func init() {
 	loreSteps = append(loreSteps, func(fs *flag.FlagSet) func(ctx context.Context, env *Env, lr *loreResult) error {
 		var pf pipelineFlags
-		fs.StringVar(&pf.pipeline, "pipeline", "", "evaluate the series with this pipeline: a shipped name ("+strings.Join(pipelines.List(), ", ")+") or a TOML `file`; needs --tree")
+		fs.StringVar(&pf.pipeline, "pipeline", "", "evaluate the series with this pipeline: "+pipelines.DefaultName+" (base vs patched on the arches the series touches), a shipped name ("+strings.Join(pipelines.List(), ", ")+") or a TOML `file`; needs --tree")
+		fs.BoolVar(&pf.evaluate, "evaluate", false, "evaluate the series with the default pipeline (--pipeline "+pipelines.DefaultName+")")
+		fs.StringVar(&pf.arch, "arch", "", "with --pipeline "+pipelines.DefaultName+": comma-separated `arches` to measure on (default: those the series touches under arch/, else x86_64)")
+		fs.BoolVar(&pf.cover, "cover", false, "with --pipeline: also enable the Kconfig symbols that would build the series' C files (a fragment), so that the kernels compile what the series changes")
 		fs.StringVar(&pf.out, "out", "", "with --pipeline: write reports and the reply draft to `DIR` (default ./patcheval-<pipeline>-<slug>)")
 		fs.IntVar(&pf.boots, "boots", 0, "with --pipeline: boots per variant (default: the pipeline's repeats.boots)")
 		fs.IntVar(&pf.jobs, "j", 0, "with --pipeline: make -j budget shared by all kernel builds (default: number of CPUs)")
@@ -47,6 +53,9 @@ func init() {
 		fs.BoolVar(&pf.failOnRegression, "fail-on-regression", false, "with --pipeline: exit 1 when a comparison finds a regression of at least the pipeline's threshold")
 		fs.BoolVar(&pf.verbose, "verbose", false, "with --pipeline: list every config difference in the printed report (mechanical consequences such as INLINE_* and *_BUILD, toolchain values) instead of counting them")
 		return func(ctx context.Context, env *Env, lr *loreResult) error {
+			if pf.evaluate && pf.pipeline == "" {
+				pf.pipeline = pipelines.DefaultName
+			}
 			if pf.pipeline == "" {
 				return nil
 			}
@@ -56,7 +65,20 @@ func init() {
 }
 
 func (pf *pipelineFlags) run(ctx context.Context, env *Env, fs *flag.FlagSet, lr *loreResult) error {
-	p, err := pipelines.Find(pf.pipeline)
+	var p *pipelines.Pipeline
+	var err error
+	if pf.pipeline == pipelines.DefaultName {
+		var arches []string
+		if pf.arch != "" {
+			arches = strings.Split(pf.arch, ",")
+		}
+		p, err = pipelines.Default(lr.Series, arches, lookupFlag(fs, "tree"))
+	} else {
+		if pf.arch != "" {
+			return fail.Inputf("--arch goes with --pipeline %s; pipeline %s names its own arches", pipelines.DefaultName, pf.pipeline)
+		}
+		p, err = pipelines.Find(pf.pipeline)
+	}
 	if err != nil {
 		return err
 	}
@@ -96,6 +118,7 @@ func (pf *pipelineFlags) run(ctx context.Context, env *Env, fs *flag.FlagSet, lr
 		TestedBy:  pf.testedBy,
 		Fetch:     lr.FetchTime,
 		Progress:  pr,
+		Cover:     pf.cover,
 	})
 	pr.Done()
 	if err != nil {
@@ -138,6 +161,13 @@ func printOutcome(w io.Writer, res *pipelines.Outcome, o report.TextOptions) {
 	if res.Draft != "" {
 		fmt.Fprintf(w, "reply draft: %s (not sent)\n", res.Draft)
 	}
+}
+
+func lookupFlag(fs *flag.FlagSet, name string) string {
+	if f := fs.Lookup(name); f != nil {
+		return f.Value.String()
+	}
+	return ""
 }
 
 // draftSender is --from, else PATCHEVAL_FROM, else git config
