@@ -3,6 +3,7 @@ package series
 import (
 	"bytes"
 	"context"
+	"errors"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -41,11 +42,9 @@ func testServer(t testing.TB) *testinbox.Server {
 	t.Helper()
 	slowSkip(t)
 	inboxOnce.Do(func() {
-		files, err := filepath.Glob("testdata/*.mbox")
-		shared, _ := filepath.Glob(filepath.Join(testenv.ThreadsDir(), "*.mbox"))
-		files = append(files, shared...)
-		if err != nil || len(files) == 0 {
-			inboxErr = err
+		files := threadFiles()
+		if len(files) == 0 {
+			inboxErr = errors.New("no thread fixtures found")
 			return
 		}
 		inbox, inboxErr = testinbox.New(testinbox.Options{}, files...)

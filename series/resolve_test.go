@@ -25,6 +25,13 @@ func threadPath(f string) string {
 	return filepath.Join(testenv.ThreadsDir(), f)
 }
 
+// threadFiles lists every thread fixture: series' own and the shared ones.
+func threadFiles() []string {
+	own, _ := filepath.Glob("testdata/*.mbox")
+	shared, _ := filepath.Glob(filepath.Join(testenv.ThreadsDir(), "*.mbox"))
+	return append(own, shared...)
+}
+
 func fileExists(p string) bool {
 	_, err := os.Stat(p)
 	return err == nil
@@ -367,7 +374,7 @@ func FuzzResolve(f *testing.F) {
 // max bytes, and mailboxes of the real-mail classes.
 func realMailSeeds(f *testing.F, max int) [][]byte {
 	var out [][]byte
-	files, _ := filepath.Glob("testdata/*.mbox")
+	files := threadFiles()
 	for _, p := range files {
 		b, err := os.ReadFile(p)
 		if err != nil {
@@ -392,7 +399,7 @@ func realMailSeeds(f *testing.F, max int) [][]byte {
 // realMailBodies returns the bodies and subjects of the testdata threads'
 // messages (seeds for the trailer and subject parsers).
 func realMailBodies(f *testing.F) (bodies, subjects []string) {
-	files, _ := filepath.Glob("testdata/*.mbox")
+	files := threadFiles()
 	for _, p := range files {
 		b, err := os.ReadFile(p)
 		if err != nil {

@@ -2,7 +2,6 @@ package apply
 
 import (
 	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -13,6 +12,7 @@ import (
 	"github.com/go-git/go-git/v5/storage/memory"
 
 	"github.com/patcheval/patcheval/internal/fail"
+	"github.com/patcheval/patcheval/internal/testenv"
 	"github.com/patcheval/patcheval/mbox"
 	"github.com/patcheval/patcheval/series"
 )
@@ -87,7 +87,7 @@ func FuzzApply(f *testing.F) {
 	}
 	// Real diffs: the patches of the testdata series (they do not apply to
 	// the small tree; they drive the parser).
-	if data, err := os.ReadFile(filepath.Join("testdata", "ppc-dynamic-preempt-v6.1-backport.mbox")); err == nil {
+	if data, err := os.ReadFile(testenv.BackportMbox()); err == nil {
 		if msgs, err := mbox.ParseBytes(data, "seed"); err == nil {
 			if s, err := series.Resolve(mbox.NewThread(msgs, "seed"), series.Options{}); err == nil {
 				for _, p := range s.Patches {
