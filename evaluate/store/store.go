@@ -301,6 +301,8 @@ CREATE INDEX samples_by_run ON samples(run_id);
 	// 3: the reporters' outbox: what each reporter posted or will post,
 	// with its delivery state (see posts.go).
 	migrationPosts,
+	// 4: the list follower's cursors, messages and series (follow.go).
+	migrationFollow,
 }
 
 // SchemaVersion is the schema version this code writes.
