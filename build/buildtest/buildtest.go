@@ -23,6 +23,7 @@ import (
 	"time"
 
 	"github.com/patcheval/patcheval/build"
+	"github.com/patcheval/patcheval/internal/gittree"
 	"github.com/patcheval/patcheval/internal/progress"
 	"github.com/patcheval/patcheval/internal/testenv"
 	"github.com/patcheval/patcheval/internal/xdg"
@@ -77,14 +78,11 @@ func git(repo string, env []string, stdin []byte, args ...string) (string, error
 
 // lockRepo serialises commit creation in the cached tree across processes.
 func lockRepo(tb testing.TB, repo string) func() {
-	f, err := os.OpenFile(filepath.Join(repo, "patcheval-test.lock"), os.O_CREATE|os.O_RDWR, 0o644)
+	release, err := gittree.LockFile(context.Background(), filepath.Join(repo, "patcheval-test.lock"), syscall.LOCK_EX, nil)
 	if err != nil {
 		tb.Fatal(err)
 	}
-	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX); err != nil {
-		tb.Fatal(err)
-	}
-	return func() { f.Close() }
+	return release
 }
 
 // fixed committer identity and date: the commits are the same in every run.
@@ -228,17 +226,13 @@ func Serialize(tb testing.TB, fn func()) {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		tb.Fatal(err)
 	}
-	f, err := os.OpenFile(filepath.Join(dir, ".buildtest.lock"), os.O_CREATE|os.O_RDWR, 0o644)
+	release, err := gittree.LockFile(context.Background(), filepath.Join(dir, ".buildtest.lock"), syscall.LOCK_EX, func() {
+		tb.Logf("buildtest: waiting for another test process's kernel build")
+	})
 	if err != nil {
 		tb.Fatal(err)
 	}
-	defer f.Close()
-	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
-		tb.Logf("buildtest: waiting for another test process's kernel build")
-		if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX); err != nil {
-			tb.Fatal(err)
-		}
-	}
+	defer release()
 	fn()
 }
 

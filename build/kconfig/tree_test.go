@@ -6,6 +6,7 @@ package kconfig
 // (`make tinyconfig`, merge_config.sh, `make olddefconfig`).
 
 import (
+	"context"
 	"fmt"
 	"os"
 	"os/exec"
@@ -15,6 +16,7 @@ import (
 	"syscall"
 	"testing"
 
+	"github.com/patcheval/patcheval/internal/gittree"
 	"github.com/patcheval/patcheval/internal/testenv"
 	"github.com/patcheval/patcheval/internal/xdg"
 )
@@ -69,14 +71,11 @@ func cached(name string, fill func(dir string) error) (string, error) {
 	if _, err := os.Stat(marker); err == nil {
 		return dest, nil
 	}
-	lock, err := os.OpenFile(filepath.Join(base, "."+name+".lock"), os.O_CREATE|os.O_RDWR, 0o644)
+	release, err := gittree.LockFile(context.Background(), filepath.Join(base, "."+name+".lock"), syscall.LOCK_EX, nil)
 	if err != nil {
 		return "", err
 	}
-	defer lock.Close()
-	if err := syscall.Flock(int(lock.Fd()), syscall.LOCK_EX); err != nil {
-		return "", err
-	}
+	defer release()
 	if _, err := os.Stat(marker); err == nil {
 		return dest, nil
 	}
