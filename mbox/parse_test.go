@@ -479,3 +479,22 @@ func TestNoMessageIDNotes(t *testing.T) {
 		t.Errorf("notes:\n%s", notes)
 	}
 }
+
+// Two different mails under one Message-ID: the first is kept and the note
+// says the dropped one differs (not just "received twice").
+func TestThreadDuplicateDifferentBody(t *testing.T) {
+	box := "From x@y Mon Jan  1 00:00:00 2024\nFrom: a@example.org\nSubject: [PATCH] one\nMessage-ID: <d@x>\n\nfirst body\n\n" +
+		"From x@y Mon Jan  1 00:00:00 2024\nFrom: a@example.org\nSubject: [PATCH] one\nMessage-ID: <d@x>\nList-Id: other\n\nfirst body\n\n" +
+		"From x@y Mon Jan  1 00:00:00 2024\nFrom: a@example.org\nSubject: [PATCH] one (fixed)\nMessage-ID: <d@x>\n\nsecond body\n"
+	ms, err := ParseBytes([]byte(box), "dup")
+	if err != nil {
+		t.Fatal(err)
+	}
+	th := NewThread(ms, "dup")
+	notes := strings.Join(th.Notes, "\n")
+	if th.Duplicates != 2 || len(th.Messages) != 1 || th.Messages[0].Body != "first body\n" ||
+		!strings.Contains(notes, "duplicate Message-ID <d@x>: kept the copy from dup:1, dropped the one from dup:8") ||
+		!strings.Contains(notes, `duplicate Message-ID <d@x> with a DIFFERENT subject or body: kept the first copy (dup:1, "[PATCH] one"), dropped dup:16 ("[PATCH] one (fixed)")`) {
+		t.Errorf("duplicates %d, notes:\n%s", th.Duplicates, notes)
+	}
+}

@@ -13,7 +13,8 @@ import (
 //
 // Deduplication: of several messages with one Message-ID the first in
 // input order is kept (lore serves the same mail received through several
-// lists); Thread.Duplicates counts the others.
+// lists); Thread.Duplicates counts the others. A dropped copy whose subject
+// or body differs gets a note that says so.
 //
 // Linking, for each message M (the rule public-inbox applies):
 //
@@ -53,6 +54,12 @@ func NewThread(msgs []*Message, source string) *Thread {
 		}
 		if old, ok := t.byID[m.MessageID]; ok {
 			t.Duplicates++
+			if strings.TrimSpace(old.Body) != strings.TrimSpace(m.Body) || old.Subject != m.Subject {
+				// Not the same mail received twice: say so, the
+				// dropped copy may be the one meant.
+				t.Notes = append(t.Notes, fmt.Sprintf("duplicate %s with a DIFFERENT subject or body: kept the first copy (%s, %q), dropped %s (%q); if the dropped one is meant, remove the other from the input", dupName(m), old.Source, clip(old.Subject, 60), m.Source, clip(m.Subject, 60)))
+				continue
+			}
 			t.Notes = append(t.Notes, fmt.Sprintf("duplicate %s: kept the copy from %s, dropped the one from %s", dupName(m), old.Source, m.Source))
 			continue
 		}
