@@ -346,3 +346,16 @@ func TestBuildAllSlots(t *testing.T) {
 		}
 	}
 }
+
+// A missing cross toolchain is an infrastructure error (exit 3) that names
+// the Debian package to install, found before anything is built.
+func TestToolchainMissing(t *testing.T) {
+	t.Setenv("PATH", t.TempDir())
+	for _, arch := range []string{"powerpc", "arm64", "x86_64"} {
+		_, err := FindToolchain(context.Background(), arch, false)
+		var ie *InfraError
+		if !errors.As(err, &ie) || ie.Reason != "toolchain" || fail.Code(err) != 3 || !strings.Contains(err.Error(), "apt-get install gcc") {
+			t.Errorf("%s: %v", arch, err)
+		}
+	}
+}

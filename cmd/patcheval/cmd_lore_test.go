@@ -186,3 +186,19 @@ func TestLoreMboxWithMsgID(t *testing.T) {
 		t.Errorf("stdin: exit %d\n%s%s", code, out, errs)
 	}
 }
+
+// apply refuses an incomplete series (exit 2) before touching the tree;
+// lore shows it and writes what was found.
+func TestApplyIncompleteSeries(t *testing.T) {
+	var out, errb strings.Builder
+	tree := t.TempDir()
+	code := run(context.Background(), &Env{Stdout: &out, Stderr: &errb}, []string{"apply", "--tree", tree, "-m", "../../series/testdata/shape-missing.mbox"})
+	if code != 2 || !strings.Contains(errb.String(), "is incomplete (missing patches [2]): not applying it") {
+		t.Errorf("apply: exit %d\n%s", code, errb.String())
+	}
+	dir := t.TempDir()
+	o, e, code := loreCLI(t, "", "-m", "../../series/testdata/shape-missing.mbox", "--am-out", dir)
+	if code != 0 || !strings.Contains(o, "[2/3] MISSING") || !strings.Contains(e, "warning: the series is incomplete (missing [2])") {
+		t.Errorf("lore: exit %d\n%s%s", code, o, e)
+	}
+}
