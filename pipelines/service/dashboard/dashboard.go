@@ -322,6 +322,9 @@ type buildView struct {
 	Objects, Hits int
 	Cache         string
 	HasLog        bool
+	// HasMeta: the artifact's metadata.json was read (time and cache
+	// figures are known).
+	HasMeta bool
 }
 
 type runView struct {
@@ -448,18 +451,23 @@ func (d *Dashboard) evaluation(w http.ResponseWriter, r *http.Request) {
 
 func buildInfo(b store.Build) buildView {
 	v := buildView{Build: b}
+	// The store's metadata says whether the stage got the kernel from the
+	// cache; the artifact's metadata.json how it was built.
+	var rec struct {
+		CacheHit bool `json:"cache_hit"`
+	}
+	_ = json.Unmarshal(b.Metadata, &rec)
 	var m build.Metadata
-	raw := []byte(b.Metadata)
-	if len(raw) == 0 && b.ArtifactDir != "" {
-		raw, _ = os.ReadFile(filepath.Join(b.ArtifactDir, "metadata.json"))
-	}
-	if len(raw) > 0 && json.Unmarshal(raw, &m) == nil {
-		v.Seconds = m.Results.Duration["total"]
-		v.Objects = m.Results.ObjectsCompiled
-		v.Hits = m.Results.CCacheHits
-		v.Cache = m.Build.CompilerCache
-	}
 	if b.ArtifactDir != "" {
+		if raw, err := os.ReadFile(filepath.Join(b.ArtifactDir, "metadata.json")); err == nil && json.Unmarshal(raw, &m) == nil {
+			v.HasMeta = true
+			if !rec.CacheHit {
+				v.Seconds = m.Results.Duration["total"]
+			}
+			v.Objects = m.Results.ObjectsCompiled
+			v.Hits = m.Results.CCacheHits
+			v.Cache = m.Build.CompilerCache
+		}
 		if _, err := os.Stat(filepath.Join(b.ArtifactDir, "build.log")); err == nil {
 			v.HasLog = true
 		}

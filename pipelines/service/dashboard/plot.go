@@ -29,6 +29,10 @@ type PlotSeries struct {
 // page's light or dark text colour.
 func Plot(title, unit string, series []PlotSeries) ([]byte, error) {
 	p := plot.New()
+	p.Title.TextStyle.Font.Variant = "Sans"
+	p.Y.Label.TextStyle.Font.Variant = "Sans"
+	p.X.Tick.Label.Font.Variant = "Sans"
+	p.Y.Tick.Label.Font.Variant = "Sans"
 	p.Title.Text = title
 	p.Title.TextStyle.Font.Size = vg.Points(10)
 	p.Y.Label.Text = unit
@@ -127,14 +131,21 @@ func jitter(j, n int) float64 {
 var (
 	blackRE  = regexp.MustCompile(`#000000`)
 	headerRE = regexp.MustCompile(`(?s)^(<\?xml[^>]*>\s*)?(<!DOCTYPE[^>]*>\s*)?(<!--.*?-->\s*)?`)
-	gridRE   = regexp.MustCompile(`#a0a0a0`)
+	gridRE   = regexp.MustCompile(`#808080`)
+	// vgsvg writes a transparent colour as "#-8000...": not CSS.
+	transpRE = regexp.MustCompile(`fill:#-[-0-9]+`)
+	fontRE   = regexp.MustCompile(`font-family:Liberation Sans`)
 )
 
-// themed makes the SVG inline-ready (no XML prologue) and draws black in
-// currentColor and the grid faintly.
+// themed makes the SVG inline-ready (no XML prologue), draws black (lines
+// and text) in currentColor, the grid faintly, and names the font with
+// fallbacks (gonum laid the text out with Liberation Sans, which Arial
+// and Arimo match in width).
 func themed(svg []byte) []byte {
 	svg = headerRE.ReplaceAll(svg, nil)
 	svg = blackRE.ReplaceAll(svg, []byte("currentColor"))
 	svg = gridRE.ReplaceAll(svg, []byte("rgba(128,128,128,0.35)"))
-	return svg
+	svg = transpRE.ReplaceAll(svg, []byte("fill:none"))
+	svg = fontRE.ReplaceAll(svg, []byte("font-family:'Liberation Sans',Arimo,Arial,sans-serif"))
+	return bytes.Replace(svg, []byte("<svg "), []byte(`<svg fill="currentColor" `), 1)
 }

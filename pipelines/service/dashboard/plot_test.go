@@ -40,7 +40,10 @@ func TestPlotSVG(t *testing.T) {
 			t.Errorf("SVG text lacks %q", want)
 		}
 	}
-	if bytes.Contains(svg, []byte("#000000")) {
+	if !bytes.Contains(svg, []byte(`<svg fill="currentColor"`)) {
+		t.Errorf("SVG text is not drawn in currentColor")
+	}
+	if bytes.Contains(svg, []byte("#000000")) || bytes.Contains(svg, []byte("#-8000")) {
 		t.Errorf("SVG still draws in fixed black (dark mode would hide it)")
 	}
 	if len(svg) > 64<<10 {
