@@ -3,8 +3,6 @@ package watch
 import (
 	"context"
 	"time"
-
-	"github.com/patcheval/patcheval/evaluate/store"
 )
 
 // Loop runs every stored watch on its schedule until ctx ends. Every
@@ -65,20 +63,4 @@ func Loop(ctx context.Context, wr *Watcher, resync time.Duration) error {
 			}
 		}
 	}
-}
-
-// Due lists the watches whose next tick is due at now given their last
-// check (for a status page); a watch never checked is due.
-func Due(ws []*store.Watch, now time.Time) []*store.Watch {
-	var out []*store.Watch
-	for _, w := range ws {
-		s, err := ParseSchedule(w.Schedule)
-		if err != nil {
-			continue
-		}
-		if w.LastCheck.IsZero() || !s.Next(w.LastCheck).After(now) {
-			out = append(out, w)
-		}
-	}
-	return out
 }

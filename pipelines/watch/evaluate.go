@@ -33,9 +33,6 @@ type PipelineEvaluator struct {
 	Progress  *progress.Reporter
 }
 
-// Find resolves a watch's pipeline.
-func Find(name string) (*pipelines.Pipeline, error) { return pipelines.Find(name) }
-
 // Evaluate implements Evaluator.
 func (e *PipelineEvaluator) Evaluate(ctx context.Context, w *store.Watch, tag, commit string) (int64, error) {
 	p, err := pipelines.Find(w.Pipeline)

@@ -72,21 +72,6 @@ func ListTags(ctx context.Context, url, pattern string) ([]RemoteTag, error) {
 	return out, nil
 }
 
-// BranchHead returns the commit the remote's branch points at.
-func BranchHead(ctx context.Context, url, branch string) (string, error) {
-	refs, err := listRefs(ctx, url)
-	if err != nil {
-		return "", err
-	}
-	want := "refs/heads/" + strings.TrimPrefix(branch, "refs/heads/")
-	for _, r := range refs {
-		if r.Name().String() == want && r.Type() == plumbing.HashReference {
-			return r.Hash().String(), nil
-		}
-	}
-	return "", fail.Inputf("remote %s has no branch %s", url, branch)
-}
-
 func listRefs(ctx context.Context, url string) ([]*plumbing.Reference, error) {
 	if _, ok := ctx.Deadline(); !ok {
 		var cancel context.CancelFunc
