@@ -296,6 +296,8 @@ func TestRealMailPollutedAddress(t *testing.T) {
 		{"Bob Reviewer <bob@example.com>>", "Bob Reviewer <bob@example.com>", ""},
 		{"Bob Reviewer <BOB@example.com<mailto:bob@example.com>> # v2 only", "Bob Reviewer <BOB@example.com> # v2 only", ""},
 		{"Bob R. <bob@example.com<mailto:bob@example.com>>", `"Bob R." <bob@example.com>`, ""},
+		{"Bøb Révïewer <bob@example.com<mailto:bob@example.com>>", "Bøb Révïewer <bob@example.com>", ""},
+		{"Révïewer, Bøb <bob@example.com<mailto:bob@example.com>>", `"Révïewer, Bøb" <bob@example.com>`, ""},
 		// Left as they are: nothing polluted.
 		{"Bob Reviewer <bob@example.com>", "Bob Reviewer <bob@example.com>", ""},
 		{"bob@example.com", "bob@example.com", ""},

@@ -253,11 +253,14 @@ func cleanPersonValue(v string) (string, string, bool) {
 	}
 	name = strings.Trim(strings.TrimSpace(name), `"`)
 	out := "<" + addr + ">"
-	if name != "" {
-		out = (&mail.Address{Name: name, Address: addr}).String()
-		if !strings.ContainsAny(name, "\"()<>[]:;@,.") && isASCIIName(name) {
-			out = name + " <" + addr + ">"
-		}
+	switch {
+	case name == "":
+	case strings.ContainsAny(name, "\\\"()<>[]:;@,."):
+		// RFC 5322 specials: quote the name (UTF-8 as it is, never
+		// RFC 2047 in a commit message).
+		out = `"` + strings.ReplaceAll(strings.ReplaceAll(name, `\`, `\\`), `"`, `\"`) + `" ` + out
+	default:
+		out = name + " " + out
 	}
 	// A "[note]" after the address stays.
 	if i := strings.LastIndex(head, ">"); i >= 0 && i+1 < len(head) {
@@ -266,15 +269,6 @@ func cleanPersonValue(v string) (string, string, bool) {
 		}
 	}
 	return out + tail, "", true
-}
-
-func isASCIIName(s string) bool {
-	for i := 0; i < len(s); i++ {
-		if s[i] < 0x20 || s[i] >= 0x7f {
-			return false
-		}
-	}
-	return true
 }
 
 // parsePerson extracts "Name <email>" from a trailer value, ignoring a
