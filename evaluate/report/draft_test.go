@@ -647,3 +647,23 @@ func TestCoverageWarningIsLoud(t *testing.T) {
 		t.Errorf("compiled series warned: %q", w)
 	}
 }
+
+// A message without Message-ID (its id is synthetic) is answered without
+// In-Reply-To, and its id appears nowhere in the draft; the report has no
+// lore link for it.
+func TestDraftParentWithoutMessageID(t *testing.T) {
+	r := seedReport(t)
+	p := *patchMsg(t)
+	p.MessageID, p.NoMessageID = "patcheval-0123@synthetic.invalid", true
+	d, err := NewDraft(r, &p, DraftOptions{From: me, Now: gen.Add(time.Hour)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var b bytes.Buffer
+	if err := WriteDraft(&b, *d); err != nil {
+		t.Fatal(err)
+	}
+	if d.InReplyTo != "" || strings.Contains(b.String(), "synthetic") || strings.Contains(b.String(), "In-Reply-To:") {
+		t.Errorf("in-reply-to %q, references %q:\n%s", d.InReplyTo, d.References, b.String())
+	}
+}

@@ -362,4 +362,11 @@ func TestSeriesInfoFrom(t *testing.T) {
 	if n := SeriesInfoFrom(nil, ""); n.Title != "" || n.Patches != 0 {
 		t.Error("nil series")
 	}
+	// A cover letter without Message-ID: no id, no (dead) lore link.
+	noID := *msgs[0]
+	noID.NoMessageID = true
+	s.Cover = &noID
+	if si := SeriesInfoFrom(s, "https://lore.kernel.org/all/"); si.MessageID != "" || si.Link != "" {
+		t.Errorf("no Message-ID: %+v", si)
+	}
 }
