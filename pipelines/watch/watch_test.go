@@ -2,6 +2,8 @@ package watch
 
 import (
 	"context"
+	"encoding/xml"
+	"io"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -223,6 +225,23 @@ func TestRegressionBetweenTagsIsAnEventAndBisected(t *testing.T) {
 	}
 	if len(h.Series) != 1 || len(h.Series[0].Values) != 4 || h.Series[0].Values[1].Mean != 1250 || h.Series[0].Values[1].N != 3 {
 		t.Fatalf("history %+v", h.Series)
+	}
+	var svg strings.Builder
+	if err := WriteSVG(&svg, h); err != nil {
+		t.Fatal(err)
+	}
+	dec := xml.NewDecoder(strings.NewReader(svg.String()))
+	for {
+		if _, err := dec.Token(); err == io.EOF {
+			break
+		} else if err != nil {
+			t.Fatalf("the SVG is not well-formed: %v\n%s", err, svg.String())
+		}
+	}
+	for _, want := range []string{"<polygon", "<polyline", ">v6.2-rc4<", "regression v6.2-rc1..v6.2-rc2 +25.0%", "improvement v6.2-rc2..v6.2-rc3"} {
+		if !strings.Contains(svg.String(), want) {
+			t.Errorf("SVG lacks %q", want)
+		}
 	}
 }
 
