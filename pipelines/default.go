@@ -7,6 +7,7 @@ import (
 
 	"github.com/patcheval/patcheval/internal/arch"
 	"github.com/patcheval/patcheval/internal/fail"
+	"github.com/patcheval/patcheval/internal/gittree"
 	"github.com/patcheval/patcheval/series"
 )
 
@@ -112,10 +113,10 @@ func Default(s *series.Series, arches []string, repo string) (*Pipeline, error) 
 	b.WriteString("deterministic = true\n\n")
 	var warn string
 	if c := s.Base.Commit; c != "" {
-		if _, err := resolveCommit(repo, c); repo != "" && err == nil {
+		if _, err := gittree.Resolve(repo, c); repo != "" && err == nil {
 			fmt.Fprintf(&b, "[tree]\nbase = %q\n\n", c)
 		} else {
-			warn = fmt.Sprintf("the series' base-commit %s is not in the tree %s: measuring on %s (--base REF to choose)", short(c), repo, DefaultBase)
+			warn = fmt.Sprintf("the series' base-commit %s is not in the tree %s: measuring on %s (--base REF to choose)", c[:min(12, len(c))], repo, DefaultBase)
 		}
 	}
 	b.WriteString("[series]\napply = true\n\n")

@@ -46,6 +46,9 @@ type Pipeline struct {
 
 	// Warnings are problems that do not stop the pipeline (file:line: ...).
 	Warnings []string `json:"-"`
+	// Source is the TOML text it was parsed from (kept with an
+	// evaluation's inputs, for people).
+	Source []byte `json:"-"`
 }
 
 // Tree is the kernel tree and the base the series applies to.

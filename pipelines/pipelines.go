@@ -119,6 +119,6 @@ func parse(data []byte, file, dir string) (*Pipeline, error) {
 		sort.SliceStable(ps.errs, func(i, j int) bool { return ps.errs[i].Line < ps.errs[j].Line })
 		return nil, ps.errs
 	}
-	p.Warnings = ps.warn
+	p.Warnings, p.Source = ps.warn, data
 	return p, nil
 }

@@ -195,7 +195,7 @@ func TestCompareThreshold(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !p.Deterministic || p.Compare.Threshold != 0.5 || threshold(p) != 0.5 {
+	if !p.Deterministic || p.Compare.Threshold != 0.5 || p.Threshold() != 0.5 {
 		t.Errorf("deterministic default %g", p.Compare.Threshold)
 	}
 	nd, err := Parse([]byte(strings.Replace(valid, "deterministic = true", "deterministic = false", 1)), "nd.toml")
@@ -209,13 +209,13 @@ func TestCompareThreshold(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if two.Compare.Threshold != 2.5 || threshold(two) != 2.5 {
+	if two.Compare.Threshold != 2.5 || two.Threshold() != 2.5 {
 		t.Errorf("threshold %g", two.Compare.Threshold)
 	}
 	if two.Hash() != p.Hash() {
 		t.Errorf("the threshold changed the evaluation key")
 	}
-	if threshold(&Pipeline{}) != 1 || threshold(&Pipeline{Deterministic: true}) != 0.5 {
+	if (&Pipeline{}).Threshold() != 1 || (&Pipeline{Deterministic: true}).Threshold() != 0.5 {
 		t.Errorf("threshold of a hand-made pipeline")
 	}
 }

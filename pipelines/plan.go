@@ -92,6 +92,10 @@ type RunPlan struct {
 // A resuming runner skips the (Variant, Boot) pairs already finished.
 func (p *Pipeline) Runs() []RunPlan { return p.runs(0, p.Repeats.Boots) }
 
+// RunsBetween plans boots [from, to) of every variant, interleaved (an
+// adaptive round is RunsBetween(n, n+1)).
+func (p *Pipeline) RunsBetween(from, to int) []RunPlan { return p.runs(from, to) }
+
 // runs plans boots [from, to) of every variant, interleaved.
 func (p *Pipeline) runs(from, to int) []RunPlan {
 	builds := map[string]string{} // arch/variant -> build key

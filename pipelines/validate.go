@@ -644,3 +644,15 @@ func (ps *parser) comparisons(p *Pipeline, r *rawPipeline) {
 		}
 	}
 }
+
+// Threshold is T for the pipeline's verdicts and adaptive sampling
+// ([compare] threshold; a Pipeline built by hand gets the defaults).
+func (p *Pipeline) Threshold() float64 {
+	switch {
+	case p.Compare.Threshold > 0:
+		return p.Compare.Threshold
+	case p.Deterministic:
+		return stats.DefaultDeterministicThreshold
+	}
+	return stats.DefaultThreshold
+}

@@ -123,23 +123,4 @@ func init() {
 			}
 		},
 	})
-	// patcheval lore --tree PATH: apply the resolved series too.
-	loreSteps = append(loreSteps, func(fs *flag.FlagSet) func(ctx context.Context, env *Env, lr *loreResult) error {
-		var af applyFlags
-		af.add(fs, "", "also apply the series onto this kernel git tree as a branch (see 'patcheval apply')")
-		return func(ctx context.Context, env *Env, lr *loreResult) error {
-			if af.tree == "" {
-				return nil
-			}
-			if f := fs.Lookup("pipeline"); f != nil && f.Value.String() != "" {
-				return nil // the pipeline applies the series onto its own base
-			}
-			out := env.Stdout
-			if lr.JSON {
-				out = env.Stderr
-			}
-			_, err := af.run(ctx, lr.Series, lr.AM, out, nil)
-			return err
-		}
-	})
 }

@@ -16,16 +16,8 @@ import (
 	"github.com/patcheval/patcheval/series"
 )
 
-// loreStep extends `patcheval lore`: setup adds flags; the returned
-// function runs after the series is resolved and shown (and the am mbox
-// written). A nil function, or one that does nothing when its flags are
-// unset, leaves the command as it is. Other cmd_*.go files append to
-// loreSteps in their init (e.g. --tree to apply, --pipeline to evaluate).
-type loreStep func(fs *flag.FlagSet) func(ctx context.Context, env *Env, lr *loreResult) error
-
-var loreSteps []loreStep
-
-// loreResult is what `patcheval lore` produced, handed to loreSteps.
+// loreResult is what `patcheval lore` resolved, handed to its steps
+// (--tree applies, --pipeline evaluates).
 type loreResult struct {
 	Thread *mbox.Thread
 	Series *series.Series
@@ -39,6 +31,11 @@ type loreResult struct {
 	Extra map[string]any
 	// FetchTime is how long fetching and resolving took.
 	FetchTime time.Duration
+	// AnySender is --any-sender (the series resolves again from the thread).
+	AnySender bool
+	// Lore is the public-inbox base the thread came from (or would have):
+	// the lore URL's, else --lore, $PATCHEVAL_LORE, the default.
+	Lore string
 }
 
 // loreFlags are the flags that name and resolve a series.
@@ -101,6 +98,18 @@ func (f *loreFlags) resolve(ctx context.Context, env *Env, args []string) (*mbox
 	if err != nil {
 		return nil, nil, err
 	}
+	return f.resolveSource(ctx, env, src)
+}
+
+// lore is the public-inbox base of src.
+func (f *loreFlags) loreOf(src mbox.Source) string {
+	if src.Base != "" {
+		return src.Base
+	}
+	return mbox.LoreBase(f.lore)
+}
+
+func (f *loreFlags) resolveSource(ctx context.Context, env *Env, src mbox.Source) (*mbox.Thread, *series.Series, error) {
 	pr := progress.New(env.Stderr)
 	t, err := mbox.Fetch(ctx, src, mbox.FetchOptions{
 		Lore:     mbox.LoreBase(f.lore),
@@ -129,20 +138,22 @@ func init() {
 			lf.add(fs)
 			asJSON := fs.Bool("json", false, "print the resolved series as JSON")
 			amOut := fs.String("am-out", "", "write a git-am-ready mbox to `DIR`/<slug>.mbx (like b4 am) and print its path")
-			var steps []func(ctx context.Context, env *Env, lr *loreResult) error
-			for _, st := range loreSteps {
-				if fn := st(fs); fn != nil {
-					steps = append(steps, fn)
-				}
-			}
+			var af applyFlags
+			af.add(fs, "", "also apply the series onto this kernel git tree as a branch (see 'patcheval apply')")
+			var pf pipelineFlags
+			pf.add(fs)
 			return func(ctx context.Context, env *Env, args []string) error {
 				start := time.Now()
-				t, s, err := lf.resolve(ctx, env, args)
+				src, err := lf.source(args)
+				if err != nil {
+					return err
+				}
+				t, s, err := lf.resolveSource(ctx, env, src)
 				if err != nil {
 					return err
 				}
 				lr := &loreResult{Thread: t, Series: s, AM: series.AMOptions{LinkMask: lf.linkMask}, JSON: *asJSON,
-					FetchTime: time.Since(start)}
+					FetchTime: time.Since(start), Lore: lf.loreOf(src), AnySender: lf.anySender}
 				if !*asJSON {
 					if err := s.WriteSummary(env.Stdout, lr.AM); err != nil {
 						return fail.Infraf("writing summary: %w", err)
@@ -162,10 +173,16 @@ func init() {
 					fmt.Fprintln(out, lr.AMPath)
 				}
 				var stepErr error
-				for _, st := range steps {
-					if stepErr = st(ctx, env, lr); stepErr != nil {
-						break
+				switch {
+				case pf.wanted() != "":
+					// The pipeline applies the series onto its own base.
+					stepErr = pf.run(ctx, env, lr, af)
+				case af.tree != "":
+					out := env.Stdout
+					if lr.JSON {
+						out = env.Stderr
 					}
+					_, stepErr = af.run(ctx, lr.Series, lr.AM, out, nil)
 				}
 				if *asJSON {
 					// One document, printed also when a step failed: what

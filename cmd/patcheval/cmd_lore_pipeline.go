@@ -12,10 +12,12 @@ import (
 	"strings"
 
 	"github.com/patcheval/patcheval/evaluate/report"
+	"github.com/patcheval/patcheval/evaluate/store"
 	"github.com/patcheval/patcheval/internal/fail"
 	"github.com/patcheval/patcheval/internal/progress"
 	"github.com/patcheval/patcheval/mbox"
 	"github.com/patcheval/patcheval/pipelines"
+	"github.com/patcheval/patcheval/pipelines/runner"
 )
 
 // pipelineFlags are `patcheval lore --pipeline ...`: evaluate the resolved
@@ -36,48 +38,73 @@ type pipelineFlags struct {
 	arch             string
 }
 
-func init() {
-	loreSteps = append(loreSteps, func(fs *flag.FlagSet) func(ctx context.Context, env *Env, lr *loreResult) error {
-		var pf pipelineFlags
-		fs.StringVar(&pf.pipeline, "pipeline", "", "evaluate the series with this pipeline: "+pipelines.DefaultName+" (base vs patched on the arches the series touches), a shipped name ("+strings.Join(pipelines.List(), ", ")+") or a TOML `file`; needs --tree")
-		fs.BoolVar(&pf.evaluate, "evaluate", false, "evaluate the series with the default pipeline (--pipeline "+pipelines.DefaultName+")")
-		fs.StringVar(&pf.arch, "arch", "", "with --pipeline "+pipelines.DefaultName+": comma-separated `arches` to measure on (default: those the series touches under arch/, else x86_64)")
-		fs.BoolVar(&pf.cover, "cover", false, "with --pipeline: also enable the Kconfig symbols that would build the series' C files (a fragment), so that the kernels compile what the series changes")
-		fs.StringVar(&pf.out, "out", "", "with --pipeline: write reports and the reply draft to `DIR` (default ./patcheval-<pipeline>-<slug>)")
-		fs.IntVar(&pf.boots, "boots", 0, "with --pipeline: boots per variant (default: the pipeline's repeats.boots)")
-		fs.IntVar(&pf.jobs, "j", 0, "with --pipeline: make -j budget shared by all kernel builds (default: number of CPUs)")
-		fs.StringVar(&pf.db, "db", "", "with --pipeline: SQLite state `file` (default $PATCHEVAL_STATE_DIR/patcheval.db)")
-		fs.StringVar(&pf.from, "from", "", "with --pipeline: reply draft sender \"Name <email>\" (default: git config user.name/user.email)")
-		fs.BoolVar(&pf.testedBy, "tested-by", false, "with --pipeline: add Tested-by: to the reply draft when nothing regressed")
-		fs.BoolVar(&pf.send, "send", false, "with --pipeline: mail the reply draft after a confirmation on the terminal (SMTP settings in $PATCHEVAL_CONFIG_DIR/config.toml)")
-		fs.BoolVar(&pf.failOnRegression, "fail-on-regression", false, "with --pipeline: exit 1 when a comparison finds a regression of at least the pipeline's threshold")
-		fs.BoolVar(&pf.verbose, "verbose", false, "with --pipeline: list every config difference in the printed report (mechanical consequences such as INLINE_* and *_BUILD, toolchain values) instead of counting them")
-		return func(ctx context.Context, env *Env, lr *loreResult) error {
-			if pf.evaluate && pf.pipeline == "" {
-				pf.pipeline = pipelines.DefaultName
-			}
-			if pf.pipeline == "" {
-				return nil
-			}
-			return pf.run(ctx, env, fs, lr)
-		}
-	})
+func (pf *pipelineFlags) add(fs *flag.FlagSet) {
+	fs.StringVar(&pf.pipeline, "pipeline", "", "evaluate the series with this pipeline: "+pipelines.DefaultName+" (base vs patched on the arches the series touches), a shipped name ("+strings.Join(pipelines.List(), ", ")+") or a TOML `file`; needs --tree")
+	fs.BoolVar(&pf.evaluate, "evaluate", false, "evaluate the series with the default pipeline (--pipeline "+pipelines.DefaultName+")")
+	fs.StringVar(&pf.arch, "arch", "", "with --pipeline "+pipelines.DefaultName+": comma-separated `arches` to measure on (default: those the series touches under arch/, else x86_64)")
+	fs.BoolVar(&pf.cover, "cover", false, "with --pipeline: also enable the Kconfig symbols that would build the series' C files (a fragment), so that the kernels compile what the series changes")
+	fs.StringVar(&pf.out, "out", "", "with --pipeline: write reports and the reply draft to `DIR` (default ./patcheval-<pipeline>-<slug>)")
+	fs.IntVar(&pf.boots, "boots", 0, "with --pipeline: boots per variant (default: the pipeline's repeats.boots)")
+	fs.IntVar(&pf.jobs, "j", 0, "with --pipeline: make -j budget shared by all kernel builds (default: number of CPUs)")
+	fs.StringVar(&pf.db, "db", "", "with --pipeline: SQLite state `file` (default $PATCHEVAL_STATE_DIR/patcheval.db)")
+	fs.StringVar(&pf.from, "from", "", "with --pipeline: reply draft sender \"Name <email>\" (default: git config user.name/user.email)")
+	fs.BoolVar(&pf.testedBy, "tested-by", false, "with --pipeline: add Tested-by: to the reply draft when nothing regressed")
+	fs.BoolVar(&pf.send, "send", false, "with --pipeline: mail the reply draft after a confirmation on the terminal (SMTP settings in $PATCHEVAL_CONFIG_DIR/config.toml)")
+	fs.BoolVar(&pf.failOnRegression, "fail-on-regression", false, "with --pipeline: exit 1 when a comparison finds a regression of at least the pipeline's threshold")
+	fs.BoolVar(&pf.verbose, "verbose", false, "with --pipeline: list every config difference in the printed report (mechanical consequences such as INLINE_* and *_BUILD, toolchain values) instead of counting them")
 }
 
-func (pf *pipelineFlags) run(ctx context.Context, env *Env, fs *flag.FlagSet, lr *loreResult) error {
+// wanted is the pipeline asked for ("" for none): --evaluate is
+// --pipeline default.
+func (pf *pipelineFlags) wanted() string {
+	if pf.evaluate && pf.pipeline == "" {
+		return pipelines.DefaultName
+	}
+	return pf.pipeline
+}
+
+// options are the runner's options for the resolved series: the apply
+// flags (--tree, --base, --branch, --fuzz, --3way) and the pipeline's.
+func (pf *pipelineFlags) options(p *pipelines.Pipeline, lr *loreResult, af applyFlags, from mbox.Address) runner.Options {
+	out := pf.out
+	if out == "" {
+		out = fmt.Sprintf("patcheval-%s-%s", p.Name, lr.Series.Slug())
+	}
+	return runner.Options{
+		Mbox:         runner.ThreadMbox(lr.Thread),
+		Version:      lr.Series.Version,
+		AnySender:    lr.AnySender,
+		ThreadSource: lr.Thread.Source,
+		AM:           lr.AM,
+		Tree:         af.tree,
+		Base:         af.base,
+		Branch:       af.branch,
+		Fuzz:         af.fuzz,
+		ThreeWay:     af.threeWay,
+		Boots:        pf.boots,
+		From:         from,
+		TestedBy:     pf.testedBy,
+		Lore:         lr.Lore,
+		Fetch:        lr.FetchTime,
+		OutDir:       out,
+		Cover:        pf.cover,
+	}
+}
+
+func (pf *pipelineFlags) run(ctx context.Context, env *Env, lr *loreResult, af applyFlags) error {
 	var p *pipelines.Pipeline
 	var err error
-	if pf.pipeline == pipelines.DefaultName {
+	if name := pf.wanted(); name == pipelines.DefaultName {
 		var arches []string
 		if pf.arch != "" {
 			arches = strings.Split(pf.arch, ",")
 		}
-		p, err = pipelines.Default(lr.Series, arches, lookupFlag(fs, "tree"))
+		p, err = pipelines.Default(lr.Series, arches, af.tree)
 	} else {
 		if pf.arch != "" {
-			return fail.Inputf("--arch goes with --pipeline %s; pipeline %s names its own arches", pipelines.DefaultName, pf.pipeline)
+			return fail.Inputf("--arch goes with --pipeline %s; pipeline %s names its own arches", pipelines.DefaultName, name)
 		}
-		p, err = pipelines.Find(pf.pipeline)
+		p, err = pipelines.Find(name)
 	}
 	if err != nil {
 		return err
@@ -85,41 +112,24 @@ func (pf *pipelineFlags) run(ctx context.Context, env *Env, fs *flag.FlagSet, lr
 	for _, w := range p.Warnings {
 		fmt.Fprintf(env.Stderr, "warning: %s\n", w)
 	}
-	lookup := func(name string) string {
-		if f := fs.Lookup(name); f != nil {
-			return f.Value.String()
-		}
-		return ""
-	}
-	tree := lookup("tree")
-	if tree == "" && p.Tree.Path == "" {
+	if af.tree == "" && p.Tree.Path == "" {
 		return fail.Inputf("--pipeline %s needs --tree PATH: the kernel git repository (scripts/linux-tree.sh imports Debian's 6.1 tree)", p.Name)
 	}
-	from, err := draftSender(pf.from, tree)
+	from, err := draftSender(pf.from, af.tree)
 	if err != nil {
 		return err
 	}
-	out := pf.out
-	if out == "" {
-		out = fmt.Sprintf("patcheval-%s-%s", p.Name, lr.Series.Slug())
+	opts := pf.options(p, lr, af, from)
+	if err := runner.Check(p, opts); err != nil {
+		return err // before the state database is created
 	}
+	st, err := store.Open(pf.db)
+	if err != nil {
+		return err
+	}
+	defer st.Close()
 	pr := progress.New(env.Stderr)
-	res, err := pipelines.Run(ctx, p, pipelines.RunOptions{
-		Series:    lr.Series,
-		AM:        lr.AM,
-		Repo:      tree,
-		Base:      lookup("base"),
-		Branch:    lookup("branch"),
-		OutDir:    out,
-		StorePath: pf.db,
-		Jobs:      pf.jobs,
-		Boots:     pf.boots,
-		From:      from,
-		TestedBy:  pf.testedBy,
-		Fetch:     lr.FetchTime,
-		Progress:  pr,
-		Cover:     pf.cover,
-	})
+	res, err := runner.Run(ctx, runner.Env{Store: st, Jobs: pf.jobs, Progress: pr}, p, opts)
 	pr.Done()
 	if err != nil {
 		if res != nil {
@@ -149,7 +159,7 @@ func (pf *pipelineFlags) run(ctx context.Context, env *Env, fs *flag.FlagSet, lr
 	return nil
 }
 
-func printOutcome(w io.Writer, res *pipelines.Outcome, o report.TextOptions) {
+func printOutcome(w io.Writer, res *runner.Outcome, o report.TextOptions) {
 	fmt.Fprintln(w)
 	_ = report.WriteTextWith(w, res.Report, o)
 	fmt.Fprintln(w)
@@ -161,13 +171,6 @@ func printOutcome(w io.Writer, res *pipelines.Outcome, o report.TextOptions) {
 	if res.Draft != "" {
 		fmt.Fprintf(w, "reply draft: %s (not sent)\n", res.Draft)
 	}
-}
-
-func lookupFlag(fs *flag.FlagSet, name string) string {
-	if f := fs.Lookup(name); f != nil {
-		return f.Value.String()
-	}
-	return ""
 }
 
 // draftSender is --from, else PATCHEVAL_FROM, else git config

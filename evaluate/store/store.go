@@ -303,6 +303,10 @@ CREATE INDEX samples_by_run ON samples(run_id);
 	migrationPosts,
 	// 4: the list follower's cursors, messages and series (follow.go).
 	migrationFollow,
+	// 5: what an evaluation's stages need to run from its id alone, and
+	// the perf events a run's guest counts (see stages.go,
+	// pipelines/runner).
+	migrationStages,
 }
 
 // SchemaVersion is the schema version this code writes.
@@ -393,36 +397,60 @@ func b2i(b bool) int {
 // creating it with meta when there is none. resumed is true when it
 // existed: the caller then skips the runs in FinishedRuns.
 func (s *Store) CreateOrResumeEvaluation(key string, meta EvaluationMeta) (*Evaluation, bool, error) {
-	if key == "" {
-		return nil, false, fail.Inputf("store: an evaluation needs a key")
-	}
-	now := fmtTime(time.Now())
-	res, err := s.db.Exec(`INSERT INTO evaluations
-		(key, pipeline, series_msgid, series_title, series_version, tree, base, created, updated, status)
-		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT(key) DO NOTHING`,
-		key, meta.Pipeline, meta.SeriesMsgID, meta.SeriesTitle, meta.SeriesVersion, meta.Tree, meta.Base, now, now, StatusRunning)
-	if err != nil {
-		return nil, false, fail.Infraf("store: %s: creating evaluation %s: %w", s.path, key, err)
-	}
-	n, _ := res.RowsAffected()
-	resumed := n == 0
 	var id int64
-	if err := s.db.QueryRow(`SELECT id FROM evaluations WHERE key = ?`, key).Scan(&id); err != nil {
-		return nil, false, fail.Infraf("store: %s: evaluation %s: %w", s.path, key, err)
-	}
-	if resumed {
-		if _, err := s.db.Exec(`UPDATE evaluations SET status = ?, updated = ? WHERE id = ?`, StatusRunning, now, id); err != nil {
-			return nil, false, fail.Infraf("store: %s: %w", s.path, err)
-		}
+	var resumed bool
+	err := s.Tx(context.Background(), func(tx *sql.Tx) error {
+		var err error
+		id, resumed, err = s.CreateOrResumeEvaluationTx(tx, key, meta)
+		return err
+	})
+	if err != nil {
+		return nil, false, err
 	}
 	e, err := s.Evaluation(id)
 	return e, resumed, err
 }
 
+// CreateOrResumeEvaluationTx is CreateOrResumeEvaluation inside tx; it
+// returns the evaluation's id.
+func (s *Store) CreateOrResumeEvaluationTx(tx *sql.Tx, key string, meta EvaluationMeta) (id int64, resumed bool, err error) {
+	if key == "" {
+		return 0, false, fail.Inputf("store: an evaluation needs a key")
+	}
+	now := fmtTime(time.Now())
+	res, err := tx.Exec(`INSERT INTO evaluations
+		(key, pipeline, series_msgid, series_title, series_version, tree, base, created, updated, status)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT(key) DO NOTHING`,
+		key, meta.Pipeline, meta.SeriesMsgID, meta.SeriesTitle, meta.SeriesVersion, meta.Tree, meta.Base, now, now, StatusRunning)
+	if err != nil {
+		return 0, false, fail.Infraf("store: %s: creating evaluation %s: %w", s.path, key, err)
+	}
+	n, _ := res.RowsAffected()
+	resumed = n == 0
+	if err := tx.QueryRow(`SELECT id FROM evaluations WHERE key = ?`, key).Scan(&id); err != nil {
+		return 0, false, fail.Infraf("store: %s: evaluation %s: %w", s.path, key, err)
+	}
+	if resumed {
+		if _, err := tx.Exec(`UPDATE evaluations SET status = ?, updated = ? WHERE id = ?`, StatusRunning, now, id); err != nil {
+			return 0, false, fail.Infraf("store: %s: %w", s.path, err)
+		}
+	}
+	return id, resumed, nil
+}
+
 // SetEvaluationStatus records an evaluation's status (StatusDone,
 // StatusFailed, ...).
 func (s *Store) SetEvaluationStatus(id int64, status string) error {
-	res, err := s.db.Exec(`UPDATE evaluations SET status = ?, updated = ? WHERE id = ?`, status, fmtTime(time.Now()), id)
+	return s.setEvaluationStatus(s.db, id, status)
+}
+
+// SetEvaluationStatusTx is SetEvaluationStatus inside tx.
+func (s *Store) SetEvaluationStatusTx(tx *sql.Tx, id int64, status string) error {
+	return s.setEvaluationStatus(tx, id, status)
+}
+
+func (s *Store) setEvaluationStatus(q querier, id int64, status string) error {
+	res, err := q.Exec(`UPDATE evaluations SET status = ?, updated = ? WHERE id = ?`, status, fmtTime(time.Now()), id)
 	if err != nil {
 		return fail.Infraf("store: %s: %w", s.path, err)
 	}
@@ -489,6 +517,15 @@ func (s *Store) ListEvaluations() ([]*Evaluation, error) {
 // RecordBuild stores (or replaces) the build of b.Variant on b.Arch in
 // evaluation evalID and returns its id.
 func (s *Store) RecordBuild(evalID int64, b Build) (int64, error) {
+	return s.recordBuild(s.db, evalID, b)
+}
+
+// RecordBuildTx is RecordBuild inside tx.
+func (s *Store) RecordBuildTx(tx *sql.Tx, evalID int64, b Build) (int64, error) {
+	return s.recordBuild(tx, evalID, b)
+}
+
+func (s *Store) recordBuild(q querier, evalID int64, b Build) (int64, error) {
 	if b.Status == "" {
 		b.Status = "ok"
 	}
@@ -503,7 +540,7 @@ func (s *Store) RecordBuild(evalID int64, b Build) (int64, error) {
 		meta = string(b.Metadata)
 	}
 	var id int64
-	err := s.db.QueryRow(`INSERT INTO builds
+	err := q.QueryRow(`INSERT INTO builds
 		(evaluation_id, variant, arch, commit_id, config_hash, artifact_dir, status, error_kind, error_text, metadata, created)
 		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
 		ON CONFLICT(evaluation_id, variant, arch) DO UPDATE SET
@@ -566,6 +603,15 @@ func (s *Store) FinishRun(runID int64, status RunStatus, env evaluate.Environmen
 // FinishRunErr is FinishRun that also stores why the run failed: runErr's
 // kind (internal/fail) and text.
 func (s *Store) FinishRunErr(runID int64, status RunStatus, env evaluate.Environment, console []byte, samples []evaluate.Sample, runErr error) error {
+	return s.Tx(context.Background(), func(tx *sql.Tx) error {
+		return s.FinishRunTx(tx, runID, status, env, console, samples, runErr)
+	})
+}
+
+// FinishRunTx is FinishRunErr inside tx. A second finished run of the same
+// (variant, boot) — two workers booted it at once — is recorded as infra
+// "superseded" without samples: a boot's samples are never counted twice.
+func (s *Store) FinishRunTx(tx *sql.Tx, runID int64, status RunStatus, env evaluate.Environment, console []byte, samples []evaluate.Sample, runErr error) error {
 	if !status.valid() || status == RunRunning {
 		return fail.Inputf("store: run %d: cannot finish with status %q (want ok, failed or infra)", runID, status)
 	}
@@ -582,17 +628,24 @@ func (s *Store) FinishRunErr(runID int64, status RunStatus, env evaluate.Environ
 	if runErr != nil {
 		errKind, errText = fail.KindOf(runErr).String(), runErr.Error()
 	}
-	tx, err := s.db.Begin()
-	if err != nil {
-		return fail.Infraf("store: %s: finishing run %d: %w", s.path, runID, err)
+	if status.Finished() {
+		var other int64
+		err := tx.QueryRow(`SELECT o.id FROM runs o JOIN runs r ON o.evaluation_id = r.evaluation_id
+			AND o.variant = r.variant AND o.boot = r.boot
+			WHERE r.id = ? AND o.id != r.id AND o.status IN ('ok', 'failed') LIMIT 1`, runID).Scan(&other)
+		if err == nil {
+			status, samples = RunInfra, nil
+			errKind, errText = fail.KindInfra.String(), fmt.Sprintf("superseded: run %d finished this boot first", other)
+		} else if !errors.Is(err, sql.ErrNoRows) {
+			return fail.Infraf("store: %s: finishing run %d: %w", s.path, runID, err)
+		}
 	}
-	defer tx.Rollback()
 	res, err := tx.Exec(`UPDATE runs SET status = ?, kernel_release = ?, config_hash = ?, cmdline = ?, target = ?,
-		qemu_args = ?, host = ?, agent_version = ?, deterministic = ?, kvm = ?, finished = ?,
+		qemu_args = ?, host = ?, agent_version = ?, deterministic = ?, kvm = ?, perf_events = ?, finished = ?,
 		error_kind = ?, error_text = ?, console = ?, console_format = ?, console_bytes = ?
 		WHERE id = ? AND status = 'running'`,
 		string(status), env.KernelRelease, env.ConfigHash, env.Cmdline, env.Target,
-		qemu, env.Host, env.AgentVersion, b2i(env.Deterministic), b2i(env.KVM), fmtTime(time.Now()),
+		qemu, env.Host, env.AgentVersion, b2i(env.Deterministic), b2i(env.KVM), env.PerfEvents, fmtTime(time.Now()),
 		errKind, errText, blob, format, len(console), runID)
 	if err != nil {
 		return fail.Infraf("store: %s: finishing run %d: %w", s.path, runID, err)
@@ -618,9 +671,6 @@ func (s *Store) FinishRunErr(runID int64, status RunStatus, env evaluate.Environ
 		if _, err := stmt.Exec(runID, sm.Benchmark, sm.Metric, sm.Unit, sm.Value, b2i(sm.HigherIsBetter), sm.Iteration, extra, fmtTime(sm.Time)); err != nil {
 			return fail.Infraf("store: %s: run %d sample %d: %w", s.path, runID, i, err)
 		}
-	}
-	if err := tx.Commit(); err != nil {
-		return fail.Infraf("store: %s: committing run %d: %w", s.path, runID, err)
 	}
 	return nil
 }
@@ -703,7 +753,7 @@ func (s *Store) Samples(evalID int64) ([]evaluate.Sample, error) {
 // status) in the order they began, with their sample counts.
 func (s *Store) RunsOf(evalID int64) ([]Run, error) {
 	rows, err := s.db.Query(`SELECT r.id, r.evaluation_id, r.variant, r.boot, r.status, r.kernel_release, r.config_hash,
-		r.cmdline, r.target, r.qemu_args, r.host, r.agent_version, r.deterministic, r.kvm, r.started, r.finished,
+		r.cmdline, r.target, r.qemu_args, r.host, r.agent_version, r.deterministic, r.kvm, r.perf_events, r.started, r.finished,
 		r.error_kind, r.error_text, r.console_bytes,
 		(SELECT COUNT(*) FROM samples s WHERE s.run_id = r.id)
 		FROM runs r WHERE r.evaluation_id = ? ORDER BY r.id`, evalID)
@@ -717,7 +767,7 @@ func (s *Store) RunsOf(evalID int64) ([]Run, error) {
 		var status, qemu, started, finished string
 		var det, kvm int
 		if err := rows.Scan(&r.ID, &r.EvaluationID, &r.Variant, &r.Boot, &status, &r.Env.KernelRelease, &r.Env.ConfigHash,
-			&r.Env.Cmdline, &r.Env.Target, &qemu, &r.Env.Host, &r.Env.AgentVersion, &det, &kvm, &started, &finished,
+			&r.Env.Cmdline, &r.Env.Target, &qemu, &r.Env.Host, &r.Env.AgentVersion, &det, &kvm, &r.Env.PerfEvents, &started, &finished,
 			&r.ErrorKind, &r.ErrorText, &r.ConsoleBytes, &r.Samples); err != nil {
 			return nil, fail.Infraf("store: %s: %w", s.path, err)
 		}

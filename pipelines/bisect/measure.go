@@ -12,6 +12,7 @@ import (
 	"github.com/patcheval/patcheval/internal/fail"
 	"github.com/patcheval/patcheval/internal/progress"
 	"github.com/patcheval/patcheval/pipelines"
+	"github.com/patcheval/patcheval/pipelines/runner"
 )
 
 // PipelineMeasurer measures a commit with one variant of a pipeline: the
@@ -75,6 +76,16 @@ func Single(p *pipelines.Pipeline, variant, benchmark string) (*pipelines.Pipeli
 	return &c, nil
 }
 
+// run evaluates p in the measurer's store.
+func (m *PipelineMeasurer) run(ctx context.Context, p *pipelines.Pipeline, o runner.Options) (*runner.Outcome, error) {
+	st, err := store.Open(m.StorePath)
+	if err != nil {
+		return nil, err
+	}
+	defer st.Close()
+	return runner.Run(ctx, runner.Env{Store: st, CacheDir: m.CacheDir, Jobs: m.Jobs, Progress: m.Progress}, p, o)
+}
+
 // Measure implements Measurer.
 func (m *PipelineMeasurer) Measure(ctx context.Context, commit string, boots int) (*Measurement, error) {
 	p, err := Single(m.Pipeline, m.Variant, m.Benchmark)
@@ -100,8 +111,7 @@ func (m *PipelineMeasurer) Measure(ctx context.Context, commit string, boots int
 	}
 	out := filepath.Join(m.OutDir, fmt.Sprintf("%s-%d", short(commit), n))
 	start := time.Now()
-	o, err := pipelines.Run(ctx, p, pipelines.RunOptions{Repo: m.Repo, Base: commit, OutDir: out, StorePath: m.StorePath,
-		CacheDir: m.CacheDir, Jobs: m.Jobs, Boots: boots, Progress: m.Progress})
+	o, err := m.run(ctx, p, runner.Options{Tree: m.Repo, Base: commit, OutDir: out, Boots: boots})
 	meas := &Measurement{}
 	if o != nil && o.Report != nil {
 		for _, t := range o.Report.Timings {

@@ -16,6 +16,7 @@ import (
 	"github.com/patcheval/patcheval/mbox"
 	"github.com/patcheval/patcheval/pipelines"
 	"github.com/patcheval/patcheval/pipelines/bisect"
+	"github.com/patcheval/patcheval/pipelines/runner"
 	"github.com/patcheval/patcheval/series"
 )
 
@@ -39,7 +40,8 @@ func (e *PipelineEvaluator) Evaluate(ctx context.Context, w *store.Watch, tag, c
 	if err != nil {
 		return 0, err
 	}
-	var s *series.Series
+	o := runner.Options{AM: series.DefaultAMOptions(), Tree: w.Tree, Base: commit,
+		Branch: "patcheval/watch/" + w.Name + "/" + tag, OutDir: filepath.Join(e.OutDir, w.Name, tag), Lore: mbox.LoreBase(e.Lore)}
 	if w.SeriesID != "" {
 		src, err := mbox.ParseSource(w.SeriesID)
 		if err != nil {
@@ -49,22 +51,22 @@ func (e *PipelineEvaluator) Evaluate(ctx context.Context, w *store.Watch, tag, c
 		if err != nil {
 			return 0, err
 		}
-		if s, err = series.Resolve(t, series.Options{}); err != nil {
-			return 0, err
-		}
+		o.Mbox, o.ThreadSource = runner.ThreadMbox(t), t.Source
 	}
-	if p.NeedsSeries() && s == nil {
+	if p.NeedsSeries() && o.Mbox == nil {
 		return 0, fail.Inputf("watch %s: pipeline %s applies a series: add one with --series MSGID", w.Name, p.Name)
 	}
-	out := filepath.Join(e.OutDir, w.Name, tag)
-	o, err := pipelines.Run(ctx, p, pipelines.RunOptions{Series: s, AM: series.DefaultAMOptions(), Repo: w.Tree, Base: commit,
-		Branch: "patcheval/watch/" + w.Name + "/" + tag, OutDir: out, StorePath: e.StorePath, CacheDir: e.CacheDir,
-		Jobs: e.Jobs, Progress: e.Progress})
-	var id int64
-	if o != nil {
-		id = o.EvaluationID
+	st, err := store.Open(e.StorePath)
+	if err != nil {
+		return 0, err
 	}
-	if err != nil && s != nil && fail.KindOf(err) == fail.KindFailed && strings.Contains(err.Error(), "apply") {
+	defer st.Close()
+	res, err := runner.Run(ctx, runner.Env{Store: st, CacheDir: e.CacheDir, Jobs: e.Jobs, Progress: e.Progress}, p, o)
+	var id int64
+	if res != nil {
+		id = res.EvaluationID
+	}
+	if err != nil && o.Mbox != nil && fail.KindOf(err) == fail.KindFailed && strings.Contains(err.Error(), "apply") {
 		return id, fail.Failedf("does not apply on %s: %w", tag, err)
 	}
 	return id, err

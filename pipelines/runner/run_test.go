@@ -1,4 +1,4 @@
-package pipelines
+package runner
 
 import (
 	"context"
@@ -16,26 +16,28 @@ import (
 	"github.com/patcheval/patcheval/internal/progress"
 	"github.com/patcheval/patcheval/internal/testenv"
 	"github.com/patcheval/patcheval/mbox"
-	"github.com/patcheval/patcheval/series"
+	"github.com/patcheval/patcheval/pipelines"
 )
 
-// backportSeries resolves the bundled v6.1 backport thread.
-func backportSeries(t *testing.T) *series.Series {
+// backportMbox is the bundled v6.1 backport thread.
+func backportMbox(t *testing.T) []byte {
 	t.Helper()
-	f, err := os.Open(testenv.BackportMbox())
+	data, err := os.ReadFile(testenv.BackportMbox())
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer f.Close()
-	msgs, err := mbox.Parse(f, f.Name())
+	return data
+}
+
+// openStore opens the state database at path for the test's life.
+func openStore(t *testing.T, path string) *store.Store {
+	t.Helper()
+	st, err := store.Open(path)
 	if err != nil {
 		t.Fatal(err)
 	}
-	s, err := series.Resolve(mbox.NewThread(msgs, f.Name()), series.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return s
+	t.Cleanup(func() { st.Close() })
+	return st
 }
 
 // TestRunPPCPreemptDynamic runs the shipped ppc-preempt-dynamic pipeline end
@@ -46,22 +48,20 @@ func backportSeries(t *testing.T) *series.Series {
 // kernel/rcu/Kconfig rule. A second run resumes and boots nothing.
 func TestRunPPCPreemptDynamic(t *testing.T) {
 	repo := buildtest.Repo(t)
-	p, err := Builtin("ppc-preempt-dynamic")
+	p, err := pipelines.Builtin("ppc-preempt-dynamic")
 	if err != nil {
 		t.Fatal(err)
 	}
-	s := backportSeries(t)
 	out := t.TempDir()
 	db := filepath.Join(t.TempDir(), "patcheval.db")
-	opts := RunOptions{
-		Series: s, Repo: repo, OutDir: out, StorePath: db, Boots: 2,
-		CacheDir: buildtest.Options(t).CacheDir,
-		From:     mbox.Address{Name: "Kernel Tester", Email: "tester@example.org"},
-		Progress: progress.New(os.Stderr),
+	opts := Options{
+		Mbox: backportMbox(t), Tree: repo, OutDir: out, Boots: 2,
+		From: mbox.Address{Name: "Kernel Tester", Email: "tester@example.org"},
 	}
+	env := Env{Store: openStore(t, db), CacheDir: buildtest.Options(t).CacheDir, Progress: progress.New(os.Stderr)}
 	ctx, cancel := context.WithTimeout(context.Background(), 45*time.Minute)
 	defer cancel()
-	res, err := Run(ctx, p, opts)
+	res, err := Run(ctx, env, p, opts)
 	if err != nil {
 		t.Fatalf("run: %v", err)
 	}
@@ -157,7 +157,7 @@ func TestRunPPCPreemptDynamic(t *testing.T) {
 	}
 	before, _ := st.RunsOf(res.EvaluationID)
 	st.Close()
-	again, err := Run(ctx, p, opts)
+	again, err := Run(ctx, env, p, opts)
 	if err != nil {
 		t.Fatalf("second run: %v", err)
 	}

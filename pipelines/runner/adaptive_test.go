@@ -1,43 +1,31 @@
-package pipelines
+package runner
 
 import (
 	"math/rand"
+	"path/filepath"
 	"strings"
 	"testing"
 
 	"github.com/patcheval/patcheval/evaluate"
+	"github.com/patcheval/patcheval/pipelines"
 )
 
-// adaptivePipeline is valid with a third variant on a noisy target
-// (hardware-like): a -> b differs clearly, a -> c is the question.
-var adaptivePipeline = strings.Replace(strings.Replace(valid, "deterministic = true", "deterministic = false", 1),
-	"[repeats]\nboots = 2\n", `[[variant]]
-name = "c"
-kernel = "a"
-cmdline = "nosmt"
-
-[[comparison]]
-base = "a"
-other = "b"
-
-[[comparison]]
-base = "a"
-other = "c"
-
-[repeats]
-boots = 3
-iterations = 2
-max_boots = 12
-`, 1)
-
-// simulate runs adaptiveState.run against a fake target whose variants
-// measure mean[v] with noise sd (relative), iterations samples per boot.
-func simulate(t *testing.T, mean map[string]float64, sd float64, seed int64) (boots map[string]int, a *adaptiveState) {
+// adaptivePipeline has three variants on a noisy target (hardware-like):
+// a -> b differs clearly, a -> c is the question.
+func adaptivePipeline(t *testing.T) *pipelines.Pipeline {
 	t.Helper()
-	p, err := Parse([]byte(adaptivePipeline), "adaptive.toml")
+	p, err := pipelines.Load(filepath.Join("testdata", "adaptive.toml"))
 	if err != nil {
 		t.Fatal(err)
 	}
+	return p
+}
+
+// simulate runs adaptiveState.next (what More does) against a fake target whose variants
+// measure mean[v] with noise sd (relative), iterations samples per boot.
+func simulate(t *testing.T, mean map[string]float64, sd float64, seed int64) (boots map[string]int, a *adaptiveState) {
+	t.Helper()
+	p := adaptivePipeline(t)
 	rng := rand.New(rand.NewSource(seed))
 	var samples []evaluate.Sample
 	boots = map[string]int{}
@@ -52,8 +40,12 @@ func simulate(t *testing.T, mean map[string]float64, sd float64, seed int64) (bo
 		bootOnce(rp.Variant, rp.Boot)
 	}
 	a = &adaptiveState{min: p.Repeats.Boots, max: p.Repeats.MaxBoots}
-	err = a.run(p, func() ([]evaluate.Sample, error) { return samples, nil }, func(round int, need map[string]bool) error {
-		for _, rp := range p.runs(round, round+1) {
+	for {
+		round, need := a.next(p, samples)
+		if len(need) == 0 {
+			return boots, a
+		}
+		for _, rp := range p.RunsBetween(round, round+1) {
 			if need[rp.Variant] {
 				if rp.Boot != round {
 					t.Fatalf("round %d planned boot %d", round, rp.Boot)
@@ -61,12 +53,7 @@ func simulate(t *testing.T, mean map[string]float64, sd float64, seed int64) (bo
 				bootOnce(rp.Variant, rp.Boot)
 			}
 		}
-		return nil
-	})
-	if err != nil {
-		t.Fatal(err)
 	}
-	return boots, a
 }
 
 func TestAdaptiveSamplingStopsWhenClear(t *testing.T) {
@@ -119,17 +106,14 @@ func TestAdaptiveSamplingSpendsTheBudget(t *testing.T) {
 }
 
 func TestAdaptivePlanningKnobs(t *testing.T) {
-	p, err := Parse([]byte(adaptivePipeline), "adaptive.toml")
-	if err != nil {
-		t.Fatal(err)
-	}
+	p := adaptivePipeline(t)
 	if p.Repeats.MaxBoots != 12 || len(p.Runs()) != 9 {
 		t.Fatalf("max_boots %d, planned runs %d", p.Repeats.MaxBoots, len(p.Runs()))
 	}
-	if r := p.runs(7, 8); len(r) != 3 || r[0].Boot != 7 || r[0].Plan.Iterations != 2 {
+	if r := p.RunsBetween(7, 8); len(r) != 3 || r[0].Boot != 7 || r[0].Plan.Iterations != 2 {
 		t.Fatalf("extra round: %+v", r)
 	}
-	if effectiveBoots(p, RunOptions{Boots: 5}) != 5 || effectiveBoots(p, RunOptions{}) != 3 {
+	if plannedBoots(&evaluation{p: p, in: inputs{Options: Options{Boots: 5}}}) != 5 || plannedBoots(&evaluation{p: p}) != 3 {
 		t.Fatal("effective boots")
 	}
 }

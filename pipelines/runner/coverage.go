@@ -1,4 +1,4 @@
-package pipelines
+package runner
 
 import (
 	"fmt"
@@ -15,12 +15,13 @@ import (
 	"github.com/patcheval/patcheval/build/coverage"
 	"github.com/patcheval/patcheval/evaluate/report"
 	"github.com/patcheval/patcheval/internal/fail"
+	"github.com/patcheval/patcheval/pipelines"
 )
 
 // seriesCoverage says for every file the series changes (base..patched)
 // whether the measured patched kernels compiled it, and for C files they
 // did not, the Kconfig symbols that would (build/coverage).
-func seriesCoverage(repo, base, patched string, specs []BuildSpec, byKey map[string]*build.Artifact, multiArch bool) ([]report.FileCoverage, error) {
+func seriesCoverage(repo, base, patched string, specs []pipelines.BuildSpec, byKey map[string]*build.Artifact, multiArch bool) ([]report.FileCoverage, error) {
 	r, err := git.PlainOpenWithOptions(repo, &git.PlainOpenOptions{DetectDotGit: false})
 	if err != nil {
 		return nil, fmt.Errorf("coverage: opening %s: %w", repo, err)
@@ -111,7 +112,7 @@ func seriesCoverage(repo, base, patched string, specs []BuildSpec, byKey map[str
 // withCover returns a copy of p whose kernels also get the Kconfig
 // symbols that would build the series' C files (read from the patched
 // tree's Makefiles), written as the fragment dir/cover.config.
-func withCover(p *Pipeline, repo, patched string, files []string, dir string) (*Pipeline, string, error) {
+func withCover(p *pipelines.Pipeline, repo, patched string, files []string, dir string) (*pipelines.Pipeline, string, error) {
 	r, err := git.PlainOpenWithOptions(repo, &git.PlainOpenOptions{DetectDotGit: false})
 	if err != nil {
 		return nil, "", fail.Infraf("--cover: opening %s: %w", repo, err)
@@ -167,8 +168,8 @@ func withCover(p *Pipeline, repo, patched string, files []string, dir string) (*
 		return nil, "", fail.Infra(err)
 	}
 	cp := *p
-	cp.Fragments = append(append([]Fragment(nil), p.Fragments...), Fragment{Path: path})
-	cp.Variants = append([]Variant(nil), p.Variants...)
+	cp.Fragments = append(append([]pipelines.Fragment(nil), p.Fragments...), pipelines.Fragment{Path: path})
+	cp.Variants = append([]pipelines.Variant(nil), p.Variants...)
 	for i, v := range cp.Variants {
 		m := map[string]string{}
 		for k, val := range v.Symbols {

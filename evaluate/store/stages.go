@@ -1,0 +1,202 @@
+package store
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"time"
+
+	"github.com/patcheval/patcheval/internal/fail"
+)
+
+// migrationStages holds what an evaluation's stages need to run from its
+// id alone (the inputs, the applied series) and the stage timings, so that
+// each stage can run later, in another process (pipelines/runner); and
+// the perf events a run's guest counts (Environment.PerfEvents).
+const migrationStages = `
+CREATE TABLE evaluation_inputs (
+	evaluation_id INTEGER PRIMARY KEY REFERENCES evaluations(id) ON DELETE CASCADE,
+	inputs        TEXT NOT NULL,
+	series_mbox   BLOB
+);
+CREATE TABLE applied (
+	evaluation_id INTEGER PRIMARY KEY REFERENCES evaluations(id) ON DELETE CASCADE,
+	head          TEXT NOT NULL DEFAULT '',
+	tree          TEXT NOT NULL DEFAULT '',
+	branch        TEXT NOT NULL DEFAULT '',
+	created       TEXT NOT NULL
+);
+CREATE TABLE applied_commits (
+	evaluation_id INTEGER NOT NULL REFERENCES evaluations(id) ON DELETE CASCADE,
+	seq           INTEGER NOT NULL,
+	hash          TEXT NOT NULL,
+	tree          TEXT NOT NULL DEFAULT '',
+	subject       TEXT NOT NULL DEFAULT '',
+	PRIMARY KEY (evaluation_id, seq)
+);
+CREATE TABLE stage_timings (
+	evaluation_id INTEGER NOT NULL REFERENCES evaluations(id) ON DELETE CASCADE,
+	stage         TEXT NOT NULL,
+	duration_ns   INTEGER NOT NULL DEFAULT 0,
+	note          TEXT NOT NULL DEFAULT '',
+	PRIMARY KEY (evaluation_id, stage)
+);
+ALTER TABLE runs ADD COLUMN perf_events TEXT NOT NULL DEFAULT '';
+`
+
+// querier is what *sql.DB and *sql.Tx share: the store's writes run on
+// either, so that a caller can put them in its own transaction (Tx).
+type querier interface {
+	Exec(query string, args ...any) (sql.Result, error)
+	QueryRow(query string, args ...any) *sql.Row
+	Prepare(query string) (*sql.Stmt, error)
+}
+
+// Tx runs fn in one database transaction: everything fn writes (with the
+// *Tx methods, or a queue's own InsertTx on the same database) commits
+// together or not at all.
+func (s *Store) Tx(ctx context.Context, fn func(tx *sql.Tx) error) error {
+	tx, err := s.db.BeginTx(ctx, nil)
+	if err != nil {
+		return fail.Infraf("store: %s: %w", s.path, err)
+	}
+	defer tx.Rollback()
+	if err := fn(tx); err != nil {
+		return err
+	}
+	if err := tx.Commit(); err != nil {
+		return fail.Infraf("store: %s: commit: %w", s.path, err)
+	}
+	return nil
+}
+
+// SetInputsTx stores what an evaluation's stages need to run from its id
+// alone: inputs (a JSON document the runner owns) and the series' thread
+// as an mbox (nil without one). A second call replaces both.
+func (s *Store) SetInputsTx(tx *sql.Tx, evalID int64, inputs, seriesMbox []byte) error {
+	_, err := tx.Exec(`INSERT INTO evaluation_inputs (evaluation_id, inputs, series_mbox) VALUES (?, ?, ?)
+		ON CONFLICT(evaluation_id) DO UPDATE SET inputs = excluded.inputs, series_mbox = excluded.series_mbox`,
+		evalID, string(inputs), seriesMbox)
+	if err != nil {
+		return fail.Infraf("store: %s: inputs of evaluation %d: %w", s.path, evalID, err)
+	}
+	return nil
+}
+
+// Inputs returns what SetInputsTx stored. An evaluation without inputs
+// (stored by `patcheval run`, or by a patcheval before schema 2) is a
+// bad-input error.
+func (s *Store) Inputs(evalID int64) (inputs, seriesMbox []byte, err error) {
+	var in string
+	err = s.db.QueryRow(`SELECT inputs, series_mbox FROM evaluation_inputs WHERE evaluation_id = ?`, evalID).Scan(&in, &seriesMbox)
+	if errors.Is(err, sql.ErrNoRows) {
+		return nil, nil, fail.Inputf("store: %s: evaluation %d has no stored inputs (not submitted by a pipeline runner)", s.path, evalID)
+	}
+	if err != nil {
+		return nil, nil, fail.Infraf("store: %s: inputs of evaluation %d: %w", s.path, evalID, err)
+	}
+	return []byte(in), seriesMbox, nil
+}
+
+// Applied is the series as applied onto the base: the branch head, its
+// tree and the commits in order. Head is "" when the evaluation applies no
+// series (its kernels build the base).
+type Applied struct {
+	Head    string          `json:"head,omitempty"`
+	Tree    string          `json:"tree,omitempty"`
+	Branch  string          `json:"branch,omitempty"`
+	Commits []AppliedCommit `json:"commits,omitempty"`
+}
+
+// AppliedCommit is one commit the series became.
+type AppliedCommit struct {
+	Hash    string `json:"hash"`
+	Tree    string `json:"tree,omitempty"`
+	Subject string `json:"subject"`
+}
+
+// RecordAppliedTx records evaluation evalID's applied series (replacing a
+// previous record).
+func (s *Store) RecordAppliedTx(tx *sql.Tx, evalID int64, a Applied) error {
+	if _, err := tx.Exec(`INSERT INTO applied (evaluation_id, head, tree, branch, created) VALUES (?, ?, ?, ?, ?)
+		ON CONFLICT(evaluation_id) DO UPDATE SET head = excluded.head, tree = excluded.tree, branch = excluded.branch,
+		created = excluded.created`, evalID, a.Head, a.Tree, a.Branch, fmtTime(time.Now())); err != nil {
+		return fail.Infraf("store: %s: applied series of evaluation %d: %w", s.path, evalID, err)
+	}
+	if _, err := tx.Exec(`DELETE FROM applied_commits WHERE evaluation_id = ?`, evalID); err != nil {
+		return fail.Infraf("store: %s: applied series of evaluation %d: %w", s.path, evalID, err)
+	}
+	for i, c := range a.Commits {
+		if _, err := tx.Exec(`INSERT INTO applied_commits (evaluation_id, seq, hash, tree, subject) VALUES (?, ?, ?, ?, ?)`,
+			evalID, i, c.Hash, c.Tree, c.Subject); err != nil {
+			return fail.Infraf("store: %s: applied commit %d of evaluation %d: %w", s.path, i, evalID, err)
+		}
+	}
+	return nil
+}
+
+// AppliedOf returns evaluation evalID's applied series, nil when it was
+// not applied yet.
+func (s *Store) AppliedOf(evalID int64) (*Applied, error) {
+	var a Applied
+	err := s.db.QueryRow(`SELECT head, tree, branch FROM applied WHERE evaluation_id = ?`, evalID).Scan(&a.Head, &a.Tree, &a.Branch)
+	if errors.Is(err, sql.ErrNoRows) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fail.Infraf("store: %s: applied series of evaluation %d: %w", s.path, evalID, err)
+	}
+	rows, err := s.db.Query(`SELECT hash, tree, subject FROM applied_commits WHERE evaluation_id = ? ORDER BY seq`, evalID)
+	if err != nil {
+		return nil, fail.Infraf("store: %s: applied commits of evaluation %d: %w", s.path, evalID, err)
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var c AppliedCommit
+		if err := rows.Scan(&c.Hash, &c.Tree, &c.Subject); err != nil {
+			return nil, fail.Infraf("store: %s: %w", s.path, err)
+		}
+		a.Commits = append(a.Commits, c)
+	}
+	return &a, rows.Err()
+}
+
+// Timing is the time spent in one stage of an evaluation, over every
+// process that worked on it.
+type Timing struct {
+	Stage    string        `json:"stage"`
+	Duration time.Duration `json:"duration"`
+	Note     string        `json:"note,omitempty"`
+}
+
+// AddTimingTx adds d to stage's time in evaluation evalID; a non-empty
+// note replaces the stage's note.
+func (s *Store) AddTimingTx(tx *sql.Tx, evalID int64, stage string, d time.Duration, note string) error {
+	_, err := tx.Exec(`INSERT INTO stage_timings (evaluation_id, stage, duration_ns, note) VALUES (?, ?, ?, ?)
+		ON CONFLICT(evaluation_id, stage) DO UPDATE SET duration_ns = duration_ns + excluded.duration_ns,
+		note = CASE WHEN excluded.note = '' THEN note ELSE excluded.note END`, evalID, stage, int64(d), note)
+	if err != nil {
+		return fail.Infraf("store: %s: timing %s of evaluation %d: %w", s.path, stage, evalID, err)
+	}
+	return nil
+}
+
+// Timings returns evaluation evalID's stage timings by stage name.
+func (s *Store) Timings(evalID int64) (map[string]Timing, error) {
+	rows, err := s.db.Query(`SELECT stage, duration_ns, note FROM stage_timings WHERE evaluation_id = ?`, evalID)
+	if err != nil {
+		return nil, fail.Infraf("store: %s: timings of evaluation %d: %w", s.path, evalID, err)
+	}
+	defer rows.Close()
+	out := map[string]Timing{}
+	for rows.Next() {
+		var t Timing
+		var ns int64
+		if err := rows.Scan(&t.Stage, &ns, &t.Note); err != nil {
+			return nil, fail.Infraf("store: %s: %w", s.path, err)
+		}
+		t.Duration = time.Duration(ns)
+		out[t.Stage] = t
+	}
+	return out, rows.Err()
+}

@@ -1,0 +1,171 @@
+package runner
+
+import (
+	"context"
+	"database/sql"
+	"encoding/json"
+	"fmt"
+	"path/filepath"
+	"time"
+
+	"github.com/patcheval/patcheval/build"
+	"github.com/patcheval/patcheval/evaluate/store"
+	"github.com/patcheval/patcheval/internal/fail"
+	"github.com/patcheval/patcheval/internal/xdg"
+	"github.com/patcheval/patcheval/pipelines"
+)
+
+// buildMeta is what the store's build row keeps besides the artifact: the
+// pipeline's key of the build and whether the artifact came from the cache.
+type buildMeta struct {
+	Key      string `json:"key"`
+	CacheHit bool   `json:"cache_hit"`
+}
+
+// Builds returns the keys of evaluation id's kernels (pipelines.BuildSpec
+// keys), in the pipeline's order.
+func Builds(ctx context.Context, env Env, id int64) ([]string, error) {
+	ev, err := load(env, id)
+	if err != nil {
+		return nil, err
+	}
+	var keys []string
+	for _, s := range ev.p.Builds() {
+		keys = append(keys, s.Key)
+	}
+	return keys, nil
+}
+
+// Build builds evaluation id's kernel key (the series must be applied when
+// the kernel has it) and records it. A kernel already built and recorded
+// is left as it is.
+func Build(ctx context.Context, env Env, id int64, key string) (err error) {
+	defer failed(ctx, env, id, &err)
+	ev, err := load(env, id)
+	if err != nil {
+		return err
+	}
+	spec, ok := specByKey(ev.p, key)
+	if !ok {
+		return fail.Inputf("evaluation %d: pipeline %s has no kernel %q", id, ev.p.Name, key)
+	}
+	if art, err := builtArtifact(env, id, spec); err != nil || art != nil {
+		return err
+	}
+	req, err := buildRequest(env, ev, spec)
+	if err != nil {
+		return err
+	}
+	start := time.Now()
+	pr := env.progress()
+	pr.Status("building %s/%s", spec.Arch, spec.Variant)
+	art, buildErr := build.Build(ctx, req, build.Options{CacheDir: env.CacheDir, Jobs: env.Jobs, Progress: pr, NoNetwork: true})
+	b := store.Build{Variant: spec.Variant, Arch: spec.Arch, Commit: req.Commit, Status: "ok"}
+	m := buildMeta{Key: key}
+	if art != nil {
+		b.ConfigHash, b.ArtifactDir, m.CacheHit = art.ConfigHash(), art.Dir, art.CacheHit
+	}
+	b.Metadata, _ = json.Marshal(m)
+	if buildErr != nil {
+		b.Status, b.ErrorKind, b.ErrorText = "failed", fail.KindOf(buildErr).String(), buildErr.Error()
+		buildErr = fmt.Errorf("%s/%s: %w", spec.Arch, spec.Variant, buildErr)
+	} else {
+		pr.Printf("built %s/%s: %s%s", spec.Arch, spec.Variant, art.Image, map[bool]string{true: " (cached)"}[art.CacheHit])
+	}
+	err = env.Store.Tx(ctx, func(tx *sql.Tx) error {
+		if _, err := env.Store.RecordBuildTx(tx, id, b); err != nil {
+			return err
+		}
+		if err := env.Store.AddTimingTx(tx, id, "build", time.Since(start), ""); err != nil {
+			return err
+		}
+		if buildErr != nil {
+			return nil // no next stage
+		}
+		return record(ctx, env, tx)
+	})
+	if buildErr != nil {
+		return buildErr
+	}
+	return err
+}
+
+func specByKey(p *pipelines.Pipeline, key string) (pipelines.BuildSpec, bool) {
+	for _, s := range p.Builds() {
+		if s.Key == key {
+			return s, true
+		}
+	}
+	return pipelines.BuildSpec{}, false
+}
+
+// buildRequest is the build.Request of spec: the base, or the applied
+// series' head when the kernel has the series.
+func buildRequest(env Env, ev *evaluation, spec pipelines.BuildSpec) (build.Request, error) {
+	commit := ev.in.BaseHash
+	if spec.ApplySeries {
+		a, err := appliedOf(env, ev.id)
+		if err != nil {
+			return build.Request{}, err
+		}
+		commit = a.Head
+	}
+	req := build.Request{Repo: ev.in.Tree, Commit: commit, Arch: spec.Arch, BaseConfig: ev.p.BaseConfig,
+		Symbols: spec.Symbols, Variant: spec.Variant}
+	cache := env.CacheDir
+	if cache == "" {
+		cache = xdg.CacheDir()
+	}
+	for _, f := range spec.Fragments {
+		if f.Path != "" {
+			req.Fragments = append(req.Fragments, f.Path)
+			continue
+		}
+		path, err := build.WriteBootConfig(spec.Arch, filepath.Join(cache, "boot-configs"))
+		if err != nil {
+			return build.Request{}, fail.Infra(err)
+		}
+		req.Fragments = append(req.Fragments, path)
+	}
+	return req, nil
+}
+
+// builtArtifact is spec's recorded, still present artifact (nil when the
+// kernel is not built yet).
+func builtArtifact(env Env, id int64, spec pipelines.BuildSpec) (*build.Artifact, error) {
+	builds, err := env.Store.BuildsOf(id)
+	if err != nil {
+		return nil, err
+	}
+	for _, b := range builds {
+		if b.Variant != spec.Variant || b.Arch != spec.Arch || b.Status != "ok" || b.ArtifactDir == "" {
+			continue
+		}
+		art, err := build.LoadArtifact(b.ArtifactDir)
+		if err != nil {
+			return nil, nil // the cache was cleaned: build again
+		}
+		var m buildMeta
+		_ = json.Unmarshal(b.Metadata, &m)
+		art.CacheHit = m.CacheHit
+		return art, nil
+	}
+	return nil, nil
+}
+
+// artifacts are evaluation id's built kernels by spec key; a kernel not
+// built is an error naming it.
+func artifacts(env Env, ev *evaluation) (map[string]*build.Artifact, error) {
+	out := map[string]*build.Artifact{}
+	for _, s := range ev.p.Builds() {
+		art, err := builtArtifact(env, ev.id, s)
+		if err != nil {
+			return nil, err
+		}
+		if art == nil {
+			return nil, fail.Inputf("evaluation %d: kernel %s/%s (%s) is not built (run the build stage first)", ev.id, s.Arch, s.Variant, s.Key)
+		}
+		out[s.Key] = art
+	}
+	return out, nil
+}

@@ -1,0 +1,72 @@
+package runner
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/patcheval/patcheval/build/buildtest"
+	"github.com/patcheval/patcheval/internal/progress"
+	"github.com/patcheval/patcheval/mbox"
+	"github.com/patcheval/patcheval/pipelines"
+	"github.com/patcheval/patcheval/series"
+)
+
+// TestRunDefaultBackport runs `--pipeline default` for real on the v6.1
+// backport (shared kernel builds: base and patched voluntary ppc64le),
+// two boots per variant, Debian's ppc64el perf in the guest, and checks
+// the coverage lines: the series' powerpc Kconfig change is no code, its
+// C/header changes were compiled into the patched kernel or named with
+// the symbol that would build them.
+func TestRunDefaultBackport(t *testing.T) {
+	repo := buildtest.Repo(t)
+	data := backportMbox(t)
+	msgs, err := mbox.ParseBytes(data, "backport.mbox")
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := series.Resolve(mbox.NewThread(msgs, "backport.mbox"), series.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := pipelines.Default(s, nil, repo)
+	if err != nil {
+		t.Fatal(err)
+	}
+	env := Env{Store: openStore(t, filepath.Join(t.TempDir(), "db")), CacheDir: buildtest.Options(t).CacheDir, Progress: progress.New(os.Stderr)}
+	res, err := Run(context.Background(), env, p, Options{
+		Mbox: data, Tree: repo, Base: buildtest.BaseCommit, OutDir: t.TempDir(), Boots: 2,
+		From: mbox.Address{Name: "Kernel Tester", Email: "tester@example.org"},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := res.Report
+	if len(r.Coverage) == 0 {
+		t.Fatalf("no coverage lines; notes %v", r.Notes)
+	}
+	for _, l := range r.CoverageLines() {
+		t.Log("coverage: " + l)
+	}
+	var sawPerf, sawLoop bool
+	for _, b := range r.Benchmarks {
+		if strings.HasPrefix(b.Name, "perf bench syscall basic") && b.Unit == "usec/op" {
+			sawPerf = true
+		}
+		if b.Name == "kill" && b.Source == "agent loop" {
+			sawLoop = true
+		}
+	}
+	if !sawPerf || !sawLoop {
+		t.Errorf("benchmarks: perf bench usec/op %v, agent loop kill %v", sawPerf, sawLoop)
+	}
+	txt, _ := os.ReadFile(res.Text)
+	if !strings.Contains(string(txt), "Build coverage of the series:") || !strings.Contains(string(txt), "perf events the guest counts") {
+		t.Errorf("report text lacks coverage or perf events:\n%s", txt)
+	}
+	for _, tm := range r.Timings {
+		t.Logf("stage %s: %s %s", tm.Stage, tm.Duration, tm.Note)
+	}
+}

@@ -1,0 +1,419 @@
+package runner
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/patcheval/patcheval/build"
+	"github.com/patcheval/patcheval/build/kconfig"
+	"github.com/patcheval/patcheval/evaluate"
+	"github.com/patcheval/patcheval/evaluate/report"
+	"github.com/patcheval/patcheval/evaluate/stats"
+	"github.com/patcheval/patcheval/evaluate/store"
+	"github.com/patcheval/patcheval/internal/fail"
+	"github.com/patcheval/patcheval/mbox"
+	"github.com/patcheval/patcheval/pipelines"
+)
+
+// Report compares evaluation id's samples and writes report.txt,
+// report.json, report.md, kcidb.json and reply.eml (the draft, never sent)
+// into outDir, then marks the evaluation done. It reads everything from the
+// store: the kernels, every finished boot (also those of other processes)
+// and the stage timings.
+func Report(ctx context.Context, env Env, id int64, outDir string) (out *Outcome, err error) {
+	defer failed(ctx, env, id, &err)
+	if outDir == "" {
+		return nil, fail.Inputf("evaluation %d: no output directory for the report", id)
+	}
+	if err := os.MkdirAll(outDir, 0o755); err != nil {
+		return nil, fail.Infra(err)
+	}
+	start := time.Now()
+	ev, err := load(env, id)
+	if err != nil {
+		return nil, err
+	}
+	tree, err := treeInfo(env, ev)
+	if err != nil {
+		return nil, err
+	}
+	byKey, err := artifacts(env, ev)
+	if err != nil {
+		return nil, err
+	}
+	samples, err := env.Store.Samples(id)
+	if err != nil {
+		return nil, err
+	}
+	envs, failures, err := bootsOf(env, id)
+	if err != nil {
+		return nil, err
+	}
+	out = &Outcome{EvaluationID: id, Failed: failures}
+	if len(failures) > 0 && len(samples) == 0 {
+		return out, fail.Infraf("every boot failed; first: %s", failures[0])
+	}
+	var adaptive *adaptiveState
+	if planned := plannedBoots(ev); ev.p.Repeats.MaxBoots > planned {
+		adaptive = &adaptiveState{min: planned, max: ev.p.Repeats.MaxBoots}
+		adaptive.next(ev.p, stats.Primary(samples))
+		out.Adaptive = adaptive.why
+	}
+	r, err := buildReport(ev, tree, byKey, envs, samples, adaptive)
+	if err != nil {
+		return out, err
+	}
+	r.Notes = append(r.Notes, out.Failed...)
+	r.Notes = append(r.Notes, ev.in.Notes...)
+	if a, _ := appliedOf(env, id); a != nil && a.Head != "" {
+		cov, err := seriesCoverage(ev.in.Tree, ev.in.BaseHash, a.Head, ev.p.Builds(), byKey, len(ev.p.Arches) > 1)
+		if err != nil {
+			r.Notes = append(r.Notes, "build coverage of the series unknown: "+err.Error())
+		}
+		r.Coverage = cov
+		if w := r.CoverageWarning(); w != "" {
+			env.progress().Printf("%s", w)
+		}
+	}
+	if err := targetTools(ctx, env, ev, r, envs); err != nil {
+		return out, err
+	}
+	if r.Timings, err = timings(env, ev, byKey, time.Since(start)); err != nil {
+		return out, err
+	}
+	out.Report = r
+	out.Regressions = r.Regressions()
+	if err := writeOutputs(r, ev, outDir, out); err != nil {
+		return out, err
+	}
+	return out, env.Store.Tx(ctx, func(tx *sql.Tx) error {
+		if err := env.Store.SetEvaluationStatusTx(tx, id, store.StatusDone); err != nil {
+			return err
+		}
+		return record(ctx, env, tx)
+	})
+}
+
+// treeInfo is the report's tree: the base and the applied commits.
+func treeInfo(env Env, ev *evaluation) (report.TreeInfo, error) {
+	tree := report.TreeInfo{Path: ev.in.Tree, Base: ev.in.BaseHash, BaseName: ev.in.Base}
+	if ev.in.Base == pipelines.DefaultBase {
+		tree.Name = "Debian linux-source-6.1"
+	}
+	a, err := appliedOf(env, ev.id)
+	if err != nil {
+		return tree, err
+	}
+	for _, c := range a.Commits {
+		tree.Commits = append(tree.Commits, report.Commit{Hash: c.Hash, Subject: c.Subject})
+	}
+	return tree, nil
+}
+
+// bootsOf reads evaluation id's runs: the environment of each variant's
+// last good boot, and the boots that failed and were not redone.
+func bootsOf(env Env, id int64) (map[string]evaluate.Environment, []string, error) {
+	runs, err := env.Store.RunsOf(id)
+	if err != nil {
+		return nil, nil, err
+	}
+	envs := map[string]evaluate.Environment{}
+	ok := map[store.RunKey]bool{}
+	for _, r := range runs {
+		if r.Status == store.RunOK {
+			envs[r.Variant] = r.Env
+			ok[store.RunKey{Variant: r.Variant, Boot: r.Boot}] = true
+		}
+	}
+	var failures []string
+	for _, r := range runs {
+		k := store.RunKey{Variant: r.Variant, Boot: r.Boot}
+		if (r.Status == store.RunFailed || r.Status == store.RunInfra) && !ok[k] && !strings.HasPrefix(r.ErrorText, "superseded: ") {
+			failures = append(failures, fmt.Sprintf("%s boot %d: %s", r.Variant, r.Boot+1, r.ErrorText))
+			ok[k] = true // once per boot
+		}
+	}
+	return envs, failures, nil
+}
+
+// targetTools names the users' tools in the guests and the perf events
+// their kernels count.
+func targetTools(ctx context.Context, env Env, ev *evaluation, r *report.Report, envs map[string]evaluate.Environment) error {
+	for _, a := range ev.p.Arches {
+		u, _, err := userlandFor(ctx, env, ev.p, a)
+		if err != nil {
+			return err
+		}
+		if u != nil {
+			for _, t := range sortedKeys(u.Versions) {
+				r.Target.Tools = append(r.Target.Tools, t+" "+u.Versions[t]+" ("+u.Arch+")")
+			}
+		}
+	}
+	for _, v := range sortedKeys(envPerf(envs)) {
+		r.Target.PerfEvents = v
+	}
+	return nil
+}
+
+// envPerf maps each distinct perf-events probe result to a variant.
+func envPerf(envs map[string]evaluate.Environment) map[string]string {
+	out := map[string]string{}
+	for v, e := range envs {
+		if e.PerfEvents != "" {
+			out[e.PerfEvents] = v
+		}
+	}
+	return out
+}
+
+// timings are the stage timings over every process that worked on the
+// evaluation, in stage order, with this report's own.
+func timings(env Env, ev *evaluation, byKey map[string]*build.Artifact, reportTime time.Duration) ([]report.StageTiming, error) {
+	stored, err := env.Store.Timings(ev.id)
+	if err != nil {
+		return nil, err
+	}
+	var out []report.StageTiming
+	if t, ok := stored["fetch"]; ok {
+		out = append(out, report.StageTiming{Stage: "fetch", Duration: t.Duration})
+	}
+	if t, ok := stored["apply"]; ok {
+		out = append(out, report.StageTiming{Stage: "apply", Duration: t.Duration, Note: t.Note})
+	}
+	cached := 0
+	for _, a := range byKey {
+		if a.CacheHit {
+			cached++
+		}
+	}
+	out = append(out,
+		report.StageTiming{Stage: "build", Duration: stored["build"].Duration,
+			Note: fmt.Sprintf("%d kernel(s), %d cached", len(byKey), cached)})
+	if tools := ev.p.Tools(); len(tools) > 0 && ev.p.Target.Kind != "ssh" {
+		out = append(out, report.StageTiming{Stage: "userland", Duration: stored["userland"].Duration, Note: strings.Join(tools, ", ")})
+	}
+	out = append(out,
+		report.StageTiming{Stage: "boot", Duration: stored["boot"].Duration},
+		report.StageTiming{Stage: "benchmark", Duration: stored["benchmark"].Duration},
+		report.StageTiming{Stage: "report", Duration: reportTime})
+	return out, nil
+}
+
+func writeOutputs(r *report.Report, ev *evaluation, outDir string, out *Outcome) error {
+	write := func(name string, fn func(f *os.File) error) (string, error) {
+		path := filepath.Join(outDir, name)
+		f, err := os.Create(path)
+		if err != nil {
+			return "", fail.Infra(err)
+		}
+		if err := fn(f); err != nil {
+			f.Close()
+			return "", err
+		}
+		return path, f.Close()
+	}
+	var err error
+	if out.Text, err = write("report.txt", func(f *os.File) error { return report.WriteText(f, r) }); err != nil {
+		return err
+	}
+	if out.JSON, err = write("report.json", func(f *os.File) error { return report.WriteJSON(f, r) }); err != nil {
+		return err
+	}
+	if out.Markdown, err = write("report.md", func(f *os.File) error { return report.WriteMarkdown(f, r) }); err != nil {
+		return err
+	}
+	if out.KCIDB, err = write("kcidb.json", func(f *os.File) error { return report.WriteKCIDB(f, r) }); err != nil {
+		return err
+	}
+	if ev.series == nil {
+		return nil
+	}
+	answer := ev.series.First()
+	if answer == nil {
+		return nil
+	}
+	d, err := report.NewDraft(r, answer, report.DraftOptions{From: ev.in.From, TestedBy: ev.in.TestedBy, Now: ev.in.Now})
+	if err != nil {
+		return err
+	}
+	out.Mail = d
+	out.Draft, err = write("reply.eml", func(f *os.File) error { return report.WriteDraft(f, *d) })
+	return err
+}
+
+// watched are derived symbols the confound report always lists first:
+// they change how the kernel behaves under benchmarks although nobody asked
+// for them (the seed thread's PREEMPT_RCU).
+var watched = map[string]bool{
+	"PREEMPT_RCU": true, "PREEMPTION": true, "PREEMPT_BUILD": true, "PREEMPT_COUNT": true,
+	"PREEMPT_DYNAMIC": true, "TASKS_RCU": true, "DEBUG_PREEMPT": true, "RCU_EXPERT": true,
+	"NO_HZ_FULL": true, "HZ": true, "SECURITY_SELINUX": true,
+}
+
+func buildReport(ev *evaluation, tree report.TreeInfo, byKey map[string]*build.Artifact,
+	envs map[string]evaluate.Environment, samples []evaluate.Sample, adaptive *adaptiveState) (*report.Report, error) {
+	p, o, repo, evID, specs := ev.p, ev.in, ev.in.Tree, ev.id, ev.p.Builds()
+	r := &report.Report{
+		Title:       p.Name,
+		ID:          fmt.Sprintf("%s-%d", p.Name, evID),
+		Generated:   time.Now().UTC(),
+		Tree:        tree,
+		Arch:        strings.Join(p.Arches, ","),
+		Interleaved: true,
+		Notes:       append([]string(nil), p.Warnings...),
+	}
+	if !o.Now.IsZero() {
+		r.Generated = o.Now
+	}
+	if ev.series != nil {
+		lore := o.Lore
+		if lore == "" {
+			lore = mbox.DefaultLore
+		}
+		r.Series = report.SeriesInfoFrom(ev.series, strings.TrimRight(lore, "/")+"/all/")
+	}
+	for _, b := range p.Benchmarks {
+		if b.Name == "rcu" {
+			r.PerRun = true
+		}
+	}
+	specOf := map[string]pipelines.BuildSpec{} // variant -> spec
+	for _, s := range specs {
+		for _, v := range s.Variants {
+			specOf[v] = s
+		}
+	}
+	for _, v := range p.Variants {
+		s := specOf[v.Name]
+		art := byKey[s.Key]
+		rv := report.Variant{Name: v.Name, Description: v.Description, Patched: s.ApplySeries,
+			Cmdline: strings.TrimSpace(p.Target.Cmdline + " " + v.Cmdline), Boots: 0}
+		for _, sym := range sortedKeys(v.Symbols) {
+			rv.Config = append(rv.Config, sym+"="+v.Symbols[sym])
+		}
+		if v.SchedPreempt != "" {
+			rv.Runtime = append(rv.Runtime, "/sys/kernel/debug/sched/preempt="+v.SchedPreempt)
+		}
+		for _, k := range sortedKeys(v.Sysctls) {
+			rv.Runtime = append(rv.Runtime, "sysctl "+k+"="+v.Sysctls[k])
+		}
+		if v.CPUs != "" {
+			rv.Runtime = append(rv.Runtime, "taskset -c "+v.CPUs)
+		}
+		if art != nil {
+			rv.Kernel = evaluate.Kernel{Variant: v.Name, Arch: s.Arch, Image: art.Image, Config: art.Config,
+				ConfigHash: art.ConfigHash(), Commit: art.Meta.Git.Commit, Cmdline: rv.Cmdline}
+			if !art.CacheHit {
+				rv.BuildSeconds = art.Meta.Results.Duration["total"]
+			}
+		}
+		if env, ok := envs[v.Name]; ok {
+			rv.Env = env
+			if r.Target.Kind == "" {
+				r.Target = report.TargetFromEnv(env)
+			}
+		}
+		for _, smp := range samples {
+			if smp.Variant == v.Name && smp.Boot+1 > rv.Boots {
+				rv.Boots = smp.Boot + 1
+			}
+		}
+		r.Variants = append(r.Variants, rv)
+	}
+	if r.Target.Kind == "" {
+		r.Target = report.TargetInfo{Kind: p.Target.Kind, Host: p.Target.Host, Deterministic: p.Deterministic}
+	}
+	r.Target.Deterministic = p.Deterministic
+
+	// Confounds: every compared pair whose kernels differ.
+	var pairs []report.Pair
+	for _, c := range p.Comparisons {
+		pairs = append(pairs, report.Pair{Base: c.Base, Other: c.Other})
+		a, b := specOf[c.Base], specOf[c.Other]
+		if a.Key == b.Key || byKey[a.Key] == nil || byKey[b.Key] == nil {
+			continue
+		}
+		cf, err := confound(repo, c.Base, c.Other, a, b, byKey[a.Key], byKey[b.Key])
+		if err != nil {
+			return nil, err
+		}
+		r.Confounds = append(r.Confounds, cf)
+	}
+	var chains [][]string
+	for _, ch := range p.Chains {
+		chains = append(chains, ch.Variants)
+	}
+	opts := stats.Options{Threshold: p.Threshold()}
+	if adaptive != nil {
+		// Every look was a chance to stop: the final verdicts are taken at
+		// the per-look level so the overall false-positive rate stays 5%.
+		opts.Alpha = adaptive.alpha()
+		r.Notes = append(r.Notes, fmt.Sprintf("adaptive sampling: %d to %d boots per variant; verdicts at alpha %.3g (0.05 over %d looks)",
+			adaptive.min, adaptive.max, opts.Alpha, adaptive.max-adaptive.min+1))
+		for _, w := range adaptive.why {
+			r.Notes = append(r.Notes, "adaptive sampling stopped: "+w)
+		}
+	}
+	if err := r.AddResults(stats.Primary(samples), report.Spec{Comparisons: pairs, Chains: chains, Stats: opts}); err != nil {
+		return nil, err
+	}
+	return r, nil
+}
+
+// confound explains how two compared kernels' final configs differ.
+func confound(repo, base, other string, a, b pipelines.BuildSpec, artA, artB *build.Artifact) (report.Confound, error) {
+	requested := map[string]string{}
+	for k, v := range a.Symbols {
+		if b.Symbols[k] != v {
+			requested[k] = v
+		}
+	}
+	for k, v := range b.Symbols {
+		if a.Symbols[k] != v {
+			requested[k] = v
+		}
+	}
+	d, err := build.ConfigDiff(build.DiffInput{A: artA.Config, B: artB.Config, Requested: requested,
+		Tree: repo, Commit: artB.Meta.Git.Commit, Arch: b.Arch})
+	if err != nil {
+		return report.Confound{}, fmt.Errorf("config differences %s vs %s: %w", base, other, err)
+	}
+	cf := report.Confound{Base: base, Other: other}
+	for _, ch := range d.Changes {
+		cf.Deltas = append(cf.Deltas, delta(ch))
+	}
+	return cf, nil
+}
+
+func delta(ch kconfig.SymbolChange) report.ConfigDelta {
+	d := report.ConfigDelta{Symbol: ch.Symbol, From: ch.A, To: ch.B, Requested: ch.Requested,
+		Highlight: !ch.Requested && watched[ch.Symbol], Via: ch.Via}
+	if len(ch.Rules) > 0 {
+		r := ch.Rules[0]
+		d.Rule, d.Where = r.Text, r.Pos.String()
+		if r.Owner != "" && r.Owner != ch.Symbol {
+			d.Rule = fmt.Sprintf("%s: %s", r.Owner, r.Text)
+		}
+		if r.Note != "" {
+			d.Rule += " (" + r.Note + ")"
+		}
+	}
+	d.Mechanical = !ch.Requested && len(ch.Rules) == 0 && ch.Depth < 0
+	return d
+}
+
+func sortedKeys(m map[string]string) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	return keys
+}

@@ -1,0 +1,379 @@
+// Package runner evaluates a patch series with a pipeline, as named stages
+// that each take the evaluation's id and the store, find what is already
+// done, do the rest and record it:
+//
+//	Submit  records the evaluation and everything its stages need
+//	Apply   applies the series onto the base (the applied commits)
+//	Build   builds one kernel (Builds lists them)
+//	Boot    boots one planned boot (Boots lists them, interleaved)
+//	More    adaptive sampling: the next round's boots, empty when done
+//	Report  compares, writes the reports and the reply draft
+//
+// Run is Submit and every stage in one process (`patcheval lore
+// --pipeline`); a queue runs the same functions as jobs, possibly in other
+// processes, from the id alone. Every stage is idempotent: a finished boot
+// is never redone and its samples are never counted twice, so an
+// interrupted evaluation resumes where it stopped.
+package runner
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"database/sql"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/patcheval/patcheval/evaluate/report"
+	"github.com/patcheval/patcheval/evaluate/store"
+	"github.com/patcheval/patcheval/internal/fail"
+	"github.com/patcheval/patcheval/internal/progress"
+	"github.com/patcheval/patcheval/mbox"
+	"github.com/patcheval/patcheval/pipelines"
+	"github.com/patcheval/patcheval/series"
+)
+
+// Env is where stages run.
+type Env struct {
+	Store *store.Store
+	// CacheDir holds builds, agents and boot fragments ("" = the XDG
+	// default).
+	CacheDir string
+	// Jobs is the make -j budget (0: number of CPUs).
+	Jobs     int
+	Progress *progress.Reporter
+	// Record, when non-nil, is called inside the SAME database transaction
+	// that records a stage's result (after the stage's own writes), so a
+	// queue can enqueue the next stage and complete its job atomically.
+	Record func(ctx context.Context, tx *sql.Tx) error
+}
+
+func (e Env) progress() *progress.Reporter {
+	if e.Progress == nil {
+		return progress.Discard()
+	}
+	return e.Progress
+}
+
+// Options are the inputs of one evaluation besides the Pipeline.
+type Options struct {
+	// Mbox is the thread holding the series (mbox.WriteMboxrd of its
+	// messages' Raw); nil when no variant applies a series. Version picks
+	// the series' version (0: the newest), AnySender accepts trailers from
+	// any sender, ThreadSource names where the thread came from.
+	Mbox         []byte
+	Version      int
+	AnySender    bool
+	ThreadSource string
+	// AM shapes the commit messages (Link: trailer).
+	AM series.AMOptions
+	// Tree is the kernel git repository; it overrides the pipeline's
+	// tree.path. Base overrides tree.base. Branch receives the applied
+	// series (default patcheval/<pipeline>).
+	Tree, Base, Branch string
+	// Fuzz and ThreeWay are apply's options (see series/apply).
+	Fuzz     int
+	ThreeWay bool
+	// Cover adds the Kconfig symbols that would build the series' C files
+	// to every kernel (a fragment written when the series is applied).
+	Cover bool
+	// Boots overrides repeats.boots when > 0 (a quick run).
+	Boots int
+	// From signs the reply draft; TestedBy asks for a Tested-by trailer
+	// (added only when nothing regressed).
+	From     mbox.Address
+	TestedBy bool
+	// Lore is the public-inbox base the Link: of the report points into
+	// (default mbox.DefaultLore).
+	Lore string
+	// Fetch is how long fetching the thread took (a stage timing).
+	Fetch time.Duration
+	// Now pins the report's and the draft's dates (tests); zero: now.
+	Now time.Time
+	// OutDir is where Run has Report write (not stored: a machine-side
+	// path).
+	OutDir string `json:"-"`
+}
+
+// ThreadMbox is Options.Mbox for a fetched thread.
+func ThreadMbox(t *mbox.Thread) []byte {
+	var raws [][]byte
+	for _, m := range t.Messages {
+		raws = append(raws, m.Raw)
+	}
+	var buf bytes.Buffer
+	_ = mbox.WriteMboxrd(&buf, raws...) // a bytes.Buffer does not fail
+	return buf.Bytes()
+}
+
+// inputs is what Submit stores: everything a stage needs besides Env.
+type inputs struct {
+	// Pipeline is the pipeline as evaluated (its JSON model: also a
+	// Pipeline changed after parsing, as bisect's single-benchmark copy,
+	// runs as it was submitted); PipelineSource the text it was parsed
+	// from, for people.
+	Pipeline       json.RawMessage `json:"pipeline"`
+	PipelineSource string          `json:"pipeline_source,omitempty"`
+	PipelineFile   string          `json:"pipeline_file"`
+	PipelineDir    string          `json:"pipeline_dir,omitempty"`
+	Warnings       []string        `json:"pipeline_warnings,omitempty"`
+	// Notes are what Apply found about the series (files no kernel
+	// builds, --cover's symbols); the report lists them.
+	Notes []string `json:"notes,omitempty"`
+	Options
+	// Mbox travels in its own column.
+	BaseHash string `json:"base_hash"`
+}
+
+// evaluation is a stored evaluation loaded for a stage.
+type evaluation struct {
+	id     int64
+	p      *pipelines.Pipeline
+	in     inputs
+	series *series.Series // nil without a series
+}
+
+// Outcome is what an evaluation produced.
+type Outcome struct {
+	EvaluationID int64          `json:"evaluation_id"`
+	Resumed      bool           `json:"resumed"`
+	Report       *report.Report `json:"report"`
+	// Files written into the output directory.
+	Text, JSON, Markdown, KCIDB, Draft string
+	// Mail is the reply draft (nil without a message to answer); Report
+	// only writes it to Draft, it never sends it.
+	Mail *report.Draft `json:"-"`
+	// Regressions are the comparisons that found a regression.
+	Regressions []string `json:"regressions,omitempty"`
+	// Failed are the boots that failed (kept going; listed in the report).
+	Failed []string `json:"failed_boots,omitempty"`
+	// Adaptive says, per comparison and metric, why adaptive sampling
+	// stopped (repeats.max_boots > boots).
+	Adaptive []string `json:"adaptive,omitempty"`
+}
+
+// Submit records the evaluation of p with o and everything its stages
+// need, so that any stage can run later from the id alone. The same inputs
+// give the existing evaluation (resumed), never a second one: the key names
+// what is evaluated (pipeline, base commit, the series' patches and
+// version, boots, apply options), not when or who signs the draft.
+func Submit(ctx context.Context, env Env, p *pipelines.Pipeline, o Options) (id int64, resumed bool, err error) {
+	in, s, err := check(p, o)
+	if err != nil {
+		return 0, false, err
+	}
+	mboxData := in.Mbox
+	in.Mbox = nil
+	data, err := json.Marshal(in)
+	if err != nil {
+		return 0, false, fail.Infraf("evaluation inputs: %w", err)
+	}
+	meta, key := keyOf(p, in, s)
+	err = env.Store.Tx(ctx, func(tx *sql.Tx) error {
+		if id, resumed, err = env.Store.CreateOrResumeEvaluationTx(tx, key, meta); err != nil {
+			return err
+		}
+		if err := env.Store.SetInputsTx(tx, id, data, mboxData); err != nil {
+			return err
+		}
+		if o.Fetch > 0 && !resumed {
+			if err := env.Store.AddTimingTx(tx, id, "fetch", o.Fetch, ""); err != nil {
+				return err
+			}
+		}
+		return record(ctx, env, tx)
+	})
+	return id, resumed, err
+}
+
+// Check reports what Submit would refuse in p and o (no tree, no series,
+// a base the tree lacks) without touching a store.
+func Check(p *pipelines.Pipeline, o Options) error {
+	_, _, err := check(p, o)
+	return err
+}
+
+func check(p *pipelines.Pipeline, o Options) (in inputs, s *series.Series, err error) {
+	in = inputs{PipelineSource: string(p.Source), PipelineFile: p.File, PipelineDir: p.Dir, Warnings: p.Warnings, Options: o}
+	if in.Tree == "" {
+		in.Tree = p.Tree.Path
+	}
+	if in.Tree == "" {
+		return in, nil, fail.Inputf("%s: no kernel tree: pass --tree PATH (scripts/linux-tree.sh imports Debian's 6.1 tree)", p.File)
+	}
+	if in.Base == "" {
+		in.Base = p.Tree.Base
+	}
+	if in.Branch == "" {
+		in.Branch = "patcheval/" + p.Name
+	}
+	if in.Pipeline, err = json.Marshal(p); err != nil {
+		return in, nil, fail.Inputf("pipeline %s: %v", p.Name, err)
+	}
+	if p.NeedsSeries() {
+		if len(o.Mbox) == 0 {
+			return in, nil, fail.Inputf("pipeline %s applies a series but none was given", p.Name)
+		}
+		if s, err = resolveSeries(in); err != nil {
+			return in, nil, err
+		}
+		in.Version = s.Version // the chosen one, also when "newest" was asked
+	}
+	in.BaseHash, err = resolveCommit(in.Tree, in.Base)
+	return in, s, err
+}
+
+// keyOf is the evaluation's description and key.
+func keyOf(p *pipelines.Pipeline, in inputs, s *series.Series) (store.EvaluationMeta, string) {
+	meta := store.EvaluationMeta{Pipeline: p.Name, Tree: in.Tree, Base: in.BaseHash}
+	parts := []string{p.Hash(), in.BaseHash}
+	if s != nil {
+		meta.SeriesTitle, meta.SeriesVersion = s.Title, s.Version
+		if m := s.First(); m != nil {
+			meta.SeriesMsgID = m.MessageID
+		}
+		// The patches' diffs decide the patched tree (the commit hashes
+		// change with every re-apply, trailers do not change the tree).
+		h := sha256.New()
+		for _, pt := range s.Patches {
+			if pt != nil {
+				fmt.Fprintf(h, "%d\n%s\n", len(pt.Diff), pt.Diff)
+			}
+		}
+		parts = append(parts, hex.EncodeToString(h.Sum(nil)), meta.SeriesMsgID, fmt.Sprint(s.Version))
+	}
+	if in.Boots > 0 {
+		parts = append(parts, fmt.Sprintf("boots=%d", in.Boots))
+	}
+	if in.Fuzz > 0 || in.ThreeWay {
+		parts = append(parts, fmt.Sprintf("fuzz=%d 3way=%v", in.Fuzz, in.ThreeWay))
+	}
+	if in.Cover {
+		parts = append(parts, "cover")
+	}
+	return meta, store.Key(parts...)
+}
+
+// load reads evaluation id's inputs back: the pipeline parsed again from
+// its source, the series resolved again from its thread.
+func load(env Env, id int64) (*evaluation, error) {
+	data, mboxData, err := env.Store.Inputs(id)
+	if err != nil {
+		return nil, err
+	}
+	ev := &evaluation{id: id}
+	if err := json.Unmarshal(data, &ev.in); err != nil {
+		return nil, fail.Infraf("evaluation %d: stored inputs: %w", id, err)
+	}
+	ev.in.Mbox = mboxData
+	ev.p = &pipelines.Pipeline{}
+	if err := json.Unmarshal(ev.in.Pipeline, ev.p); err != nil {
+		return nil, fail.Infraf("evaluation %d: stored pipeline: %w", id, err)
+	}
+	ev.p.File, ev.p.Dir, ev.p.Warnings = ev.in.PipelineFile, ev.in.PipelineDir, ev.in.Warnings
+	if ev.p.NeedsSeries() {
+		if ev.series, err = resolveSeries(ev.in); err != nil {
+			return nil, fmt.Errorf("evaluation %d: stored series: %w", id, err)
+		}
+	}
+	return ev, nil
+}
+
+func resolveSeries(in inputs) (*series.Series, error) {
+	src := in.ThreadSource
+	if src == "" {
+		src = "series.mbox"
+	}
+	msgs, err := mbox.ParseBytes(in.Mbox, src)
+	if err != nil {
+		return nil, err
+	}
+	return series.Resolve(mbox.NewThread(msgs, src), series.Options{Version: in.Version, AnySender: in.AnySender})
+}
+
+// record calls env.Record inside tx.
+func record(ctx context.Context, env Env, tx *sql.Tx) error {
+	if env.Record == nil {
+		return nil
+	}
+	return env.Record(ctx, tx)
+}
+
+// failed marks the evaluation failed when a stage ends with an error that
+// is not a cancellation (the caller's defer).
+func failed(ctx context.Context, env Env, id int64, err *error) {
+	if *err != nil && ctx.Err() == nil {
+		_ = env.Store.SetEvaluationStatus(id, store.StatusFailed)
+	}
+}
+
+// Run submits the evaluation and walks every stage in this process:
+// apply, build, boot (resuming from the store), sample more (adaptive),
+// report into outDir. Every finished boot is committed before the next
+// starts, so an interrupted evaluation loses nothing: running it again
+// resumes it.
+func Run(ctx context.Context, env Env, p *pipelines.Pipeline, o Options) (*Outcome, error) {
+	if o.OutDir == "" {
+		return nil, fail.Inputf("pipeline %s: no output directory", p.Name)
+	}
+	id, resumed, err := Submit(ctx, env, p, o)
+	if err != nil {
+		return nil, err
+	}
+	out := &Outcome{EvaluationID: id, Resumed: resumed}
+	if resumed {
+		if ev, err := env.Store.Evaluation(id); err == nil {
+			env.progress().Printf("resuming evaluation %d (%d boot(s) already finished)", id, ev.FinishedRuns)
+		}
+	}
+	if err := Apply(ctx, env, id); err != nil {
+		return out, err
+	}
+	keys, err := Builds(ctx, env, id)
+	if err != nil {
+		return out, err
+	}
+	for _, k := range keys {
+		if err := Build(ctx, env, id, k); err != nil {
+			return out, err
+		}
+	}
+	boots, err := Boots(ctx, env, id)
+	// Rounds are bounded: a round whose boots all failed for
+	// infrastructure reasons is offered again by More.
+	for round := 0; err == nil && len(boots) > 0 && round <= max(p.Repeats.MaxBoots, 1); round++ {
+		for _, b := range boots {
+			if err = Boot(ctx, env, id, b); err != nil {
+				return out, err
+			}
+		}
+		boots, err = More(ctx, env, id)
+	}
+	if err != nil {
+		return out, err
+	}
+	env.progress().Done()
+	res, err := Report(ctx, env, id, o.OutDir)
+	if res != nil {
+		res.Resumed = resumed
+		return res, err
+	}
+	return out, err
+}
+
+func short(h string) string {
+	if len(h) > 12 {
+		return h[:12]
+	}
+	return h
+}
+
+func firstLine(s string) string {
+	if i := strings.IndexByte(s, '\n'); i >= 0 {
+		return s[:i]
+	}
+	return s
+}

@@ -1,0 +1,214 @@
+package runner
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"reflect"
+	"testing"
+	"time"
+
+	"github.com/patcheval/patcheval/build/buildtest"
+	"github.com/patcheval/patcheval/evaluate/report"
+	"github.com/patcheval/patcheval/evaluate/store"
+	"github.com/patcheval/patcheval/internal/fail"
+	"github.com/patcheval/patcheval/internal/progress"
+	"github.com/patcheval/patcheval/mbox"
+	"github.com/patcheval/patcheval/pipelines"
+)
+
+// stageEnv opens the database at db afresh, as a stage running in its own
+// process would.
+func stageEnv(t *testing.T, db string) Env {
+	t.Helper()
+	return Env{Store: openStore(t, db), CacheDir: buildtest.Options(t).CacheDir, Progress: progress.New(os.Stderr)}
+}
+
+func builtin(t *testing.T, name string) *pipelines.Pipeline {
+	t.Helper()
+	p, err := pipelines.Builtin(name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+// TestSubmitKey: the same inputs resume the same evaluation (also when
+// only the draft's signer changes); other boots or apply options are a new
+// one; a stage that needs an earlier one says so.
+func TestSubmitKey(t *testing.T) {
+	repo := buildtest.Repo(t)
+	p := builtin(t, "ppc-preempt-dynamic")
+	db := filepath.Join(t.TempDir(), "patcheval.db")
+	env := stageEnv(t, db)
+	ctx := context.Background()
+	o := Options{Mbox: backportMbox(t), Tree: repo, Boots: 2}
+	id, resumed, err := Submit(ctx, env, p, o)
+	if err != nil || resumed {
+		t.Fatalf("first submit: id %d resumed %v err %v", id, resumed, err)
+	}
+	o2 := o
+	o2.From = mbox.Address{Name: "Other", Email: "other@example.org"}
+	if id2, resumed, err := Submit(ctx, env, p, o2); err != nil || !resumed || id2 != id {
+		t.Errorf("same inputs, other signer: id %d resumed %v err %v; want a resume of %d", id2, resumed, err, id)
+	}
+	for name, o3 := range map[string]Options{
+		"boots": {Mbox: o.Mbox, Tree: repo, Boots: 3},
+		"fuzz":  {Mbox: o.Mbox, Tree: repo, Boots: 2, Fuzz: 1},
+	} {
+		if id3, resumed, err := Submit(ctx, env, p, o3); err != nil || resumed || id3 == id {
+			t.Errorf("%s: id %d resumed %v err %v; want a new evaluation", name, id3, resumed, err)
+		}
+	}
+	if _, err := Boots(ctx, env, id); err != nil {
+		t.Errorf("boots: %v", err)
+	}
+	err = Build(ctx, env, id, p.Builds()[1].Key)
+	if fail.KindOf(err) != fail.KindInput || !bytes.Contains([]byte(err.Error()), []byte("not applied yet")) {
+		t.Errorf("build before apply: %v, want an input error saying the series is not applied yet", err)
+	}
+	if _, _, err := Submit(ctx, env, p, Options{Tree: repo}); fail.KindOf(err) != fail.KindInput {
+		t.Errorf("no series: %v, want an input error", err)
+	}
+}
+
+// TestApplyStageFuzz: a series whose first context line differs from the
+// tree applies only with Fuzz, which reaches apply through Options (lore
+// --pipeline --fuzz used to drop it).
+func TestApplyStageFuzz(t *testing.T) {
+	repo := buildtest.Repo(t)
+	p := builtin(t, "ppc-preempt-dynamic")
+	env := stageEnv(t, filepath.Join(t.TempDir(), "patcheval.db"))
+	ctx := context.Background()
+	fuzzed := bytes.Replace(backportMbox(t), []byte("\n \tselect HAVE_PERF_EVENTS_NMI\t\tif PPC64\n"),
+		[]byte("\n \tselect HAVE_PERF_EVENTS_NMI\t\tif PPC32\n"), 1)
+	if bytes.Equal(fuzzed, backportMbox(t)) {
+		t.Fatal("the context line to change is not in the backport mbox")
+	}
+	exact, _, err := Submit(ctx, env, p, Options{Mbox: fuzzed, Tree: repo, Branch: "patcheval/test-fuzz"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := Apply(ctx, env, exact); fail.KindOf(err) != fail.KindFailed {
+		t.Fatalf("apply without fuzz: %v (kind %v), want the patch not to apply", err, fail.KindOf(err))
+	}
+	if ev, _ := env.Store.Evaluation(exact); ev.Status != store.StatusFailed {
+		t.Errorf("evaluation %d status %q after a failed apply, want failed", exact, ev.Status)
+	}
+	id, _, err := Submit(ctx, env, p, Options{Mbox: fuzzed, Tree: repo, Branch: "patcheval/test-fuzz", Fuzz: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := Apply(ctx, env, id); err != nil {
+		t.Fatalf("apply with fuzz 1: %v", err)
+	}
+	a, err := env.Store.AppliedOf(id)
+	if err != nil || a == nil || len(a.Commits) != 1 || a.Head == "" || a.Tree == "" {
+		t.Fatalf("applied: %+v, %v", a, err)
+	}
+	// Apply again: nothing to do, nothing changes.
+	if err := Apply(ctx, env, id); err != nil {
+		t.Fatal(err)
+	}
+	if b, _ := env.Store.AppliedOf(id); !reflect.DeepEqual(a, b) {
+		t.Errorf("second apply changed the record: %+v -> %+v", a, b)
+	}
+}
+
+// TestStagesEqualRun runs the stages one by one, each with the database
+// opened afresh (as separate queue jobs would), on the shipped
+// ppc-preempt-dynamic pipeline with real kernels and QEMU (one boot per
+// variant); then Run with the same inputs resumes that evaluation, boots
+// nothing and reports the same.
+func TestStagesEqualRun(t *testing.T) {
+	repo := buildtest.Repo(t)
+	p := builtin(t, "ppc-preempt-dynamic")
+	db := filepath.Join(t.TempDir(), "patcheval.db")
+	now := time.Date(2026, 11, 3, 10, 0, 0, 0, time.UTC)
+	o := Options{Mbox: backportMbox(t), Tree: repo, Boots: 1, Now: now,
+		From: mbox.Address{Name: "Kernel Tester", Email: "tester@example.org"}}
+	ctx, cancel := context.WithTimeout(context.Background(), 45*time.Minute)
+	defer cancel()
+
+	id, _, err := Submit(ctx, stageEnv(t, db), p, o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := Apply(ctx, stageEnv(t, db), id); err != nil {
+		t.Fatalf("apply: %v", err)
+	}
+	keys, err := Builds(ctx, stageEnv(t, db), id)
+	if err != nil || len(keys) != 3 {
+		t.Fatalf("builds: %v %v, want 3 kernels", keys, err)
+	}
+	for _, k := range keys {
+		if err := Build(ctx, stageEnv(t, db), id, k); err != nil {
+			t.Fatalf("build %s: %v", k, err)
+		}
+	}
+	boots, err := Boots(ctx, stageEnv(t, db), id)
+	if err != nil || len(boots) != len(p.Variants) {
+		t.Fatalf("boots: %v %v, want one per variant", boots, err)
+	}
+	for _, b := range boots {
+		if err := Boot(ctx, stageEnv(t, db), id, b); err != nil {
+			t.Fatalf("boot %v: %v", b, err)
+		}
+	}
+	env := stageEnv(t, db)
+	runs, _ := env.Store.RunsOf(id)
+	// A finished boot is never redone.
+	if err := Boot(ctx, stageEnv(t, db), id, boots[0]); err != nil {
+		t.Fatal(err)
+	}
+	if again, _ := env.Store.RunsOf(id); len(again) != len(runs) || len(runs) != len(boots) {
+		t.Errorf("runs: %d after the boots, %d after booting %v again; want %d", len(runs), len(again), boots[0], len(boots))
+	}
+	if more, err := More(ctx, env, id); err != nil || len(more) != 0 {
+		t.Errorf("more: %v %v; the pipeline has no adaptive sampling", more, err)
+	}
+	staged, err := Report(ctx, stageEnv(t, db), id, t.TempDir())
+	if err != nil {
+		t.Fatalf("report: %v", err)
+	}
+
+	o.OutDir = t.TempDir()
+	run, err := Run(ctx, env, p, o)
+	if err != nil {
+		t.Fatalf("run: %v", err)
+	}
+	if !run.Resumed || run.EvaluationID != id {
+		t.Errorf("run: resumed %v id %d, want a resume of %d", run.Resumed, run.EvaluationID, id)
+	}
+	if after, _ := env.Store.RunsOf(id); len(after) != len(runs) {
+		t.Errorf("run booted again: %d runs, want %d", len(after), len(runs))
+	}
+	if a, b := comparable(t, staged.Report), comparable(t, run.Report); a != b {
+		t.Errorf("the staged report differs from Run's:\n%s\nvs\n%s", a, b)
+	}
+}
+
+// comparable is r rendered as text and JSON with the report stage's own
+// duration (the only thing that differs between two reports of the same
+// evaluation) zeroed.
+func comparable(t *testing.T, r *report.Report) string {
+	t.Helper()
+	c := *r
+	c.Timings = append([]report.StageTiming(nil), r.Timings...)
+	for i := range c.Timings {
+		if c.Timings[i].Stage == "report" {
+			c.Timings[i].Duration = 0
+		}
+	}
+	var buf bytes.Buffer
+	if err := report.WriteText(&buf, &c); err != nil {
+		t.Fatal(err)
+	}
+	data, err := json.MarshalIndent(c, "", " ")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return buf.String() + string(data)
+}
