@@ -273,6 +273,32 @@ func resolveCached(ctx context.Context, dir, debArch string, roots []string) ([]
 	return pkgs, nil
 }
 
+// Fetch downloads the candidate version of one Debian package for arch
+// (a kernel image to boot, for example) into the cache, verified against
+// apt's lists, and returns the .deb's path; a cached copy is reused.
+func Fetch(ctx context.Context, arch, pkg, cacheDir string) (string, error) {
+	debArch, _, err := DebArch(arch)
+	if err != nil {
+		return "", err
+	}
+	if err := checkArch(ctx, debArch); err != nil {
+		return "", err
+	}
+	infos, err := show(ctx, []string{pkg + ":" + debArch})
+	if err != nil {
+		return "", err
+	}
+	p, ok := infos[pkg]
+	if !ok {
+		return "", fail.Infraf("userland: package %s:%s not in apt's lists", pkg, debArch)
+	}
+	paths, err := download(ctx, filepath.Join(cacheDir, "userland", "debs"), []Package{p}, io.Discard)
+	if err != nil {
+		return "", err
+	}
+	return paths[0], nil
+}
+
 // checkArch makes sure apt knows debArch (native or foreign).
 func checkArch(ctx context.Context, debArch string) error {
 	native, err := exec.CommandContext(ctx, "dpkg", "--print-architecture").Output()
