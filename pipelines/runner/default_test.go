@@ -50,6 +50,26 @@ func TestRunDefaultBackport(t *testing.T) {
 	for _, l := range r.CoverageLines() {
 		t.Log("coverage: " + l)
 	}
+	want := map[string]string{
+		"arch/powerpc/Kconfig":               "no-code",
+		"arch/powerpc/include/asm/preempt.h": "included",
+		"arch/powerpc/kernel/interrupt.c":    "compiled",
+		"arch/powerpc/lib/vmx-helper.c":      "compiled", // obj64-$(CONFIG_ALTIVEC); the pseries fragment sets ALTIVEC
+	}
+	for _, c := range r.Coverage {
+		if w, ok := want[c.Path]; ok {
+			if c.Status != w || (w != "no-code" && len(c.Kernels) == 0) {
+				t.Errorf("coverage of %s: %+v, want %s", c.Path, c, w)
+			}
+			delete(want, c.Path)
+		}
+	}
+	if len(want) > 0 {
+		t.Errorf("no coverage line for %v", want)
+	}
+	if w := r.CoverageWarning(); w != "" {
+		t.Errorf("the backport's code was built, yet: %s", w)
+	}
 	var sawPerf, sawLoop bool
 	for _, b := range r.Benchmarks {
 		if strings.HasPrefix(b.Name, "perf bench syscall basic") && b.Unit == "usec/op" {
