@@ -66,8 +66,9 @@ func init() {
 //go:embed kcc.go
 var source []byte
 
-// Install puts a copy of this executable at <store>/bin/kcc and returns
-// its path: the CC prefix for make. The path never changes, so kbuild's
+// Install puts the wrapper at <store>/bin/kcc and returns its path: the CC
+// prefix for make. The wrapper is this package alone built as a command
+// (see buildSlim) or, without a Go toolchain, a copy of this executable. The path never changes, so kbuild's
 // recorded command lines (and with them incremental builds) stay valid
 // whether the CLI or a test binary drives the build, and across patcheval
 // upgrades; a test binary removed after its run does not pull the wrapper
@@ -88,10 +89,6 @@ func Install(store string) (string, error) {
 			return dst, nil
 		}
 	}
-	self, err := os.Executable()
-	if err != nil {
-		return "", fmt.Errorf("kcc: %w", err)
-	}
 	if err := os.MkdirAll(filepath.Dir(dst), 0o755); err != nil {
 		return "", fmt.Errorf("kcc: %w", err)
 	}
@@ -102,7 +99,7 @@ func Install(store string) (string, error) {
 		}
 		tmp := f.Name()
 		f.Close()
-		if err := fill(tmp); err == nil {
+		if err = fill(tmp); err == nil {
 			if err = os.Chmod(tmp, mode); err == nil {
 				if err = os.Rename(tmp, name); err == nil {
 					return nil
@@ -112,13 +109,69 @@ func Install(store string) (string, error) {
 		os.Remove(tmp)
 		return err
 	}
-	if err := replace(dst, func(tmp string) error { return copyFile(self, tmp) }, 0o755); err != nil {
+	// The wrapper runs once per compile, so its start-up is paid ~1,000
+	// times per kernel: a binary of this package alone starts with about
+	// half the CPU time of the whole patcheval binary (whose package
+	// initialisers all run first). It is built from the embedded source
+	// with the Go toolchain when there is one; otherwise this executable
+	// serves.
+	fill := func(tmp string) error {
+		if buildSlim(tmp) == nil {
+			return nil
+		}
+		self, err := os.Executable()
+		if err != nil {
+			return err
+		}
+		return copyFile(self, tmp)
+	}
+	if err := replace(dst, fill, 0o755); err != nil {
 		return "", fmt.Errorf("kcc: installing the wrapper: %w", err)
 	}
 	if err := replace(stamp, func(tmp string) error { return os.WriteFile(tmp, []byte(version+"\n"), 0o644) }, 0o644); err != nil {
 		return "", fmt.Errorf("kcc: installing the wrapper: %w", err)
 	}
 	return dst, nil
+}
+
+// buildSlim builds this package alone as a command into out, from the
+// embedded source, with the Go toolchain on PATH or in /usr/local/go.
+func buildSlim(out string) error {
+	gobin, err := exec.LookPath("go")
+	if err != nil {
+		gobin = "/usr/local/go/bin/go"
+		if _, err := os.Stat(gobin); err != nil {
+			return fmt.Errorf("no Go toolchain")
+		}
+	}
+	dir, err := os.MkdirTemp(filepath.Dir(out), ".kcc-build-")
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(dir)
+	files := map[string]string{
+		"go.mod":     "module patcheval.invalid/kccwrapper\n\ngo 1.21\n",
+		"kcc/kcc.go": string(source),
+		"main.go": "// Command kcc is patcheval's compiler-cache wrapper alone (see package kcc).\n" +
+			"package main\n\nimport (\n\t\"os\"\n\n\t\"patcheval.invalid/kccwrapper/kcc\"\n)\n\n" +
+			"func main() {\n\tif len(os.Args) < 2 {\n\t\tos.Exit(2)\n\t}\n\tos.Exit(kcc.Main(os.Args[1:]))\n}\n",
+	}
+	for name, text := range files {
+		p := filepath.Join(dir, name)
+		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+			return err
+		}
+		if err := os.WriteFile(p, []byte(text), 0o644); err != nil {
+			return err
+		}
+	}
+	cmd := exec.Command(gobin, "build", "-trimpath", "-ldflags=-s -w", "-o", out, ".")
+	cmd.Dir = dir
+	cmd.Env = append(os.Environ(), "CGO_ENABLED=0", "GOWORK=off", "GOFLAGS=", "GOTOOLCHAIN=local", "GO111MODULE=on")
+	if msg, err := cmd.CombinedOutput(); err != nil {
+		return fmt.Errorf("building the wrapper: %v: %s", err, strings.TrimSpace(string(msg)))
+	}
+	return nil
 }
 
 // Check runs the installed wrapper once (it execs "true"): a store on a

@@ -363,6 +363,16 @@ func TestInstallIsStable(t *testing.T) {
 	if st, err := os.Stat(a); err != nil || st.Mode()&0o111 == 0 {
 		t.Fatalf("wrapper not executable: %v", err)
 	}
+	// With a Go toolchain the wrapper is this package alone, not a copy of
+	// the (test) binary with all its package initialisers.
+	if _, err := exec.LookPath("go"); err == nil {
+		self, _ := os.Executable()
+		st, _ := os.Stat(a)
+		me, _ := os.Stat(self)
+		if st.Size() >= me.Size() {
+			t.Errorf("wrapper is %d bytes, the test binary %d: not the slim build", st.Size(), me.Size())
+		}
+	}
 	// Another kcc version installed it: replaced in place, same path.
 	os.WriteFile(a+".version", []byte("0000\n"), 0o644)
 	os.WriteFile(a, []byte("old"), 0o755)
