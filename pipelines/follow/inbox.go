@@ -14,6 +14,8 @@ import (
 	"github.com/go-git/go-git/v5/config"
 	"github.com/go-git/go-git/v5/plumbing"
 	"github.com/go-git/go-git/v5/plumbing/object"
+	"github.com/go-git/go-git/v5/plumbing/transport"
+
 	"github.com/patcheval/patcheval/internal/fail"
 )
 
@@ -100,6 +102,9 @@ func (f *Follower) fetchEpoch(ctx context.Context, r *git.Repository, list strin
 		RefSpecs:   []config.RefSpec{config.RefSpec("+refs/heads/master:" + ref.String())},
 		Tags:       git.NoTags,
 	})
+	if errors.Is(err, transport.ErrEmptyRemoteRepository) {
+		return plumbing.ZeroHash, nil // a new list: no message yet
+	}
 	if err != nil && !errors.Is(err, git.NoErrAlreadyUpToDate) {
 		return plumbing.ZeroHash, fail.Infraf("follow: fetching %s: %w", epochURL(list, n), err)
 	}

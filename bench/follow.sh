@@ -1,0 +1,16 @@
+#!/usr/bin/env bash
+# Follower throughput (issue 13): per round, import BENCH_FOLLOW_MESSAGES
+# (default 1000) generated messages (series of 1-6 patches with cover
+# letters, and replies) into a real local public-inbox, then time one
+# follower poll from the end of the import to every series queued, and
+# read the Go heap after each round. Target: under 10 s per round, heap
+# flat across the rounds (BENCH_FOLLOW_ROUNDS, default 2).
+#
+#   bench/follow.sh                    # 1000 messages x 2 rounds
+#   BENCH_FOLLOW_MESSAGES=5000 BENCH_FOLLOW_ROUNDS=3 bench/follow.sh
+#
+# The import itself (public-inbox's own indexing) is timed apart and not
+# part of the figure.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+exec go test -run '^$' -bench BenchmarkFollowerThroughput -benchtime 1x -v ./pipelines/follow/
