@@ -146,15 +146,54 @@ func (s *Store) FollowPoll(name, url string, epoch int, commit string, read, ski
 	return nil
 }
 
-// AddFollowMessage keeps one message of list (raw, gzipped) under its
-// thread root; a message seen before is not stored twice (added false).
-func (s *Store) AddFollowMessage(list, msgid, root string, raw []byte) (added bool, err error) {
+// FollowMessage is one message to keep (AddFollowMessages).
+type FollowMessage struct {
+	MsgID, Root string
+	Raw         []byte
+}
+
+// AddFollowMessages keeps messages of list in one transaction (one sync
+// for a whole poll); messages seen before are not stored twice.
+func (s *Store) AddFollowMessages(list string, msgs []FollowMessage) error {
+	if len(msgs) == 0 {
+		return nil
+	}
+	tx, err := s.db.Begin()
+	if err != nil {
+		return fail.Infraf("store: %s: %w", s.path, err)
+	}
+	defer tx.Rollback()
+	stmt, err := tx.Prepare(`INSERT INTO follow_messages (list, msgid, root, raw, seen) VALUES (?, ?, ?, ?, ?)
+		ON CONFLICT(list, msgid) DO NOTHING`)
+	if err != nil {
+		return fail.Infraf("store: %s: %w", s.path, err)
+	}
+	defer stmt.Close()
+	now := fmtTime(time.Now())
+	for _, m := range msgs {
+		if _, err := stmt.Exec(list, m.MsgID, m.Root, gz(m.Raw), now); err != nil {
+			return fail.Infraf("store: %s: message <%s>: %w", s.path, m.MsgID, err)
+		}
+	}
+	if err := tx.Commit(); err != nil {
+		return fail.Infraf("store: %s: %w", s.path, err)
+	}
+	return nil
+}
+
+func gz(raw []byte) []byte {
 	var z bytes.Buffer
 	w := gzip.NewWriter(&z)
 	w.Write(raw)
 	w.Close()
+	return z.Bytes()
+}
+
+// AddFollowMessage keeps one message of list (raw, gzipped) under its
+// thread root; a message seen before is not stored twice (added false).
+func (s *Store) AddFollowMessage(list, msgid, root string, raw []byte) (added bool, err error) {
 	res, err := s.db.Exec(`INSERT INTO follow_messages (list, msgid, root, raw, seen) VALUES (?, ?, ?, ?, ?)
-		ON CONFLICT(list, msgid) DO NOTHING`, list, msgid, root, z.Bytes(), fmtTime(time.Now()))
+		ON CONFLICT(list, msgid) DO NOTHING`, list, msgid, root, gz(raw), fmtTime(time.Now()))
 	if err != nil {
 		return false, fail.Infraf("store: %s: message <%s>: %w", s.path, msgid, err)
 	}

@@ -184,6 +184,7 @@ func (f *Follower) read(ctx context.Context, l List, st *store.FollowList) (read
 			return read, skipped, err
 		}
 		touched := map[string]bool{}
+		b := &batch{roots: map[string]string{}}
 		for _, c := range commits {
 			raw, ok, err := messageOf(c)
 			switch {
@@ -191,7 +192,7 @@ func (f *Follower) read(ctx context.Context, l List, st *store.FollowList) (read
 				skipped++
 				f.log().Warn("follow: unreadable message commit, skipped", "list", l.Name, "commit", c.Hash.String(), "err", err)
 			case ok:
-				root, ferr := f.file(l, raw, c.Hash.String())
+				root, ferr := f.file(l, b, raw, c.Hash.String())
 				if ferr != nil {
 					if fail.KindOf(ferr) == fail.KindInfra {
 						return read, skipped, ferr
@@ -203,7 +204,12 @@ func (f *Follower) read(ctx context.Context, l List, st *store.FollowList) (read
 				}
 				read++
 			}
-			st.LastCommit = c.Hash.String()
+		}
+		if err := f.Store.AddFollowMessages(l.Name, b.msgs); err != nil {
+			return read, skipped, err
+		}
+		if len(commits) > 0 {
+			st.LastCommit = commits[len(commits)-1].Hash.String()
 		}
 		if len(commits) == 0 && st.LastCommit == "" && !head.IsZero() {
 			// First use with nothing since the start date: start here.
@@ -225,9 +231,15 @@ func (f *Follower) read(ctx context.Context, l List, st *store.FollowList) (read
 	}
 }
 
-// file stores one message under its thread root and returns the root
+// batch is the messages of one poll, stored together.
+type batch struct {
+	msgs  []store.FollowMessage
+	roots map[string]string
+}
+
+// file adds one message to b under its thread root and returns the root
 // ("" when the message is not part of a patch thread and is dropped).
-func (f *Follower) file(l List, raw []byte, source string) (string, error) {
+func (f *Follower) file(l List, b *batch, raw []byte, source string) (string, error) {
 	m, err := mbox.ParseMessage(raw, l.Name+"@"+source)
 	if err != nil {
 		return "", fail.Inputf("parsing: %v", err)
@@ -244,6 +256,10 @@ func (f *Follower) file(l List, raw []byte, source string) (string, error) {
 	for _, p := range append([]string{m.InReplyTo}, reverse(m.References)...) {
 		if p == "" {
 			continue
+		}
+		if r := b.roots[p]; r != "" {
+			root = r
+			break
 		}
 		if r, err := f.Store.FollowRootOf(l.Name, p); err != nil {
 			return "", err
@@ -266,8 +282,9 @@ func (f *Follower) file(l List, raw []byte, source string) (string, error) {
 	if !known && !series.ParseSubject(m.Subject).IsPatch {
 		return "", nil // not about a patch thread we know
 	}
-	if _, err := f.Store.AddFollowMessage(l.Name, m.MessageID, root, raw); err != nil {
-		return "", err
+	if b.roots[m.MessageID] == "" {
+		b.roots[m.MessageID] = root
+		b.msgs = append(b.msgs, store.FollowMessage{MsgID: m.MessageID, Root: root, Raw: raw})
 	}
 	return root, nil
 }
