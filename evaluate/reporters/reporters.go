@@ -204,7 +204,7 @@ func (o *Outbox) Flush(ctx context.Context) (int, error) {
 				return sent, err
 			}
 		case errors.Is(derr, ErrAlreadyPosted):
-			if err := o.Store.MarkPostSkipped(p.ID, "the far end shows it already"); err != nil {
+			if err := o.Store.MarkPostSkipped(p.ID, derr.Error()); err != nil {
 				return sent, err
 			}
 		default:
