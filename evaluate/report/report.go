@@ -23,7 +23,6 @@ import (
 	"github.com/patcheval/patcheval/evaluate/stats"
 	"github.com/patcheval/patcheval/internal/fail"
 	"github.com/patcheval/patcheval/mbox"
-	"github.com/patcheval/patcheval/series"
 )
 
 // Report is one evaluation of a Series.
@@ -64,7 +63,9 @@ type Report struct {
 	PerRun bool `json:"per_run,omitempty"`
 }
 
-// SeriesInfo identifies the evaluated Series.
+// SeriesInfo identifies the evaluated Series: plain data, filled by the
+// caller (pipelines/runner) from the resolved series and the lore base the
+// thread came from, so that rendering needs nothing of package series.
 type SeriesInfo struct {
 	Title     string       `json:"title"`
 	Subject   string       `json:"subject,omitempty"` // cover (or lone patch) subject
@@ -76,29 +77,6 @@ type SeriesInfo struct {
 	// PatchHashes are hex sha256 sums of each patch text, in order
 	// (KCIDB patchset_hash); optional.
 	PatchHashes []string `json:"patch_hashes,omitempty"`
-}
-
-// SeriesInfoFrom fills a SeriesInfo from a resolved Series. linkBase (e.g.
-// "https://lore.kernel.org/all/") gives Link; "" leaves it empty.
-func SeriesInfoFrom(s *series.Series, linkBase string) SeriesInfo {
-	if s == nil {
-		return SeriesInfo{}
-	}
-	si := SeriesInfo{Title: s.Title, Version: s.Version, Author: s.Author, Patches: len(s.Patches)}
-	if first := s.First(); first != nil {
-		// PublicID: a message without Message-ID has no lore link.
-		si.Subject, si.MessageID = first.Subject, first.PublicID()
-		if linkBase != "" && si.MessageID != "" {
-			si.Link = linkBase + si.MessageID + "/"
-		}
-	}
-	for _, p := range s.Patches {
-		if p == nil {
-			continue
-		}
-		si.PatchHashes = append(si.PatchHashes, sha256Hex(p.Diff))
-	}
-	return si
 }
 
 // TreeInfo is the kernel tree, its base and the commits made from the

@@ -13,7 +13,6 @@ import (
 	"github.com/patcheval/patcheval/evaluate/stats"
 	"github.com/patcheval/patcheval/internal/testenv"
 	"github.com/patcheval/patcheval/mbox"
-	"github.com/patcheval/patcheval/series"
 )
 
 var update = flag.Bool("update", false, "rewrite the golden files in testdata/golden")
@@ -346,27 +345,5 @@ func TestTargetFromEnv(t *testing.T) {
 	s := TargetFromEnv(evaluate.Environment{Target: "ssh://root@power10"})
 	if s.Kind != "ssh" || s.Host != "root@power10" || s.Deterministic {
 		t.Errorf("%+v", s)
-	}
-}
-
-func TestSeriesInfoFrom(t *testing.T) {
-	msgs := loadThread(t)
-	s := &series.Series{Title: "powerpc: Enable dynamic preemption", Version: 4,
-		Author: mbox.Address{Name: "Kernel Tester", Email: "tester@example.org"}, Cover: msgs[0],
-		Patches: []*series.Patch{{Msg: msgs[1], Diff: "diff --git a/x b/x\n"}}}
-	si := SeriesInfoFrom(s, "https://lore.kernel.org/all/")
-	if si.MessageID != msgs[0].MessageID || si.Link != "https://lore.kernel.org/all/"+msgs[0].MessageID+"/" ||
-		si.Patches != 1 || si.Subject != msgs[0].Subject || len(si.PatchHashes) != 1 || si.PatchHashes[0] != sha256Hex("diff --git a/x b/x\n") {
-		t.Errorf("%+v", si)
-	}
-	if n := SeriesInfoFrom(nil, ""); n.Title != "" || n.Patches != 0 {
-		t.Error("nil series")
-	}
-	// A cover letter without Message-ID: no id, no (dead) lore link.
-	noID := *msgs[0]
-	noID.NoMessageID = true
-	s.Cover = &noID
-	if si := SeriesInfoFrom(s, "https://lore.kernel.org/all/"); si.MessageID != "" || si.Link != "" {
-		t.Errorf("no Message-ID: %+v", si)
 	}
 }

@@ -2,7 +2,9 @@ package runner
 
 import (
 	"context"
+	"crypto/sha256"
 	"database/sql"
+	"encoding/hex"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -19,6 +21,7 @@ import (
 	"github.com/patcheval/patcheval/internal/fail"
 	"github.com/patcheval/patcheval/mbox"
 	"github.com/patcheval/patcheval/pipelines"
+	"github.com/patcheval/patcheval/series"
 )
 
 // Report compares evaluation id's samples and writes report.txt,
@@ -277,7 +280,7 @@ func buildReport(ev *evaluation, tree report.TreeInfo, byKey map[string]*build.A
 		if lore == "" {
 			lore = mbox.DefaultLore
 		}
-		r.Series = report.SeriesInfoFrom(ev.series, strings.TrimRight(lore, "/")+"/all/")
+		r.Series = seriesInfo(ev.series, strings.TrimRight(lore, "/")+"/all/")
 	}
 	for _, b := range p.Benchmarks {
 		if b.Name == "rcu" {
@@ -416,4 +419,29 @@ func sortedKeys(m map[string]string) []string {
 	}
 	sort.Strings(keys)
 	return keys
+}
+
+// seriesInfo is what the report says about the series: its identity (the
+// message that stands for it, Series.First), and Link into linkBase (the
+// lore base the thread came from, ending in "/all/"; "" gives no link).
+func seriesInfo(s *series.Series, linkBase string) report.SeriesInfo {
+	if s == nil {
+		return report.SeriesInfo{}
+	}
+	si := report.SeriesInfo{Title: s.Title, Version: s.Version, Author: s.Author, Patches: len(s.Patches)}
+	if first := s.First(); first != nil {
+		// PublicID: a message without Message-ID has no lore link.
+		si.Subject, si.MessageID = first.Subject, first.PublicID()
+		if linkBase != "" && si.MessageID != "" {
+			si.Link = linkBase + si.MessageID + "/"
+		}
+	}
+	for _, p := range s.Patches {
+		if p == nil {
+			continue
+		}
+		sum := sha256.Sum256([]byte(p.Diff))
+		si.PatchHashes = append(si.PatchHashes, hex.EncodeToString(sum[:]))
+	}
+	return si
 }
