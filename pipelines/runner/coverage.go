@@ -7,7 +7,6 @@ import (
 	"sort"
 	"strings"
 
-	"github.com/go-git/go-git/v5"
 	"github.com/go-git/go-git/v5/plumbing"
 	"github.com/go-git/go-git/v5/plumbing/object"
 
@@ -15,6 +14,7 @@ import (
 	"github.com/patcheval/patcheval/build/coverage"
 	"github.com/patcheval/patcheval/evaluate/report"
 	"github.com/patcheval/patcheval/internal/fail"
+	"github.com/patcheval/patcheval/internal/gittree"
 	"github.com/patcheval/patcheval/pipelines"
 )
 
@@ -22,10 +22,11 @@ import (
 // whether the measured patched kernels compiled it, and for C files they
 // did not, the Kconfig symbols that would (build/coverage).
 func seriesCoverage(repo, base, patched string, specs []pipelines.BuildSpec, byKey map[string]*build.Artifact, multiArch bool) ([]report.FileCoverage, error) {
-	r, err := git.PlainOpenWithOptions(repo, &git.PlainOpenOptions{DetectDotGit: false})
+	r, st, _, err := gittree.Open(repo, 16)
 	if err != nil {
 		return nil, fmt.Errorf("coverage: opening %s: %w", repo, err)
 	}
+	defer st.Close()
 	tree := func(rev string) (*object.Tree, error) {
 		c, err := r.CommitObject(plumbing.NewHash(rev))
 		if err != nil {
@@ -113,10 +114,11 @@ func seriesCoverage(repo, base, patched string, specs []pipelines.BuildSpec, byK
 // symbols that would build the series' C files (read from the patched
 // tree's Makefiles), written as the fragment dir/cover.config.
 func withCover(p *pipelines.Pipeline, repo, patched string, files []string, dir string) (*pipelines.Pipeline, string, error) {
-	r, err := git.PlainOpenWithOptions(repo, &git.PlainOpenOptions{DetectDotGit: false})
+	r, st, _, err := gittree.Open(repo, 16)
 	if err != nil {
 		return nil, "", fail.Infraf("--cover: opening %s: %w", repo, err)
 	}
+	defer st.Close()
 	c, err := r.CommitObject(plumbing.NewHash(patched))
 	if err != nil {
 		return nil, "", fail.Infraf("--cover: %w", err)
