@@ -84,17 +84,33 @@ func wrap(k Kind, err error) error {
 
 // KindOf returns the kind of the outermost classified error in err's chain,
 // or KindInfra when none is classified. Errors that implement
-// interface{ FailKind() Kind } classify themselves.
+// interface{ FailKind() Kind } classify themselves. An error joining
+// several (errors.Join, Unwrap() []error) has the kind of its first
+// classified member: `run --keep-going`'s failed kernels stay failed.
 func KindOf(err error) Kind {
+	if k, ok := kindOf(err); ok {
+		return k
+	}
+	return KindInfra
+}
+
+func kindOf(err error) (Kind, bool) {
 	for e := err; e != nil; e = errors.Unwrap(e) {
 		switch v := e.(type) {
 		case *Error:
-			return v.Kind
+			return v.Kind, true
 		case interface{ FailKind() Kind }:
-			return v.FailKind()
+			return v.FailKind(), true
+		case interface{ Unwrap() []error }:
+			for _, m := range v.Unwrap() {
+				if k, ok := kindOf(m); ok {
+					return k, true
+				}
+			}
+			return KindInfra, false
 		}
 	}
-	return KindInfra
+	return KindInfra, false
 }
 
 // Code is the exit code for err: 0 for nil.
