@@ -57,11 +57,11 @@ func ConfigDiff(in DiffInput) (*DiffReport, error) {
 				req[k] = v
 			}
 		} else if err != nil {
-			return nil, fail.Inputf("config-diff: %s: %w", p, err)
+			return nil, fail.Inputf("%s: %w", p, err)
 		}
 		c, err := kconfig.ReadConfig(cfgPath)
 		if err != nil {
-			return nil, fail.Inputf("config-diff: %s: %w", cfgPath, err)
+			return nil, fail.Inputf("%s: %w", cfgPath, err)
 		}
 		cfgs[i] = c
 		if i == 0 {
@@ -80,7 +80,7 @@ func ConfigDiff(in DiffInput) (*DiffReport, error) {
 		}
 	}
 	if rep.Arch == "" {
-		return nil, fail.Inputf("config-diff: --arch is needed when A and B are plain .config files")
+		return nil, fail.Inputf("--arch is needed when A and B are plain .config files")
 	}
 	ai, err := lookupArch(rep.Arch)
 	if err != nil {
@@ -92,7 +92,7 @@ func ConfigDiff(in DiffInput) (*DiffReport, error) {
 		rep.Source = in.Tree
 		kc, err = kconfig.Parse(in.Tree, ai.SrcArch)
 		if err != nil {
-			return nil, fail.Inputf("config-diff: Kconfig of %s: %w", in.Tree, err)
+			return nil, fail.Inputf("Kconfig of %s: %w", in.Tree, err)
 		}
 	default:
 		repo, commit := in.Tree, in.Commit
@@ -108,7 +108,7 @@ func ConfigDiff(in DiffInput) (*DiffReport, error) {
 			}
 		}
 		if repo == "" {
-			return nil, fail.Inputf("config-diff: --tree (kernel source or git repository) is needed when A and B are plain .config files")
+			return nil, fail.Inputf("--tree (kernel source or git repository) is needed when A and B are plain .config files")
 		}
 		if commit == "" {
 			commit = "HEAD"

@@ -6,6 +6,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -180,16 +181,40 @@ func init() {
 						fmt.Fprintf(env.Stderr, "resuming evaluation: %d boot(s) already finished (patcheval runs)\n", len(rp.Done))
 					}
 				}
-				return evaluate.Run(ctx, t, rp, func(rec evaluate.BootRecord) error {
+				var printed []error
+				err = evaluate.Run(ctx, t, rp, func(rec evaluate.BootRecord) error {
 					printBoot(env.Stdout, env.Stderr, rec, *asJSON)
+					if rec.Err != nil {
+						printed = append(printed, rec.Err)
+					}
 					if runSink != nil {
 						return runSink(ctx, rec)
 					}
 					return nil
 				})
+				return bootsFailed(err, printed)
 			}
 		},
 	})
+}
+
+// bootsFailed is run's error once the failed boots' errors were printed
+// as they happened: a count with their kind (exit code), not the same
+// text again. Any other error is returned as it is.
+func bootsFailed(err error, printed []error) error {
+	if err == nil || len(printed) == 0 {
+		return err
+	}
+	members := []error{err}
+	if j, ok := err.(interface{ Unwrap() []error }); ok {
+		members = j.Unwrap()
+	}
+	for _, m := range members {
+		if !slices.Contains(printed, m) {
+			return err
+		}
+	}
+	return &fail.Error{Kind: fail.KindOf(err), Err: fmt.Errorf("%d boot(s) failed (errors above)", len(members))}
 }
 
 // bootJSON is the --json form of one boot.

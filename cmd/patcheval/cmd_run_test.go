@@ -3,6 +3,9 @@ package main
 import (
 	"bytes"
 	"context"
+	"os"
+	"os/exec"
+	"path/filepath"
 	"strings"
 	"testing"
 )
@@ -29,5 +32,46 @@ func TestRunFlags(t *testing.T) {
 	var out, errb bytes.Buffer
 	if code := run(context.Background(), &Env{Stdout: &out, Stderr: &errb}, []string{"run", "--bench", "kill"}); code != 2 || !strings.Contains(errb.String(), "--kernel") {
 		t.Errorf("run without --kernel: code %d, %s", code, errb.String())
+	}
+}
+
+// TestRunPrintsABootErrorOnce boots a file that is no kernel in real QEMU:
+// the failed boot's error is printed once, as it happens, and the command's
+// last line counts it instead of repeating it (it used to print it twice).
+func TestRunPrintsABootErrorOnce(t *testing.T) {
+	if _, err := exec.LookPath("qemu-system-x86_64"); err != nil {
+		t.Skip("qemu-system-x86_64 not installed")
+	}
+	junk := filepath.Join(t.TempDir(), "junk")
+	if err := os.WriteFile(junk, bytes.Repeat([]byte("not a kernel\n"), 300), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv("PATCHEVAL_STATE_DIR", t.TempDir())
+	var out, errb bytes.Buffer
+	code := run(context.Background(), &Env{Stdout: &out, Stderr: &errb},
+		[]string{"run", "--kernel", "a=" + junk + ",arch=x86_64", "--bench", "kill", "--boots", "1", "--timeout", "60s"})
+	if code != 3 {
+		t.Errorf("exit %d, want 3 (QEMU could not start the image: infrastructure)\n%s", code, errb.String())
+	}
+	if n := strings.Count(errb.String(), "qemu: linux kernel too old"); n == 0 || n > 2 {
+		t.Errorf("the boot error (console tail and QEMU's stderr) appears %d times:\n%s", n, errb.String())
+	}
+	if n := strings.Count(errb.String(), "patcheval run: booting a:"); n != 1 {
+		t.Errorf("the boot error is printed %d times, want once:\n%s", n, errb.String())
+	}
+	if !strings.Contains(errb.String(), "patcheval run: 1 boot(s) failed (errors above)") {
+		t.Errorf("no summary line:\n%s", errb.String())
+	}
+}
+
+// TestConfigDiffErrorPrefix: config-diff's errors name the command once.
+func TestConfigDiffErrorPrefix(t *testing.T) {
+	var out, errb bytes.Buffer
+	missing := filepath.Join(t.TempDir(), "missing")
+	if code := run(context.Background(), &Env{Stdout: &out, Stderr: &errb}, []string{"config-diff", missing, missing}); code != 2 {
+		t.Errorf("exit %d, want 2", code)
+	}
+	if n := strings.Count(errb.String(), "config-diff:"); n != 1 || !strings.Contains(errb.String(), missing) {
+		t.Errorf("stderr names config-diff %d times (want once) or not the file:\n%s", n, errb.String())
 	}
 }
