@@ -10,6 +10,8 @@ import (
 
 	"github.com/patcheval/patcheval/evaluate/store"
 	"github.com/patcheval/patcheval/internal/testgit"
+	"github.com/patcheval/patcheval/pipelines"
+	"github.com/patcheval/patcheval/pipelines/runner"
 )
 
 // v2epoch writes public-inbox v2 epochs by hand (one commit per message,
@@ -99,5 +101,60 @@ func TestFollowerSkipsMalformedAndCrossesEpochs(t *testing.T) {
 	}
 	if q.n != 1 {
 		t.Errorf("%d submissions", q.n)
+	}
+}
+
+// runnerService is the service's submission without its job queue:
+// runner.Submit stores the evaluation and its inputs for real; the queue
+// part is the status only (its workers need kernels).
+type runnerService struct{ st *store.Store }
+
+func (r runnerService) Submit(ctx context.Context, p *pipelines.Pipeline, o runner.Options) (int64, bool, error) {
+	id, resumed, err := runner.Submit(ctx, runner.Env{Store: r.st}, p, o)
+	if err != nil {
+		return 0, false, err
+	}
+	return id, !resumed, r.st.SetEvaluationStatus(id, "queued")
+}
+
+func (r runnerService) Cancel(ctx context.Context, id int64) error {
+	return r.st.SetEvaluationStatus(id, "cancelled")
+}
+
+func TestFollowerSubmitsThroughRunner(t *testing.T) {
+	root := t.TempDir()
+	srv := testgit.Serve(t, root)
+	tree := filepath.Join(root, "tree")
+	env := []string{"GIT_AUTHOR_NAME=a", "GIT_AUTHOR_EMAIL=a@example.org", "GIT_COMMITTER_NAME=a", "GIT_COMMITTER_EMAIL=a@example.org"}
+	testgit.Git(t, nil, nil, "init", "-q", "-b", "master", tree)
+	os.MkdirAll(filepath.Join(tree, "mm"), 0o755)
+	os.WriteFile(filepath.Join(tree, "mm/slab.c"), []byte("line\n"), 0o644)
+	testgit.Git(t, env, nil, "-C", tree, "add", ".")
+	testgit.Git(t, env, nil, "-C", tree, "commit", "-q", "-m", "base")
+	g := &gen{t0: time.Now()}
+	e0 := newEpoch(t, root, 0)
+	for _, m := range g.series("rrr", "Ron <ron@example.org>", "mm: through the runner", 1, 2, []string{"mm/slab.c"}, "") {
+		e0.add("m", m)
+	}
+	st, err := store.Open(filepath.Join(root, "db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	// ppc-preempt-dynamic applies the series (selinux-tax does not).
+	l := List{Name: "list", URL: srv.URL() + "/list", Pipeline: "ppc-preempt-dynamic", Tree: tree, Base: "tree",
+		IncompleteAfter: time.Hour, Since: time.Now().Add(-time.Hour)}
+	f := &Follower{Store: st, Lists: []List{l}, Submit: ServiceSubmitter{Service: runnerService{st}}, Dir: filepath.Join(root, "mirrors")}
+	if err := f.Poll(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	s := seriesBy(t, st)["rrr v1"]
+	if s == nil || s.Status != store.SeriesSubmitted {
+		t.Fatalf("series: %+v", s)
+	}
+	ev, err := st.Evaluation(s.EvaluationID)
+	if err != nil || ev.Status != "queued" || ev.SeriesMsgID != "rrr-v1-0@example.org" || ev.SeriesVersion != 1 ||
+		ev.Pipeline != "ppc-preempt-dynamic" || ev.Tree != tree {
+		t.Fatalf("evaluation: %+v, %v", ev, err)
 	}
 }
