@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/patcheval/patcheval/evaluate/store"
+	"github.com/patcheval/patcheval/internal/testgit"
 )
 
 func TestWatchCommands(t *testing.T) {
@@ -69,5 +70,34 @@ func TestWatchCommands(t *testing.T) {
 	os.Remove(filepath.Join(cfg, "config.toml"))
 	if out, _, code := runsCLI(t, "watch", "rm", "linux-v6.x-rcx"); code != 0 || !strings.Contains(out, "removed") {
 		t.Fatalf("rm: %d %q", code, out)
+	}
+}
+
+// TestBisectCommandInputs: flags are checked before anything is built, and
+// a range whose good end does not build (here: a tree with no kernel in
+// it) is a clear bad-input error, through the real measurer.
+func TestBisectCommandInputs(t *testing.T) {
+	t.Setenv("PATCHEVAL_STATE_DIR", t.TempDir())
+	t.Setenv("PATCHEVAL_CACHE_DIR", t.TempDir())
+	repo := testgit.InitBare(t, filepath.Join(t.TempDir(), "r.git"))
+	c0 := testgit.Commit(t, repo, "", "base", "2026-11-02T09:00:00Z", map[string]string{"README": "x\n"})
+	c1 := testgit.Commit(t, repo, c0, "change", "2026-11-02T10:00:00Z", map[string]string{"README": "y\n"})
+	pipeline, _ := filepath.Abs("../../pipelines/watch/testdata/retest-x86-getppid.toml")
+	out := t.TempDir()
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"bisect", "--tree", repo}, "missing --bad, --good, --pipeline"},
+		{[]string{"bisect", "--tree", repo, "--good", c0, "--bad", c1, "--pipeline", pipeline, "--benchmark", "fork"}, `no benchmark "fork"`},
+		{[]string{"bisect", "--tree", repo, "--good", c0, "--bad", c1, "--pipeline", pipeline, "--variant", "x"}, `no variant "x"`},
+		{[]string{"bisect", "--tree", repo, "--good", "v9", "--bad", c1, "--pipeline", pipeline, "--out", out}, `good revision "v9" not found`},
+		{[]string{"bisect", "--tree", repo, "--good", c1, "--bad", c0, "--pipeline", pipeline, "--out", out}, "not a first-parent ancestor"},
+		{[]string{"bisect", "--tree", repo, "--good", c0, "--bad", c1, "--pipeline", pipeline, "--out", out}, "the good end " + c0 + " does not build or boot"},
+	} {
+		_, errOut, code := runsCLI(t, tc.args...)
+		if code != 2 || !strings.Contains(errOut, tc.want) {
+			t.Errorf("%q: exit %d, %q; want exit 2 saying %q", tc.args[1:], code, errOut, tc.want)
+		}
 	}
 }
