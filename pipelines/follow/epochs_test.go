@@ -8,10 +8,12 @@ import (
 	"testing"
 	"time"
 
+	"github.com/patcheval/patcheval/evaluate/reporters"
 	"github.com/patcheval/patcheval/evaluate/store"
 	"github.com/patcheval/patcheval/internal/testgit"
 	"github.com/patcheval/patcheval/pipelines"
 	"github.com/patcheval/patcheval/pipelines/runner"
+	"github.com/patcheval/patcheval/series"
 )
 
 // v2epoch writes public-inbox v2 epochs by hand (one commit per message,
@@ -145,8 +147,20 @@ func TestFollowerSubmitsThroughRunner(t *testing.T) {
 	l := List{Name: "list", URL: srv.URL() + "/list", Pipeline: "ppc-preempt-dynamic", Tree: tree, Base: "tree",
 		IncompleteAfter: time.Hour, Since: time.Now().Add(-time.Hour)}
 	f := &Follower{Store: st, Lists: []List{l}, Submit: ServiceSubmitter{Service: runnerService{st}}, Dir: filepath.Join(root, "mirrors")}
+	// Queued means a "pending" Patchwork check on every patch.
+	f.Submitted = func(l List, s *series.Series, id int64) error {
+		var ids []string
+		for _, p := range s.Patches {
+			ids = append(ids, p.MessageID)
+		}
+		_, err := reporters.QueuePatchworkChecks(st, id, l.Pipeline, ids, reporters.CheckPending, "queued", "")
+		return err
+	}
 	if err := f.Poll(context.Background()); err != nil {
 		t.Fatal(err)
+	}
+	if ps, _ := st.Posts(0, store.PostQueued, 10); len(ps) != 2 || ps[1].Target != "rrr-v1-1@example.org patcheval-ppc-preempt-dynamic" || ps[1].State != "pending" {
+		t.Errorf("pending checks: %v", ps)
 	}
 	s := seriesBy(t, st)["rrr v1"]
 	if s == nil || s.Status != store.SeriesSubmitted {

@@ -70,6 +70,10 @@ type Follower struct {
 	HTTP *http.Client
 	// Now is the clock (tests).
 	Now func() time.Time
+	// Submitted, when set, is called after a series was submitted, e.g.
+	// to queue "pending" Patchwork checks on its patches
+	// (reporters.QueuePatchworkChecks). An error is logged only.
+	Submitted func(l List, s *series.Series, evalID int64) error
 }
 
 func (f *Follower) now() time.Time {
@@ -443,7 +447,15 @@ func (f *Follower) decide(ctx context.Context, l List, fs *store.FollowSeries) e
 		return f.Store.SetFollowSeries(fs.ID, store.SeriesFailed, err.Error(), 0)
 	}
 	f.log().Info("follow: submitted", "list", l.Name, "series", fs.MsgID, "version", fs.Version, "evaluation", id)
-	return f.Store.SetFollowSeries(fs.ID, store.SeriesSubmitted, "", id)
+	if err := f.Store.SetFollowSeries(fs.ID, store.SeriesSubmitted, "", id); err != nil {
+		return err
+	}
+	if f.Submitted != nil {
+		if err := f.Submitted(l, s, id); err != nil {
+			f.log().Warn("follow: after submitting", "list", l.Name, "series", fs.MsgID, "err", err)
+		}
+	}
+	return nil
 }
 
 var diffPathRe = regexp.MustCompile(`(?m)^diff --git a/(\S+) b/(\S+)`)
