@@ -1,0 +1,595 @@
+package service
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/go-git/go-git/v5"
+	"github.com/riverqueue/river/rivertype"
+
+	"github.com/patcheval/patcheval/evaluate"
+	"github.com/patcheval/patcheval/evaluate/report"
+	"github.com/patcheval/patcheval/evaluate/store"
+	"github.com/patcheval/patcheval/internal/fail"
+	"github.com/patcheval/patcheval/mbox"
+	"github.com/patcheval/patcheval/pipelines"
+	"github.com/patcheval/patcheval/pipelines/runner"
+	"github.com/patcheval/patcheval/series"
+)
+
+// SubmitRequest is the body of POST /api/v1/evaluations.
+type SubmitRequest struct {
+	// MsgID names the thread on the service's lore (a Message-ID, with or
+	// without <>, or a URL on that lore); Mbox is the thread itself
+	// instead (patcheval submit -m FILE). Exactly one of them.
+	MsgID string `json:"msgid,omitempty"`
+	Mbox  string `json:"mbox,omitempty"`
+	// Pipeline is a shipped pipeline's name.
+	Pipeline string `json:"pipeline"`
+	// Tree is the kernel git repository: one of the service's allowed
+	// trees (or inside one). Default: the pipeline's tree.path.
+	Tree string `json:"tree,omitempty"`
+	// Base overrides the pipeline's tree.base.
+	Base string `json:"base,omitempty"`
+	// Boots overrides repeats.boots (1..100); Version picks a series
+	// version (0: the newest).
+	Boots   int `json:"boots,omitempty"`
+	Version int `json:"version,omitempty"`
+}
+
+// SubmitResponse answers a submission: 201 for a new evaluation, 200 for
+// an existing one.
+type SubmitResponse struct {
+	Evaluation *store.Evaluation `json:"evaluation"`
+	Created    bool              `json:"created"`
+	URL        string            `json:"url"`
+}
+
+// APIError is every 4xx/5xx body: what is wrong, and with which field.
+type APIError struct {
+	Error string `json:"error"`
+	Field string `json:"field,omitempty"`
+}
+
+func apiError(w http.ResponseWriter, code int, field, msg string) {
+	writeJSON(w, code, APIError{Error: msg, Field: field})
+}
+
+func writeJSON(w http.ResponseWriter, code int, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("X-Content-Type-Options", "nosniff")
+	w.WriteHeader(code)
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	_ = enc.Encode(v)
+}
+
+// fieldError is a bad input naming the request field.
+type fieldError struct {
+	code  int
+	field string
+	err   error
+}
+
+func (e *fieldError) Error() string { return e.err.Error() }
+
+func bad(field string, format string, a ...any) error {
+	return &fieldError{http.StatusBadRequest, field, fmt.Errorf(format, a...)}
+}
+
+// writeErr maps an error to a status: fieldError as it says, fail.Input
+// 400, anything else 500.
+func writeErr(w http.ResponseWriter, err error) {
+	var fe *fieldError
+	switch {
+	case errors.As(err, &fe):
+		apiError(w, fe.code, fe.field, fe.err.Error())
+	case fail.KindOf(err) == fail.KindInput:
+		apiError(w, http.StatusBadRequest, "", err.Error())
+	default:
+		apiError(w, http.StatusInternalServerError, "", err.Error())
+	}
+}
+
+func (s *Service) api() http.Handler {
+	mux := http.NewServeMux()
+	mux.HandleFunc("POST /api/v1/evaluations", s.apiCreate)
+	mux.HandleFunc("GET /api/v1/evaluations", s.apiList)
+	mux.HandleFunc("GET /api/v1/evaluations/{id}", s.apiGet)
+	mux.HandleFunc("GET /api/v1/evaluations/{id}/report", s.apiReport)
+	mux.HandleFunc("GET /api/v1/evaluations/{id}/events", s.apiEvents)
+	mux.HandleFunc("POST /api/v1/evaluations/{id}/cancel", s.apiCancel)
+	mux.HandleFunc("POST /api/v1/evaluations/{id}/rerun", s.apiRerun)
+	mux.HandleFunc("GET /api/v1/jobs", s.apiJobs)
+	mux.HandleFunc("/api/v1/", func(w http.ResponseWriter, r *http.Request) {
+		apiError(w, http.StatusNotFound, "", fmt.Sprintf("no API endpoint %s %s", r.Method, r.URL.Path))
+	})
+	return mux
+}
+
+// maxBody bounds a submission (an mbox of a long thread fits).
+const maxBody = 32 << 20
+
+func (s *Service) apiCreate(w http.ResponseWriter, r *http.Request) {
+	if ct := r.Header.Get("Content-Type"); !strings.HasPrefix(ct, "application/json") {
+		apiError(w, http.StatusUnsupportedMediaType, "Content-Type", fmt.Sprintf("want application/json, got %q", ct))
+		return
+	}
+	var req SubmitRequest
+	dec := json.NewDecoder(io.LimitReader(r.Body, maxBody))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&req); err != nil {
+		apiError(w, http.StatusBadRequest, "body", "not a JSON submission: "+err.Error())
+		return
+	}
+	p, o, err := s.checkSubmission(r.Context(), req)
+	if err != nil {
+		writeErr(w, err)
+		return
+	}
+	id, created, err := s.Submit(r.Context(), p, o)
+	if err != nil {
+		if fail.KindOf(err) == fail.KindInput {
+			err = &fieldError{http.StatusBadRequest, inputField(err), err}
+		}
+		writeErr(w, err)
+		return
+	}
+	e, err := s.db.Store.Evaluation(id)
+	if err != nil {
+		writeErr(w, err)
+		return
+	}
+	code := http.StatusOK
+	if created {
+		code = http.StatusCreated
+	}
+	w.Header().Set("Location", fmt.Sprintf("/api/v1/evaluations/%d", id))
+	writeJSON(w, code, SubmitResponse{Evaluation: e, Created: created, URL: pageURL(r, id)})
+}
+
+// inputField guesses which field a runner input error is about.
+func inputField(err error) string {
+	m := err.Error()
+	switch {
+	case strings.Contains(m, "tree") || strings.Contains(m, "base"):
+		return "tree"
+	case strings.Contains(m, "series") || strings.Contains(m, "patch"):
+		return "msgid"
+	}
+	return ""
+}
+
+func pageURL(r *http.Request, id int64) string {
+	scheme := "http"
+	if r.TLS != nil {
+		scheme = "https"
+	}
+	return fmt.Sprintf("%s://%s/evaluations/%d", scheme, r.Host, id)
+}
+
+// checkSubmission validates a request field by field and fetches its
+// thread: nothing is stored or queued unless everything holds.
+func (s *Service) checkSubmission(ctx context.Context, req SubmitRequest) (*pipelines.Pipeline, runner.Options, error) {
+	var o runner.Options
+	if req.Pipeline == "" {
+		return nil, o, bad("pipeline", "no pipeline: want one of %s", strings.Join(pipelines.List(), ", "))
+	}
+	// Only shipped pipelines: a file path from the network is not read.
+	p, err := pipelines.Builtin(req.Pipeline)
+	if err != nil {
+		return nil, o, bad("pipeline", "unknown pipeline %q: want one of %s", req.Pipeline, strings.Join(pipelines.List(), ", "))
+	}
+	if req.Boots < 0 || req.Boots > 100 {
+		return nil, o, bad("boots", "boots %d: want 1..100 (or 0 for the pipeline's repeats.boots)", req.Boots)
+	}
+	if req.Version < 0 {
+		return nil, o, bad("version", "version %d: want a series version >= 1 (or 0 for the newest)", req.Version)
+	}
+	needThread := p.NeedsSeries() || req.MsgID != "" || req.Mbox != ""
+	var src mbox.Source
+	switch {
+	case !needThread:
+	case req.MsgID != "" && req.Mbox != "":
+		return nil, o, bad("msgid", "give either msgid or mbox, not both")
+	case req.MsgID == "" && req.Mbox == "":
+		return nil, o, bad("msgid", "no thread: give msgid (a Message-ID on %s) or mbox", s.lore)
+	case req.MsgID != "":
+		if src, err = s.loreSource(req.MsgID); err != nil {
+			return nil, o, err
+		}
+	}
+	tree := req.Tree
+	if tree == "" {
+		tree = p.Tree.Path
+	}
+	if tree == "" {
+		return nil, o, bad("tree", "pipeline %s has no tree.path: give the kernel tree (one of the service's --allow-tree paths)", p.Name)
+	}
+	if tree, err = s.allowedTree(tree, req.Tree != ""); err != nil {
+		return nil, o, err
+	}
+	if _, err := git.PlainOpenWithOptions(tree, &git.PlainOpenOptions{}); err != nil {
+		return nil, o, bad("tree", "tree %s is not a git repository: %v", tree, err)
+	}
+	o = runner.Options{Tree: tree, Base: req.Base, Boots: req.Boots, Version: req.Version}
+	if !needThread {
+		return p, o, nil
+	}
+	var t *mbox.Thread
+	start := time.Now()
+	switch {
+	case req.Mbox != "":
+		msgs, err := mbox.ParseBytes([]byte(req.Mbox), "submitted mbox")
+		if err != nil {
+			return nil, o, bad("mbox", "%v", err)
+		}
+		if len(msgs) == 0 {
+			return nil, o, bad("mbox", "no messages in the submitted mbox")
+		}
+		t = mbox.NewThread(msgs, "submitted mbox")
+	default:
+		fctx, cancel := context.WithTimeout(ctx, 60*time.Second)
+		defer cancel()
+		t, err = mbox.Fetch(fctx, src, mbox.FetchOptions{Lore: s.lore, Attempts: 2, Backoff: 500 * time.Millisecond})
+		if err != nil {
+			if fail.KindOf(err) == fail.KindInput {
+				return nil, o, bad("msgid", "%v", err)
+			}
+			return nil, o, &fieldError{http.StatusBadGateway, "msgid", fmt.Errorf("lore %s unreachable: %w", s.lore, err)}
+		}
+	}
+	se, err := series.Resolve(t, series.Options{Version: req.Version})
+	if err != nil {
+		field := "msgid"
+		if req.Mbox != "" {
+			field = "mbox"
+		}
+		if req.Version > 0 {
+			field = "version"
+		}
+		return nil, o, bad(field, "%v", err)
+	}
+	o.Mbox, o.Version, o.ThreadSource = runner.ThreadMbox(t), se.Version, t.Source
+	o.AM = series.AMOptions{LinkMask: series.DefaultLinkMask}
+	o.Fetch = time.Since(start)
+	if err := runner.Check(p, o); err != nil {
+		return nil, o, &fieldError{http.StatusBadRequest, inputField(err), err}
+	}
+	return p, o, nil
+}
+
+// loreSource accepts a Message-ID or a URL on the service's own lore; a
+// path, a file or another server is refused (no reads or requests chosen
+// by the network).
+func (s *Service) loreSource(msgid string) (mbox.Source, error) {
+	id := strings.TrimSpace(msgid)
+	if strings.HasPrefix(id, "http://") || strings.HasPrefix(id, "https://") {
+		if !strings.HasPrefix(id, s.lore+"/") {
+			return mbox.Source{}, bad("msgid", "URL %q is not on this service's lore (%s)", id, s.lore)
+		}
+	} else {
+		bare := strings.TrimSuffix(strings.TrimPrefix(strings.TrimPrefix(strings.TrimPrefix(id, "id:"), "mid:"), "<"), ">")
+		at := strings.IndexByte(bare, '@')
+		if at <= 0 || at == len(bare)-1 || strings.ContainsAny(bare, " \t\r\n<>/\\") {
+			return mbox.Source{}, bad("msgid", "%q is not a Message-ID (want local@domain, no spaces, '/' or '<>' inside)", msgid)
+		}
+		id = bare
+	}
+	src, err := mbox.ParseSource(id)
+	if err != nil || src.Kind != mbox.SourceLore {
+		return mbox.Source{}, bad("msgid", "%q is not a Message-ID or lore URL", msgid)
+	}
+	return src, nil
+}
+
+// canonicalTree is an absolute, symlink-free path.
+func canonicalTree(p string) (string, error) {
+	abs, err := filepath.Abs(p)
+	if err != nil {
+		return "", err
+	}
+	return filepath.EvalSymlinks(abs)
+}
+
+// allowedTree checks a submitted tree against --allow-tree (a pipeline's
+// own tree.path is allowed when the request named none).
+func (s *Service) allowedTree(tree string, fromRequest bool) (string, error) {
+	if fromRequest && !filepath.IsAbs(tree) {
+		return "", bad("tree", "tree %q: want an absolute path", tree)
+	}
+	c, err := canonicalTree(tree)
+	if err != nil {
+		return "", bad("tree", "tree %s: %v", tree, err)
+	}
+	if !fromRequest {
+		return c, nil
+	}
+	for _, a := range s.cfg.AllowTrees {
+		if c == a || strings.HasPrefix(c, a+string(filepath.Separator)) {
+			return c, nil
+		}
+	}
+	if len(s.cfg.AllowTrees) == 0 {
+		return "", bad("tree", "tree %s is not allowed: this service allows no trees (start it with --allow-tree PATH)", tree)
+	}
+	return "", bad("tree", "tree %s is not under an allowed tree (%s)", tree, strings.Join(s.cfg.AllowTrees, ", "))
+}
+
+// ---- reads ----
+
+// ListResponse is GET /api/v1/evaluations.
+type ListResponse struct {
+	Evaluations []*store.Evaluation `json:"evaluations"`
+	Total       int                 `json:"total"`
+	Limit       int                 `json:"limit"`
+	Offset      int                 `json:"offset"`
+}
+
+var statuses = []string{StatusQueued, "running", "done", "failed", StatusCancelled}
+
+func (s *Service) apiList(w http.ResponseWriter, r *http.Request) {
+	q := r.URL.Query()
+	f := store.ListFilter{Status: q.Get("status"), Pipeline: q.Get("pipeline"), Series: q.Get("series"), Limit: 50}
+	if f.Status != "" && !contains(statuses, f.Status) {
+		apiError(w, http.StatusBadRequest, "status", fmt.Sprintf("unknown status %q: want one of %s", f.Status, strings.Join(statuses, ", ")))
+		return
+	}
+	for _, k := range []string{"limit", "offset"} {
+		v := q.Get(k)
+		if v == "" {
+			continue
+		}
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 0 || (k == "limit" && (n < 1 || n > 500)) {
+			apiError(w, http.StatusBadRequest, k, fmt.Sprintf("%s %q: want a number%s", k, v, map[bool]string{true: " from 1 to 500", false: " >= 0"}[k == "limit"]))
+			return
+		}
+		if k == "limit" {
+			f.Limit = n
+		} else {
+			f.Offset = n
+		}
+	}
+	evs, total, err := s.db.Store.List(r.Context(), f)
+	if err != nil {
+		writeErr(w, err)
+		return
+	}
+	if evs == nil {
+		evs = []*store.Evaluation{}
+	}
+	writeJSON(w, http.StatusOK, ListResponse{Evaluations: evs, Total: total, Limit: f.Limit, Offset: f.Offset})
+}
+
+func contains(list []string, s string) bool {
+	for _, x := range list {
+		if x == s {
+			return true
+		}
+	}
+	return false
+}
+
+// EvaluationResponse is GET /api/v1/evaluations/{id}.
+type EvaluationResponse struct {
+	Evaluation *store.Evaluation   `json:"evaluation"`
+	Builds     []store.Build       `json:"builds"`
+	Runs       []store.Run         `json:"runs"`
+	Samples    []evaluate.Sample   `json:"samples"`
+	Benchmarks []report.Benchmark  `json:"benchmarks,omitempty"`
+	Confounds  []report.Confound   `json:"confounds,omitempty"`
+	Verdicts   []string            `json:"verdicts,omitempty"`
+	Jobs       []*rivertype.JobRow `json:"jobs"`
+	Progress   []string            `json:"progress,omitempty"`
+	URL        string              `json:"url"`
+}
+
+func (s *Service) evalOf(w http.ResponseWriter, r *http.Request) (*store.Evaluation, bool) {
+	id, err := strconv.ParseInt(r.PathValue("id"), 10, 64)
+	if err != nil || id <= 0 {
+		apiError(w, http.StatusBadRequest, "id", fmt.Sprintf("evaluation id %q: want a positive number", r.PathValue("id")))
+		return nil, false
+	}
+	e, err := s.db.Store.Evaluation(id)
+	if err != nil {
+		if fail.KindOf(err) == fail.KindInput {
+			apiError(w, http.StatusNotFound, "id", fmt.Sprintf("no evaluation %d", id))
+		} else {
+			writeErr(w, err)
+		}
+		return nil, false
+	}
+	return e, true
+}
+
+func (s *Service) apiGet(w http.ResponseWriter, r *http.Request) {
+	e, ok := s.evalOf(w, r)
+	if !ok {
+		return
+	}
+	st := s.db.Store
+	resp := EvaluationResponse{Evaluation: e, URL: pageURL(r, e.ID)}
+	var err error
+	if resp.Builds, err = st.BuildsOf(e.ID); err == nil {
+		if resp.Runs, err = st.RunsOf(e.ID); err == nil {
+			if resp.Samples, err = st.Samples(e.ID); err == nil {
+				resp.Jobs, err = s.engine.Jobs(r.Context(), e.ID, 200)
+			}
+		}
+	}
+	if err != nil {
+		writeErr(w, err)
+		return
+	}
+	if data, err := os.ReadFile(filepath.Join(s.OutDir(e.ID), "report.json")); err == nil {
+		var rep report.Report
+		if json.Unmarshal(data, &rep) == nil {
+			resp.Benchmarks, resp.Confounds, resp.Verdicts = rep.Benchmarks, rep.Confounds, report.Verdicts(&rep)
+		}
+	}
+	if e.Status == StatusQueued || e.Status == "running" {
+		resp.Progress = s.evalLog(e.ID).snapshot()
+	}
+	writeJSON(w, http.StatusOK, resp)
+}
+
+// reportFiles maps ?format= to the report file and its content type.
+var reportFiles = map[string][2]string{
+	"text":  {"report.txt", "text/plain; charset=utf-8"},
+	"md":    {"report.md", "text/markdown; charset=utf-8"},
+	"json":  {"report.json", "application/json"},
+	"kcidb": {"kcidb.json", "application/json"},
+	"eml":   {"reply.eml", "message/rfc822"},
+}
+
+func (s *Service) apiReport(w http.ResponseWriter, r *http.Request) {
+	e, ok := s.evalOf(w, r)
+	if !ok {
+		return
+	}
+	format := r.URL.Query().Get("format")
+	if format == "" {
+		format = "text"
+	}
+	f, ok := reportFiles[format]
+	if !ok {
+		apiError(w, http.StatusBadRequest, "format", fmt.Sprintf("unknown report format %q: want text, md, json, kcidb or eml", format))
+		return
+	}
+	data, err := os.ReadFile(filepath.Join(s.OutDir(e.ID), f[0]))
+	if err != nil {
+		apiError(w, http.StatusNotFound, "format", fmt.Sprintf("evaluation %d has no %s report yet (status %s)", e.ID, format, e.Status))
+		return
+	}
+	w.Header().Set("Content-Type", f[1])
+	w.Header().Set("X-Content-Type-Options", "nosniff")
+	w.Write(data)
+}
+
+// apiEvents streams an evaluation's progress as server-sent events: each
+// progress line as a message, and an event "status" whenever the status
+// changes (the stream ends when it is no longer queued or running).
+func (s *Service) apiEvents(w http.ResponseWriter, r *http.Request) {
+	e, ok := s.evalOf(w, r)
+	if !ok {
+		return
+	}
+	fl, ok := w.(http.Flusher)
+	if !ok {
+		apiError(w, http.StatusInternalServerError, "", "streaming unsupported")
+		return
+	}
+	w.Header().Set("Content-Type", "text/event-stream")
+	w.Header().Set("Cache-Control", "no-cache")
+	lines, unsub := s.evalLog(e.ID).subscribe()
+	defer unsub()
+	status := e.Status
+	fmt.Fprintf(w, "event: status\ndata: %s\n\n", status)
+	fl.Flush()
+	tick := time.NewTicker(time.Second)
+	defer tick.Stop()
+	for {
+		select {
+		case <-r.Context().Done():
+			return
+		case l := <-lines:
+			fmt.Fprintf(w, "data: %s\n\n", strings.ReplaceAll(l, "\n", " "))
+			fl.Flush()
+		case <-tick.C:
+			cur, err := s.db.Store.Evaluation(e.ID)
+			if err != nil {
+				return
+			}
+			if cur.Status != status {
+				status = cur.Status
+				fmt.Fprintf(w, "event: status\ndata: %s\n\n", status)
+				fl.Flush()
+				if status != StatusQueued && status != "running" {
+					return
+				}
+			}
+		}
+	}
+}
+
+func (s *Service) apiCancel(w http.ResponseWriter, r *http.Request) {
+	e, ok := s.evalOf(w, r)
+	if !ok {
+		return
+	}
+	if err := s.Cancel(r.Context(), e.ID); err != nil {
+		if fail.KindOf(err) == fail.KindInput {
+			apiError(w, http.StatusConflict, "id", err.Error())
+			return
+		}
+		writeErr(w, err)
+		return
+	}
+	e, _ = s.db.Store.Evaluation(e.ID)
+	writeJSON(w, http.StatusOK, SubmitResponse{Evaluation: e, URL: pageURL(r, e.ID)})
+}
+
+func (s *Service) apiRerun(w http.ResponseWriter, r *http.Request) {
+	e, ok := s.evalOf(w, r)
+	if !ok {
+		return
+	}
+	if _, err := s.Rerun(r.Context(), e.ID); err != nil {
+		if fail.KindOf(err) == fail.KindInput {
+			apiError(w, http.StatusConflict, "id", err.Error())
+			return
+		}
+		writeErr(w, err)
+		return
+	}
+	e, _ = s.db.Store.Evaluation(e.ID)
+	writeJSON(w, http.StatusAccepted, SubmitResponse{Evaluation: e, URL: pageURL(r, e.ID)})
+}
+
+var jobStates = []rivertype.JobState{rivertype.JobStateAvailable, rivertype.JobStateCancelled, rivertype.JobStateCompleted,
+	rivertype.JobStateDiscarded, rivertype.JobStatePending, rivertype.JobStateRetryable, rivertype.JobStateRunning, rivertype.JobStateScheduled}
+
+func (s *Service) apiJobs(w http.ResponseWriter, r *http.Request) {
+	q := r.URL.Query()
+	var states []rivertype.JobState
+	for _, st := range q["state"] {
+		ok := false
+		for _, js := range jobStates {
+			if string(js) == st {
+				states, ok = append(states, js), true
+			}
+		}
+		if !ok {
+			apiError(w, http.StatusBadRequest, "state", fmt.Sprintf("unknown job state %q", st))
+			return
+		}
+	}
+	var id int64
+	if v := q.Get("evaluation"); v != "" {
+		n, err := strconv.ParseInt(v, 10, 64)
+		if err != nil || n <= 0 {
+			apiError(w, http.StatusBadRequest, "evaluation", fmt.Sprintf("evaluation %q: want a positive number", v))
+			return
+		}
+		id = n
+	}
+	jobs, err := s.engine.Jobs(r.Context(), id, 500, states...)
+	if err != nil {
+		writeErr(w, err)
+		return
+	}
+	if jobs == nil {
+		jobs = []*rivertype.JobRow{}
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"jobs": jobs})
+}

@@ -1,0 +1,90 @@
+package service
+
+import (
+	"crypto/subtle"
+	"net"
+	"net/http"
+	"net/url"
+	"os"
+	"strings"
+
+	"github.com/patcheval/patcheval/internal/fail"
+)
+
+// IsLoopback reports whether a --listen address only accepts connections
+// from this machine (127.0.0.0/8, ::1, localhost). An empty host (":8080")
+// listens everywhere: not loopback.
+func IsLoopback(listen string) bool {
+	host, _, err := net.SplitHostPort(listen)
+	if err != nil {
+		return false
+	}
+	if host == "localhost" {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
+}
+
+// ReadToken reads a token file: its first line, trimmed. An empty or
+// unreadable file is a bad-input error naming the flag (never the token).
+func ReadToken(path string) ([]byte, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fail.Inputf("--token-file %s: %v", path, err)
+	}
+	tok := strings.TrimSpace(strings.SplitN(string(data), "\n", 2)[0])
+	if len(tok) < 16 {
+		return nil, fail.Inputf("--token-file %s: the token must be at least 16 characters", path)
+	}
+	return []byte(tok), nil
+}
+
+// auth wraps h: with a token configured, mutating requests (and reads
+// unless PublicRead) need "Authorization: Bearer <token>" (or HTTP Basic
+// with the token as password, which browsers can send for the
+// dashboard's buttons), compared in constant time; 401 otherwise. Without
+// a token (loopback only), a mutating request from another site's page
+// (Sec-Fetch-Site cross-site, or an Origin that is not this host) is
+// refused with 403, so that a web page cannot drive the local service.
+func (s *Service) auth(h http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mutating := r.Method != http.MethodGet && r.Method != http.MethodHead
+		if len(s.cfg.Token) > 0 && (mutating || !s.cfg.PublicRead) && !s.authorized(r) {
+			w.Header().Set("WWW-Authenticate", `Bearer realm="patcheval", Basic realm="patcheval"`)
+			apiError(w, http.StatusUnauthorized, "Authorization", "missing or wrong token: send Authorization: Bearer <the --token-file token>")
+			return
+		}
+		if mutating && crossSite(r) {
+			apiError(w, http.StatusForbidden, "Origin", "cross-site request refused")
+			return
+		}
+		h.ServeHTTP(w, r)
+	})
+}
+
+func (s *Service) authorized(r *http.Request) bool {
+	var got string
+	h := r.Header.Get("Authorization")
+	if t, ok := strings.CutPrefix(h, "Bearer "); ok {
+		got = strings.TrimSpace(t)
+	} else if _, pw, ok := r.BasicAuth(); ok {
+		got = pw
+	}
+	if got == "" {
+		return false
+	}
+	return subtle.ConstantTimeCompare([]byte(got), s.cfg.Token) == 1
+}
+
+func crossSite(r *http.Request) bool {
+	if r.Header.Get("Sec-Fetch-Site") == "cross-site" {
+		return true
+	}
+	o := r.Header.Get("Origin")
+	if o == "" || o == "null" {
+		return o == "null"
+	}
+	u, err := url.Parse(o)
+	return err != nil || u.Host != r.Host
+}

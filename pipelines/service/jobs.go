@@ -1,0 +1,400 @@
+package service
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+	"runtime"
+	"time"
+
+	"github.com/riverqueue/river"
+	"github.com/riverqueue/river/riverdriver/riversqlite"
+
+	"github.com/patcheval/patcheval/internal/fail"
+	"github.com/patcheval/patcheval/internal/progress"
+	"github.com/patcheval/patcheval/pipelines"
+	"github.com/patcheval/patcheval/pipelines/runner"
+)
+
+// The job kinds follow runner's stages. Every job names its evaluation
+// and the submission generation Gen (a re-run is a new generation, so
+// River's uniqueness by arguments dedupes within one run of the chain and
+// never blocks a re-run).
+//
+// The chain: apply inserts one build job per kernel; the last build to
+// finish inserts more(initial), which plans the boots (runner.Boots) and
+// inserts the first; each boot inserts the next one (so an evaluation's
+// boots run one at a time in their interleaving order, while other
+// evaluations' boots may run beside them); after the round's last boot,
+// more asks runner.More for an adaptive round, and when there is none
+// inserts report. Where a stage records its result (apply, build, boot,
+// report), the next job is inserted and the current one completed inside
+// the stage's own transaction (runner.Env.Record, River's InsertManyTx and
+// JobCompleteTx): a crash leaves either both or neither.
+
+// ApplyArgs is the apply job.
+type ApplyArgs struct {
+	EvaluationID int64 `json:"evaluation_id"`
+	Gen          int64 `json:"gen"`
+}
+
+func (ApplyArgs) Kind() string { return "apply" }
+
+// BuildArgs is one kernel's build job.
+type BuildArgs struct {
+	EvaluationID int64  `json:"evaluation_id"`
+	Gen          int64  `json:"gen"`
+	Key          string `json:"key"`
+}
+
+func (BuildArgs) Kind() string { return "build" }
+
+// BootArgs is one planned boot; Rest are the round's boots after it.
+type BootArgs struct {
+	EvaluationID int64                `json:"evaluation_id"`
+	Gen          int64                `json:"gen"`
+	Round        int                  `json:"round"`
+	Boot         runner.PlannedBoot   `json:"boot"`
+	Rest         []runner.PlannedBoot `json:"rest,omitempty"`
+}
+
+func (BootArgs) Kind() string { return "boot" }
+
+// MoreArgs plans the next round of boots: the planned ones (Initial), or
+// an adaptive round.
+type MoreArgs struct {
+	EvaluationID int64 `json:"evaluation_id"`
+	Gen          int64 `json:"gen"`
+	Round        int   `json:"round"`
+	Initial      bool  `json:"initial,omitempty"`
+}
+
+func (MoreArgs) Kind() string { return "more" }
+
+// ReportArgs is the report job.
+type ReportArgs struct {
+	EvaluationID int64 `json:"evaluation_id"`
+	Gen          int64 `json:"gen"`
+}
+
+func (ReportArgs) Kind() string { return "report" }
+
+// maxRounds bounds the boot rounds of one generation (adaptive sampling
+// stops far earlier; this only guards against a loop).
+const maxRounds = 256
+
+func jobOpts(queue string, evalID int64, attempts int) *river.InsertOpts {
+	return &river.InsertOpts{Queue: queue, Tags: []string{evalTag(evalID)}, MaxAttempts: attempts,
+		UniqueOpts: river.UniqueOpts{ByArgs: true}}
+}
+
+func applyJob(id, gen int64) river.InsertManyParams {
+	return river.InsertManyParams{Args: ApplyArgs{id, gen}, InsertOpts: jobOpts(QueueApply, id, 3)}
+}
+
+func buildJob(id, gen int64, key string) river.InsertManyParams {
+	return river.InsertManyParams{Args: BuildArgs{id, gen, key}, InsertOpts: jobOpts(QueueBuild, id, 3)}
+}
+
+func moreJob(id, gen int64, round int, initial bool) river.InsertManyParams {
+	return river.InsertManyParams{Args: MoreArgs{id, gen, round, initial}, InsertOpts: jobOpts(QueueMore, id, 3)}
+}
+
+func reportJob(id, gen int64) river.InsertManyParams {
+	return river.InsertManyParams{Args: ReportArgs{id, gen}, InsertOpts: jobOpts(QueueReport, id, 3)}
+}
+
+// bootJobs is the job for the first of boots (the rest ride along), or
+// more for the next round when there are none.
+func bootJobs(id, gen int64, round int, boots []runner.PlannedBoot) river.InsertManyParams {
+	if len(boots) == 0 {
+		return moreJob(id, gen, round+1, false)
+	}
+	return river.InsertManyParams{Args: BootArgs{id, gen, round, boots[0], boots[1:]}, InsertOpts: jobOpts(QueueBoot, id, 5)}
+}
+
+// next computes the jobs that follow the current one, inside tx.
+type next func(ctx context.Context, tx *sql.Tx) ([]river.InsertManyParams, error)
+
+// env is a stage's runner.Env; builds get their share of the -j budget.
+func (s *Service) env(id int64, kind string) runner.Env {
+	jobs := s.cfg.Jobs
+	if jobs <= 0 {
+		jobs = runtime.NumCPU()
+	}
+	if kind == "build" {
+		jobs = max(1, jobs/max(1, s.cfg.BuildWorkers))
+	}
+	return runner.Env{Store: s.db.Store, CacheDir: s.cfg.CacheDir, Jobs: jobs, Progress: progress.New(s.evalLog(id))}
+}
+
+// work runs one stage job: it refuses to start for a cancelled
+// evaluation, runs stage with an Env whose Record inserts the next jobs
+// and completes this one in the stage's transaction (or in a transaction
+// of its own when the stage found its work already done and recorded
+// nothing), and sorts errors: cancellation and shutdown go back to River
+// (a shutdown's job is retried on restart); bad input and evaluated
+// failures end the evaluation as failed and cancel its other jobs;
+// infrastructure errors are retried up to the job's attempts.
+func work[T river.JobArgs](s *Service, ctx context.Context, job *river.Job[T], id int64, stage func(env runner.Env) error, then next) error {
+	e, err := s.db.Store.Evaluation(id)
+	if err != nil {
+		if fail.KindOf(err) == fail.KindInput {
+			return river.JobCancel(err)
+		}
+		return err
+	}
+	if e.Status == StatusCancelled {
+		return river.JobCancel(fmt.Errorf("evaluation %d was cancelled", id))
+	}
+	if e.Status != "running" {
+		if err := s.setStatus(nil, id, "running"); err != nil {
+			return err
+		}
+	}
+	advance := func(ctx context.Context, tx *sql.Tx) error {
+		var params []river.InsertManyParams
+		if then != nil {
+			var err error
+			if params, err = then(ctx, tx); err != nil {
+				return err
+			}
+		}
+		if len(params) > 0 {
+			if _, err := s.engine.client.InsertManyTx(ctx, tx, params); err != nil {
+				return fail.Infraf("river: enqueueing the next stage of evaluation %d: %w", id, err)
+			}
+		}
+		if _, err := river.JobCompleteTx[*riversqlite.Driver](ctx, tx, job); err != nil {
+			return fail.Infraf("river: completing job %d: %w", job.ID, err)
+		}
+		return nil
+	}
+	recorded := false
+	env := s.env(id, job.Kind)
+	env.Record = func(ctx context.Context, tx *sql.Tx) error {
+		recorded = true
+		return advance(ctx, tx)
+	}
+	err = stage(env)
+	env.Progress.Done()
+	if err != nil {
+		if ctx.Err() != nil {
+			return err
+		}
+		switch fail.KindOf(err) {
+		case fail.KindInput, fail.KindFailed:
+			s.evalFailed(id, job.Kind, err)
+			return river.JobCancel(err)
+		}
+		if job.Attempt >= job.MaxAttempts {
+			s.evalFailed(id, job.Kind, err)
+		} else {
+			s.evalLog(id).printf("%s: attempt %d of %d failed, will retry: %v", job.Kind, job.Attempt, job.MaxAttempts, err)
+		}
+		return err
+	}
+	if !recorded {
+		return s.db.Store.Tx(ctx, func(tx *sql.Tx) error { return advance(ctx, tx) })
+	}
+	return nil
+}
+
+// evalFailed ends evaluation id as failed and cancels its other jobs.
+func (s *Service) evalFailed(id int64, kind string, err error) {
+	_ = s.setStatus(nil, id, "failed")
+	s.evalLog(id).printf("%s failed: %v", kind, err)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if _, cerr := s.engine.CancelEvaluation(ctx, id); cerr != nil {
+		s.logf("evaluation %d: cancelling its other jobs: %v", id, cerr)
+	}
+}
+
+type applyWorker struct {
+	river.WorkerDefaults[ApplyArgs]
+	s *Service
+}
+
+func (w *applyWorker) Work(ctx context.Context, job *river.Job[ApplyArgs]) error {
+	a := job.Args
+	var keys []string
+	return work(w.s, ctx, job, a.EvaluationID, func(env runner.Env) error {
+		var err error
+		if keys, err = runner.Builds(ctx, env, a.EvaluationID); err != nil {
+			return err
+		}
+		return runner.Apply(ctx, env, a.EvaluationID)
+	}, func(ctx context.Context, tx *sql.Tx) ([]river.InsertManyParams, error) {
+		if len(keys) == 0 {
+			return []river.InsertManyParams{moreJob(a.EvaluationID, a.Gen, 0, true)}, nil
+		}
+		var out []river.InsertManyParams
+		for _, k := range keys {
+			out = append(out, buildJob(a.EvaluationID, a.Gen, k))
+		}
+		return out, nil
+	})
+}
+
+type buildWorker struct {
+	river.WorkerDefaults[BuildArgs]
+	s *Service
+}
+
+func (w *buildWorker) Work(ctx context.Context, job *river.Job[BuildArgs]) error {
+	a := job.Args
+	return work(w.s, ctx, job, a.EvaluationID, func(env runner.Env) error {
+		return runner.Build(ctx, env, a.EvaluationID, a.Key)
+	}, func(ctx context.Context, tx *sql.Tx) ([]river.InsertManyParams, error) {
+		// The last build of this generation to finish plans the boots.
+		// Transactions on SQLite are serialised (BEGIN IMMEDIATE), so
+		// exactly one build sees no other build unfinished; the boots'
+		// planning job is unique by its arguments besides.
+		res, err := w.s.engine.client.JobListTx(ctx, tx, river.NewJobListParams().Kinds(BuildArgs{}.Kind()).
+			TagsAll(evalTag(a.EvaluationID)).States(unfinished...).First(1000))
+		if err != nil {
+			return nil, fail.Infraf("river: build jobs of evaluation %d: %w", a.EvaluationID, err)
+		}
+		for _, j := range res.Jobs {
+			if j.ID != job.ID {
+				return nil, nil
+			}
+		}
+		return []river.InsertManyParams{moreJob(a.EvaluationID, a.Gen, 0, true)}, nil
+	})
+}
+
+type bootWorker struct {
+	river.WorkerDefaults[BootArgs]
+	s *Service
+}
+
+func (w *bootWorker) Work(ctx context.Context, job *river.Job[BootArgs]) error {
+	a := job.Args
+	return work(w.s, ctx, job, a.EvaluationID, func(env runner.Env) error {
+		return runner.Boot(ctx, env, a.EvaluationID, a.Boot)
+	}, func(ctx context.Context, tx *sql.Tx) ([]river.InsertManyParams, error) {
+		return []river.InsertManyParams{bootJobs(a.EvaluationID, a.Gen, a.Round, a.Rest)}, nil
+	})
+}
+
+type moreWorker struct {
+	river.WorkerDefaults[MoreArgs]
+	s *Service
+}
+
+func (w *moreWorker) Work(ctx context.Context, job *river.Job[MoreArgs]) error {
+	a := job.Args
+	var boots []runner.PlannedBoot
+	return work(w.s, ctx, job, a.EvaluationID, func(env runner.Env) error {
+		env.Record = nil // More records nothing of its own; the next job is inserted below
+		var err error
+		if a.Initial {
+			boots, err = runner.Boots(ctx, env, a.EvaluationID)
+		} else if a.Round < maxRounds {
+			boots, err = runner.More(ctx, env, a.EvaluationID)
+		}
+		return err
+	}, func(ctx context.Context, tx *sql.Tx) ([]river.InsertManyParams, error) {
+		if len(boots) == 0 {
+			return []river.InsertManyParams{reportJob(a.EvaluationID, a.Gen)}, nil
+		}
+		return []river.InsertManyParams{bootJobs(a.EvaluationID, a.Gen, a.Round, boots)}, nil
+	})
+}
+
+type reportWorker struct {
+	river.WorkerDefaults[ReportArgs]
+	s *Service
+}
+
+func (w *reportWorker) Work(ctx context.Context, job *river.Job[ReportArgs]) error {
+	a := job.Args
+	return work(w.s, ctx, job, a.EvaluationID, func(env runner.Env) error {
+		out, err := runner.Report(ctx, env, a.EvaluationID, w.s.OutDir(a.EvaluationID))
+		if err == nil && out != nil {
+			env.Progress.Printf("done: %d regression(s); reports in %s", len(out.Regressions), w.s.OutDir(a.EvaluationID))
+		}
+		return err
+	}, nil)
+}
+
+func (s *Service) addWorkers(w *river.Workers) {
+	river.AddWorker(w, &applyWorker{s: s})
+	river.AddWorker(w, &buildWorker{s: s})
+	river.AddWorker(w, &bootWorker{s: s})
+	river.AddWorker(w, &moreWorker{s: s})
+	river.AddWorker(w, &reportWorker{s: s})
+}
+
+// Submit records an evaluation of p with o (runner.Submit: the same inputs
+// give the existing evaluation) and queues it. created is false when it
+// existed; one that is still queued or running is returned as it is
+// (nothing is queued twice), a finished one is queued again (its stages
+// find their work done and only redo what is missing).
+func (s *Service) Submit(ctx context.Context, p *pipelines.Pipeline, o runner.Options) (id int64, created bool, err error) {
+	if o.From.Email == "" {
+		o.From = s.cfg.From
+	}
+	if o.Lore == "" {
+		o.Lore = s.lore
+	}
+	o.OutDir = ""
+	env := s.env(0, "submit")
+	env.Progress = progress.Discard()
+	id, resumed, err := runner.Submit(ctx, env, p, o)
+	if err != nil {
+		return 0, false, err
+	}
+	if resumed {
+		jobs, err := s.engine.Jobs(ctx, id, 1, unfinished...)
+		if err != nil {
+			return id, false, err
+		}
+		if len(jobs) > 0 {
+			return id, false, nil
+		}
+	}
+	if err := s.enqueue(ctx, id); err != nil {
+		return id, !resumed, err
+	}
+	s.logf("evaluation %d %s: %s", id, map[bool]string{true: "submitted", false: "queued again"}[!resumed], p.Name)
+	return id, !resumed, nil
+}
+
+// enqueue queues evaluation id's chain from apply as a new generation.
+func (s *Service) enqueue(ctx context.Context, id int64) error {
+	gen := time.Now().UnixNano()
+	return s.db.Store.Tx(ctx, func(tx *sql.Tx) error {
+		if err := s.setStatus(tx, id, StatusQueued); err != nil {
+			return err
+		}
+		if _, err := s.engine.client.InsertManyTx(ctx, tx, []river.InsertManyParams{applyJob(id, gen)}); err != nil {
+			return fail.Infraf("river: queueing evaluation %d: %w", id, err)
+		}
+		return nil
+	})
+}
+
+// Rerun queues a finished, failed or cancelled evaluation again: its
+// stages keep what is done (applied series, kernels, finished boots) and
+// redo the rest, then report again. A queued or running one is a
+// bad-input error.
+func (s *Service) Rerun(ctx context.Context, id int64) (int64, error) {
+	e, err := s.db.Store.Evaluation(id)
+	if err != nil {
+		return 0, err
+	}
+	if e.Status == StatusQueued || e.Status == "running" {
+		return 0, fail.Inputf("evaluation %d is %s: cancel it first or wait", id, e.Status)
+	}
+	if _, _, err := s.db.Store.Inputs(id); err != nil {
+		return 0, err
+	}
+	if err := s.enqueue(ctx, id); err != nil {
+		return 0, err
+	}
+	s.evalLog(id).printf("queued again")
+	return id, nil
+}

@@ -1,0 +1,345 @@
+package service
+
+import (
+	"bytes"
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"path/filepath"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/riverqueue/river"
+	"github.com/riverqueue/river/rivertype"
+
+	"github.com/patcheval/patcheval/evaluate/store"
+	"github.com/patcheval/patcheval/internal/fail"
+	"github.com/patcheval/patcheval/mbox"
+	"github.com/patcheval/patcheval/pipelines"
+	"github.com/patcheval/patcheval/pipelines/service/dashboard"
+)
+
+// Evaluation statuses the service adds to the store's running, done and
+// failed.
+const (
+	// StatusQueued: submitted, its first job not started yet.
+	StatusQueued = "queued"
+	// StatusCancelled: cancelled through the API or the dashboard.
+	StatusCancelled = "cancelled"
+)
+
+// Loop is a background loop serve runs beside the workers (the re-test
+// scheduler of issue 12 is one): Run gets a context cancelled at shutdown
+// and the Service to submit evaluations with (Service.Submit). A loop that
+// returns an error is logged and not restarted; one that returns nil is
+// done.
+type Loop struct {
+	Name string
+	Run  func(ctx context.Context, s *Service) error
+}
+
+// Config configures a Service.
+type Config struct {
+	// Database is the --database value (see ParseDatabase).
+	Database string
+	// CacheDir holds kernel builds and guest agents ("" = XDG default).
+	CacheDir string
+	// Jobs is the make -j budget shared by all builds (0: CPUs).
+	Jobs int
+	// BootWorkers and BuildWorkers size those queues (EngineConfig).
+	BootWorkers, BuildWorkers int
+	// Grace is how long SIGTERM lets running jobs finish (default 30s).
+	Grace time.Duration
+	// Token, when set, is required (Authorization: Bearer) on every
+	// mutating request, and on reads unless PublicRead.
+	Token      []byte
+	PublicRead bool
+	// AllowTrees are the kernel trees a submission may name (--tree must
+	// be one of them or inside one). Empty: the pipelines' own tree.path
+	// only.
+	AllowTrees []string
+	// Lore is the public-inbox base URL threads are fetched from ("":
+	// PATCHEVAL_LORE, else lore.kernel.org).
+	Lore string
+	// From signs the reply drafts.
+	From mbox.Address
+	// Log receives the service's log and every evaluation's progress
+	// (default: discard).
+	Log io.Writer
+	// Loops run in the background while the service runs.
+	Loops []Loop
+}
+
+// Service is patcheval serve: the database, the River engine and its
+// workers, the HTTP API and the dashboard.
+type Service struct {
+	cfg    Config
+	db     *DB
+	engine *Engine
+	dash   *dashboard.Dashboard
+	log    io.Writer
+	lore   string
+
+	mu   sync.Mutex
+	logs map[int64]*evalLog
+}
+
+// New opens the database (see OpenDB: one serve per database) and sets up
+// the engine, API and dashboard. Close it when Run has returned.
+func New(ctx context.Context, cfg Config) (*Service, error) {
+	db, err := OpenDB(ctx, cfg.Database)
+	if err != nil {
+		return nil, err
+	}
+	s := &Service{cfg: cfg, db: db, log: cfg.Log, lore: mbox.LoreBase(cfg.Lore), logs: map[int64]*evalLog{}}
+	if s.log == nil {
+		s.log = io.Discard
+	}
+	for i, t := range cfg.AllowTrees {
+		if s.cfg.AllowTrees[i], err = canonicalTree(t); err != nil {
+			db.Close()
+			return nil, fail.Inputf("--allow-tree %s: %v", t, err)
+		}
+	}
+	workers := river.NewWorkers()
+	s.addWorkers(workers)
+	s.engine, err = newEngine(db, EngineConfig{BootWorkers: cfg.BootWorkers, BuildWorkers: cfg.BuildWorkers, Grace: cfg.Grace,
+		Logger: slog.New(slog.NewTextHandler(s.log, &slog.HandlerOptions{Level: slog.LevelWarn}))}, workers)
+	if err != nil {
+		db.Close()
+		return nil, err
+	}
+	s.dash, err = dashboard.New(source{s}, dashboard.Options{Where: db.URL, Lore: s.lore + "/all/", Pipelines: pipelines.List()})
+	if err != nil {
+		db.Close()
+		return nil, err
+	}
+	return s, nil
+}
+
+// Close closes the database.
+func (s *Service) Close() error { return s.db.Close() }
+
+// Store is the evaluation store.
+func (s *Service) Store() *store.Store { return s.db.Store }
+
+// Engine is the job engine.
+func (s *Service) Engine() *Engine { return s.engine }
+
+// DatabasePath is the SQLite file.
+func (s *Service) DatabasePath() string { return s.db.URL }
+
+// OutDir is where evaluation id's reports go: evaluations/<id> beside the
+// database.
+func (s *Service) OutDir(id int64) string {
+	return filepath.Join(filepath.Dir(s.db.URL), "evaluations", strconv.FormatInt(id, 10))
+}
+
+func (s *Service) logf(format string, a ...any) {
+	fmt.Fprintf(s.log, "%s %s\n", time.Now().UTC().Format("15:04:05"), fmt.Sprintf(format, a...))
+}
+
+// Run serves HTTP on ln and works jobs until ctx is cancelled (SIGTERM):
+// then it stops taking jobs, gives running ones the grace period, cancels
+// the rest (they are retried on the next start), stops the loops and
+// returns.
+func (s *Service) Run(ctx context.Context, ln net.Listener) error {
+	if n, err := s.db.RescueOrphans(ctx); err != nil {
+		return err
+	} else if n > 0 {
+		s.logf("%d job(s) were running when the previous serve died: queued again", n)
+	}
+	// River runs on its own context: shutdown goes through Stop, which
+	// lets running jobs finish within the grace period.
+	if err := s.engine.Start(context.WithoutCancel(ctx)); err != nil {
+		return err
+	}
+	srv := &http.Server{Handler: s.Handler(), ReadHeaderTimeout: 10 * time.Second,
+		BaseContext: func(net.Listener) context.Context { return ctx }}
+	loopCtx, stopLoops := context.WithCancel(ctx)
+	var wg sync.WaitGroup
+	for _, l := range s.cfg.Loops {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if err := l.Run(loopCtx, s); err != nil && loopCtx.Err() == nil {
+				s.logf("loop %s stopped: %v", l.Name, err)
+			}
+		}()
+	}
+	errc := make(chan error, 1)
+	go func() { errc <- srv.Serve(ln) }()
+	var err error
+	select {
+	case <-ctx.Done():
+	case err = <-errc:
+	}
+	s.logf("stopping: no new jobs; running ones get %s to finish", s.engineGrace())
+	stopLoops()
+	shut, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	srv.Shutdown(shut)
+	cancel()
+	stopCtx, cancel := context.WithTimeout(context.Background(), s.engineGrace()+30*time.Second)
+	defer cancel()
+	if serr := s.engine.Stop(stopCtx); serr != nil && err == nil {
+		err = serr
+	}
+	wg.Wait()
+	if errors.Is(err, http.ErrServerClosed) {
+		err = nil
+	}
+	return err
+}
+
+func (s *Service) engineGrace() time.Duration {
+	if s.cfg.Grace > 0 {
+		return s.cfg.Grace
+	}
+	return 30 * time.Second
+}
+
+// Handler is the service's HTTP handler: /api/v1/ and the dashboard,
+// behind the token check.
+func (s *Service) Handler() http.Handler {
+	mux := http.NewServeMux()
+	mux.Handle("/api/v1/", s.api())
+	mux.Handle("/", s.dash)
+	return s.auth(mux)
+}
+
+// ---- evaluation state ----
+
+// setStatus records an evaluation's status, in tx when given.
+func (s *Service) setStatus(tx *sql.Tx, id int64, status string) error {
+	if tx != nil {
+		return s.db.Store.SetEvaluationStatusTx(tx, id, status)
+	}
+	return s.db.Store.SetEvaluationStatus(id, status)
+}
+
+// Cancel cancels evaluation id: its queued jobs never run, its running
+// ones are cancelled (a boot's QEMU is killed, the partial boot does not
+// count), finished work is kept. An evaluation that is not queued or
+// running is a bad-input error.
+func (s *Service) Cancel(ctx context.Context, id int64) error {
+	e, err := s.db.Store.Evaluation(id)
+	if err != nil {
+		return err
+	}
+	if !dashboard.Active(e.Status) {
+		return fail.Inputf("evaluation %d is %s, not queued or running: nothing to cancel", id, e.Status)
+	}
+	// The status first: a job that starts meanwhile sees it and stops.
+	if err := s.setStatus(nil, id, StatusCancelled); err != nil {
+		return err
+	}
+	n, err := s.engine.CancelEvaluation(ctx, id)
+	if err != nil {
+		return err
+	}
+	s.logf("evaluation %d cancelled (%d job(s))", id, n)
+	s.evalLog(id).printf("cancelled (%d job(s))", n)
+	return nil
+}
+
+// ---- per-evaluation progress ----
+
+// evalLog keeps an evaluation's recent progress lines for the page and
+// its server-sent events.
+type evalLog struct {
+	mu    sync.Mutex
+	lines []string
+	subs  map[chan string]bool
+	part  []byte
+	out   io.Writer
+	id    int64
+}
+
+const logLines = 200
+
+func (s *Service) evalLog(id int64) *evalLog {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	l := s.logs[id]
+	if l == nil {
+		l = &evalLog{subs: map[chan string]bool{}, out: s.log, id: id}
+		s.logs[id] = l
+	}
+	return l
+}
+
+// Write takes progress output (progress.Reporter writes whole lines).
+func (l *evalLog) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.part = append(l.part, p...)
+	for {
+		i := bytes.IndexByte(l.part, '\n')
+		if i < 0 {
+			break
+		}
+		line := string(bytes.TrimRight(l.part[:i], "\r"))
+		l.part = l.part[i+1:]
+		l.add(line)
+	}
+	return len(p), nil
+}
+
+func (l *evalLog) printf(format string, a ...any) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.add(time.Now().UTC().Format("15:04:05") + " " + fmt.Sprintf(format, a...))
+}
+
+func (l *evalLog) add(line string) {
+	fmt.Fprintf(l.out, "evaluation %d: %s\n", l.id, line)
+	l.lines = append(l.lines, line)
+	if len(l.lines) > logLines {
+		l.lines = l.lines[len(l.lines)-logLines:]
+	}
+	for c := range l.subs {
+		select {
+		case c <- line:
+		default: // a slow reader misses lines, never blocks a job
+		}
+	}
+}
+
+func (l *evalLog) snapshot() []string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return append([]string(nil), l.lines...)
+}
+
+func (l *evalLog) subscribe() (<-chan string, func()) {
+	c := make(chan string, 64)
+	l.mu.Lock()
+	l.subs[c] = true
+	l.mu.Unlock()
+	return c, func() {
+		l.mu.Lock()
+		delete(l.subs, c)
+		l.mu.Unlock()
+	}
+}
+
+// source is the dashboard's view of the service.
+type source struct{ s *Service }
+
+func (src source) Store() *store.Store                        { return src.s.db.Store }
+func (src source) OutDir(id int64) string                     { return src.s.OutDir(id) }
+func (src source) Log(id int64) []string                      { return src.s.evalLog(id).snapshot() }
+func (src source) Cancel(ctx context.Context, id int64) error { return src.s.Cancel(ctx, id) }
+func (src source) Rerun(ctx context.Context, id int64) error {
+	_, err := src.s.Rerun(ctx, id)
+	return err
+}
+func (src source) Jobs(ctx context.Context, evalID int64, limit int, states ...rivertype.JobState) ([]*rivertype.JobRow, error) {
+	return src.s.engine.Jobs(ctx, evalID, limit, states...)
+}
