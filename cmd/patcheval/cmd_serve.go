@@ -1,0 +1,91 @@
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"net"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/patcheval/patcheval/internal/fail"
+	"github.com/patcheval/patcheval/pipelines/service"
+)
+
+// serveLoops are background loops `patcheval serve` runs beside its
+// workers; other cmd_*.go files append to it in their init (the re-test
+// scheduler of issue 12 does).
+var serveLoops []service.Loop
+
+// stringList is a repeatable string flag.
+type stringList []string
+
+func (l *stringList) String() string     { return strings.Join(*l, ",") }
+func (l *stringList) Set(v string) error { *l = append(*l, v); return nil }
+
+func init() {
+	register(&command{
+		name:    "serve",
+		summary: "run the service: job queue (River), HTTP API under /api/v1 and the dashboard",
+		usage:   "patcheval serve [--listen 127.0.0.1:8080] [--database URL] [--workers N] [--token-file F] [--allow-tree PATH]...",
+		setup: func(fs *flag.FlagSet) func(ctx context.Context, env *Env, args []string) error {
+			listen := fs.String("listen", "127.0.0.1:8080", "`address` to listen on; anything but loopback needs --token-file")
+			database := fs.String("database", "", "database: a SQLite `file` or sqlite:PATH (default <state dir>/patcheval.db); postgres:// comes with the farm")
+			workers := fs.Int("workers", 1, "boots run at once (boots beside each other disturb each other's timings)")
+			buildWorkers := fs.Int("build-workers", 1, "kernel builds run at once; they share the -j budget")
+			jobs := fs.Int("j", 0, "make -j budget shared by all kernel builds (default: number of CPUs)")
+			tokenFile := fs.String("token-file", "", "`file` holding the token mutating requests must send as Authorization: Bearer")
+			publicRead := fs.Bool("public-read", false, "with --token-file: serve pages and GET requests without the token")
+			var allow stringList
+			fs.Var(&allow, "allow-tree", "kernel tree `PATH` submissions may use (repeatable; a submitted --tree must be it or inside it)")
+			lore := fs.String("lore", "", "public-inbox base `URL` to fetch threads from (default $PATCHEVAL_LORE, else https://lore.kernel.org)")
+			from := fs.String("from", "", "reply drafts' sender \"Name <email>\" (default: git config)")
+			grace := fs.Duration("grace", 30*time.Second, "on SIGTERM, how long running jobs may finish before they are cancelled (and retried on the next start)")
+			cacheDir := fs.String("cache-dir", "", "cache directory (default $PATCHEVAL_CACHE_DIR or ~/.cache/patcheval)")
+			return func(ctx context.Context, env *Env, args []string) error {
+				if len(args) > 0 {
+					return fail.Inputf("serve: unexpected arguments %q", args)
+				}
+				if *workers < 1 || *buildWorkers < 1 {
+					return fail.Inputf("--workers and --build-workers must be at least 1")
+				}
+				cfg := service.Config{Database: *database, CacheDir: *cacheDir, Jobs: *jobs, BootWorkers: *workers,
+					BuildWorkers: *buildWorkers, Grace: *grace, PublicRead: *publicRead, AllowTrees: allow, Lore: *lore,
+					Log: env.Stderr, Loops: serveLoops}
+				if *tokenFile != "" {
+					tok, err := service.ReadToken(*tokenFile)
+					if err != nil {
+						return err
+					}
+					cfg.Token = tok
+				} else if !service.IsLoopback(*listen) {
+					return fail.Inputf("--listen %s is not a loopback address: give --token-file F (mutating requests then need Authorization: Bearer)", *listen)
+				}
+				if *publicRead && *tokenFile == "" {
+					return fail.Inputf("--public-read needs --token-file (without a token everything is open on loopback anyway)")
+				}
+				sender, err := draftSender(*from, "")
+				if err != nil {
+					return err
+				}
+				cfg.From = sender
+				s, err := service.New(ctx, cfg)
+				if err != nil {
+					return err
+				}
+				defer s.Close()
+				ln, err := net.Listen("tcp", *listen)
+				if err != nil {
+					return fail.Inputf("--listen %s: %v", *listen, err)
+				}
+				fmt.Fprintf(env.Stdout, "patcheval serve: listening on http://%s/\n", ln.Addr())
+				fmt.Fprintf(env.Stdout, "database: %s\nreports:  %s\n", s.DatabasePath(), filepath.Dir(s.OutDir(0)))
+				if len(cfg.Token) > 0 {
+					fmt.Fprintf(env.Stdout, "token:    required (from %s)%s\n", *tokenFile, map[bool]string{true: " for mutating requests; reads are public"}[*publicRead])
+				}
+				return s.Run(ctx, ln)
+			}
+		},
+	})
+}
