@@ -523,28 +523,24 @@ func (s *Service) apiEvents(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *Service) apiCancel(w http.ResponseWriter, r *http.Request) {
-	e, ok := s.evalOf(w, r)
-	if !ok {
-		return
-	}
-	if err := s.Cancel(r.Context(), e.ID); err != nil {
-		if fail.KindOf(err) == fail.KindInput {
-			apiError(w, http.StatusConflict, "id", err.Error())
-			return
-		}
-		writeErr(w, err)
-		return
-	}
-	e, _ = s.db.Store.Evaluation(e.ID)
-	writeJSON(w, http.StatusOK, SubmitResponse{Evaluation: e, URL: pageURL(r, e.ID)})
+	s.apiAct(w, r, http.StatusOK, s.Cancel)
 }
 
 func (s *Service) apiRerun(w http.ResponseWriter, r *http.Request) {
+	s.apiAct(w, r, http.StatusAccepted, func(ctx context.Context, id int64) error {
+		_, err := s.Rerun(ctx, id)
+		return err
+	})
+}
+
+// apiAct runs a state change on the evaluation the path names: 409 when
+// its state does not allow it.
+func (s *Service) apiAct(w http.ResponseWriter, r *http.Request, code int, fn func(ctx context.Context, id int64) error) {
 	e, ok := s.evalOf(w, r)
 	if !ok {
 		return
 	}
-	if _, err := s.Rerun(r.Context(), e.ID); err != nil {
+	if err := fn(r.Context(), e.ID); err != nil {
 		if fail.KindOf(err) == fail.KindInput {
 			apiError(w, http.StatusConflict, "id", err.Error())
 			return
@@ -553,7 +549,7 @@ func (s *Service) apiRerun(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	e, _ = s.db.Store.Evaluation(e.ID)
-	writeJSON(w, http.StatusAccepted, SubmitResponse{Evaluation: e, URL: pageURL(r, e.ID)})
+	writeJSON(w, code, SubmitResponse{Evaluation: e, URL: pageURL(r, e.ID)})
 }
 
 var jobStates = []rivertype.JobState{rivertype.JobStateAvailable, rivertype.JobStateCancelled, rivertype.JobStateCompleted,

@@ -5,6 +5,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -105,18 +106,7 @@ func visitDashboard(t *testing.T, base string, id int64, dir string) string {
 	return verdicts
 }
 
-func itoa(n int64) string { return strings.TrimSpace(strings.Repeat(" ", 0) + formatInt(n)) }
-
-func formatInt(n int64) string {
-	if n == 0 {
-		return "0"
-	}
-	var b []byte
-	for ; n > 0; n /= 10 {
-		b = append([]byte{byte('0' + n%10)}, b...)
-	}
-	return string(b)
-}
+func itoa(n int64) string { return strconv.FormatInt(n, 10) }
 
 // TestDashboardInBrowser: headless Chromium opens the dashboard of a
 // service holding stored evaluations, follows the link to one, finds the

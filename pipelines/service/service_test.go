@@ -281,9 +281,10 @@ func TestIsLoopback(t *testing.T) {
 	}
 }
 
-// TestDashboardEmpty renders the pages of an empty service.
+// TestDashboardEmpty renders the pages of an empty service, then refuses
+// to cancel a finished evaluation.
 func TestDashboardEmpty(t *testing.T) {
-	_, base := testService(t, Config{})
+	s, base := testService(t, Config{})
 	for _, p := range []string{"/", "/queue", "/?status=done&page=2"} {
 		resp, err := http.Get(base + p)
 		if err != nil {
@@ -294,6 +295,13 @@ func TestDashboardEmpty(t *testing.T) {
 		if resp.StatusCode != 200 || !strings.Contains(string(b), "</html>") {
 			t.Errorf("GET %s: %d\n%s", p, resp.StatusCode, b)
 		}
+	}
+	ids := recordEvaluations(t, s, 1, 1)
+	if code, e, raw := call(t, "POST", base+"/api/v1/evaluations/"+itoa(ids[0])+"/cancel", "", ""); code != 409 || e.Field != "id" || !strings.Contains(e.Error, "done") {
+		t.Errorf("cancel of a finished evaluation: %d %s, want 409", code, raw)
+	}
+	if code, _, raw := call(t, "POST", base+"/evaluations/"+itoa(ids[0])+"/cancel", "", ""); code != 409 {
+		t.Errorf("dashboard cancel of a finished evaluation: %d %s, want 409", code, raw)
 	}
 	resp, err := http.Get(base + "/evaluations/7")
 	if err != nil {
