@@ -222,20 +222,27 @@ func (f *watchFlags) add(env *Env, st *store.Store) error {
 }
 
 func (f *watchFlags) watcher(env *Env, st *store.Store) (*watch.Watcher, error) {
-	out := f.out
+	return newWatcher(env.Stderr, st, f.out, f.from, f.jobs)
+}
+
+// newWatcher is the Watcher of `watch run-now` and `watch daemon`, and what
+// `patcheval serve` runs as a background loop (watch.Loop): evaluations and
+// bisections through the runner, reports under out (default <state
+// dir>/watches), bisection drafts signed by from, progress and log on log.
+func newWatcher(log io.Writer, st *store.Store, out, from string, jobs int) (*watch.Watcher, error) {
 	if out == "" {
 		out = filepath.Join(xdg.StateDir(), "watches")
 	}
-	from, err := draftSender(f.from, "")
+	sender, err := draftSender(from, "")
 	if err != nil {
 		return nil, err
 	}
-	pr := progress.New(env.Stderr)
-	ev := &watch.PipelineEvaluator{OutDir: out, StorePath: st.Path(), Jobs: f.jobs, Progress: pr}
+	pr := progress.New(log)
+	ev := &watch.PipelineEvaluator{OutDir: out, StorePath: st.Path(), Jobs: jobs, Progress: pr}
 	logf := func(format string, a ...any) {
-		fmt.Fprintf(env.Stderr, "%s %s\n", time.Now().UTC().Format("15:04:05"), fmt.Sprintf(format, a...))
+		fmt.Fprintf(log, "%s %s\n", time.Now().UTC().Format("15:04:05"), fmt.Sprintf(format, a...))
 	}
-	b := &watch.Bisection{Eval: ev, From: from, Logf: logf}
+	b := &watch.Bisection{Eval: ev, From: sender, Logf: logf}
 	return &watch.Watcher{Store: st, Eval: ev, Bisect: b.Bisect, Deterministic: watch.Deterministic, Logf: logf}, nil
 }
 
