@@ -384,6 +384,24 @@ func TestRealMailNoSubject(t *testing.T) {
 			if c.name != "in-body Subject: wins" && !hasNote(s, "no subject") {
 				t.Errorf("no note: %q", s.Notes)
 			}
+			if c.name != "in-body Subject: wins" {
+				// b4 writes "Subject: [PATCH] " and keeps the first line
+				// in the body; git am then makes the same commit.
+				b4raw, out := b4AMFile(t, writeTemp(t, "x.mbox", tmbox(c.mail)), "ns-1@example.org")
+				if b4raw == nil {
+					t.Fatalf("b4: %s", out)
+				}
+				b4msgs, err := gitAM(t, b4raw)
+				if err == nil && len(b4msgs) == 1 && c.name == "title wrapped over two lines" {
+					// On purpose: patcheval makes the wrapped title one
+					// line (what git log %s shows either way); git am
+					// of b4's mbox keeps the line break in the message.
+					b4msgs[0] = strings.Replace(b4msgs[0], "title\nthat", "title that", 1)
+				}
+				if err != nil || len(b4msgs) != 1 || b4msgs[0] != msgs[0] {
+					t.Errorf("git am of b4's mbox: %v\n%q\nours: %q", err, b4msgs, msgs)
+				}
+			}
 		})
 	}
 }
