@@ -1,7 +1,7 @@
 #!/bin/sh
 # bench/fuzz.sh — a fuzzing campaign over patcheval's parsers (not CI).
 #
-#   bench/fuzz.sh [-t FUZZTIME] [-p PARALLEL] [-o REPORT] [TARGET...]
+#   bench/fuzz.sh [-t FUZZTIME] [-m MINIMIZETIME] [-p PARALLEL] [-o REPORT] [TARGET...]
 #
 # Runs `go test -fuzz` once per target, one after the other, under nice, and
 # prints a table: executions, executions per second, "new interesting"
@@ -9,6 +9,9 @@
 # a crasher was found. FUZZTIME is go test's -fuzztime: a duration ("90s")
 # or a count ("1000000x", the default: at least 10^6 executions per target).
 # PARALLEL is -parallel (default 1: fuzz workers share 2 cores with others).
+# MINIMIZETIME is -fuzzminimizetime (default 10s; go's 60s default can eat
+# a short run whole: executions spent minimizing a new input are not
+# counted until it is done).
 # TARGETs are "pkg:FuzzName" (default: all below).
 #
 # Seeds: the targets seed themselves from real mail (mbox/testdata,
@@ -25,14 +28,16 @@ cd "$(dirname "$0")/.."
 PATH=/usr/local/go/bin:$PATH
 
 fuzztime=1000000x
+minimize=10s
 parallel=1
 report=
-while getopts t:p:o: opt; do
+while getopts t:m:p:o: opt; do
 	case $opt in
 	t) fuzztime=$OPTARG ;;
+	m) minimize=$OPTARG ;;
 	p) parallel=$OPTARG ;;
 	o) report=$OPTARG ;;
-	*) sed -n '2,24p' "$0" >&2; exit 2 ;;
+	*) sed -n '2,27p' "$0" >&2; exit 2 ;;
 	esac
 done
 shift $((OPTIND - 1))
@@ -57,7 +62,7 @@ for t in $targets; do
 	log="$logdir/$(echo "$t" | tr '/:.' '___').log"
 	echo "fuzzing $pkg $name for $fuzztime ..." >&2
 	start=$(date +%s)
-	if nice -n 15 go test "$pkg" -run '^$' -fuzz "^$name\$" -fuzztime "$fuzztime" -parallel "$parallel" >"$log" 2>&1; then
+	if nice -n 15 go test "$pkg" -run '^$' -fuzz "^$name\$" -fuzztime "$fuzztime" -fuzzminimizetime "$minimize" -parallel "$parallel" >"$log" 2>&1; then
 		result=ok
 	else
 		result=FAIL
@@ -90,7 +95,7 @@ out=$(printf '%-16s %-22s %10s %8s %11s %8s %6s  %s\n' package target execs exec
 echo "$out"
 if [ -n "$report" ]; then
 	{
-		echo "# bench/fuzz.sh -t $fuzztime -p $parallel, $(date -u '+%Y-%m-%d %H:%M UTC'), $(nproc) CPUs, $(go version | cut -d' ' -f3)"
+		echo "# bench/fuzz.sh -t $fuzztime -m $minimize -p $parallel, $(date -u '+%Y-%m-%d %H:%M UTC'), $(nproc) CPUs, $(go version | cut -d' ' -f3)"
 		echo "$out"
 	} >"$report"
 fi
