@@ -132,11 +132,14 @@ type RunVariant struct {
 	Preempt string
 }
 
-// BootKey names one boot of a run: the resume unit.
+// BootKey names one boot of a run: the resume unit (store.RunKey is the
+// same type).
 type BootKey struct {
 	Variant string `json:"variant"`
 	Boot    int    `json:"boot"`
 }
+
+func (k BootKey) String() string { return fmt.Sprintf("%s#%d", k.Variant, k.Boot) }
 
 // RunPlan is N boots x M iterations per variant.
 type RunPlan struct {
@@ -194,15 +197,8 @@ func Run(ctx context.Context, t Target, rp RunPlan, each func(BootRecord) error)
 			if err := ctx.Err(); err != nil {
 				return fail.Infra(err)
 			}
-			plan := rp.Plan
-			if v.Preempt != "" {
-				plan.Preempt = v.Preempt
-			}
-			res, err := t.Boot(ctx, v.Kernel, plan)
-			rec := BootRecord{Key: key, Kernel: v.Kernel, Target: t.Name(), Result: res, Err: err}
-			if res != nil && res.Output != nil {
-				rec.Samples, rec.Skipped = Samples(v.Kernel.Variant, b, res)
-			}
+			rec := Boot(ctx, t, key, v, rp.Plan)
+			err := rec.Err
 			if each != nil {
 				if cerr := each(rec); cerr != nil {
 					return cerr
@@ -217,6 +213,22 @@ func Run(ctx context.Context, t Target, rp RunPlan, each func(BootRecord) error)
 		}
 	}
 	return errors.Join(errs...)
+}
+
+// Boot runs one planned boot (boot key.Boot of variant v, the agent
+// running plan with v's Preempt) on t: the one way patcheval boots, for
+// Run and for the pipeline runner's Boot stage. The record's Err is the
+// boot's failure; its samples are the agent's results.
+func Boot(ctx context.Context, t Target, key BootKey, v RunVariant, plan guest.Plan) BootRecord {
+	if v.Preempt != "" {
+		plan.Preempt = v.Preempt
+	}
+	res, err := t.Boot(ctx, v.Kernel, plan)
+	rec := BootRecord{Key: key, Kernel: v.Kernel, Target: t.Name(), Result: res, Err: err}
+	if res != nil && res.Output != nil {
+		rec.Samples, rec.Skipped = Samples(v.Kernel.Variant, key.Boot, res)
+	}
+	return rec
 }
 
 // Samples turns a boot's agent results into Samples: ns/op and ops/s per

@@ -18,13 +18,6 @@ import (
 	"github.com/patcheval/patcheval/internal/fail"
 )
 
-// runSink, when set (by the store wiring), receives every boot before the
-// next one starts; runDone returns the boots already finished.
-var (
-	runSink func(ctx context.Context, rec evaluate.BootRecord) error
-	runDone func(ctx context.Context, rp *evaluate.RunPlan) (map[evaluate.BootKey]bool, error)
-)
-
 type sshOptFlags []string
 
 func (l *sshOptFlags) String() string     { return strings.Join(*l, ",") }
@@ -173,13 +166,13 @@ func init() {
 				default:
 					return fail.Inputf("run: --target %q: want qemu or ssh://user@host[:port]", *target)
 				}
-				if runDone != nil {
-					if rp.Done, err = runDone(ctx, &rp); err != nil {
-						return err
-					}
-					if len(rp.Done) > 0 {
-						fmt.Fprintf(env.Stderr, "resuming evaluation: %d boot(s) already finished (patcheval runs)\n", len(rp.Done))
-					}
+				rr, done, err := openRunRecorder(&rp)
+				if err != nil {
+					return err
+				}
+				defer rr.Close()
+				if rp.Done = done; len(done) > 0 {
+					fmt.Fprintf(env.Stderr, "resuming evaluation: %d boot(s) already finished (patcheval runs)\n", len(done))
 				}
 				var printed []error
 				err = evaluate.Run(ctx, t, rp, func(rec evaluate.BootRecord) error {
@@ -187,10 +180,7 @@ func init() {
 					if rec.Err != nil {
 						printed = append(printed, rec.Err)
 					}
-					if runSink != nil {
-						return runSink(ctx, rec)
-					}
-					return nil
+					return rr.record(rec)
 				})
 				return bootsFailed(err, printed)
 			}

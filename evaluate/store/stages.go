@@ -6,6 +6,7 @@ import (
 	"errors"
 	"time"
 
+	"github.com/patcheval/patcheval/evaluate"
 	"github.com/patcheval/patcheval/internal/fail"
 )
 
@@ -199,4 +200,43 @@ func (s *Store) Timings(evalID int64) (map[string]Timing, error) {
 		out[t.Stage] = t
 	}
 	return out, rows.Err()
+}
+
+// StatusOf is the status a boot that ended with err is recorded with: ok,
+// failed (the kernel under test failed) or infra (a resume tries again).
+func StatusOf(err error) RunStatus {
+	switch {
+	case err == nil:
+		return RunOK
+	case fail.KindOf(err) == fail.KindInfra:
+		return RunInfra
+	}
+	return RunFailed
+}
+
+// FinishBootTx records the end of run runID from a boot's record: its
+// status (StatusOf its error), environment, console (the BootError's when
+// the target returned none) and samples. `patcheval run` and the pipeline
+// runner record boots with it.
+func (s *Store) FinishBootTx(tx *sql.Tx, runID int64, rec evaluate.BootRecord) error {
+	var env evaluate.Environment
+	var console []byte
+	if rec.Result != nil {
+		env, console = rec.Result.Env, rec.Result.Console
+	}
+	var be *evaluate.BootError
+	if console == nil && errors.As(rec.Err, &be) {
+		console = be.Console
+	}
+	return s.FinishRunTx(tx, runID, StatusOf(rec.Err), env, console, rec.Samples, rec.Err)
+}
+
+// RecordBoot records a boot that is over as a run of evaluation evalID
+// (BeginRun and FinishBootTx).
+func (s *Store) RecordBoot(evalID int64, rec evaluate.BootRecord) error {
+	id, err := s.BeginRun(evalID, rec.Key.Variant, rec.Key.Boot)
+	if err != nil {
+		return err
+	}
+	return s.Tx(context.Background(), func(tx *sql.Tx) error { return s.FinishBootTx(tx, id, rec) })
 }

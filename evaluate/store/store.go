@@ -134,13 +134,9 @@ type Build struct {
 	Created      time.Time       `json:"created"`
 }
 
-// RunKey names a run within an evaluation.
-type RunKey struct {
-	Variant string
-	Boot    int
-}
-
-func (k RunKey) String() string { return fmt.Sprintf("%s#%d", k.Variant, k.Boot) }
+// RunKey names a run within an evaluation: the boot's key, one type for
+// evaluate.Run, the pipeline runner and the store.
+type RunKey = evaluate.BootKey
 
 // Run is one stored run (one boot of one Variant).
 type Run struct {

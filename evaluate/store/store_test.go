@@ -201,7 +201,7 @@ func TestRoundTrip(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := map[RunKey]bool{{"voluntary", 0}: true, {"full", 0}: true}
+	want := map[RunKey]bool{{Variant: "voluntary", Boot: 0}: true, {Variant: "full", Boot: 0}: true}
 	if fmt.Sprint(fin) != fmt.Sprint(want) {
 		t.Fatalf("FinishedRuns = %v, want %v", fin, want)
 	}
@@ -343,7 +343,7 @@ func runCrashChild(t *testing.T, mode, path string, stop func(line string, finis
 		}
 		id, _ := strconv.ParseInt(f[1], 10, 64)
 		boot, _ := strconv.Atoi(f[3])
-		k := RunKey{f[2], boot}
+		k := RunKey{Variant: f[2], Boot: boot}
 		if f[0] == "finished" {
 			finished[k] = id
 		} else {
@@ -401,7 +401,7 @@ func checkAfterCrash(t *testing.T, path string, finished map[RunKey]int64) (*Sto
 	}
 	perKey := map[RunKey]int{}
 	for _, r := range runs {
-		k := RunKey{r.Variant, r.Boot}
+		k := RunKey{Variant: r.Variant, Boot: r.Boot}
 		switch r.Status {
 		case RunOK:
 			if r.Samples != samplesFor(r.Boot) {
@@ -457,7 +457,7 @@ func TestCrashSafetySIGKILL(t *testing.T) {
 			return strings.HasPrefix(line, "begun") && strings.HasSuffix(line, " full 3")
 		})
 		s, e, fin := checkAfterCrash(t, path, finished)
-		half := RunKey{"full", 3}
+		half := RunKey{Variant: "full", Boot: 3}
 		if fin[half] {
 			t.Fatal("the half-started run full#3 is in the resume set")
 		}

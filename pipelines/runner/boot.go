@@ -3,7 +3,6 @@ package runner
 import (
 	"context"
 	"database/sql"
-	"errors"
 	"fmt"
 	"path/filepath"
 	"strings"
@@ -70,20 +69,10 @@ func Boot(ctx context.Context, env Env, id int64, b PlannedBoot) (err error) {
 	if err != nil {
 		return err
 	}
-	rp, ok := planOf(ev.p, b)
-	if !ok {
-		return fail.Inputf("evaluation %d: pipeline %s plans no boot %d of %q", id, ev.p.Name, b.Boot, b.Variant)
-	}
-	spec, _ := specByKey(ev.p, rp.BuildKey)
-	art, err := builtArtifact(env, id, spec)
+	rp, v, err := plannedKernel(env, ev, b)
 	if err != nil {
 		return err
 	}
-	if art == nil {
-		return fail.Inputf("evaluation %d: boot %s #%d: kernel %s is not built (run the build stage first)", id, rp.Variant, rp.Boot+1, rp.BuildKey)
-	}
-	k := evaluate.Kernel{Variant: rp.Variant, Arch: rp.Arch, Image: art.Image, SystemMap: art.SystemMap,
-		Config: art.Config, ConfigHash: art.ConfigHash(), Commit: art.Meta.Git.Commit, Cmdline: rp.Cmdline}
 	land, landTime, err := userlandFor(ctx, env, ev.p, rp.Arch)
 	if err != nil {
 		return err
@@ -98,68 +87,69 @@ func Boot(ctx context.Context, env Env, id int64, b PlannedBoot) (err error) {
 	if err != nil {
 		return err
 	}
-	res, bootErr := tgt.Boot(ctx, k, rp.Plan)
-	status, samples, env2, console := bootOutcome(rp, res, bootErr)
-	err = env.Store.Tx(ctx, func(tx *sql.Tx) error {
-		if err := env.Store.FinishRunTx(tx, runID, status, env2, console, samples, bootErr); err != nil {
-			return err
-		}
-		if landTime > 0 {
-			if err := env.Store.AddTimingTx(tx, id, "userland", landTime, strings.Join(ev.p.Tools(), ", ")); err != nil {
-				return err
-			}
-		}
-		if res != nil {
-			if err := env.Store.AddTimingTx(tx, id, "boot", res.FirstResult, ""); err != nil {
-				return err
-			}
-			if err := env.Store.AddTimingTx(tx, id, "benchmark", res.Duration-res.FirstResult, ""); err != nil {
-				return err
-			}
-		}
-		if status == store.RunFailed {
-			return nil // the evaluation stops: no next stage
-		}
-		return record(ctx, env, tx)
-	})
-	if err != nil {
+	rec := evaluate.Boot(ctx, tgt, b, v, rp.Plan)
+	if err := recordBoot(ctx, env, ev, runID, rec, landTime); err != nil {
 		return err
 	}
-	if bootErr == nil {
-		pr.Printf("boot %s #%d: %s", rp.Variant, rp.Boot+1, sampleLine(samples))
+	if rec.Err == nil {
+		pr.Printf("boot %s #%d: %s", rp.Variant, rp.Boot+1, sampleLine(rec.Samples))
 		return nil
 	}
 	if ctx.Err() != nil {
 		return fail.Infra(ctx.Err())
 	}
-	pr.Printf("boot %s #%d failed: %v", rp.Variant, rp.Boot+1, firstLine(bootErr.Error()))
-	if status == store.RunFailed {
-		return bootErr
+	pr.Printf("boot %s #%d failed: %v", rp.Variant, rp.Boot+1, firstLine(rec.Err.Error()))
+	if store.StatusOf(rec.Err) == store.RunFailed {
+		return rec.Err
 	}
 	return nil
 }
 
-// bootOutcome is what the store records of one boot.
-func bootOutcome(rp pipelines.RunPlan, res *evaluate.BootResult, bootErr error) (store.RunStatus, []evaluate.Sample, evaluate.Environment, []byte) {
-	var samples []evaluate.Sample
-	var env evaluate.Environment
-	var console []byte
-	status := store.RunOK
-	if res != nil {
-		samples, _ = evaluate.Samples(rp.Variant, rp.Boot, res)
-		env, console = res.Env, res.Console
+// plannedKernel is planned boot b of ev: its plan and its built kernel.
+func plannedKernel(env Env, ev *evaluation, b PlannedBoot) (pipelines.RunPlan, evaluate.RunVariant, error) {
+	rp, ok := planOf(ev.p, b)
+	if !ok {
+		return rp, evaluate.RunVariant{}, fail.Inputf("evaluation %d: pipeline %s plans no boot %d of %q", ev.id, ev.p.Name, b.Boot, b.Variant)
 	}
-	if bootErr != nil {
-		status = store.RunFailed
-		if fail.KindOf(bootErr) == fail.KindInfra {
-			status = store.RunInfra
-		}
-		var be *evaluate.BootError
-		if errors.As(bootErr, &be) && console == nil {
-			console = be.Console
-		}
+	spec, _ := specByKey(ev.p, rp.BuildKey)
+	art, err := builtArtifact(env, ev.id, spec)
+	if err == nil && art == nil {
+		err = fail.Inputf("evaluation %d: boot %s #%d: kernel %s is not built (run the build stage first)", ev.id, rp.Variant, rp.Boot+1, rp.BuildKey)
 	}
-	return status, samples, env, console
+	if err != nil {
+		return rp, evaluate.RunVariant{}, err
+	}
+	k := evaluate.Kernel{Variant: rp.Variant, Arch: rp.Arch, Image: art.Image, SystemMap: art.SystemMap,
+		Config: art.Config, ConfigHash: art.ConfigHash(), Commit: art.Meta.Git.Commit, Cmdline: rp.Cmdline}
+	return rp, evaluate.RunVariant{Kernel: k}, nil
+}
+
+// recordBoot records run runID's end and the time it took, and (unless the
+// kernel under test failed, which stops the evaluation) env.Record, in one
+// transaction.
+func recordBoot(ctx context.Context, env Env, ev *evaluation, runID int64, rec evaluate.BootRecord, landTime time.Duration) error {
+	return env.Store.Tx(ctx, func(tx *sql.Tx) error {
+		if err := env.Store.FinishBootTx(tx, runID, rec); err != nil {
+			return err
+		}
+		if landTime > 0 {
+			if err := env.Store.AddTimingTx(tx, ev.id, "userland", landTime, strings.Join(ev.p.Tools(), ", ")); err != nil {
+				return err
+			}
+		}
+		if res := rec.Result; res != nil {
+			if err := env.Store.AddTimingTx(tx, ev.id, "boot", res.FirstResult, ""); err != nil {
+				return err
+			}
+			if err := env.Store.AddTimingTx(tx, ev.id, "benchmark", res.Duration-res.FirstResult, ""); err != nil {
+				return err
+			}
+		}
+		if store.StatusOf(rec.Err) == store.RunFailed {
+			return nil // the evaluation stops: no next stage
+		}
+		return record(ctx, env, tx)
+	})
 }
 
 // planOf finds planned boot b in p (also an adaptive boot beyond
