@@ -17,6 +17,7 @@ import (
 	"github.com/patcheval/patcheval/internal/progress"
 	"github.com/patcheval/patcheval/internal/xdg"
 	"github.com/patcheval/patcheval/pipelines"
+	"github.com/patcheval/patcheval/pipelines/service"
 	"github.com/patcheval/patcheval/pipelines/watch"
 )
 
@@ -56,6 +57,21 @@ func init() {
 	})
 }
 
+func init() {
+	// patcheval serve runs every watch on its schedule beside its workers,
+	// on the service's store (the same database watch add writes).
+	serveLoops = append(serveLoops, service.Loop{Name: "watch", Run: func(ctx context.Context, s *service.Service) error {
+		if err := syncConfig(os.Stderr, s.Store()); err != nil {
+			return err
+		}
+		wr, err := newWatcher(os.Stderr, s.Store(), "", "", 0)
+		if err != nil {
+			return err
+		}
+		return watch.Loop(ctx, wr, time.Minute)
+	}})
+}
+
 func (f *watchFlags) run(ctx context.Context, env *Env, fs *flag.FlagSet, args []string) error {
 	if len(args) == 0 {
 		return fail.Inputf("watch: want a subcommand: add, list, show, rm, run-now or daemon")
@@ -83,7 +99,7 @@ func (f *watchFlags) run(ctx context.Context, env *Env, fs *flag.FlagSet, args [
 		return err
 	}
 	defer st.Close()
-	if err := syncConfig(env, st); err != nil {
+	if err := syncConfig(env.Stderr, st); err != nil {
 		return err
 	}
 	switch sub {
@@ -165,7 +181,7 @@ func (f *watchFlags) run(ctx context.Context, env *Env, fs *flag.FlagSet, args [
 }
 
 // syncConfig brings the [[watch]] tables of config.toml into the store.
-func syncConfig(env *Env, st *store.Store) error {
+func syncConfig(log io.Writer, st *store.Store) error {
 	path := filepath.Join(xdg.ConfigDir(), "config.toml")
 	ws, err := watch.LoadConfig(path, pipelineOK)
 	if err != nil {
@@ -173,10 +189,10 @@ func syncConfig(env *Env, st *store.Store) error {
 	}
 	added, updated, err := watch.Sync(st, ws)
 	for _, n := range added {
-		fmt.Fprintf(env.Stderr, "watch %s: added from %s\n", n, path)
+		fmt.Fprintf(log, "watch %s: added from %s\n", n, path)
 	}
 	for _, n := range updated {
-		fmt.Fprintf(env.Stderr, "watch %s: updated from %s\n", n, path)
+		fmt.Fprintf(log, "watch %s: updated from %s\n", n, path)
 	}
 	return err
 }
