@@ -382,16 +382,16 @@ func contains(list []string, s string) bool {
 
 // EvaluationResponse is GET /api/v1/evaluations/{id}.
 type EvaluationResponse struct {
-	Evaluation *store.Evaluation   `json:"evaluation"`
-	Builds     []store.Build       `json:"builds"`
-	Runs       []store.Run         `json:"runs"`
-	Samples    []evaluate.Sample   `json:"samples"`
-	Benchmarks []report.Benchmark  `json:"benchmarks,omitempty"`
-	Confounds  []report.Confound   `json:"confounds,omitempty"`
-	Verdicts   []string            `json:"verdicts,omitempty"`
-	Jobs       []*rivertype.JobRow `json:"jobs"`
-	Progress   []string            `json:"progress,omitempty"`
-	URL        string              `json:"url"`
+	Evaluation *store.Evaluation  `json:"evaluation"`
+	Builds     []store.Build      `json:"builds"`
+	Runs       []store.Run        `json:"runs"`
+	Samples    []evaluate.Sample  `json:"samples"`
+	Benchmarks []report.Benchmark `json:"benchmarks,omitempty"`
+	Confounds  []report.Confound  `json:"confounds,omitempty"`
+	Verdicts   []string           `json:"verdicts,omitempty"`
+	Jobs       []Job              `json:"jobs"`
+	Progress   []string           `json:"progress,omitempty"`
+	URL        string             `json:"url"`
 }
 
 func (s *Service) evalOf(w http.ResponseWriter, r *http.Request) (*store.Evaluation, bool) {
@@ -423,7 +423,9 @@ func (s *Service) apiGet(w http.ResponseWriter, r *http.Request) {
 	if resp.Builds, err = st.BuildsOf(e.ID); err == nil {
 		if resp.Runs, err = st.RunsOf(e.ID); err == nil {
 			if resp.Samples, err = st.Samples(e.ID); err == nil {
-				resp.Jobs, err = s.engine.Jobs(r.Context(), e.ID, 200)
+				var rows []*rivertype.JobRow
+				rows, err = s.engine.Jobs(r.Context(), e.ID, 200)
+				resp.Jobs = jobsOf(rows)
 			}
 		}
 	}
@@ -584,8 +586,31 @@ func (s *Service) apiJobs(w http.ResponseWriter, r *http.Request) {
 		writeErr(w, err)
 		return
 	}
-	if jobs == nil {
-		jobs = []*rivertype.JobRow{}
+	writeJSON(w, http.StatusOK, map[string]any{"jobs": jobsOf(jobs)})
+}
+
+// Job is a queue job as the API shows it.
+type Job struct {
+	ID           int64                    `json:"id"`
+	Kind         string                   `json:"kind"`
+	Queue        string                   `json:"queue"`
+	State        string                   `json:"state"`
+	Attempt      int                      `json:"attempt"`
+	MaxAttempts  int                      `json:"max_attempts"`
+	Args         json.RawMessage          `json:"args"`
+	Errors       []rivertype.AttemptError `json:"errors,omitempty"`
+	EvaluationID int64                    `json:"evaluation_id,omitempty"`
+	Created      time.Time                `json:"created"`
+	Attempted    *time.Time               `json:"attempted,omitempty"`
+	Finalized    *time.Time               `json:"finalized,omitempty"`
+}
+
+func jobsOf(rows []*rivertype.JobRow) []Job {
+	out := make([]Job, 0, len(rows))
+	for _, j := range rows {
+		out = append(out, Job{ID: j.ID, Kind: j.Kind, Queue: j.Queue, State: string(j.State), Attempt: j.Attempt,
+			MaxAttempts: j.MaxAttempts, Args: json.RawMessage(j.EncodedArgs), Errors: j.Errors, EvaluationID: evalOfTags(j.Tags),
+			Created: j.CreatedAt, Attempted: j.AttemptedAt, Finalized: j.FinalizedAt})
 	}
-	writeJSON(w, http.StatusOK, map[string]any{"jobs": jobs})
+	return out
 }

@@ -158,7 +158,9 @@ func (db *DB) RescueOrphans(ctx context.Context) (int, error) {
 		p.ID = append(p.ID, id)
 		p.Error = append(p.Error, e)
 		p.FinalizedAt = append(p.FinalizedAt, nil)
-		p.ScheduledAt = append(p.ScheduledAt, now)
+		// Scheduled a day back: they run before the jobs queued behind
+		// them, as they would have without the crash.
+		p.ScheduledAt = append(p.ScheduledAt, now.Add(-24*time.Hour))
 		p.State = append(p.State, string(rivertype.JobStateAvailable))
 	}
 	rows.Close()
