@@ -35,6 +35,7 @@ import (
 	"github.com/patcheval/patcheval/evaluate/initramfs"
 	"github.com/patcheval/patcheval/internal/arch"
 	"github.com/patcheval/patcheval/internal/fail"
+	"github.com/patcheval/patcheval/internal/xdg"
 )
 
 // Tool is a benchmark program the guest can run.
@@ -104,8 +105,12 @@ func (u *Userland) LibPath() string {
 const formatVersion = "userland/1"
 
 // Build returns the archive with tools for arch, building it when the
-// cache does not hold it. log receives progress lines (may be nil).
+// cache does not hold it (cacheDir "" is the XDG cache directory, as for
+// builds and agents). log receives progress lines (may be nil).
 func Build(ctx context.Context, arch string, tools []string, cacheDir string, log io.Writer) (*Userland, error) {
+	if cacheDir == "" {
+		cacheDir = xdg.CacheDir()
+	}
 	if log == nil {
 		log = io.Discard
 	}
@@ -277,6 +282,9 @@ func resolveCached(ctx context.Context, dir, debArch string, roots []string) ([]
 // (a kernel image to boot, for example) into the cache, verified against
 // apt's lists, and returns the .deb's path; a cached copy is reused.
 func Fetch(ctx context.Context, arch, pkg, cacheDir string) (string, error) {
+	if cacheDir == "" {
+		cacheDir = xdg.CacheDir()
+	}
 	debArch, _, err := DebArch(arch)
 	if err != nil {
 		return "", err

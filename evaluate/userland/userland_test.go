@@ -3,6 +3,7 @@ package userland
 import (
 	"context"
 	"fmt"
+	"os"
 	"os/exec"
 	"strings"
 	"testing"
@@ -72,12 +73,20 @@ func TestBuildPPC64el(t *testing.T) {
 	if u.Versions["perf"] == "" || u.Versions["stress-ng"] == "" {
 		t.Errorf("versions not recorded: %v", u.Versions)
 	}
-	u2, err := Build(ctx, "ppc64le", []string{"perf", "stress-ng"}, cache, nil)
+	// The second build names no cache directory: "" is the XDG cache
+	// (the runner passes Env.CacheDir "" for it), never the working
+	// directory.
+	cwd := t.TempDir()
+	t.Chdir(cwd)
+	u2, err := Build(ctx, "ppc64le", []string{"perf", "stress-ng"}, "", nil)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if !u2.Cached || u2.Archive != u.Archive {
 		t.Errorf("second build: cached=%v archive %s vs %s", u2.Cached, u2.Archive, u.Archive)
+	}
+	if left, _ := os.ReadDir(cwd); len(left) > 0 {
+		t.Errorf("Build with cacheDir \"\" wrote into the working directory: %v", left)
 	}
 	t.Logf("%d files, %d KiB, LD_LIBRARY_PATH=%s", len(u.Files), u.Bytes>>10, u.LibPath())
 }

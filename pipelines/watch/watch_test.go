@@ -3,8 +3,8 @@ package watch
 import (
 	"context"
 	"encoding/xml"
-	"io"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"slices"
