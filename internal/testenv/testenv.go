@@ -37,6 +37,20 @@ func SkipIfSlow(tb testing.TB, what string) {
 	}
 }
 
+// LongTests reports whether PATCHEVAL_LONG_TESTS=1 asks for the
+// end-to-end tests whose kernel builds do not fit the default suite's
+// budget (CI: 2 cores, under 60 minutes for everything).
+func LongTests() bool { return os.Getenv("PATCHEVAL_LONG_TESTS") == "1" && !SkipSlow() }
+
+// SkipUnlessLong skips tb unless LongTests; cost says what the test
+// builds, so that the skip message tells what running it costs.
+func SkipUnlessLong(tb testing.TB, cost string) {
+	tb.Helper()
+	if !LongTests() {
+		tb.Skip("set PATCHEVAL_LONG_TESTS=1 to run this end-to-end test (" + cost + "; outside the default suite's budget)")
+	}
+}
+
 // ModuleRoot is the repository root (this file is internal/testenv/).
 func ModuleRoot() string {
 	_, file, _, _ := runtime.Caller(0)
