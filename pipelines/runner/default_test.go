@@ -83,7 +83,9 @@ func TestRunDefaultBackport(t *testing.T) {
 		t.Errorf("benchmarks: perf bench usec/op %v, agent loop kill %v", sawPerf, sawLoop)
 	}
 	txt, _ := os.ReadFile(res.Text)
-	if !strings.Contains(string(txt), "Build coverage of the series:") || !strings.Contains(string(txt), "perf events the guest counts") {
+	// The text report wraps long lines: compare with whitespace folded.
+	flat := strings.Join(strings.Fields(string(txt)), " ")
+	if !strings.Contains(flat, "Build coverage of the series:") || !strings.Contains(flat, "perf events the guest counts") {
 		t.Errorf("report text lacks coverage or perf events:\n%s", txt)
 	}
 	for _, tm := range r.Timings {
