@@ -142,16 +142,9 @@ func (pf *pipelineFlags) run(ctx context.Context, env *Env, lr *loreResult, af a
 			lr.Extra = map[string]any{}
 		}
 		lr.Extra["evaluation"] = res
-	} else {
-		printOutcome(env.Stdout, res, report.TextOptions{Verbose: pf.verbose})
 	}
-	if pf.send {
-		if res.Mail == nil {
-			return fail.Inputf("--send: there is no reply draft (no message to answer)")
-		}
-		if err := sendDraft(ctx, env, res.Mail); err != nil {
-			return err
-		}
+	if err := pf.deliver(ctx, env, res, lr.JSON); err != nil {
+		return err
 	}
 	if pf.failOnRegression && len(res.Regressions) > 0 {
 		return fail.Failedf("%d regression(s): %s", len(res.Regressions), strings.Join(res.Regressions, "; "))
@@ -168,9 +161,32 @@ func printOutcome(w io.Writer, res *runner.Outcome, o report.TextOptions) {
 	}
 	fmt.Fprintf(w, "\nevaluation %d%s\n", res.EvaluationID, map[bool]string{true: " (resumed)"}[res.Resumed])
 	fmt.Fprintf(w, "report:      %s\n             %s\n             %s\nkcidb:       %s\n", res.Text, res.Markdown, res.JSON, res.KCIDB)
-	if res.Draft != "" {
-		fmt.Fprintf(w, "reply draft: %s (not sent)\n", res.Draft)
+}
+
+// deliver prints the outcome (unless asJSON), mails the reply draft when
+// --send asks (after the confirmation) and then says where the draft is
+// and whether it was sent.
+func (pf *pipelineFlags) deliver(ctx context.Context, env *Env, res *runner.Outcome, asJSON bool) error {
+	if !asJSON {
+		printOutcome(env.Stdout, res, report.TextOptions{Verbose: pf.verbose})
 	}
+	sent := false
+	var err error
+	if pf.send {
+		if res.Mail == nil {
+			err = fail.Inputf("--send: there is no reply draft (no message to answer)")
+		} else {
+			sent, err = sendDraft(ctx, env, res.Mail)
+		}
+	}
+	if !asJSON && res.Draft != "" {
+		state := "not sent"
+		if sent {
+			state = "sent as <" + res.Mail.MessageID + ">"
+		}
+		fmt.Fprintf(env.Stdout, "reply draft: %s (%s)\n", res.Draft, state)
+	}
+	return err
 }
 
 // draftSender is --from, else PATCHEVAL_FROM, else git config

@@ -32,44 +32,45 @@ type smtpConfig struct {
 	} `toml:"smtp"`
 }
 
-// sendDraft mails d after a confirmation on the terminal. It refuses when
-// standard input is not a terminal or no SMTP server is configured.
-func sendDraft(ctx context.Context, env *Env, d *report.Draft) error {
+// sendDraft mails d after a confirmation on the terminal; sent says it
+// went out. It refuses when standard input is not a terminal or no SMTP
+// server is configured.
+func sendDraft(ctx context.Context, env *Env, d *report.Draft) (sent bool, err error) {
 	path := filepath.Join(xdg.ConfigDir(), "config.toml")
 	var cfg smtpConfig
 	md, err := toml.DecodeFile(path, &cfg)
 	if os.IsNotExist(err) {
-		return fail.Inputf("--send: no SMTP settings: create %s with an [smtp] table (host, port, username, security)", path)
+		return false, fail.Inputf("--send: no SMTP settings: create %s with an [smtp] table (host, port, username, security)", path)
 	}
 	if err != nil {
-		return fail.Inputf("--send: %s: %v", path, err)
+		return false, fail.Inputf("--send: %s: %v", path, err)
 	}
 	if und := md.Undecoded(); len(und) > 0 {
-		return fail.Inputf("--send: %s: unknown key %s", path, und[0])
+		return false, fail.Inputf("--send: %s: unknown key %s", path, und[0])
 	}
 	if cfg.SMTP.Host == "" {
-		return fail.Inputf("--send: %s: [smtp] host is not set", path)
+		return false, fail.Inputf("--send: %s: [smtp] host is not set", path)
 	}
 	in, ok := env.Stdin.(*os.File)
 	if !ok {
-		return fail.Inputf("--send needs a terminal to confirm; the draft is not sent")
+		return false, fail.Inputf("--send needs a terminal to confirm; the draft is not sent")
 	}
 	if fi, err := in.Stat(); err != nil || fi.Mode()&os.ModeCharDevice == 0 {
-		return fail.Inputf("--send needs a terminal to confirm (standard input is not one); the draft is not sent")
+		return false, fail.Inputf("--send needs a terminal to confirm (standard input is not one); the draft is not sent")
 	}
 	yes, err := mail.Confirm(in, env.Stderr, *d)
 	if err != nil {
-		return fail.Input(err)
+		return false, fail.Input(err)
 	}
 	if !yes {
 		fmt.Fprintln(env.Stderr, "not sent")
-		return nil
+		return false, nil
 	}
 	err = mail.Send(ctx, mail.SMTPSettings{Host: cfg.SMTP.Host, Port: cfg.SMTP.Port, Username: cfg.SMTP.Username,
 		Password: os.Getenv("PATCHEVAL_SMTP_PASSWORD"), Security: cfg.SMTP.Security}, *d)
 	if err != nil {
-		return fail.Infraf("sending the reply: %w", err)
+		return false, fail.Infraf("sending the reply: %w", err)
 	}
 	fmt.Fprintf(env.Stderr, "sent <%s>\n", d.MessageID)
-	return nil
+	return true, nil
 }
