@@ -13,6 +13,7 @@ import (
 	"github.com/patcheval/patcheval/internal/fail"
 	"github.com/patcheval/patcheval/internal/progress"
 	"github.com/patcheval/patcheval/mbox"
+	"github.com/patcheval/patcheval/mbox/numbers"
 	"github.com/patcheval/patcheval/series"
 )
 
@@ -27,7 +28,8 @@ type loreResult struct {
 	// JSON is true with --json (steps should not print text to Stdout).
 	JSON bool
 	// Extra holds what steps report under --json: lore prints one
-	// document, the Series with these keys added (e.g. "evaluation").
+	// document, the Series with these keys added (e.g. "evaluation",
+	// "thread_numbers": the numbers reported in the thread, when any).
 	Extra map[string]any
 	// FetchTime is how long fetching and resolving took.
 	FetchTime time.Duration
@@ -154,10 +156,16 @@ func init() {
 				}
 				lr := &loreResult{Thread: t, Series: s, AM: series.AMOptions{LinkMask: lf.linkMask}, JSON: *asJSON,
 					FetchTime: time.Since(start), Lore: lf.loreOf(src), AnySender: lf.anySender}
+				nums := numbers.Read(t)
 				if !*asJSON {
 					if err := s.WriteSummary(env.Stdout, lr.AM); err != nil {
 						return fail.Infraf("writing summary: %w", err)
 					}
+					if err := writeThreadNumbers(env.Stdout, nums); err != nil {
+						return fail.Infraf("writing summary: %w", err)
+					}
+				} else if len(nums) > 0 {
+					lr.Extra = map[string]any{"thread_numbers": nums}
 				}
 				if *amOut != "" {
 					if lr.AMPath, err = writeAM(s, *amOut, lr.AM); err != nil {
