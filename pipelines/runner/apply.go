@@ -21,6 +21,9 @@ import (
 // is; one whose pipeline applies no series records an empty application.
 func Apply(ctx context.Context, env Env, id int64) (err error) {
 	defer failed(ctx, env, id, &err)
+	if err := ctx.Err(); err != nil {
+		return fail.Infra(err) // interrupted: start nothing
+	}
 	if a, err := env.Store.AppliedOf(id); err != nil || a != nil {
 		return err
 	}
@@ -57,7 +60,7 @@ func Apply(ctx context.Context, env Env, id int64) (err error) {
 	if err != nil {
 		return err
 	}
-	return env.Store.Tx(ctx, func(tx *sql.Tx) error {
+	return env.Store.Tx(keep(ctx), func(tx *sql.Tx) error {
 		if err := env.Store.RecordAppliedTx(tx, id, applied); err != nil {
 			return err
 		}

@@ -128,7 +128,11 @@ func plannedKernel(env Env, ev *evaluation, b PlannedBoot) (pipelines.RunPlan, e
 // kernel under test failed, which stops the evaluation) env.Record, in one
 // transaction.
 func recordBoot(ctx context.Context, env Env, ev *evaluation, runID int64, rec evaluate.BootRecord, landTime time.Duration) error {
-	return env.Store.Tx(ctx, func(tx *sql.Tx) error {
+	rctx := ctx
+	if rec.Err == nil {
+		rctx = keep(ctx)
+	}
+	return env.Store.Tx(rctx, func(tx *sql.Tx) error {
 		if err := env.Store.FinishBootTx(tx, runID, rec); err != nil {
 			return err
 		}

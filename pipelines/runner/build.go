@@ -41,6 +41,9 @@ func Builds(ctx context.Context, env Env, id int64) ([]string, error) {
 // is left as it is.
 func Build(ctx context.Context, env Env, id int64, key string) (err error) {
 	defer failed(ctx, env, id, &err)
+	if err := ctx.Err(); err != nil {
+		return fail.Infra(err) // interrupted: start nothing
+	}
 	ev, err := load(env, id)
 	if err != nil {
 		return err
@@ -72,7 +75,11 @@ func Build(ctx context.Context, env Env, id int64, key string) (err error) {
 	} else {
 		pr.Printf("built %s/%s: %s%s", spec.Arch, spec.Variant, art.Image, map[bool]string{true: " (cached)"}[art.CacheHit])
 	}
-	err = env.Store.Tx(ctx, func(tx *sql.Tx) error {
+	rctx := ctx
+	if buildErr == nil {
+		rctx = keep(ctx)
+	}
+	err = env.Store.Tx(rctx, func(tx *sql.Tx) error {
 		if _, err := env.Store.RecordBuildTx(tx, id, b); err != nil {
 			return err
 		}

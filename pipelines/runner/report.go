@@ -34,6 +34,11 @@ func Report(ctx context.Context, env Env, id int64, outDir string) (out *Outcome
 	if outDir == "" {
 		return nil, fail.Inputf("evaluation %d: no output directory for the report", id)
 	}
+	if err := ctx.Err(); err != nil {
+		// Interrupted before the report: an interrupted run writes none
+		// (re-running the command writes it from the store).
+		return nil, fail.Infra(err)
+	}
 	if err := os.MkdirAll(outDir, 0o755); err != nil {
 		return nil, fail.Infra(err)
 	}

@@ -302,6 +302,12 @@ func record(ctx context.Context, env Env, tx *sql.Tx) error {
 	return env.Record(ctx, tx)
 }
 
+// keep is the context a stage records its finished work with: SIGINT
+// (which cancels ctx) arriving after the work is done must not throw it
+// away. The queue's Record hook still gets ctx: a cancelled job enqueues
+// nothing, and its failing insert rolls the record back with it.
+func keep(ctx context.Context) context.Context { return context.WithoutCancel(ctx) }
+
 // failed marks the evaluation failed when a stage ends with an error that
 // is not a cancellation (the caller's defer).
 func failed(ctx context.Context, env Env, id int64, err *error) {
