@@ -1,0 +1,343 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"os/signal"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/patcheval/patcheval/build/buildtest"
+	"github.com/patcheval/patcheval/evaluate/store"
+)
+
+// The interruption tests run `patcheval lore --pipeline` as a child
+// process (this test binary, see TestMain) and deliver SIGINT or SIGKILL
+// at a chosen point of a chosen stage. The point is a progress line: the
+// child's stderr goes through a gate that, on the Nth line matching
+// PATCHEVAL_TEST_GATE, prints a marker and (with PATCHEVAL_TEST_GATE_HOLD)
+// blocks the stage right there until SIGINT arrives (or SIGKILL ends it).
+// Blocking a progress line is where the stage would be anyway at that
+// instant; nothing else of the program is changed.
+const (
+	childArgsEnv = "PATCHEVAL_TEST_CHILD_ARGS"
+	gateEnv      = "PATCHEVAL_TEST_GATE"
+	gateNEnv     = "PATCHEVAL_TEST_GATE_N"
+	gateHoldEnv  = "PATCHEVAL_TEST_GATE_HOLD"
+	gateMarker   = "PATCHEVAL-TEST-GATE"
+)
+
+func TestMain(m *testing.M) {
+	if a := os.Getenv(childArgsEnv); a != "" {
+		os.Exit(childMain(a))
+	}
+	os.Exit(m.Run())
+}
+
+// childMain is main() with the gate on stderr.
+func childMain(argsJSON string) int {
+	var args []string
+	if err := json.Unmarshal([]byte(argsJSON), &args); err != nil {
+		fmt.Fprintln(os.Stderr, "child args:", err)
+		return 2
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	g := &gate{w: os.Stderr, hold: os.Getenv(gateHoldEnv) == "1", n: 1}
+	if re := os.Getenv(gateEnv); re != "" {
+		g.re = regexp.MustCompile(re)
+	}
+	if n, err := strconv.Atoi(os.Getenv(gateNEnv)); err == nil && n > 0 {
+		g.n = n
+	}
+	g.ctx = ctx
+	return run(ctx, &Env{Stdin: os.Stdin, Stdout: os.Stdout, Stderr: g}, args)
+}
+
+// gate passes lines through; on the nth line matching re it writes the
+// marker and, when hold, waits until SIGINT has cancelled the program's
+// context before returning.
+type gate struct {
+	mu   sync.Mutex
+	w    io.Writer
+	re   *regexp.Regexp
+	n    int
+	seen int
+	hold bool
+	ctx  context.Context // cancelled by SIGINT
+	buf  []byte
+}
+
+func (g *gate) Write(p []byte) (int, error) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	g.buf = append(g.buf, p...)
+	for {
+		i := bytes.IndexByte(g.buf, '\n')
+		if i < 0 {
+			return len(p), nil
+		}
+		line := string(g.buf[:i+1])
+		g.buf = g.buf[i+1:]
+		g.w.Write([]byte(line))
+		if g.re == nil || !g.re.MatchString(line) {
+			continue
+		}
+		if g.seen++; g.seen != g.n {
+			continue
+		}
+		fmt.Fprintf(g.w, "%s %s", gateMarker, line)
+		if g.hold {
+			<-g.ctx.Done() // the program has seen the SIGINT
+		}
+	}
+}
+
+// stop is where a child is interrupted.
+type stop struct {
+	name string
+	gate string // regexp of the progress line
+	n    int    // its nth occurrence
+	hold bool   // block the stage at the line (else signal after delay)
+	// delay after the line before the signal (a stage under way).
+	delay time.Duration
+}
+
+type childResult struct {
+	stderr   string
+	code     int
+	signaled bool // died of the signal
+	reached  bool // the gate fired
+}
+
+// runChild runs `patcheval args...` and interrupts it with sig at st
+// (st == nil: runs it to its end).
+func runChild(t *testing.T, args []string, st *stop, sig syscall.Signal) childResult {
+	t.Helper()
+	argsJSON, _ := json.Marshal(args)
+	cmd := exec.Command(os.Args[0], "-test.run=^$")
+	cmd.Env = append(os.Environ(), childArgsEnv+"="+string(argsJSON), "TERM=dumb")
+	if st != nil {
+		n := st.n
+		if n == 0 {
+			n = 1
+		}
+		cmd.Env = append(cmd.Env, gateEnv+"="+st.gate, fmt.Sprintf("%s=%d", gateNEnv, n))
+		if st.hold {
+			cmd.Env = append(cmd.Env, gateHoldEnv+"=1")
+		}
+	}
+	pr, err := cmd.StderrPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	var res childResult
+	var all bytes.Buffer
+	timeout := time.AfterFunc(15*time.Minute, func() { cmd.Process.Kill() })
+	defer timeout.Stop()
+	sc := bufio.NewScanner(pr)
+	sc.Buffer(make([]byte, 1<<20), 1<<20)
+	for sc.Scan() {
+		line := sc.Text()
+		all.WriteString(line + "\n")
+		if st != nil && !res.reached && strings.HasPrefix(line, gateMarker) {
+			res.reached = true
+			time.Sleep(st.delay)
+			cmd.Process.Signal(sig)
+		}
+	}
+	err = cmd.Wait()
+	res.stderr = all.String()
+	var ee *exec.ExitError
+	switch {
+	case err == nil:
+	case errors.As(err, &ee):
+		res.code = ee.ExitCode()
+		ws := ee.Sys().(syscall.WaitStatus)
+		res.signaled = ws.Signaled() && ws.Signal() == sig
+	default:
+		t.Fatalf("child: %v\n%s", err, res.stderr)
+	}
+	return res
+}
+
+// TestInterruptEveryStage interrupts one `lore --pipeline` evaluation
+// (the bundled backport series, ppc-preempt-dynamic: three ppc64le kernels
+// from the shared cache, four deterministic QEMU boots) at every stage,
+// once with SIGKILL and once with SIGINT, re-running the same command after
+// each interruption, as a user would:
+//
+//	apply-start   before the series is applied
+//	apply-end     the branch is written but not yet recorded
+//	build-start   before the first kernel is built
+//	build-end     the second kernel is built but not yet recorded
+//	boot-mid      one second into the second boot (QEMU running)
+//	report-start  every boot recorded, no report written
+//
+// After each stop it checks what the store kept; the last run must
+// resume, redo nothing that was recorded (no kernel built or boot booted
+// twice, no sample counted twice) and write the report.
+//
+// With the shared cache the kernels are cache hits: the kill lands in the
+// build stage, not inside a compiler. A SIGKILL inside a running kernel
+// compile is pipelines/service TestKillDuringBuild.
+func TestInterruptEveryStage(t *testing.T) {
+	repo := buildtest.Repo(t)
+	t.Setenv("PATCHEVAL_CACHE_DIR", buildtest.Options(t).CacheDir)
+	for _, sig := range []syscall.Signal{syscall.SIGKILL, syscall.SIGINT} {
+		t.Run(map[syscall.Signal]string{syscall.SIGKILL: "SIGKILL", syscall.SIGINT: "SIGINT"}[sig], func(t *testing.T) { interruptEveryStage(t, repo, sig) })
+	}
+}
+
+func interruptEveryStage(t *testing.T, repo string, sig syscall.Signal) {
+	dir := t.TempDir()
+	db := filepath.Join(dir, "patcheval.db")
+	out := filepath.Join(dir, "out")
+	branch := fmt.Sprintf("patcheval/test-interrupt-%d-%d", os.Getpid(), sig)
+	t.Cleanup(func() { exec.Command("git", "--git-dir="+repo, "branch", "-D", branch).Run() })
+	t.Setenv("PATCHEVAL_STATE_DIR", dir)
+	args := []string{"lore", "-m", backport, "--pipeline", "ppc-preempt-dynamic", "--tree", repo, "--branch", branch,
+		"--boots", "1", "--db", db, "--out", out, "--from", "Kernel Tester <tester@example.org>"}
+
+	stops := []stop{
+		{name: "apply-start", gate: `applying \d+ patch`, hold: true},
+		{name: "apply-end", gate: `applied \d+ patch`, hold: true},
+		{name: "build-start", gate: `building ppc64le/`, hold: true},
+		{name: "build-end", gate: `built ppc64le/`, n: 2, hold: true},
+		{name: "boot-mid", gate: `boot \S+ #1 on`, n: 2, delay: time.Second},
+		// The run after boot-mid boots the three left.
+		{name: "report-start", gate: `boot \S+ #1: `, n: 3, hold: true},
+	}
+	// What each stop must leave in the store: applied?, kernels recorded,
+	// boots finished. SIGKILL at apply-end and build-end loses the work
+	// done but not yet recorded (the next run finds the branch and the
+	// kernel in the build cache again); SIGINT there records it first.
+	type kept struct {
+		applied       bool
+		builds, boots int
+	}
+	want := map[string]kept{
+		"apply-start": {false, 0, 0}, "apply-end": {false, 0, 0}, "build-start": {true, 0, 0},
+		"build-end": {true, 1, 0}, "boot-mid": {true, 3, 1}, "report-start": {true, 3, 4},
+	}
+	if sig == syscall.SIGINT {
+		want["apply-end"] = kept{true, 0, 0}
+		want["build-end"] = kept{true, 2, 0}
+	}
+	var evalID int64
+	for _, st := range stops {
+		res := runChild(t, args, &st, sig)
+		if !res.reached {
+			t.Fatalf("%s: the child never reached %q (exit %d):\n%s", st.name, st.gate, res.code, res.stderr)
+		}
+		switch sig {
+		case syscall.SIGKILL:
+			if !res.signaled {
+				t.Fatalf("%s: the child did not die of SIGKILL (exit %d):\n%s", st.name, res.code, res.stderr)
+			}
+		case syscall.SIGINT:
+			// Interrupted: exit 3 (infrastructure), and told how to resume.
+			if res.code != 3 || !strings.Contains(res.stderr, "interrupted; finished work is kept, re-run the same command to resume") {
+				t.Fatalf("%s: SIGINT: exit %d, want 3 and the resume hint:\n%s", st.name, res.code, res.stderr)
+			}
+		}
+		if _, err := os.Stat(filepath.Join(out, "report.txt")); err == nil {
+			t.Fatalf("%s: a report was written by an interrupted run", st.name)
+		}
+		s, err := store.Open(db)
+		if err != nil {
+			t.Fatalf("%s: the state file does not open after %s: %v", st.name, sig, err)
+		}
+		evs, err := s.ListEvaluations()
+		if err != nil || len(evs) != 1 {
+			t.Fatalf("%s: evaluations %+v %v, want one", st.name, evs, err)
+		}
+		evalID = evs[0].ID
+		a, _ := s.AppliedOf(evalID)
+		builds, _ := s.BuildsOf(evalID)
+		done, _ := s.FinishedRuns(evalID)
+		s.Close()
+		w := want[st.name]
+		nb := 0
+		for _, b := range builds {
+			if b.Status == "ok" {
+				nb++
+			}
+		}
+		if (a != nil) != w.applied || nb != w.builds || len(done) != w.boots {
+			t.Errorf("%s: the store kept applied %v, %d kernel(s), %d boot(s); want %v, %d, %d",
+				st.name, a != nil, nb, len(done), w.applied, w.builds, w.boots)
+		}
+		if st.name == "apply-end" {
+			// The branch was written, the record was not: the next run
+			// applies again onto the same branch without complaint.
+			if err := exec.Command("git", "--git-dir="+repo, "rev-parse", "--verify", "-q", branch).Run(); err != nil {
+				t.Errorf("apply-end: the branch %s was not written before the stop", branch)
+			}
+		}
+		t.Logf("%s: %s at %q; store: applied %v, %d kernel(s), %d boot(s)", st.name, sig, st.gate, a != nil, nb, len(done))
+	}
+
+	// The last run resumes and finishes.
+	res := runChild(t, args, nil, sig)
+	if res.code != 0 {
+		t.Fatalf("final run: exit %d\n%s", res.code, res.stderr)
+	}
+	if !strings.Contains(res.stderr, fmt.Sprintf("resuming evaluation %d (4 boot(s) already finished)", evalID)) {
+		t.Errorf("final run did not resume with every boot kept:\n%s", res.stderr)
+	}
+	for _, redo := range []string{"applying ", "building ppc64le/", "boot voluntary #1 on"} {
+		if strings.Contains(res.stderr, redo) {
+			t.Errorf("final run redid recorded work (%q):\n%s", redo, res.stderr)
+		}
+	}
+	if fi, err := os.Stat(filepath.Join(out, "report.txt")); err != nil || fi.Size() == 0 {
+		t.Fatalf("no report after the final run: %v", err)
+	}
+	s, err := store.Open(db)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	runs, err := s.RunsOf(evalID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ok := map[store.RunKey]int{}
+	samples := map[int]int{}
+	for _, r := range runs {
+		if r.Status == store.RunOK {
+			ok[store.RunKey{Variant: r.Variant, Boot: r.Boot}]++
+			samples[r.Samples]++
+		}
+	}
+	if len(ok) != 4 || len(samples) != 1 {
+		t.Errorf("finished boots %v (samples per boot %v): want 4 distinct boots with the same number of samples", ok, samples)
+	}
+	for k, n := range ok {
+		if n != 1 {
+			t.Errorf("boot %v recorded %d times", k, n)
+		}
+	}
+	a, _ := s.AppliedOf(evalID)
+	head, _ := exec.Command("git", "--git-dir="+repo, "rev-parse", branch).Output()
+	if a == nil || strings.TrimSpace(string(head)) != a.Head || len(a.Commits) != 1 {
+		t.Errorf("applied %+v, branch at %s", a, head)
+	}
+}
