@@ -11,6 +11,10 @@ import (
 // scripts/linux-tree.sh.
 const DefaultBase = "v6.1-debian"
 
+// MaxBoots bounds repeats.boots and repeats.max_boots (and --boots): boots
+// per variant.
+const MaxBoots = 1000
+
 // Pipeline is a validated pipeline file.
 type Pipeline struct {
 	Name        string `json:"name"`

@@ -242,6 +242,9 @@ func TestMalformed(t *testing.T) {
 		{"unknown variant in chain", "", "[[chain]]\nvariants = [\"a\", \"zz\"]\n", 23, `unknown variant "zz"`},
 		{"short chain", "", "[[chain]]\nvariants = [\"a\"]\n", 23, "at least two"},
 		{"boots zero", "boots = 2", "boots = 0", 21, "repeats.boots = 0"},
+		// FuzzParse: an unbounded boots allocated the whole plan (hung).
+		{"boots huge", "boots = 2", "boots = 9223372036854775807", 21, "repeats.boots = 9223372036854775807: at most 1000"},
+		{"max_boots huge", "boots = 2", "boots = 2\nmax_boots = 1001", 22, "repeats.max_boots = 1001: at most 1000"},
 		{"max_boots under boots", "boots = 2", "boots = 2\nmax_boots = 1", 22, "repeats.max_boots = 1 is less than repeats.boots = 2"},
 		{"duplicate variant", "name = \"b\"", "name = \"a\"", 13, `duplicate variant name "a" (first at line 8)`},
 		{"sched_preempt without dynamic", "symbols = { PREEMPT_VOLUNTARY = \"y\" }", "symbols = { PREEMPT_VOLUNTARY = \"y\" }\nsched_preempt = \"full\"", 11, "PREEMPT_DYNAMIC=y"},

@@ -207,6 +207,11 @@ func (ps *parser) build(r *rawPipeline) *Pipeline {
 		if p.Repeats.Boots < 1 {
 			ps.errorf("repeats.boots", "repeats.boots = %d: want at least 1 boot per variant", p.Repeats.Boots)
 		}
+		if p.Repeats.Boots > MaxBoots {
+			// Unbounded, the plan (boots x variants x arches) was
+			// allocated whole: a typo hung patcheval (found by FuzzParse).
+			ps.errorf("repeats.boots", "repeats.boots = %d: at most %d", p.Repeats.Boots, MaxBoots)
+		}
 	}
 	if r.Repeats.Iterations != nil {
 		p.Repeats.Iterations = *r.Repeats.Iterations
@@ -219,8 +224,8 @@ func (ps *parser) build(r *rawPipeline) *Pipeline {
 		if p.Repeats.MaxBoots < p.Repeats.Boots {
 			ps.errorf("repeats.max_boots", "repeats.max_boots = %d is less than repeats.boots = %d: max_boots is the adaptive budget, at least boots", p.Repeats.MaxBoots, p.Repeats.Boots)
 		}
-		if p.Repeats.MaxBoots > 1000 {
-			ps.errorf("repeats.max_boots", "repeats.max_boots = %d: at most 1000", p.Repeats.MaxBoots)
+		if p.Repeats.MaxBoots > MaxBoots {
+			ps.errorf("repeats.max_boots", "repeats.max_boots = %d: at most %d", p.Repeats.MaxBoots, MaxBoots)
 		}
 	}
 

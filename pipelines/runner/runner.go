@@ -198,6 +198,9 @@ func Check(p *pipelines.Pipeline, o Options) error {
 
 func check(p *pipelines.Pipeline, o Options) (in inputs, s *series.Series, err error) {
 	in = inputs{PipelineSource: string(p.Source), PipelineFile: p.File, PipelineDir: p.Dir, Warnings: p.Warnings, Options: o}
+	if o.Boots < 0 || o.Boots > pipelines.MaxBoots {
+		return in, nil, fail.Inputf("--boots %d: want 1 to %d boots per variant", o.Boots, pipelines.MaxBoots)
+	}
 	if in.Tree == "" {
 		in.Tree = p.Tree.Path
 	}

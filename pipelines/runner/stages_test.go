@@ -4,9 +4,11 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
 	"reflect"
+	"strings"
 	"testing"
 	"time"
 
@@ -211,4 +213,16 @@ func comparable(t *testing.T, r *report.Report) string {
 		t.Fatal(err)
 	}
 	return buf.String() + string(data)
+}
+
+// TestCheckBoots: --boots is bounded like repeats.boots (an unbounded
+// count allocated the whole plan).
+func TestCheckBoots(t *testing.T) {
+	p := builtin(t, "ppc-preempt-dynamic")
+	for _, n := range []int{-1, pipelines.MaxBoots + 1, 1 << 40} {
+		err := Check(p, Options{Boots: n, Tree: t.TempDir()})
+		if fail.KindOf(err) != fail.KindInput || !strings.Contains(err.Error(), fmt.Sprintf("--boots %d: want 1 to 1000", n)) {
+			t.Errorf("--boots %d: %v, want an input error", n, err)
+		}
+	}
 }
