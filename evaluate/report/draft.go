@@ -61,6 +61,11 @@ type DraftOptions struct {
 	// Domain is the right-hand side of the Message-ID; empty: the From
 	// address's domain, or patcheval.local.
 	Domain string
+	// To and Cc, when To is set, replace the reply-all addressing (a
+	// bot's: the author, the list, the maintainers; see
+	// pipelines/recipients). The sender and malformed addresses are still
+	// left out.
+	To, Cc []mbox.Address
 	// Now and Rand make drafts reproducible in tests (zero: time.Now,
 	// crypto/rand).
 	Now  time.Time
@@ -99,12 +104,18 @@ func NewDraft(r *Report, parent *mbox.Message, o DraftOptions) (*Draft, error) {
 
 	// Addressing: To the author, Cc everybody else, never ourselves.
 	seen := map[string]bool{strings.ToLower(d.From.Email): true}
-	author := cleanAddr(parent.From)
-	if !seen[strings.ToLower(author.Email)] {
-		d.To = append(d.To, author)
-		seen[strings.ToLower(author.Email)] = true
+	to, cc := []mbox.Address{parent.From}, [][]mbox.Address{parent.To, parent.Cc}
+	if len(o.To) > 0 {
+		to, cc = o.To, [][]mbox.Address{o.Cc}
 	}
-	for _, list := range [][]mbox.Address{parent.To, parent.Cc} {
+	for _, a := range to {
+		a = cleanAddr(a)
+		if k := strings.ToLower(a.Email); validEmail(a.Email) && !seen[k] {
+			d.To = append(d.To, a)
+			seen[k] = true
+		}
+	}
+	for _, list := range cc {
 		for _, a := range list {
 			a = cleanAddr(a)
 			k := strings.ToLower(a.Email)

@@ -13,6 +13,8 @@ import (
 	"github.com/BurntSushi/toml"
 
 	"github.com/patcheval/patcheval/internal/fail"
+	"github.com/patcheval/patcheval/mbox"
+	"github.com/patcheval/patcheval/pipelines/recipients"
 )
 
 // List is one followed mailing list, from a [[list]] table of
@@ -33,6 +35,16 @@ import (
 //	quiet = "2m"                   # wait this long after a series' last patch
 //	incomplete_after = "6h"        # a series still missing patches then is "incomplete"
 //	poll = "5m"                    # poll interval
+//	address = "linuxppc-dev@lists.ozlabs.org"  # the list's posting address (default: the
+//	                               # series' To/Cc address named like the list)
+//	report = "regressions"         # who hears of what: "regressions" (default), "all", "off"
+//	recipients = [{ match = "linuxppc-dev@*", report = "all" }, { match = "*@example.com", report = "off" }]
+//	reviewers = false              # also address the R: entries of MAINTAINERS
+//
+// A bot's reply goes to the series' author, the list and the maintainers
+// (M:) of the touched files in the tree's MAINTAINERS (pipelines/
+// recipients), each only when its setting takes the result: the first
+// matching recipients rule, else report.
 type List struct {
 	Name     string         `json:"name"`
 	URL      string         `json:"url"`
@@ -50,6 +62,22 @@ type List struct {
 	// missing patches is given up as incomplete.
 	IncompleteAfter time.Duration `json:"incomplete_after"`
 	Poll            time.Duration `json:"poll"`
+	// Address, Report, Recipients and Reviewers address the replies
+	// (Policy).
+	Address    string            `json:"address,omitempty"`
+	Report     recipients.Mode   `json:"report"`
+	Recipients []recipients.Rule `json:"recipients,omitempty"`
+	Reviewers  bool              `json:"reviewers,omitempty"`
+}
+
+// Policy is the reply addressing of a series posted to l; first is the
+// series' first message (for the list's address when l has none).
+func (l List) Policy(first *mbox.Message) *recipients.Policy {
+	addr := l.Address
+	if addr == "" {
+		addr = recipients.ListAddress(l.Name, first)
+	}
+	return &recipients.Policy{List: addr, Default: l.Report, Rules: l.Recipients, Reviewers: l.Reviewers}
 }
 
 type configFile struct {
@@ -57,23 +85,27 @@ type configFile struct {
 }
 
 type configList struct {
-	Name            string   `toml:"name"`
-	URL             string   `toml:"url"`
-	Paths           []string `toml:"paths"`
-	Subject         string   `toml:"subject"`
-	Allow           []string `toml:"allow"`
-	Deny            []string `toml:"deny"`
-	RFC             bool     `toml:"rfc"`
-	Pipeline        string   `toml:"pipeline"`
-	Tree            string   `toml:"tree"`
-	Base            string   `toml:"base"`
-	Since           string   `toml:"since"`
-	Quiet           string   `toml:"quiet"`
-	IncompleteAfter string   `toml:"incomplete_after"`
-	Poll            string   `toml:"poll"`
+	Name            string            `toml:"name"`
+	URL             string            `toml:"url"`
+	Paths           []string          `toml:"paths"`
+	Subject         string            `toml:"subject"`
+	Allow           []string          `toml:"allow"`
+	Deny            []string          `toml:"deny"`
+	RFC             bool              `toml:"rfc"`
+	Pipeline        string            `toml:"pipeline"`
+	Tree            string            `toml:"tree"`
+	Base            string            `toml:"base"`
+	Since           string            `toml:"since"`
+	Quiet           string            `toml:"quiet"`
+	IncompleteAfter string            `toml:"incomplete_after"`
+	Poll            string            `toml:"poll"`
+	Address         string            `toml:"address"`
+	Report          string            `toml:"report"`
+	Recipients      []recipients.Rule `toml:"recipients"`
+	Reviewers       bool              `toml:"reviewers"`
 }
 
-const listKeys = "url name paths subject allow deny rfc pipeline tree base since quiet incomplete_after poll"
+const listKeys = "url name paths subject allow deny rfc pipeline tree base since quiet incomplete_after poll address report recipients reviewers"
 
 // LoadConfig reads the [[list]] tables of config.toml (a missing file has
 // none). pipelineOK validates a pipeline name. Problems name the file,
@@ -118,7 +150,15 @@ var nameRe = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]*$`)
 
 func (c configList) list(pipelineOK func(string) error) (List, error) {
 	l := List{Name: c.Name, URL: strings.TrimRight(c.URL, "/"), Paths: c.Paths, Allow: c.Allow, Deny: c.Deny,
-		RFC: c.RFC, Pipeline: c.Pipeline, Tree: c.Tree, Base: c.Base}
+		RFC: c.RFC, Pipeline: c.Pipeline, Tree: c.Tree, Base: c.Base,
+		Address: c.Address, Recipients: c.Recipients, Reviewers: c.Reviewers}
+	var err error
+	if l.Report, err = recipients.ParseMode("report", c.Report); err != nil {
+		return l, err
+	}
+	if err := (recipients.Policy{List: l.Address, Rules: l.Recipients}).Validate(); err != nil {
+		return l, err
+	}
 	u, err := url.Parse(l.URL)
 	if err != nil || (u.Scheme != "https" && u.Scheme != "http") || u.Host == "" || strings.Trim(u.Path, "/") == "" {
 		return l, fmt.Errorf("url %q: want the list's public-inbox URL, e.g. https://lore.kernel.org/linuxppc-dev", c.URL)

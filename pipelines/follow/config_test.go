@@ -6,6 +6,9 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/patcheval/patcheval/mbox"
+	"github.com/patcheval/patcheval/pipelines/recipients"
 )
 
 func TestLoadConfig(t *testing.T) {
@@ -53,6 +56,55 @@ colour = "blue"
 `), 0o644)
 	_, err = LoadConfig(file, nil)
 	for _, want := range []string{"[[list]] #1: url \"lore.kernel.org/x\"", "[[list]] has no key \"colour\"", "[[list]] #2: base \"latest\""} {
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("error %v, want it to name %q", err, want)
+		}
+	}
+}
+
+// The reply addressing keys: address, report, recipients, reviewers.
+func TestLoadConfigRecipients(t *testing.T) {
+	file := filepath.Join(t.TempDir(), "config.toml")
+	os.WriteFile(file, []byte(`
+[[list]]
+url = "https://lore.kernel.org/linuxppc-dev"
+pipeline = "p"
+report = "all"
+recipients = [{ match = "*@example.com", report = "off" }, { match = "mpe@*" }]
+reviewers = true
+
+[[list]]
+url = "https://lore.kernel.org/other"
+pipeline = "p"
+address = "other@vger.kernel.org"
+`), 0o644)
+	ls, err := LoadConfig(file, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	msg := &mbox.Message{To: []mbox.Address{{Email: "linuxppc-dev@lists.ozlabs.org"}}, Cc: []mbox.Address{{Email: "x@example.org"}}}
+	p := ls[0].Policy(msg)
+	if p.List != "linuxppc-dev@lists.ozlabs.org" || p.Default != recipients.Every || !p.Reviewers ||
+		p.ModeOf("a@EXAMPLE.com") != recipients.Off || p.ModeOf("mpe@ellerman.id.au") != recipients.Regressions ||
+		p.ModeOf("x@example.org") != recipients.Every {
+		t.Errorf("policy %+v", p)
+	}
+	if p := ls[1].Policy(msg); p.List != "other@vger.kernel.org" || p.Default != recipients.Regressions {
+		t.Errorf("policy %+v", p)
+	}
+	os.WriteFile(file, []byte(`
+[[list]]
+url = "https://lore.kernel.org/a"
+pipeline = "p"
+report = "often"
+
+[[list]]
+url = "https://lore.kernel.org/b"
+pipeline = "p"
+recipients = [{ match = "x@y", report = "never" }]
+`), 0o644)
+	_, err = LoadConfig(file, nil)
+	for _, want := range []string{`[[list]] #1: report "often": want "regressions", "all" or "off"`, `[[list]] #2: recipients rule #1 (x@y): report "never"`} {
 		if err == nil || !strings.Contains(err.Error(), want) {
 			t.Errorf("error %v, want it to name %q", err, want)
 		}

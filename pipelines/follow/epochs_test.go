@@ -171,4 +171,9 @@ func TestFollowerSubmitsThroughRunner(t *testing.T) {
 		ev.Pipeline != "ppc-preempt-dynamic" || ev.Tree != tree {
 		t.Fatalf("evaluation: %+v, %v", ev, err)
 	}
+	// The reply will be addressed by the list's policy, not reply-all.
+	in, _, err := st.Inputs(s.EvaluationID)
+	if err != nil || !strings.Contains(string(in), `"recipients":{`) {
+		t.Errorf("stored inputs lack the list's recipients policy: %s, %v", in, err)
+	}
 }

@@ -21,6 +21,7 @@ import (
 	"github.com/patcheval/patcheval/internal/fail"
 	"github.com/patcheval/patcheval/mbox"
 	"github.com/patcheval/patcheval/pipelines"
+	"github.com/patcheval/patcheval/pipelines/recipients"
 	"github.com/patcheval/patcheval/series"
 )
 
@@ -247,13 +248,47 @@ func writeOutputs(r *report.Report, ev *evaluation, outDir string, out *Outcome)
 	if answer == nil {
 		return nil
 	}
-	d, err := report.NewDraft(r, answer, report.DraftOptions{From: ev.in.From, TestedBy: ev.in.TestedBy, Now: ev.in.Now})
+	o := report.DraftOptions{From: ev.in.From, TestedBy: ev.in.TestedBy, Now: ev.in.Now}
+	if ev.in.Recipients != nil {
+		a, err := addressing(ev, len(r.Regressions()) > 0)
+		if err != nil {
+			return err
+		}
+		out.Addressing = a
+		if len(a.To) == 0 {
+			return nil // nobody takes this result: no draft
+		}
+		o.To, o.Cc = a.To, a.Cc
+	}
+	d, err := report.NewDraft(r, answer, o)
 	if err != nil {
 		return err
 	}
 	out.Mail = d
 	out.Draft, err = write("reply.eml", func(f *os.File) error { return report.WriteDraft(f, *d) })
 	return err
+}
+
+// addressing is a bot's addressing of ev's reply (Options.Recipients):
+// the series' author, its list and the maintainers of its patches in the
+// base commit's MAINTAINERS.
+func addressing(ev *evaluation, regressed bool) (*recipients.Addressing, error) {
+	var patches [][]byte
+	for _, p := range ev.series.Patches {
+		if p != nil && p.Msg != nil {
+			patches = append(patches, p.Msg.Raw)
+		}
+	}
+	maint, err := recipients.ForSeries(ev.in.Tree, ev.in.BaseHash, patches)
+	if err != nil {
+		return nil, fmt.Errorf("reply addressing: %w", err)
+	}
+	author := ev.series.Author
+	if m := ev.series.First(); author.Email == "" && m != nil {
+		author = m.From
+	}
+	a := recipients.Resolve(*ev.in.Recipients, author, maint, regressed)
+	return &a, nil
 }
 
 // watched are derived symbols the confound report always lists first:

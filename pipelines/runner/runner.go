@@ -33,6 +33,7 @@ import (
 	"github.com/patcheval/patcheval/internal/progress"
 	"github.com/patcheval/patcheval/mbox"
 	"github.com/patcheval/patcheval/pipelines"
+	"github.com/patcheval/patcheval/pipelines/recipients"
 	"github.com/patcheval/patcheval/series"
 )
 
@@ -86,6 +87,11 @@ type Options struct {
 	// (added only when nothing regressed).
 	From     mbox.Address
 	TestedBy bool
+	// Recipients, when set (a bot's evaluation, pipelines/follow),
+	// addresses the reply draft to the series' author, its list and the
+	// maintainers of the files it touches, each by its setting, instead
+	// of replying to everybody on the thread; nil: reply-all.
+	Recipients *recipients.Policy `json:"recipients,omitempty"`
 	// Lore is the public-inbox base the Link: of the report points into
 	// (default mbox.DefaultLore).
 	Lore string
@@ -143,9 +149,13 @@ type Outcome struct {
 	Report       *report.Report `json:"report"`
 	// Files written into the output directory.
 	Text, JSON, Markdown, KCIDB, Draft string
-	// Mail is the reply draft (nil without a message to answer); Report
-	// only writes it to Draft, it never sends it.
+	// Mail is the reply draft (nil without a message to answer, or when
+	// Options.Recipients leaves nobody to send it to); Report only writes
+	// it to Draft, it never sends it.
 	Mail *report.Draft `json:"-"`
+	// Addressing says, with Options.Recipients, who the draft is for and
+	// who was left out (and why).
+	Addressing *recipients.Addressing `json:"addressing,omitempty"`
 	// Regressions are the comparisons that found a regression.
 	Regressions []string `json:"regressions,omitempty"`
 	// Failed are the boots that failed (kept going; listed in the report).
@@ -212,6 +222,11 @@ func check(p *pipelines.Pipeline, o Options) (in inputs, s *series.Series, err e
 	}
 	if in.Branch == "" {
 		in.Branch = "patcheval/" + p.Name
+	}
+	if o.Recipients != nil {
+		if err := o.Recipients.Validate(); err != nil {
+			return in, nil, err
+		}
 	}
 	if in.Pipeline, err = json.Marshal(p); err != nil {
 		return in, nil, fail.Inputf("pipeline %s: %v", p.Name, err)
