@@ -420,6 +420,10 @@ func draftBody(r *Report, parent *mbox.Message, o DraftOptions, d *Draft) string
 		if len(b.Comparisons) > 0 {
 			p(compTable(b, false).lines("  ", w)...)
 			p("")
+			if tl := threadLines(r, b, w, "", 6); len(tl) > 0 {
+				p(tl...)
+				p("")
+			}
 		}
 	}
 	if len(r.Decompositions) > 0 {

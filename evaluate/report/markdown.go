@@ -166,6 +166,12 @@ func WriteMarkdown(w io.Writer, r *Report) error {
 				}
 			}
 			f("\n")
+			if tl := threadLines(r, b, 1<<20, "", 0); len(tl) > 0 {
+				for _, l := range tl {
+					f("%s\n", mdText(l))
+				}
+				f("\n")
+			}
 		}
 	}
 	if len(r.Decompositions) > 0 {

@@ -23,6 +23,7 @@ import (
 	"github.com/patcheval/patcheval/evaluate/stats"
 	"github.com/patcheval/patcheval/internal/fail"
 	"github.com/patcheval/patcheval/mbox"
+	"github.com/patcheval/patcheval/mbox/numbers"
 )
 
 // Report is one evaluation of a Series.
@@ -61,6 +62,10 @@ type Report struct {
 	// PerRun asks the renderers for per-run tables (Run, value and the
 	// Extra min/max of each run, like the RCU thread's table).
 	PerRun bool `json:"per_run,omitempty"`
+	// Thread holds the numbers the series' thread reports
+	// (mbox/numbers); the renderers set the thread's changes beside the
+	// Comparisons of the same benchmark and metric (ThreadChanges).
+	Thread []numbers.Number `json:"thread_numbers,omitempty"`
 }
 
 // SeriesInfo identifies the evaluated Series: plain data, filled by the

@@ -123,6 +123,10 @@ func WriteTextWith(w io.Writer, r *Report, o TextOptions) error {
 					p(Wrap("note: "+n, width, "    ", "      ")...)
 				}
 			}
+			if tl := threadLines(r, b, width, "  ", 0); len(tl) > 0 {
+				p("")
+				p(tl...)
+			}
 		}
 		p("")
 	}

@@ -20,6 +20,7 @@ import (
 	"github.com/patcheval/patcheval/evaluate/store"
 	"github.com/patcheval/patcheval/internal/fail"
 	"github.com/patcheval/patcheval/mbox"
+	"github.com/patcheval/patcheval/mbox/numbers"
 	"github.com/patcheval/patcheval/pipelines"
 	"github.com/patcheval/patcheval/pipelines/recipients"
 	"github.com/patcheval/patcheval/series"
@@ -321,6 +322,10 @@ func buildReport(ev *evaluation, tree report.TreeInfo, byKey map[string]*build.A
 			lore = mbox.DefaultLore
 		}
 		r.Series = seriesInfo(ev.series, strings.TrimRight(lore, "/")+"/all/")
+		// The numbers the thread reports go beside ours.
+		if msgs, err := mbox.ParseBytes(o.Mbox, o.ThreadSource); err == nil {
+			r.Thread = numbers.Read(mbox.NewThread(msgs, o.ThreadSource))
+		}
 	}
 	for _, b := range p.Benchmarks {
 		if b.Name == "rcu" {

@@ -4,8 +4,10 @@ import (
 	"os"
 	"testing"
 
+	"github.com/patcheval/patcheval/evaluate/report"
 	"github.com/patcheval/patcheval/internal/testenv"
 	"github.com/patcheval/patcheval/mbox"
+	"github.com/patcheval/patcheval/pipelines"
 	"github.com/patcheval/patcheval/series"
 )
 
@@ -48,4 +50,41 @@ func mustRead(t *testing.T, p string) []byte {
 		t.Fatal(err)
 	}
 	return b
+}
+
+// The report carries the numbers the thread reports (mbox/numbers), for
+// the renderers to set beside the comparisons.
+func TestReportThreadNumbers(t *testing.T) {
+	path := testenv.ThreadsDir() + "/ppc-dynamic-preempt-v4.mbox"
+	data := mustRead(t, path)
+	msgs, err := mbox.ParseBytes(data, path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := series.Resolve(mbox.NewThread(msgs, path), series.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ev := &evaluation{id: 1, p: &pipelines.Pipeline{Name: "t"}, in: inputs{Options: Options{Mbox: data, ThreadSource: path}}, series: s}
+	r, err := buildReport(ev, report.TreeInfo{}, nil, nil, nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	found := false
+	for _, n := range r.Thread {
+		found = found || n.Label == "6.16 (eln150)" && n.Change != nil && *n.Change == -32 && n.Benchmark == "kill"
+	}
+	if len(r.Thread) != 30 || !found {
+		t.Errorf("%d thread numbers, 6.16 row found: %v", len(r.Thread), found)
+	}
+	// The backport thread reports none: nothing is added.
+	data = mustRead(t, testenv.BackportMbox())
+	msgs, _ = mbox.ParseBytes(data, "backport.mbox")
+	if ev.series, err = series.Resolve(mbox.NewThread(msgs, "backport.mbox"), series.Options{}); err != nil {
+		t.Fatal(err)
+	}
+	ev.in = inputs{Options: Options{Mbox: data}}
+	if r, err = buildReport(ev, report.TreeInfo{}, nil, nil, nil, nil); err != nil || r.Thread != nil {
+		t.Errorf("backport: %v, %d numbers", err, len(r.Thread))
+	}
 }
