@@ -235,3 +235,42 @@ func TestPreemptModels(t *testing.T) {
 		t.Errorf("PREEMPT=y kill %.1f ns/op not above PREEMPT_VOLUNTARY %.1f ns/op", ns["full"], ns["voluntary"])
 	}
 }
+
+// TestKernelDoesNotBoot: an image QEMU cannot load (not ELF, another
+// architecture's ELF) and one it loads that never prints (a ppc64le
+// program that is not a kernel: the guest agent) are infrastructure
+// errors naming the phase and the image, never a result.
+func TestKernelDoesNotBoot(t *testing.T) {
+	dir := t.TempDir()
+	notKernel := dir + "/vmlinux"
+	if err := os.WriteFile(notKernel, []byte("this is not a kernel\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	start := time.Now()
+	_, err := target(t, Config{Timeout: 20 * time.Second}).Boot(context.Background(),
+		evaluate.Kernel{Variant: "x", Arch: "ppc64le", Image: notKernel}, guest.Plan{Benchmarks: []guest.Bench{{Name: "kill"}}})
+	var be *evaluate.BootError
+	if !errors.As(err, &be) || fail.KindOf(err) != fail.KindInfra || (be.Phase != evaluate.PhaseInfra && be.Phase != evaluate.PhaseNoBoot) {
+		t.Fatalf("not a kernel: %v, want an infrastructure BootError", err)
+	}
+	if el := time.Since(start); el > time.Minute {
+		t.Errorf("took %v to give up", el)
+	}
+	t.Logf("classified: %s: %v", be.Phase, err)
+
+	for _, c := range []struct{ name, image, phase string }{
+		{"x86_64 ELF", "/bin/true", evaluate.PhaseInfra},
+		{"ppc64le program", ppcAgent(t), evaluate.PhaseNoBoot},
+	} {
+		start = time.Now()
+		_, err = target(t, Config{Timeout: 10 * time.Second}).Boot(context.Background(),
+			evaluate.Kernel{Variant: "y", Arch: "ppc64le", Image: c.image}, guest.Plan{Benchmarks: []guest.Bench{{Name: "kill"}}})
+		if !errors.As(err, &be) || fail.KindOf(err) != fail.KindInfra || be.Phase != c.phase {
+			t.Fatalf("%s as a kernel: %v, want an infrastructure BootError in phase %s", c.name, err, c.phase)
+		}
+		if el := time.Since(start); el > time.Minute {
+			t.Errorf("%s: took %v to give up", c.name, el)
+		}
+		t.Logf("%s: classified: %s: %v", c.name, be.Phase, err)
+	}
+}
