@@ -857,11 +857,16 @@ func (j *job) store(key string, meta Metadata, out, logPath string) (*Artifact, 
 }
 
 func classifyIO(j *job, err error) error {
-	reason := "io"
-	if errors.Is(err, syscall.ENOSPC) {
-		reason = "disk full"
+	return &InfraError{Arch: j.arch.Name, Variant: j.req.Variant, Reason: ioReason(err), Msg: err.Error(), Err: err}
+}
+
+// ioReason is an I/O error's InfraError.Reason: "disk full" for ENOSPC
+// (and EDQUOT), else "io".
+func ioReason(err error) string {
+	if errors.Is(err, syscall.ENOSPC) || errors.Is(err, syscall.EDQUOT) {
+		return "disk full"
 	}
-	return &InfraError{Arch: j.arch.Name, Variant: j.req.Variant, Reason: reason, Msg: err.Error(), Err: err}
+	return "io"
 }
 
 // recordFailure writes the failure's metadata and log under

@@ -61,7 +61,7 @@ func (j *job) acquireSource(ctx context.Context, dir string) (summary string, re
 			if err != nil {
 				unlock()
 				f.Close()
-				return "", nil, &InfraError{Arch: j.arch.Name, Variant: j.req.Variant, Reason: "io",
+				return "", nil, &InfraError{Arch: j.arch.Name, Variant: j.req.Variant, Reason: ioReason(err),
 					Msg: "materialising the sources of " + short(j.commit) + ": " + err.Error(), Err: err}
 			}
 			switch {

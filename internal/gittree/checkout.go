@@ -104,7 +104,7 @@ func Checkout(ctx context.Context, repoPath, commit, dir string) (*CheckoutStats
 
 	// One checkout of dir at a time (two builds sharing a directory).
 	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return nil, fail.Infraf("checkout dir %s: %v", dir, err)
+		return nil, fail.Infraf("checkout dir %s: %w", dir, err)
 	}
 	lock, err := lockDir(dir, syscall.LOCK_EX)
 	if err != nil {
@@ -183,7 +183,7 @@ func requireEmpty(dir string) error {
 		return nil
 	}
 	if err != nil {
-		return fail.Infraf("checkout dir %s: %v", dir, err)
+		return fail.Infraf("checkout dir %s: %w", dir, err)
 	}
 	defer f.Close()
 	names, err := f.Readdirnames(3)
@@ -208,7 +208,7 @@ func readState(dir string) (*checkoutState, error) {
 		return nil, nil
 	}
 	if err != nil {
-		return nil, fail.Infraf("checkout dir %s: %v", dir, err)
+		return nil, fail.Infraf("checkout dir %s: %w", dir, err)
 	}
 	var s checkoutState
 	if err := json.Unmarshal(b, &s); err != nil {
@@ -229,10 +229,10 @@ func writeState(dir string, s *checkoutState) error {
 	b, _ := json.MarshalIndent(s, "", "  ")
 	tmp := filepath.Join(dir, StateFile+".tmp")
 	if err := os.WriteFile(tmp, append(b, '\n'), 0o644); err != nil {
-		return fail.Infraf("checkout dir %s: %v", dir, err)
+		return fail.Infraf("checkout dir %s: %w", dir, err)
 	}
 	if err := os.Rename(tmp, filepath.Join(dir, StateFile)); err != nil {
-		return fail.Infraf("checkout dir %s: %v", dir, err)
+		return fail.Infraf("checkout dir %s: %w", dir, err)
 	}
 	return nil
 }
@@ -372,12 +372,12 @@ func (co *checkouter) writeEntry(e object.TreeEntry, p, rel string) error {
 	switch e.Mode {
 	case filemode.Dir:
 		if err := os.Mkdir(p, 0o755); err != nil && !errors.Is(err, fs.ErrExist) {
-			return fail.Infraf("checkout: %v", err)
+			return fail.Infraf("checkout: %w", err)
 		}
 		return co.writeTree(e.Hash, p)
 	case filemode.Submodule:
 		if err := os.Mkdir(p, 0o755); err != nil && !errors.Is(err, fs.ErrExist) {
-			return fail.Infraf("checkout: %v", err)
+			return fail.Infraf("checkout: %w", err)
 		}
 		return nil
 	default:
@@ -419,7 +419,7 @@ func writeFile(j blobJob, data []byte) error {
 		target := data
 		os.Remove(j.path)
 		if err := os.Symlink(string(target), j.path); err != nil {
-			return fail.Infraf("checkout: %v", err)
+			return fail.Infraf("checkout: %w", err)
 		}
 		return nil
 	}
@@ -435,14 +435,14 @@ func writeFile(j blobJob, data []byte) error {
 		f, err = os.OpenFile(j.path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, perm)
 	}
 	if err != nil {
-		return fail.Infraf("checkout: %v", err)
+		return fail.Infraf("checkout: %w", err)
 	}
 	if _, err := f.Write(data); err != nil {
 		f.Close()
-		return fail.Infraf("checkout %s: %v", j.path, err)
+		return fail.Infraf("checkout %s: %w", j.path, err)
 	}
 	if err := f.Close(); err != nil {
-		return fail.Infraf("checkout %s: %v", j.path, err)
+		return fail.Infraf("checkout %s: %w", j.path, err)
 	}
 	return nil
 }
@@ -501,14 +501,14 @@ func (co *checkouter) diffTree(oldH, newH plumbing.Hash, dir, rel string) error 
 				perm = 0o755
 			}
 			if err := chmodOwn(p, perm); err != nil {
-				return fail.Infraf("checkout: %v", err)
+				return fail.Infraf("checkout: %w", err)
 			}
 			co.stats.ModeChanged++
 			co.stats.Paths = append(co.stats.Paths, r)
 		default:
 			if n.Mode == filemode.Dir {
 				if err := os.Mkdir(p, 0o755); err != nil && !errors.Is(err, fs.ErrExist) {
-					return fail.Infraf("checkout: %v", err)
+					return fail.Infraf("checkout: %w", err)
 				}
 				if err := co.diffTree(plumbing.ZeroHash, n.Hash, p, r); err != nil {
 					return err
@@ -550,7 +550,7 @@ func join(dir, name string) string {
 
 func (co *checkouter) remove(p, rel string) error {
 	if err := os.RemoveAll(p); err != nil {
-		return fail.Infraf("checkout: %v", err)
+		return fail.Infraf("checkout: %w", err)
 	}
 	co.stats.Removed++
 	co.stats.Paths = append(co.stats.Paths, rel)
@@ -593,7 +593,7 @@ func LinkClone(ctx context.Context, src, dst string) (*CheckoutStats, error) {
 		return nil, fail.Inputf("checkout dir %s: not a finished checkout", src)
 	}
 	if err := os.MkdirAll(dst, 0o755); err != nil {
-		return nil, fail.Infraf("checkout dir %s: %v", dst, err)
+		return nil, fail.Infraf("checkout dir %s: %w", dst, err)
 	}
 	if err := requireEmpty(dst); err != nil {
 		return nil, err
@@ -686,11 +686,11 @@ func chmodOwn(p string, perm os.FileMode) error {
 func lockDir(dir string, how int) (*os.File, error) {
 	lock, err := os.OpenFile(filepath.Join(dir, LockName), os.O_RDWR|os.O_CREATE, 0o644)
 	if err != nil {
-		return nil, fail.Infraf("checkout dir %s: %v", dir, err)
+		return nil, fail.Infraf("checkout dir %s: %w", dir, err)
 	}
 	if err := syscall.Flock(int(lock.Fd()), how); err != nil {
 		lock.Close()
-		return nil, fail.Infraf("checkout dir %s: lock: %v", dir, err)
+		return nil, fail.Infraf("checkout dir %s: lock: %w", dir, err)
 	}
 	return lock, nil
 }
