@@ -341,3 +341,51 @@ func interruptEveryStage(t *testing.T, repo string, sig syscall.Signal) {
 		t.Errorf("applied %+v, branch at %s", a, head)
 	}
 }
+
+// TestLorePipelineBadStateFile: a corrupt or truncated state file stops
+// `lore --pipeline` before any stage (exit 3, the file named), and the
+// file is left as it was.
+func TestLorePipelineBadStateFile(t *testing.T) {
+	repo := buildtest.Repo(t)
+	dir := t.TempDir()
+	// A real state file cut in half, and one that is not SQLite at all.
+	good := filepath.Join(dir, "good.db")
+	s, err := store.Open(good)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := 0; i < 50; i++ {
+		if _, _, err := s.CreateOrResumeEvaluation(fmt.Sprint("k", i), store.EvaluationMeta{Pipeline: strings.Repeat("p", 500)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	s.Close()
+	whole, err := os.ReadFile(good)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for name, data := range map[string][]byte{
+		"truncated.db": whole[:len(whole)/2],
+		"junk.db":      bytes.Repeat([]byte("not a database\x00\xff"), 512),
+	} {
+		db := filepath.Join(dir, name)
+		if err := os.WriteFile(db, data, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		branch := "patcheval/test-bad-state-" + name
+		var out, errb bytes.Buffer
+		code := run(context.Background(), &Env{Stdout: &out, Stderr: &errb}, []string{"lore", "-m", backport, "--pipeline", "ppc-preempt-dynamic",
+			"--tree", repo, "--branch", branch, "--boots", "1", "--db", db, "--out", filepath.Join(dir, "out")})
+		if code != 3 || !strings.Contains(errb.String(), db) {
+			t.Errorf("%s: exit %d, want 3 naming the file:\n%s", name, code, errb.String())
+		}
+		if got, _ := os.ReadFile(db); !bytes.Equal(got, data) {
+			t.Errorf("%s: the state file was changed", name)
+		}
+		if exec.Command("git", "--git-dir="+repo, "rev-parse", "--verify", "-q", branch).Run() == nil {
+			exec.Command("git", "--git-dir="+repo, "branch", "-D", branch).Run()
+			t.Errorf("%s: the series was applied although the state file is unusable", name)
+		}
+		t.Logf("%s: %s", name, strings.TrimSpace(errb.String()))
+	}
+}
