@@ -648,3 +648,48 @@ func TestRealMailThreadOutOfMixedMbox(t *testing.T) {
 		t.Errorf("unknown id: %v", err)
 	}
 }
+
+// Class 4, header shapes: a Message-ID header that is empty, "<>", or
+// holds no message id at all is no Message-ID either; a single patch
+// without one still applies with git am, with no Link:.
+func TestRealMailNoMessageIDShapes(t *testing.T) {
+	for _, c := range []struct{ name, header string }{
+		{"no header", ""},
+		{"empty header", "Message-ID:\n"},
+		{"empty brackets", "Message-ID: <>\n"},
+		{"no @, no brackets", "Message-ID: 12345\n"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			m := tmail{subject: "[PATCH] shapes: lone", body: tpatch("a.c", "Lone.", "4")}
+			raw := m.raw()
+			raw = strings.Replace(raw, "MIME-Version:", c.header+"MIME-Version:", 1)
+			var b bytes.Buffer
+			if err := mbox.WriteMboxrd(&b, []byte(raw)); err != nil {
+				t.Fatal(err)
+			}
+			msgs, err := mbox.ParseBytes(b.Bytes(), "gen.mbox")
+			if err != nil {
+				t.Fatal(err)
+			}
+			s, err := Resolve(mbox.NewThread(msgs, "gen.mbox"), Options{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			am := string(amBytes(t, s))
+			var js bytes.Buffer
+			json.NewEncoder(&js).Encode(s)
+			for name, out := range map[string]string{"am mbox": am, "summary": summary(s), "JSON": js.String()} {
+				if strings.Contains(out, "synthetic") || strings.Contains(out, "Link: http") || strings.Contains(out, "msgid.link") {
+					t.Errorf("%s names a link or a synthetic id:\n%s", name, out)
+				}
+			}
+			if !hasNote(s, "has no Message-ID header: no Link: trailer") {
+				t.Errorf("no note: %q", s.Notes)
+			}
+			msgs2, err := gitAM(t, []byte(am))
+			if err != nil || len(msgs2) != 1 || !strings.HasPrefix(msgs2[0], "shapes: lone\n\nLone.\n\nSigned-off-by: Alice Author <alice@example.org>\n") {
+				t.Errorf("git am: %v %q", err, msgs2)
+			}
+		})
+	}
+}
