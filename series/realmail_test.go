@@ -693,3 +693,37 @@ func TestRealMailNoMessageIDShapes(t *testing.T) {
 		})
 	}
 }
+
+// Class 5, more kinds: Fixes: in a reply's trailer block is kept (it has
+// no URL); a Link: quoted from the patch ("> Link: ...") is the patch's,
+// not the reply's, and is not taken twice; Link: as the only trailer of a
+// reply is kept.
+func TestRealMailReplyTrailerKinds(t *testing.T) {
+	reply := func(id, irt, body string) tmail {
+		return tmail{id: id, irt: irt, refs: []string{"k-0@example.org", irt}, from: "Carol Tester <carol@example.net>", subject: "Re: x", at: 10, body: body}
+	}
+	mails := append(twoPatchSeries("k"),
+		reply("k-r1@example.org", "k-1@example.org", "> Link: https://quoted.example.org/\n> +int a1 = 1;\n\nTested-by: Carol Tester <carol@example.net>\nFixes: 0123456789ab (\"shapes: zero\")\n"),
+		reply("k-r2@example.org", "k-2@example.org", "Seen in the wild:\n\nLink: https://bugs.example.org/9\n"),
+	)
+	s := tresolve(t, mails...)
+	want := `[PATCH 1/2] shapes: one
+  Tested-by: Carol Tester <carol@example.net> <- from <k-r1@example.org>, v1
+  Fixes: 0123456789ab ("shapes: zero") <- from <k-r1@example.org>, v1
+[PATCH 2/2] shapes: two
+  Link: https://bugs.example.org/9 <- from <k-r2@example.org>, v1
+`
+	if got := shape(s); got != want {
+		t.Errorf("got:\n%s\nwant:\n%s", got, want)
+	}
+	for _, n := range s.Notes {
+		if strings.Contains(n, "quoted.example.org") {
+			t.Errorf("a quoted line was treated as the reply's trailer: %q", n)
+		}
+	}
+	msgs, err := gitAM(t, amBytes(t, s))
+	if err != nil || len(msgs) != 2 || !strings.Contains(msgs[0], "Tested-by: Carol Tester <carol@example.net>\nFixes: 0123456789ab (\"shapes: zero\")\n") ||
+		!strings.Contains(msgs[1], "Link: https://bugs.example.org/9\n") {
+		t.Errorf("git am: %v\n%q", err, msgs)
+	}
+}
