@@ -106,6 +106,9 @@ func (n Number) Figure() string {
 			s += " " + n.Unit
 		}
 	}
+	if n.Change == nil && n.Baseline != "" && s != "" {
+		s += " (vs " + n.Baseline + ")"
+	}
 	if n.Change != nil {
 		c := FormatChange(*n.Change)
 		if n.Approx && n.Value == nil {

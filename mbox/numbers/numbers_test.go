@@ -187,6 +187,11 @@ getppid:   0.120 us/op
 
 > fork:      875 ops/sec
 `, []string{"us/op [getppid] 0.106", "us/op [getppid] 0.12", "ops/s [fork] 875"}},
+		{"a figure line wrapped by the mail client", `
+- Mean latency: 9.75 ms ->
+  6.04 ms (38% improvement)
+- Max latency: 25.72 ms -> 10.25 ms
+`, []string{"ms [Mean latency] 6.04 (-38% vs 9.75 ms)", "ms [Max latency] 10.25 (vs 25.72 ms)"}},
 		{"no numbers: prose, code, diffstat", `
 The 6.16 kernel regressed by ~19% throughput.
  arch/powerpc/Kconfig               |  1 +

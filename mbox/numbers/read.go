@@ -13,8 +13,12 @@ type line struct {
 	no    int // 1-based line in the body
 	depth int
 	text  string
-	skip  bool // diff, diffstat or signature: not read
+	skip  bool   // diff, diffstat or signature: not read
+	cells []cell // the text split into table cells
 }
+
+// strs is the line's cells' texts.
+func (l line) strs() []string { return texts(l.cells) }
 
 // maxDepth bounds the quote depth taken into account (deeper is deeper).
 const maxDepth = 32
@@ -39,6 +43,9 @@ func splitLines(body string) []line {
 			inDiff[d] = true
 		}
 		l.skip = sig && d == 0 || inDiff[d] || diffstatRE.MatchString(l.text)
+		if !l.skip {
+			l.cells = cellsAt(l.text)
+		}
 		out = append(out, l)
 	}
 	return out
@@ -177,6 +184,7 @@ type paragraph struct {
 // machine, and the last metric (for tables that continue one).
 type context struct {
 	text     string
+	b        strings.Builder
 	tool     string
 	platform string
 	last     tableMetric
@@ -205,7 +213,8 @@ func readMessage(m *mbox.Message) []Number {
 			ctxs[k] = c
 		}
 		if !l.skip {
-			c.text += l.text + "\n"
+			c.b.WriteString(l.text)
+			c.b.WriteByte('\n')
 		}
 		if l.skip || strings.TrimSpace(l.text) == "" {
 			cur = nil
@@ -218,6 +227,7 @@ func readMessage(m *mbox.Message) []Number {
 		cur.lines = append(cur.lines, l)
 	}
 	for _, c := range ctxs {
+		c.text = c.b.String()
 		c.tool = toolIn(c.text)
 		c.platform = platformIn(c.text)
 	}

@@ -50,19 +50,12 @@ type cell struct {
 	attached bool
 }
 
-// cells splits a row: Markdown pipes, else runs of two or more blanks or
-// tabs; leading dash-only cells (a stray "---") are dropped, bare units
-// join the number before them, a non-numeric "(...)" joins the cell
-// before it ("6.16  (eln150)") and a first cell "label: 1.5" is split.
-func cells(s string) []string {
-	cs := cellsAt(s)
-	out := make([]string, len(cs))
-	for i, c := range cs {
-		out[i] = c.text
-	}
-	return out
-}
-
+// cellsAt splits a row into cells: Markdown pipes, else runs of two or
+// more blanks or tabs; leading dash-only cells (a stray "---") are
+// dropped, bare units join the number before them, a non-numeric "(...)"
+// joins the cell before it ("6.16  (eln150)"), a value followed by a
+// value in parentheses is split ("-12.5 usecs/op (-3%)") and a first
+// cell "label: 1.5" is split.
 func cellsAt(s string) []cell {
 	var raw []cell
 	rs := []rune(s)
@@ -182,7 +175,7 @@ func (r *reader) paragraph(p paragraph, prev *paragraph, c *context) {
 		if isSeparator(l.text) {
 			continue
 		}
-		cs := cells(l.text)
+		cs := l.strs()
 		if len(cs) >= 2 && hasValue(cs) && !isHeaderRow(ls, i, cs) || wrappedRow(ls, i, cs) {
 			first = i
 			break
@@ -202,7 +195,7 @@ func (r *reader) paragraph(p paragraph, prev *paragraph, c *context) {
 	}
 	h := -1
 	for i := len(pre) - 1; i >= 0; i-- {
-		if len(cells(pre[i].text)) >= 2 {
+		if len(pre[i].cells) >= 2 {
 			h = i
 			break
 		}
@@ -211,7 +204,7 @@ func (r *reader) paragraph(p paragraph, prev *paragraph, c *context) {
 	var caption []string
 	if h >= 0 {
 		for _, l := range pre[h:] {
-			t.header = append(t.header, cellsAt(l.text)...)
+			t.header = append(t.header, l.cells...)
 		}
 		t.positional = len(pre[h:]) == 1 && !t.pipe
 		pre = pre[:h]
@@ -263,12 +256,12 @@ func (r *reader) paragraph(p paragraph, prev *paragraph, c *context) {
 		if isSeparator(l.text) {
 			continue
 		}
-		cs := cellsAt(l.text)
+		cs := append([]cell(nil), l.cells...)
 		text := strings.TrimSpace(l.text)
 		// A row wrapped by the mail client: its cells go on on the next
 		// line.
 		if len(t.header) > 0 && columns(cs) < len(t.header) && i+1 < len(rows) && !isSeparator(rows[i+1].text) {
-			next := cellsAt(rows[i+1].text)
+			next := rows[i+1].cells
 			if columns(cs)+columns(next) == len(t.header) {
 				cs = append(cs, next...)
 				text += " / " + strings.TrimSpace(rows[i+1].text)
@@ -382,12 +375,12 @@ func wrappedRow(ls []line, i int, cs []string) bool {
 	if len(cs) < 2 || i+1 >= len(ls) {
 		return false
 	}
-	next := cells(ls[i+1].text)
+	next := ls[i+1].strs()
 	if !allValues(next) {
 		return false
 	}
 	for _, l := range ls[:i] {
-		if len(cells(l.text)) == len(cs)+len(next) {
+		if len(l.cells) == len(cs)+len(next) {
 			return true
 		}
 	}
@@ -401,7 +394,7 @@ func isHeaderRow(ls []line, i int, cs []string) bool {
 	if !allValues(cs) || !strings.HasPrefix(ls[i].text, "  ") || i+1 >= len(ls) {
 		return false
 	}
-	return len(cells(ls[i+1].text)) == len(cs)+1
+	return len(ls[i+1].cells) == len(cs)+1
 }
 
 // plainValues says whether the rows hold numbers without a unit, or
@@ -410,7 +403,7 @@ func isHeaderRow(ls []line, i int, cs []string) bool {
 func plainValues(ls []line) bool {
 	plain := false
 	for _, l := range ls {
-		cs := cells(l.text)
+		cs := l.strs()
 		for i, c := range cs {
 			if v, ok := value(c); ok && i > 0 {
 				switch {
@@ -542,8 +535,18 @@ func (r *reader) row(t table, cs []cell, v voice, no int, text string) {
 // per-op times in running text ("1.16 us/op").
 func (r *reader) figures(p paragraph, c *context) {
 	started := false
-	for _, l := range p.lines {
+	for i := 0; i < len(p.lines); i++ {
+		l := p.lines[i]
 		text := strings.TrimSpace(l.text)
+		// "Mean latency: 9.75 ms ->" wrapped before "6.04 ms (38% ...)".
+		if i+1 < len(p.lines) && !fromToRE.MatchString(text) {
+			joined := text + " " + strings.TrimSpace(p.lines[i+1].text)
+			if fromToRE.MatchString(joined) && (strings.HasSuffix(text, "->") || strings.HasSuffix(text, "→") ||
+				strings.HasPrefix(strings.TrimSpace(p.lines[i+1].text), "->")) {
+				text = joined
+				i++
+			}
+		}
 		base := Number{Tool: c.tool, Platform: c.platform, MessageID: r.msg.PublicID(), Author: p.voice.author,
 			Quoted: p.voice.depth > 0, Line: l.no, Text: text}
 		if pl := platformIn(text); pl != "" {
