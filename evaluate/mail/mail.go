@@ -10,10 +10,12 @@ import (
 	"bytes"
 	"context"
 	"crypto/tls"
+	"errors"
 	"fmt"
 	"io"
 	"net"
 	"net/smtp"
+	"net/textproto"
 	"strconv"
 	"strings"
 	"time"
@@ -164,7 +166,21 @@ func Send(ctx context.Context, s SMTPSettings, d report.Draft) error {
 		return fail.Infraf("send: writing the message: %v", err)
 	}
 	if err := w.Close(); err != nil {
-		return fail.Infraf("send: the server refused the message: %v", err)
+		var tp *textproto.Error
+		if errors.As(err, &tp) {
+			return fail.Infraf("send: the server refused the message: %v", err)
+		}
+		// The whole message went out but its answer was lost: the server
+		// may have taken it. Resending could mail it twice.
+		return fail.Infraf("send: %w: <%s>: after the message was written: %v", ErrUnconfirmed, d.MessageID, err)
 	}
-	return c.Quit()
+	// The server answered 250 to the message: it is sent, whatever QUIT
+	// says (a retry after a failed QUIT would mail it twice).
+	_ = c.Quit()
+	return nil
 }
+
+// ErrUnconfirmed says the message was written out in full but the
+// server's answer to it never came (connection lost): the server may
+// have taken it, so it must not be sent again blindly.
+var ErrUnconfirmed = errors.New("delivery unconfirmed")

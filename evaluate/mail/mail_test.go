@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/base64"
+	"errors"
 	"net"
 	"strings"
 	"sync"
@@ -13,6 +14,7 @@ import (
 
 	gomail "github.com/emersion/go-message/mail"
 	"github.com/patcheval/patcheval/evaluate/report"
+	"github.com/patcheval/patcheval/internal/testsmtp"
 	"github.com/patcheval/patcheval/mbox"
 )
 
@@ -207,4 +209,40 @@ func testDraft(t *testing.T) (*report.Draft, []byte) {
 		t.Fatal(err)
 	}
 	return d, b.Bytes()
+}
+
+func settingsOf(s *testsmtp.Server) SMTPSettings {
+	return SMTPSettings{Host: s.Host, Port: s.Port, Security: "none", Timeout: 10 * time.Second}
+}
+
+// A server that took the message (250 after DATA) and then fails QUIT:
+// the mail is sent, and Send says so, so that nobody sends it again.
+func TestSendGoSMTPFailedQuitAfterDataIsSent(t *testing.T) {
+	d, _ := testDraft(t)
+	s := testsmtp.Start(t, testsmtp.Options{FailQuit: true})
+	if err := Send(context.Background(), settingsOf(s), *d); err != nil {
+		t.Fatalf("a message the server took is sent, whatever QUIT says: %v", err)
+	}
+	if got := s.MessageIDs(); len(got) != 1 || got[0] != d.MessageID {
+		t.Fatalf("server got %d messages: %q", len(got), got)
+	}
+}
+
+// A server that took the message but whose answer never came: Send says
+// the delivery is unconfirmed (ErrUnconfirmed), not a plain failure to
+// retry.
+func TestSendGoSMTPLostAnswerIsUnconfirmed(t *testing.T) {
+	d, _ := testDraft(t)
+	s := testsmtp.Start(t, testsmtp.Options{DropAfterData: true})
+	err := Send(context.Background(), settingsOf(s), *d)
+	if !errors.Is(err, ErrUnconfirmed) || !strings.Contains(err.Error(), d.MessageID) {
+		t.Fatalf("want ErrUnconfirmed naming the Message-ID, got %v", err)
+	}
+	if len(s.MessageIDs()) != 1 {
+		t.Fatalf("server got %d messages", len(s.MessageIDs()))
+	}
+	// A connection refused is no such doubt: nothing was written.
+	if err := Send(context.Background(), SMTPSettings{Host: "127.0.0.1", Port: 1, Security: "none"}, *d); errors.Is(err, ErrUnconfirmed) {
+		t.Errorf("a refused connection is unconfirmed: %v", err)
+	}
 }

@@ -3,6 +3,7 @@ package reporters
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -143,25 +144,40 @@ func (m *Mail) Deliver(ctx context.Context, p *store.Post, resumed bool) (string
 	}
 	d.MessageID = p.RemoteID
 	if resumed {
-		if m.Archive != "" {
-			found, err := m.archived(ctx, d.MessageID)
-			if err != nil {
-				return "", err
-			}
-			if found {
-				return d.MessageID, ErrAlreadyPosted
-			}
-		}
-		return "", Permanent(fmt.Errorf("mail: sending <%s> was interrupted (crash or restart) and is unconfirmed; not sent again: check the list, then queue it anew if it is missing", d.MessageID))
+		return m.unconfirmed(ctx, d.MessageID, true, "was interrupted (crash or restart)")
 	}
 	if d.Date.IsZero() {
 		d.Date = time.Now()
 	}
 	if err := mail.Send(ctx, m.SMTP, d); err != nil {
+		if errors.Is(err, mail.ErrUnconfirmed) {
+			// Written out, answer lost: the server may have it.
+			return m.unconfirmed(ctx, d.MessageID, false, "lost the server's answer ("+err.Error()+")")
+		}
 		if fail.KindOf(err) == fail.KindInput {
 			return "", Permanent(err)
 		}
 		return "", err
 	}
 	return d.MessageID, nil
+}
+
+// unconfirmed settles a mail that may have been sent: found in the
+// list's archive it is sent (by this attempt, or by an earlier one when
+// resumed: ErrAlreadyPosted), else it fails for a person to check. It is
+// never sent again blindly.
+func (m *Mail) unconfirmed(ctx context.Context, msgid string, resumed bool, what string) (string, error) {
+	if m.Archive != "" {
+		found, err := m.archived(ctx, msgid)
+		if err != nil {
+			return "", err
+		}
+		if found && resumed {
+			return msgid, ErrAlreadyPosted
+		}
+		if found {
+			return msgid, nil
+		}
+	}
+	return "", Permanent(fmt.Errorf("mail: sending <%s> %s and is unconfirmed; not sent again: check the list, then queue it anew if it is missing", msgid, what))
 }

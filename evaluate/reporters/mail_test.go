@@ -1,83 +1,29 @@
 package reporters
 
 import (
-	"bytes"
 	"context"
-	"io"
-	"net"
-	netmail "net/mail"
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
-
-	"github.com/emersion/go-smtp"
 
 	"github.com/patcheval/patcheval/evaluate/mail"
 	"github.com/patcheval/patcheval/evaluate/report"
 	"github.com/patcheval/patcheval/evaluate/store"
 	"github.com/patcheval/patcheval/internal/testenv"
 	"github.com/patcheval/patcheval/internal/testinbox"
+	"github.com/patcheval/patcheval/internal/testsmtp"
 	"github.com/patcheval/patcheval/mbox"
 )
 
-// smtpToInbox is a real SMTP server on loopback (go-smtp) that delivers
-// every message it accepts into the test public-inbox with
+// startSMTP starts a real SMTP server on loopback (go-smtp) that
+// delivers every message it takes into the test public-inbox with
 // public-inbox-mda, as a list server would.
-type smtpToInbox struct {
-	inbox *testinbox.Server
-	mu    sync.Mutex
-	got   []string // Message-IDs delivered
-}
-
-func (b *smtpToInbox) NewSession(*smtp.Conn) (smtp.Session, error) { return &smtpSession{b: b}, nil }
-
-type smtpSession struct{ b *smtpToInbox }
-
-func (s *smtpSession) Mail(string, *smtp.MailOptions) error { return nil }
-func (s *smtpSession) Rcpt(string, *smtp.RcptOptions) error { return nil }
-func (s *smtpSession) Reset()                               {}
-func (s *smtpSession) Logout() error                        { return nil }
-func (s *smtpSession) Data(r io.Reader) error {
-	raw, err := io.ReadAll(r)
-	if err != nil {
-		return err
-	}
-	raw = []byte(strings.ReplaceAll(string(raw), "\r\n", "\n"))
-	if err := s.b.inbox.AddMessage(raw); err != nil {
-		return err
-	}
-	id := "?"
-	if m, err := netmail.ReadMessage(bytes.NewReader(raw)); err == nil {
-		id = strings.Trim(m.Header.Get("Message-Id"), "<>")
-	}
-	s.b.mu.Lock()
-	defer s.b.mu.Unlock()
-	s.b.got = append(s.b.got, id)
-	return nil
-}
-
-func (b *smtpToInbox) delivered() []string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return append([]string(nil), b.got...)
-}
-
-func startSMTP(t *testing.T, inbox *testinbox.Server) (*smtpToInbox, mail.SMTPSettings) {
-	b := &smtpToInbox{inbox: inbox}
-	srv := smtp.NewServer(b)
-	srv.Domain = "localhost"
-	srv.ReadTimeout, srv.WriteTimeout = time.Minute, time.Minute
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	go srv.Serve(l)
-	t.Cleanup(func() { srv.Close() })
-	a := l.Addr().(*net.TCPAddr)
-	return b, mail.SMTPSettings{Host: "127.0.0.1", Port: a.Port, Security: "none", Timeout: 2 * time.Minute}
+func startSMTP(t *testing.T, inbox *testinbox.Server, opt testsmtp.Options) (*testsmtp.Server, mail.SMTPSettings) {
+	opt.Deliver = inbox.AddMessage
+	s := testsmtp.Start(t, opt)
+	return s, mail.SMTPSettings{Host: s.Host, Port: s.Port, Security: "none", Timeout: 2 * time.Minute}
 }
 
 var tester = mbox.Address{Name: "Jane Tester", Email: "jane@example.com"}
@@ -97,7 +43,7 @@ func replyDraft(body string) report.Draft {
 
 func TestMailModeratedReplyReachesTheListAndB4(t *testing.T) {
 	inbox := testinbox.StartWith(t, testinbox.Options{Bulk: true}, testenv.BackportMbox())
-	relay, smtpSet := startSMTP(t, inbox)
+	relay, smtpSet := startSMTP(t, inbox, testsmtp.Options{})
 	path := filepath.Join(t.TempDir(), "db")
 	st := openStore(t, path)
 	id := newEval(t, st)
@@ -112,7 +58,7 @@ func TestMailModeratedReplyReachesTheListAndB4(t *testing.T) {
 	if p.Status != store.PostHeld {
 		t.Fatalf("moderated mail queued as %s", p.Status)
 	}
-	if n, _ := ob.Flush(ctx); n != 0 || len(relay.delivered()) != 0 {
+	if n, _ := ob.Flush(ctx); n != 0 || len(relay.MessageIDs()) != 0 {
 		t.Fatalf("a held mail was sent")
 	}
 	if err := ApproveMail(st, p.ID); err != nil {
@@ -123,7 +69,7 @@ func TestMailModeratedReplyReachesTheListAndB4(t *testing.T) {
 		t.Fatalf("approved mail: sent %d, %v, %+v", n, err, p)
 	}
 	p, _ = st.Post(p.ID)
-	if got := relay.delivered(); len(got) != 1 || got[0] != p.RemoteID || p.Status != store.PostSent {
+	if got := relay.MessageIDs(); len(got) != 1 || got[0] != p.RemoteID || p.Status != store.PostSent {
 		t.Fatalf("delivered %v, post %+v", got, p)
 	}
 	// The same draft re-rendered (new Date and Message-ID) is a repeat.
@@ -178,7 +124,7 @@ func TestMailModeratedReplyReachesTheListAndB4(t *testing.T) {
 	if n, err := ob2.Flush(ctx); n != 0 || err != nil {
 		t.Fatalf("after the restart: sent %d (%v)", n, err)
 	}
-	if got := relay.delivered(); len(got) != 2 {
+	if got := relay.MessageIDs(); len(got) != 2 {
 		t.Errorf("the relay got %d mails, want 2 (nothing twice): %v", len(got), got)
 	}
 	if p, _ := st2.Post(sentThenKilled.ID); p.Status != store.PostSent {
@@ -186,5 +132,48 @@ func TestMailModeratedReplyReachesTheListAndB4(t *testing.T) {
 	}
 	if p, _ := st2.Post(killedBefore.ID); p.Status != store.PostFailed || !strings.Contains(p.LastError, "unconfirmed") {
 		t.Errorf("the mail never sent: %+v", p)
+	}
+}
+
+// The SMTP server took the mail (250 after DATA) but QUIT failed: the
+// post is sent, and no later flush (or restart) mails it again. When the
+// server's answer to the mail itself is lost, the post fails as
+// unconfirmed instead of being retried into a second copy.
+func TestMailGoSMTPFailedQuitOrLostAnswerNeverMailsTwice(t *testing.T) {
+	ctx := context.Background()
+	for _, tc := range []struct {
+		name       string
+		opt        testsmtp.Options
+		wantStatus string
+		wantErr    string
+	}{
+		{"QUIT fails after DATA's 250", testsmtp.Options{FailQuit: true}, store.PostSent, ""},
+		{"answer to DATA lost", testsmtp.Options{DropAfterData: true}, store.PostFailed, "unconfirmed"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			srv := testsmtp.Start(t, tc.opt)
+			set := mail.SMTPSettings{Host: srv.Host, Port: srv.Port, Security: "none", Timeout: 10 * time.Second}
+			path := filepath.Join(t.TempDir(), "db")
+			st := openStore(t, path)
+			id := newEval(t, st)
+			p, err := QueueMail(st, id, "thread@x pipeline", replyDraft("result\n"), MailAuto)
+			if err != nil {
+				t.Fatal(err)
+			}
+			ob := &Outbox{Store: st, Reporters: []Reporter{&Mail{SMTP: set}}, Backoff: time.Nanosecond}
+			ob.Flush(ctx)
+			p, _ = st.Post(p.ID)
+			if p.Status != tc.wantStatus || !strings.Contains(p.LastError, tc.wantErr) {
+				t.Fatalf("post: %+v", p)
+			}
+			// Later flushes, and a restarted outbox, send nothing.
+			ob.Flush(ctx)
+			st.Close()
+			st2 := openStore(t, path)
+			(&Outbox{Store: st2, Reporters: []Reporter{&Mail{SMTP: set}}}).Flush(ctx)
+			if got := srv.MessageIDs(); len(got) != 1 || got[0] != p.RemoteID {
+				t.Errorf("the server got %v, want once <%s>", got, p.RemoteID)
+			}
+		})
 	}
 }
