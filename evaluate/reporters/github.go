@@ -59,6 +59,16 @@ type GitHubResult struct {
 // Markdown report as a PR comment (posted when a PR exists for the
 // branch) and, when the reporter is a GitHub App (app), a check run.
 func QueueGitHub(st *store.Store, evalID int64, r GitHubResult, app bool) ([]*store.Post, error) {
+	return queueGitHub(st, GitHubName, evalID, r, app)
+}
+
+// Queue is QueueGitHub for this reporter (its Instance, and check runs
+// when it is a GitHub App).
+func (g *GitHub) Queue(st *store.Store, evalID int64, r GitHubResult) ([]*store.Post, error) {
+	return queueGitHub(st, g.Name(), evalID, r, g.App)
+}
+
+func queueGitHub(st *store.Store, name string, evalID int64, r GitHubResult, app bool) ([]*store.Post, error) {
 	switch r.State {
 	case StatusPending, StatusSuccess, StatusFailure, StatusError:
 	default:
@@ -97,7 +107,7 @@ func QueueGitHub(st *store.Store, evalID int64, r GitHubResult, app bool) ([]*st
 		if p.Kind != "push" {
 			target = p.Kind + " " + p.Commit + " " + p.Context
 		}
-		q, err := Enqueue(st, GitHubName, target, evalID, p.State, p, false)
+		q, err := Enqueue(st, name, target, evalID, p.State, p, false)
 		if err != nil {
 			return out, err
 		}
@@ -120,9 +130,12 @@ type GitHub struct {
 	// GitURL is where branches are pushed (https://github.com/o/r.git).
 	GitURL string
 	// App says the token is a GitHub App installation token.
-	App    bool
-	token  string
-	client *github.Client
+	App bool
+	// Instance tells this reporter's posts from other GitHub reporters'
+	// (the followed list's name); "" for the only one.
+	Instance string
+	token    string
+	client   *github.Client
 }
 
 // NewGitHub reads the token from tokenFile. apiURL is "" for github.com,
@@ -156,7 +169,7 @@ func NewGitHub(repo, gitURL, tokenFile, apiURL string, app bool) (*GitHub, error
 }
 
 // Name implements Reporter.
-func (g *GitHub) Name() string { return GitHubName }
+func (g *GitHub) Name() string { return instanceName(GitHubName, g.Instance) }
 
 // RemoteID implements Reporter.
 func (g *GitHub) RemoteID(*store.Post) string { return "" }

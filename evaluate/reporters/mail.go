@@ -35,6 +35,15 @@ const (
 // (or empty) or MailAuto. A draft identical to the last one for target
 // (Date and Message-ID aside) is skipped.
 func QueueMail(st *store.Store, evalID int64, target string, d report.Draft, mode string) (*store.Post, error) {
+	return queueMail(st, MailName, evalID, target, d, mode)
+}
+
+// Queue is QueueMail for this reporter (its Instance).
+func (m *Mail) Queue(st *store.Store, evalID int64, target string, d report.Draft, mode string) (*store.Post, error) {
+	return queueMail(st, m.Name(), evalID, target, d, mode)
+}
+
+func queueMail(st *store.Store, name string, evalID int64, target string, d report.Draft, mode string) (*store.Post, error) {
 	switch mode {
 	case "", MailModerated, MailAuto:
 	default:
@@ -45,7 +54,7 @@ func QueueMail(st *store.Store, evalID int64, target string, d report.Draft, mod
 	}
 	same := d
 	same.Date, same.MessageID = time.Time{}, ""
-	return enqueue(st, MailName, target, evalID, "", d, Digest(same), mode != MailAuto)
+	return enqueue(st, name, target, evalID, "", d, Digest(same), mode != MailAuto)
 }
 
 // ApproveMail releases a held reply for sending.
@@ -54,10 +63,15 @@ func ApproveMail(st *store.Store, postID int64) error {
 	if err != nil {
 		return err
 	}
-	if p.Reporter != MailName {
+	if !IsMail(p) {
 		return fail.Inputf("mail: post %d is a %s post, not a mail", postID, p.Reporter)
 	}
 	return st.ApprovePost(postID)
+}
+
+// IsMail reports whether p is a mail reporter's post.
+func IsMail(p *store.Post) bool {
+	return p.Reporter == MailName || strings.HasPrefix(p.Reporter, MailName+"/")
 }
 
 // Mail sends reply drafts over SMTP (evaluate/mail). The Message-ID is
@@ -78,10 +92,13 @@ type Mail struct {
 	// the sender's domain).
 	Domain string
 	Client *http.Client
+	// Instance tells this reporter's posts from other mail reporters'
+	// (the followed list's name); "" for the only one.
+	Instance string
 }
 
 // Name implements Reporter.
-func (m *Mail) Name() string { return MailName }
+func (m *Mail) Name() string { return instanceName(MailName, m.Instance) }
 
 func draftOf(p *store.Post) (report.Draft, error) {
 	var d report.Draft

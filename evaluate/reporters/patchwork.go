@@ -59,6 +59,15 @@ func CheckContext(pipeline string) string {
 // evaluation is queued, then success, warning or fail; description is
 // one line (the headline verdict with its CI).
 func QueuePatchworkChecks(st *store.Store, evalID int64, pipeline string, msgids []string, state, description, targetURL string) ([]*store.Post, error) {
+	return queuePatchworkChecks(st, PatchworkName, evalID, pipeline, msgids, state, description, targetURL)
+}
+
+// QueueChecks is QueuePatchworkChecks for this reporter (its Instance).
+func (pw *Patchwork) QueueChecks(st *store.Store, evalID int64, pipeline string, msgids []string, state, description, targetURL string) ([]*store.Post, error) {
+	return queuePatchworkChecks(st, pw.Name(), evalID, pipeline, msgids, state, description, targetURL)
+}
+
+func queuePatchworkChecks(st *store.Store, name string, evalID int64, pipeline string, msgids []string, state, description, targetURL string) ([]*store.Post, error) {
 	switch state {
 	case CheckPending, CheckSuccess, CheckWarning, CheckFail:
 	default:
@@ -70,7 +79,7 @@ func QueuePatchworkChecks(st *store.Store, evalID int64, pipeline string, msgids
 	for _, m := range msgids {
 		m = strings.Trim(strings.TrimSpace(m), "<>")
 		c := PatchworkCheck{MsgID: m, State: state, Context: ctx, Description: description, TargetURL: targetURL}
-		p, err := Enqueue(st, PatchworkName, m+" "+ctx, evalID, state, c, false)
+		p, err := Enqueue(st, name, m+" "+ctx, evalID, state, c, false)
 		if err != nil {
 			return out, err
 		}
@@ -95,6 +104,9 @@ type Patchwork struct {
 	// Token authorises the POSTs (Authorization: Token ...). Never logged.
 	Token  string
 	Client *http.Client
+	// Instance tells this reporter's posts from other Patchwork
+	// reporters' (the followed list's name); "" for the only one.
+	Instance string
 }
 
 // NewPatchwork reads the token from tokenFile (one line).
@@ -115,7 +127,7 @@ func NewPatchwork(baseURL, project, tokenFile string) (*Patchwork, error) {
 }
 
 // Name implements Reporter.
-func (pw *Patchwork) Name() string { return PatchworkName }
+func (pw *Patchwork) Name() string { return instanceName(PatchworkName, pw.Instance) }
 
 // RemoteID implements Reporter: a check's URL is known only after it is
 // created.

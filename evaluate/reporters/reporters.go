@@ -29,6 +29,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"sync"
 	"time"
 
 	"github.com/patcheval/patcheval/evaluate/store"
@@ -75,6 +76,16 @@ func (r *RetryAfter) Error() string {
 }
 func (r *RetryAfter) Unwrap() error { return r.Err }
 
+// instanceName is a reporter's name in the outbox: its kind, or
+// kind/instance when several reporters of a kind post (one per followed
+// list, each with its own Patchwork, repository or archive).
+func instanceName(kind, instance string) string {
+	if instance == "" {
+		return kind
+	}
+	return kind + "/" + instance
+}
+
 // Digest is the hex SHA-256 of v's JSON: the content identity of a post.
 func Digest(v any) string {
 	b, _ := json.Marshal(v)
@@ -112,6 +123,26 @@ type Outbox struct {
 	Log         *slog.Logger
 	// Now is the clock (tests).
 	Now func() time.Time
+
+	// mu makes flushes one at a time: a post found "sending" is taken
+	// as left over from a crash, so two flushes must never overlap.
+	mu   sync.Mutex
+	kick chan struct{}
+	once sync.Once
+}
+
+func (o *Outbox) kicks() chan struct{} {
+	o.once.Do(func() { o.kick = make(chan struct{}, 1) })
+	return o.kick
+}
+
+// Kick makes Run flush now (e.g. after a mail was approved) instead of
+// at its next tick.
+func (o *Outbox) Kick() {
+	select {
+	case o.kicks() <- struct{}{}:
+	default:
+	}
 }
 
 func (o *Outbox) now() time.Time {
@@ -157,6 +188,8 @@ func (o *Outbox) backoff(n int) time.Duration {
 // delivery failure is recorded in the post (and retried later), never
 // returned; the error is the store's.
 func (o *Outbox) Flush(ctx context.Context) (int, error) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
 	due, err := o.Store.DuePosts(o.now(), 200)
 	if err != nil {
 		return 0, err
@@ -235,7 +268,8 @@ func (o *Outbox) failed(p *store.Post, derr error) error {
 	return o.Store.RetryPost(p.ID, derr, next)
 }
 
-// Run flushes the outbox every interval (default 10 s) until ctx ends.
+// Run flushes the outbox every interval (default 10 s), and when kicked,
+// until ctx ends.
 func (o *Outbox) Run(ctx context.Context, interval time.Duration) error {
 	if interval <= 0 {
 		interval = 10 * time.Second
@@ -250,6 +284,7 @@ func (o *Outbox) Run(ctx context.Context, interval time.Duration) error {
 		case <-ctx.Done():
 			return nil
 		case <-t.C:
+		case <-o.kicks():
 		}
 	}
 }

@@ -308,3 +308,17 @@ func (s *Store) FollowSeriesList(list, status string) ([]*FollowSeries, error) {
 	}
 	return out, rows.Err()
 }
+
+// FollowSeriesOfEvaluation is the followed series evaluation evalID was
+// submitted for (the newest such row), nil when it came from elsewhere.
+func (s *Store) FollowSeriesOfEvaluation(evalID int64) (*FollowSeries, error) {
+	f, err := scanFollowSeries(s.db.QueryRow(`SELECT `+followSeriesColumns+` FROM follow_series
+		WHERE evaluation_id = ? ORDER BY id DESC LIMIT 1`, evalID))
+	if errors.Is(err, sql.ErrNoRows) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fail.Infraf("store: %s: the series of evaluation %d: %w", s.path, evalID, err)
+	}
+	return f, nil
+}
