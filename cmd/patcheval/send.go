@@ -6,50 +6,23 @@ import (
 	"os"
 	"path/filepath"
 
-	"github.com/BurntSushi/toml"
-
 	"github.com/patcheval/patcheval/evaluate/mail"
 	"github.com/patcheval/patcheval/evaluate/report"
 	"github.com/patcheval/patcheval/internal/fail"
 	"github.com/patcheval/patcheval/internal/xdg"
 )
 
-// smtpConfig is the [smtp] table of <config dir>/config.toml:
-//
-//	[smtp]
-//	host = "smtp.example.org"
-//	port = 587
-//	username = "me"
-//	security = "starttls"   # or "tls", or "none" (loopback only)
-//
-// The password comes from $PATCHEVAL_SMTP_PASSWORD, never from the file.
-type smtpConfig struct {
-	SMTP struct {
-		Host     string `toml:"host"`
-		Port     int    `toml:"port"`
-		Username string `toml:"username"`
-		Security string `toml:"security"`
-	} `toml:"smtp"`
-}
-
 // sendDraft mails d after a confirmation on the terminal; sent says it
 // went out. It refuses when standard input is not a terminal or no SMTP
 // server is configured.
 func sendDraft(ctx context.Context, env *Env, d *report.Draft) (sent bool, err error) {
 	path := filepath.Join(xdg.ConfigDir(), "config.toml")
-	var cfg smtpConfig
-	md, err := toml.DecodeFile(path, &cfg)
-	if os.IsNotExist(err) {
-		return false, fail.Inputf("--send: no SMTP settings: create %s with an [smtp] table (host, port, username, security)", path)
-	}
+	set, err := mail.LoadSettings(path)
 	if err != nil {
-		return false, fail.Inputf("--send: %s: %v", path, err)
+		return false, fail.Inputf("--send: %w", err)
 	}
-	if und := md.Undecoded(); len(und) > 0 {
-		return false, fail.Inputf("--send: %s: unknown key %s", path, und[0])
-	}
-	if cfg.SMTP.Host == "" {
-		return false, fail.Inputf("--send: %s: [smtp] host is not set", path)
+	if set == nil {
+		return false, fail.Inputf("--send: no SMTP settings: add an [smtp] table (host, port, username, security, password_file) to %s", path)
 	}
 	in, ok := env.Stdin.(*os.File)
 	if !ok {
@@ -66,8 +39,7 @@ func sendDraft(ctx context.Context, env *Env, d *report.Draft) (sent bool, err e
 		fmt.Fprintln(env.Stderr, "not sent")
 		return false, nil
 	}
-	err = mail.Send(ctx, mail.SMTPSettings{Host: cfg.SMTP.Host, Port: cfg.SMTP.Port, Username: cfg.SMTP.Username,
-		Password: os.Getenv("PATCHEVAL_SMTP_PASSWORD"), Security: cfg.SMTP.Security}, *d)
+	err = mail.Send(ctx, *set, *d)
 	if err != nil {
 		return false, fail.Infraf("sending the reply: %w", err)
 	}
