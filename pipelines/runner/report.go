@@ -5,6 +5,7 @@ import (
 	"crypto/sha256"
 	"database/sql"
 	"encoding/hex"
+	"encoding/json"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -27,10 +28,10 @@ import (
 )
 
 // Report compares evaluation id's samples and writes report.txt,
-// report.json, report.md, kcidb.json and reply.eml (the draft, never sent)
-// into outDir, then marks the evaluation done. It reads everything from the
-// store: the kernels, every finished boot (also those of other processes)
-// and the stage timings.
+// report.json, report.md, kcidb.json, reply.eml (the draft, never sent)
+// and reply.json (the same draft as JSON) into outDir, then marks the
+// evaluation done. It reads everything from the store: the kernels, every
+// finished boot (also those of other processes) and the stage timings.
 func Report(ctx context.Context, env Env, id int64, outDir string) (out *Outcome, err error) {
 	defer failed(ctx, env, id, &err)
 	if outDir == "" {
@@ -266,7 +267,11 @@ func writeOutputs(r *report.Report, ev *evaluation, outDir string, out *Outcome)
 		return err
 	}
 	out.Mail = d
-	out.Draft, err = write("reply.eml", func(f *os.File) error { return report.WriteDraft(f, *d) })
+	if out.Draft, err = write("reply.eml", func(f *os.File) error { return report.WriteDraft(f, *d) }); err != nil {
+		return err
+	}
+	// The same draft as data, for the mail reporter of `patcheval serve`.
+	_, err = write("reply.json", func(f *os.File) error { return json.NewEncoder(f).Encode(d) })
 	return err
 }
 
