@@ -45,6 +45,22 @@ import (
 // (M:) of the touched files in the tree's MAINTAINERS (pipelines/
 // recipients), each only when its setting takes the result: the first
 // matching recipients rule, else report.
+//
+//	[list.patchwork]               # post checks to Patchwork (REST API 1.2+)
+//	url = "https://patchwork.ozlabs.org"
+//	project = "linuxppc-dev"       # optional: the project's linkname
+//	token_file = "/etc/patcheval/patchwork.token"
+//
+//	[list.github]                  # push the applied branch, set statuses, comment on its PR
+//	repo = "owner/linux"
+//	mirror = "https://github.com/owner/linux.git"   # where branches go (default: the repo's)
+//	token_file = "/etc/patcheval/github.token"
+//	app = false                    # the token is a GitHub App installation token: check runs too
+//	api_url = ""                   # GitHub Enterprise: the API base URL
+//
+//	[list.mail]                    # the reply draft, over the [smtp] settings
+//	mode = "moderated"             # held on the dashboard until approved; "auto" sends at once
+//	archive = ""                   # where sent replies show up (default: the list's url)
 type List struct {
 	Name     string         `json:"name"`
 	URL      string         `json:"url"`
@@ -68,6 +84,10 @@ type List struct {
 	Report     recipients.Mode   `json:"report"`
 	Recipients []recipients.Rule `json:"recipients,omitempty"`
 	Reviewers  bool              `json:"reviewers,omitempty"`
+	// The reporters that post this list's results (nil: none).
+	Patchwork *PatchworkConfig `json:"patchwork,omitempty"`
+	GitHub    *GitHubConfig    `json:"github,omitempty"`
+	Mail      *MailConfig      `json:"mail,omitempty"`
 }
 
 // Policy is the reply addressing of a series posted to l; first is the
@@ -78,6 +98,28 @@ func (l List) Policy(first *mbox.Message) *recipients.Policy {
 		addr = recipients.ListAddress(l.Name, first)
 	}
 	return &recipients.Policy{List: addr, Default: l.Report, Rules: l.Recipients, Reviewers: l.Reviewers}
+}
+
+// PatchworkConfig is a [list.patchwork] table.
+type PatchworkConfig struct {
+	URL       string `toml:"url" json:"url"`
+	Project   string `toml:"project" json:"project,omitempty"`
+	TokenFile string `toml:"token_file" json:"token_file"`
+}
+
+// GitHubConfig is a [list.github] table.
+type GitHubConfig struct {
+	Repo      string `toml:"repo" json:"repo"`
+	Mirror    string `toml:"mirror" json:"mirror,omitempty"`
+	TokenFile string `toml:"token_file" json:"token_file"`
+	App       bool   `toml:"app" json:"app,omitempty"`
+	APIURL    string `toml:"api_url" json:"api_url,omitempty"`
+}
+
+// MailConfig is a [list.mail] table.
+type MailConfig struct {
+	Mode    string `toml:"mode" json:"mode"`
+	Archive string `toml:"archive" json:"archive,omitempty"`
 }
 
 type configFile struct {
@@ -103,9 +145,19 @@ type configList struct {
 	Report          string            `toml:"report"`
 	Recipients      []recipients.Rule `toml:"recipients"`
 	Reviewers       bool              `toml:"reviewers"`
+
+	Patchwork *PatchworkConfig `toml:"patchwork"`
+	GitHub    *GitHubConfig    `toml:"github"`
+	Mail      *MailConfig      `toml:"mail"`
 }
 
-const listKeys = "url name paths subject allow deny rfc pipeline tree base since quiet incomplete_after poll address report recipients reviewers"
+var tableKeys = map[string]string{
+	"list":            "url name paths subject allow deny rfc pipeline tree base since quiet incomplete_after poll address report recipients reviewers, tables patchwork github mail",
+	"list.patchwork":  "url project token_file",
+	"list.github":     "repo mirror token_file app api_url",
+	"list.mail":       "mode archive",
+	"list.recipients": "match report",
+}
 
 // LoadConfig reads the [[list]] tables of config.toml (a missing file has
 // none). pipelineOK validates a pipeline name. Problems name the file,
@@ -122,7 +174,19 @@ func LoadConfig(file string, pipelineOK func(string) error) ([]List, error) {
 	var errs []string
 	for _, k := range md.Undecoded() {
 		if len(k) >= 2 && k[0] == "list" {
-			errs = append(errs, fmt.Sprintf("%s: [[list]] has no key %q (keys: %s)", file, k[len(k)-1], listKeys))
+			table := strings.Join(k[:len(k)-1], ".")
+			if keys, ok := tableKeys[table]; ok {
+				name := "[" + table + "]"
+				switch table {
+				case "list":
+					name = "[[list]]"
+				case "list.recipients":
+					name = "[[list]] recipients"
+				}
+				errs = append(errs, fmt.Sprintf("%s: %s has no key %q (keys: %s)", file, name, k[len(k)-1], keys))
+			} else {
+				errs = append(errs, fmt.Sprintf("%s: [list] has no table %q (tables: patchwork github mail)", file, strings.Join(k[1:], ".")))
+			}
 		}
 	}
 	var out []List
@@ -217,7 +281,65 @@ func (c configList) list(pipelineOK func(string) error) (List, error) {
 		}
 		*d.to = v
 	}
+	if err := c.reporters(&l); err != nil {
+		return l, err
+	}
 	return l, nil
+}
+
+func httpURL(v string) bool {
+	u, err := url.Parse(v)
+	return err == nil && (u.Scheme == "https" || u.Scheme == "http") && u.Host != "" && u.User == nil
+}
+
+// reporters checks the reporter tables (the token files are read when
+// the reporters are made: NewReporting).
+func (c configList) reporters(l *List) error {
+	if pw := c.Patchwork; pw != nil {
+		if !httpURL(pw.URL) {
+			return fmt.Errorf("[list.patchwork] url %q: want the instance's http(s) base URL, e.g. https://patchwork.ozlabs.org", pw.URL)
+		}
+		if pw.TokenFile == "" {
+			return fmt.Errorf("[list.patchwork] token_file: missing (a file holding the API token: Patchwork's user profile page makes one)")
+		}
+		cp := *pw
+		l.Patchwork = &cp
+	}
+	if gh := c.GitHub; gh != nil {
+		owner, name, ok := strings.Cut(gh.Repo, "/")
+		if !ok || !nameRe.MatchString(owner) || !nameRe.MatchString(name) {
+			return fmt.Errorf("[list.github] repo %q: want owner/name", gh.Repo)
+		}
+		if gh.TokenFile == "" {
+			return fmt.Errorf("[list.github] token_file: missing (a file holding a token that may push and set statuses)")
+		}
+		if gh.Mirror != "" && !httpURL(gh.Mirror) {
+			return fmt.Errorf("[list.github] mirror %q: want the repository's https git URL, without credentials", gh.Mirror)
+		}
+		if gh.APIURL != "" && !httpURL(gh.APIURL) {
+			return fmt.Errorf("[list.github] api_url %q: want an http(s) URL", gh.APIURL)
+		}
+		cp := *gh
+		l.GitHub = &cp
+	}
+	if m := c.Mail; m != nil {
+		switch m.Mode {
+		case "":
+			m.Mode = "moderated"
+		case "moderated", "auto":
+		default:
+			return fmt.Errorf("[list.mail] mode %q: want \"moderated\" (held until approved on the dashboard) or \"auto\" (only for lists that asked for a bot)", m.Mode)
+		}
+		if m.Archive != "" && !httpURL(m.Archive) {
+			return fmt.Errorf("[list.mail] archive %q: want the list's public-inbox URL", m.Archive)
+		}
+		cp := *m
+		if cp.Archive == "" {
+			cp.Archive = l.URL
+		}
+		l.Mail = &cp
+	}
+	return nil
 }
 
 // matchPath matches a file path against a glob where "**" is any number

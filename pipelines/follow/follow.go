@@ -336,7 +336,12 @@ func (f *Follower) group(l List, touched map[string]bool) error {
 }
 
 func (f *Follower) thread(l List, root string) (*mbox.Thread, error) {
-	raws, err := f.Store.FollowMessages(l.Name, root)
+	return threadOf(f.Store, l, root)
+}
+
+// threadOf is the thread under root of list l, from the stored messages.
+func threadOf(st *store.Store, l List, root string) (*mbox.Thread, error) {
+	raws, err := st.FollowMessages(l.Name, root)
 	if err != nil {
 		return nil, err
 	}
