@@ -79,6 +79,24 @@ type ReportArgs struct {
 
 func (ReportArgs) Kind() string { return "report" }
 
+// Evaluation events Config.Notify is told about.
+const (
+	EventQueued = "queued"
+	EventDone   = "done"
+	EventFailed = "failed"
+)
+
+// NotifyArgs tells Config.Notify about an evaluation's event. Its jobs
+// carry no evaluation tag: cancelling or failing the evaluation must not
+// cancel the job that reports it.
+type NotifyArgs struct {
+	EvaluationID int64  `json:"evaluation_id"`
+	Gen          int64  `json:"gen"`
+	Event        string `json:"event"`
+}
+
+func (NotifyArgs) Kind() string { return "notify" }
+
 // maxRounds bounds the boot rounds of one generation (adaptive sampling
 // stops far earlier; this only guards against a loop).
 const maxRounds = 256
@@ -102,6 +120,15 @@ func moreJob(id, gen int64, round int, initial bool) river.InsertManyParams {
 
 func reportJob(id, gen int64) river.InsertManyParams {
 	return river.InsertManyParams{Args: ReportArgs{id, gen}, InsertOpts: jobOpts(QueueReport, id, 3)}
+}
+
+// notifyJobs is the notify job of an event, none without Config.Notify.
+func (s *Service) notifyJobs(id, gen int64, event string) []river.InsertManyParams {
+	if s.cfg.Notify == nil {
+		return nil
+	}
+	return []river.InsertManyParams{{Args: NotifyArgs{id, gen, event},
+		InsertOpts: &river.InsertOpts{Queue: QueueReport, MaxAttempts: 10, UniqueOpts: river.UniqueOpts{ByArgs: true}}}}
 }
 
 // bootJobs is the job for the first of boots (the rest ride along), or
@@ -200,12 +227,25 @@ func work[T river.JobArgs](s *Service, ctx context.Context, job *river.Job[T], i
 	return nil
 }
 
-// evalFailed ends evaluation id as failed and cancels its other jobs.
+// evalFailed ends evaluation id as failed, tells Notify, and cancels its
+// other jobs.
 func (s *Service) evalFailed(id int64, kind string, err error) {
-	_ = s.setStatus(nil, id, "failed")
-	s.evalLog(id).printf("%s failed: %v", kind, err)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
+	if terr := s.db.Store.Tx(ctx, func(tx *sql.Tx) error {
+		if err := s.setStatus(tx, id, "failed"); err != nil {
+			return err
+		}
+		if n := s.notifyJobs(id, time.Now().UnixNano(), EventFailed); len(n) > 0 {
+			if _, err := s.engine.client.InsertManyTx(ctx, tx, n); err != nil {
+				return fail.Infraf("river: %w", err)
+			}
+		}
+		return nil
+	}); terr != nil {
+		s.logf("evaluation %d: recording the failure: %v", id, terr)
+	}
+	s.evalLog(id).printf("%s failed: %v", kind, err)
 	if _, cerr := s.engine.CancelEvaluation(ctx, id); cerr != nil {
 		s.logf("evaluation %d: cancelling its other jobs: %v", id, cerr)
 	}
@@ -317,7 +357,29 @@ func (w *reportWorker) Work(ctx context.Context, job *river.Job[ReportArgs]) err
 			env.Progress.Printf("done: %d regression(s); reports in %s", len(out.Regressions), w.s.OutDir(a.EvaluationID))
 		}
 		return err
-	}, nil)
+	}, func(ctx context.Context, tx *sql.Tx) ([]river.InsertManyParams, error) {
+		return w.s.notifyJobs(a.EvaluationID, a.Gen, EventDone), nil
+	})
+}
+
+type notifyWorker struct {
+	river.WorkerDefaults[NotifyArgs]
+	s *Service
+}
+
+func (w *notifyWorker) Work(ctx context.Context, job *river.Job[NotifyArgs]) error {
+	if w.s.cfg.Notify == nil {
+		return nil
+	}
+	a := job.Args
+	if err := w.s.cfg.Notify(ctx, a.EvaluationID, a.Event); err != nil {
+		w.s.evalLog(a.EvaluationID).printf("posting %s (attempt %d): %v", a.Event, job.Attempt, err)
+		if fail.KindOf(err) == fail.KindInput {
+			return river.JobCancel(err)
+		}
+		return err
+	}
+	return nil
 }
 
 func (s *Service) addWorkers(w *river.Workers) {
@@ -326,6 +388,7 @@ func (s *Service) addWorkers(w *river.Workers) {
 	river.AddWorker(w, &bootWorker{s: s})
 	river.AddWorker(w, &moreWorker{s: s})
 	river.AddWorker(w, &reportWorker{s: s})
+	river.AddWorker(w, &notifyWorker{s: s})
 }
 
 // Submit records an evaluation of p with o (runner.Submit: the same inputs
@@ -370,7 +433,8 @@ func (s *Service) enqueue(ctx context.Context, id int64) error {
 		if err := s.setStatus(tx, id, StatusQueued); err != nil {
 			return err
 		}
-		if _, err := s.engine.client.InsertManyTx(ctx, tx, []river.InsertManyParams{applyJob(id, gen)}); err != nil {
+		jobs := append([]river.InsertManyParams{applyJob(id, gen)}, s.notifyJobs(id, gen, EventQueued)...)
+		if _, err := s.engine.client.InsertManyTx(ctx, tx, jobs); err != nil {
 			return fail.Infraf("river: queueing evaluation %d: %w", id, err)
 		}
 		return nil

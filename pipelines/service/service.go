@@ -74,6 +74,15 @@ type Config struct {
 	Log io.Writer
 	// Loops run in the background while the service runs.
 	Loops []Loop
+	// Notify, when set, is told when an evaluation is queued, done or
+	// failed (EventQueued, EventDone, EventFailed): the bots' reporters
+	// queue their posts there. It runs as a River job ("notify") inserted
+	// in the same transaction as the event, so a crash never loses one;
+	// a failing Notify is retried by River, and must be idempotent.
+	Notify func(ctx context.Context, evalID int64, event string) error
+	// Posts, when set, backs the dashboard's /posts page: the reporters'
+	// outbox and its Approve button for held mails.
+	Posts dashboard.Posts
 }
 
 // Service is patcheval serve: the database, the River engine and its
@@ -115,7 +124,8 @@ func New(ctx context.Context, cfg Config) (*Service, error) {
 		db.Close()
 		return nil, err
 	}
-	s.dash, err = dashboard.New(source{s}, dashboard.Options{Where: db.URL, Lore: s.lore + "/all/", Pipelines: pipelines.List()})
+	s.dash, err = dashboard.New(source{s}, dashboard.Options{Where: db.URL, Lore: s.lore + "/all/", Pipelines: pipelines.List(),
+		Posts: cfg.Posts})
 	if err != nil {
 		db.Close()
 		return nil, err

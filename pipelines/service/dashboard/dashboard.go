@@ -72,6 +72,8 @@ type Options struct {
 	PageSize int
 	// Pipelines are offered in the list's filter.
 	Pipelines []string
+	// Posts, when set, gives /posts its Approve button for held mails.
+	Posts Posts
 }
 
 // Dashboard serves the pages.
@@ -93,8 +95,10 @@ type cachedReport struct {
 
 // New returns the dashboard's handler: GET /, /evaluations/{id},
 // /evaluations/{id}/runs/{run}/console, /evaluations/{id}/builds/{b}/log,
-// /evaluations/{id}/plots/{n}.svg, /queue; POST /evaluations/{id}/cancel
-// and /evaluations/{id}/rerun (the caller wraps it in its authentication).
+// /evaluations/{id}/plots/{n}.svg, /queue, /posts; POST
+// /evaluations/{id}/cancel, /evaluations/{id}/rerun and, with
+// Options.Posts, /posts/{id}/approve (the caller wraps it in its
+// authentication).
 func New(src Source, opt Options) (*Dashboard, error) {
 	if opt.Lore == "" {
 		opt.Lore = "https://lore.kernel.org/all/"
@@ -126,6 +130,10 @@ func New(src Source, opt Options) (*Dashboard, error) {
 	d.mux.HandleFunc("POST /evaluations/{id}/cancel", d.act(src.Cancel))
 	d.mux.HandleFunc("POST /evaluations/{id}/rerun", d.act(src.Rerun))
 	d.mux.HandleFunc("GET /queue", d.queue)
+	d.mux.HandleFunc("GET /posts", d.posts)
+	if opt.Posts != nil {
+		d.mux.HandleFunc("POST /posts/{id}/approve", d.approve)
+	}
 	return d, nil
 }
 
