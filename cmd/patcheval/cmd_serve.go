@@ -4,6 +4,7 @@ import (
 	"context"
 	"flag"
 	"fmt"
+	"io"
 	"net"
 	"path/filepath"
 	"strings"
@@ -18,6 +19,20 @@ import (
 // scheduler of issue 12 does).
 var serveLoops []service.Loop
 
+// serveOptions are what serve's setups may need of its flags.
+type serveOptions struct {
+	Listen, PublicURL string
+	Log               io.Writer
+	// OutboxEvery is how often the reporters' outbox is flushed (0: 10 s).
+	OutboxEvery time.Duration
+}
+
+// serveSetups run before serve makes its service: they read what they
+// need (config.toml), may add loops and hooks to its Config, and return
+// a function to run once the service exists (nil: none). An error is
+// returned before serve listens.
+var serveSetups []func(cfg *service.Config, o serveOptions) (func(*service.Service), error)
+
 // stringList is a repeatable string flag.
 type stringList []string
 
@@ -28,7 +43,7 @@ func init() {
 	register(&command{
 		name:    "serve",
 		summary: "run the service: job queue (River), HTTP API under /api/v1 and the dashboard",
-		usage:   "patcheval serve [--listen 127.0.0.1:8080] [--database URL] [--workers N] [--token-file F] [--allow-tree PATH]...",
+		usage:   "patcheval serve [--listen 127.0.0.1:8080] [--public-url URL] [--database URL] [--workers N] [--token-file F] [--allow-tree PATH]...",
 		setup: func(fs *flag.FlagSet) func(ctx context.Context, env *Env, args []string) error {
 			listen := fs.String("listen", "127.0.0.1:8080", "`address` to listen on; anything but loopback needs --token-file")
 			database := fs.String("database", "", "database: a SQLite `file` or sqlite:PATH (default <state dir>/patcheval.db); postgres:// comes with the farm")
@@ -43,6 +58,7 @@ func init() {
 			from := fs.String("from", "", "reply drafts' sender \"Name <email>\" (default: git config)")
 			grace := fs.Duration("grace", 30*time.Second, "on SIGTERM, how long running jobs may finish before they are cancelled (and retried on the next start)")
 			cacheDir := fs.String("cache-dir", "", "cache directory (default $PATCHEVAL_CACHE_DIR or ~/.cache/patcheval)")
+			publicURL := fs.String("public-url", "", "the dashboard's `URL` as others reach it, for the links in Patchwork checks, GitHub statuses and mails (default http://<listen>)")
 			return func(ctx context.Context, env *Env, args []string) error {
 				if len(args) > 0 {
 					return fail.Inputf("serve: unexpected arguments %q", args)
@@ -70,11 +86,24 @@ func init() {
 					return err
 				}
 				cfg.From = sender
+				var started []func(*service.Service)
+				for _, setup := range serveSetups {
+					f, err := setup(&cfg, serveOptions{Listen: *listen, PublicURL: *publicURL, Log: env.Stderr})
+					if err != nil {
+						return err
+					}
+					if f != nil {
+						started = append(started, f)
+					}
+				}
 				s, err := service.New(ctx, cfg)
 				if err != nil {
 					return err
 				}
 				defer s.Close()
+				for _, f := range started {
+					f(s)
+				}
 				ln, err := net.Listen("tcp", *listen)
 				if err != nil {
 					return fail.Inputf("--listen %s: %v", *listen, err)

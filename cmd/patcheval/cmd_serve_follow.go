@@ -4,9 +4,10 @@ import (
 	"context"
 	"io"
 	"log/slog"
-	"os"
 	"path/filepath"
+	"strings"
 
+	"github.com/patcheval/patcheval/evaluate/mail"
 	"github.com/patcheval/patcheval/evaluate/store"
 	"github.com/patcheval/patcheval/internal/xdg"
 	"github.com/patcheval/patcheval/pipelines"
@@ -16,34 +17,74 @@ import (
 
 func init() {
 	// patcheval serve follows the [[list]] tables of config.toml: new
-	// series on those lists are submitted to the service's own queue.
-	serveLoops = append(serveLoops, service.Loop{Name: "follow", Run: func(ctx context.Context, s *service.Service) error {
-		f, err := newFollower(os.Stderr, filepath.Join(xdg.ConfigDir(), "config.toml"), s.Store(), s)
-		if err != nil || f == nil {
-			return err
-		}
-		return f.Run(ctx)
-	}})
+	// series on those lists are submitted to the service's own queue, and
+	// the lists' reporters post the results.
+	serveSetups = append(serveSetups, func(cfg *service.Config, o serveOptions) (func(*service.Service), error) {
+		return setupBots(cfg, o, filepath.Join(xdg.ConfigDir(), "config.toml"))
+	})
 }
 
-// newFollower builds the list follower of `patcheval serve` from the
-// [[list]] tables of the config file (nil, nil when it has none): its
-// state lives in st, its submissions go through svc (runner.Submit and
-// the stage jobs; the service signs the drafts), and its mirrors of the
-// lists' public-inbox epochs live in the cache directory.
-func newFollower(log io.Writer, config string, st *store.Store, svc follow.Service) (*follow.Follower, error) {
-	lists, err := follow.LoadConfig(config, func(name string) error {
-		_, err := pipelines.Find(name)
-		return err
-	})
+// setupBots reads config's [[list]] tables and [smtp] settings (bad ones
+// are bad input, before serve listens) and adds to cfg: the "follow"
+// loop, and when a list has reporters, the notify hook that queues their
+// posts, the "outbox" loop that delivers them, and the dashboard's
+// Approve button for held mails. The returned function binds them to the
+// service once it exists.
+func setupBots(cfg *service.Config, o serveOptions, config string) (func(*service.Service), error) {
+	lists, err := loadLists(config)
 	if err != nil || len(lists) == 0 {
 		return nil, err
 	}
+	smtp, err := mail.LoadSettings(config)
+	if err != nil {
+		return nil, err
+	}
+	log := slog.New(slog.NewTextHandler(o.Log, nil))
+	var svc *service.Service
+	dash := strings.TrimRight(o.PublicURL, "/")
+	if dash == "" {
+		dash = "http://" + o.Listen
+	}
+	rep, err := follow.NewReporting(nil, lists, smtp, dash, func(id int64) string { return svc.OutDir(id) }, log)
+	if err != nil {
+		return nil, err
+	}
+	cfg.Loops = append(cfg.Loops, service.Loop{Name: "follow", Run: func(ctx context.Context, s *service.Service) error {
+		return newFollower(o.Log, lists, s.Store(), s).Run(ctx)
+	}})
+	if rep != nil {
+		cfg.Notify = func(ctx context.Context, id int64, event string) error { return rep.Notify(ctx, id, event) }
+		cfg.Posts = rep
+		cfg.Loops = append(cfg.Loops, service.Loop{Name: "outbox", Run: func(ctx context.Context, s *service.Service) error {
+			return rep.Outbox.Run(ctx, o.OutboxEvery)
+		}})
+	}
+	return func(s *service.Service) {
+		svc = s
+		if rep != nil {
+			rep.Store, rep.Outbox.Store = s.Store(), s.Store()
+		}
+	}, nil
+}
+
+// loadLists reads the [[list]] tables of config (none without the file).
+func loadLists(config string) ([]follow.List, error) {
+	return follow.LoadConfig(config, func(name string) error {
+		_, err := pipelines.Find(name)
+		return err
+	})
+}
+
+// newFollower builds the list follower of `patcheval serve`: its state
+// lives in st, its submissions go through svc (runner.Submit and the
+// stage jobs; the service signs the drafts), and its mirrors of the
+// lists' public-inbox epochs live in the cache directory.
+func newFollower(log io.Writer, lists []follow.List, st *store.Store, svc follow.Service) *follow.Follower {
 	return &follow.Follower{
 		Store:  st,
 		Lists:  lists,
 		Submit: follow.ServiceSubmitter{Service: svc},
 		Dir:    filepath.Join(xdg.CacheDir(), "lists"),
 		Log:    slog.New(slog.NewTextHandler(log, nil)),
-	}, nil
+	}
 }

@@ -12,6 +12,7 @@ import (
 	"github.com/patcheval/patcheval/pipelines"
 	"github.com/patcheval/patcheval/pipelines/follow"
 	"github.com/patcheval/patcheval/pipelines/runner"
+	"github.com/patcheval/patcheval/pipelines/service"
 )
 
 // refusingService is the follow.Service of a test that must not submit.
@@ -24,10 +25,10 @@ func (refusingService) Cancel(context.Context, int64) error { return nil }
 
 var _ follow.Service = refusingService{}
 
-// TestServeFollowerFromConfig: serve's "follow" loop follows exactly the
-// [[list]] tables of config.toml; none is no follower (the loop ends
-// quietly), and a list naming a pipeline that does not exist stops the
-// loop with an error naming the file and the pipeline.
+// TestServeFollowerFromConfig: serve follows exactly the [[list]] tables
+// of config.toml; none is no follower loop, and a list naming a pipeline
+// that does not exist is bad input naming the file and the pipeline,
+// before serve listens.
 func TestServeFollowerFromConfig(t *testing.T) {
 	dir := t.TempDir()
 	st, err := store.Open(filepath.Join(dir, "state.db"))
@@ -36,13 +37,22 @@ func TestServeFollowerFromConfig(t *testing.T) {
 	}
 	defer st.Close()
 	config := filepath.Join(dir, "config.toml")
+	o := serveOptions{Listen: "127.0.0.1:8080", Log: io.Discard}
+	loops := func(cfg service.Config) []string {
+		var out []string
+		for _, l := range cfg.Loops {
+			out = append(out, l.Name)
+		}
+		return out
+	}
 
-	if f, err := newFollower(io.Discard, config, st, refusingService{}); err != nil || f != nil {
-		t.Fatalf("no config file: follower %v, error %v; want none and no error", f, err)
+	var cfg service.Config
+	if f, err := setupBots(&cfg, o, config); err != nil || f != nil || len(cfg.Loops) != 0 || cfg.Notify != nil {
+		t.Fatalf("no config file: bind %v, %v, loops %v; want nothing and no error", f != nil, err, loops(cfg))
 	}
 	os.WriteFile(config, []byte("[[watch]]\nremote = \"file:///x\"\n"), 0o644)
-	if f, err := newFollower(io.Discard, config, st, refusingService{}); err != nil || f != nil {
-		t.Fatalf("config without [[list]]: follower %v, error %v; want none and no error", f, err)
+	if f, err := setupBots(&cfg, o, config); err != nil || f != nil || len(cfg.Loops) != 0 {
+		t.Fatalf("config without [[list]]: bind %v, %v, loops %v; want nothing and no error", f != nil, err, loops(cfg))
 	}
 
 	os.WriteFile(config, []byte(`
@@ -52,13 +62,21 @@ paths = ["arch/powerpc/**"]
 pipeline = "ppc-preempt-dynamic"
 tree = "/srv/linux.git"
 `), 0o644)
-	f, err := newFollower(io.Discard, config, st, refusingService{})
+	f, err := setupBots(&cfg, o, config)
+	if err != nil || f == nil {
+		t.Fatalf("bind %v, %v", f != nil, err)
+	}
+	if got := loops(cfg); strings.Join(got, " ") != "follow" || cfg.Notify != nil || cfg.Posts != nil {
+		t.Fatalf("a list without reporters: loops %v, notify %v; want the follow loop only", got, cfg.Notify != nil)
+	}
+	lists, err := loadLists(config)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if f == nil || len(f.Lists) != 1 || f.Lists[0].Name != "linuxppc-dev" || f.Lists[0].Pipeline != "ppc-preempt-dynamic" ||
-		f.Store != st || f.Dir == "" {
-		t.Fatalf("follower %+v: want the one list, the service's store and a mirror directory", f)
+	fl := newFollower(io.Discard, lists, st, refusingService{})
+	if len(fl.Lists) != 1 || fl.Lists[0].Name != "linuxppc-dev" || fl.Lists[0].Pipeline != "ppc-preempt-dynamic" ||
+		fl.Store != st || fl.Dir == "" {
+		t.Fatalf("follower %+v: want the one list, the service's store and a mirror directory", fl)
 	}
 
 	os.WriteFile(config, []byte(`
@@ -66,7 +84,7 @@ tree = "/srv/linux.git"
 url = "http://127.0.0.1:1/netdev/"
 pipeline = "no-such-pipeline"
 `), 0o644)
-	_, err = newFollower(io.Discard, config, st, refusingService{})
+	_, err = setupBots(&service.Config{}, o, config)
 	if err == nil || !strings.Contains(err.Error(), config) || !strings.Contains(err.Error(), "no-such-pipeline") {
 		t.Fatalf("unknown pipeline: error %v, want one naming %s and the pipeline", err, config)
 	}
