@@ -5,19 +5,16 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"net"
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
 	"unsafe"
 
-	"github.com/emersion/go-smtp"
-
 	"github.com/patcheval/patcheval/evaluate/report"
+	"github.com/patcheval/patcheval/internal/testsmtp"
 	"github.com/patcheval/patcheval/mbox"
 	"github.com/patcheval/patcheval/pipelines/runner"
 )
@@ -47,59 +44,15 @@ func openPTY(t *testing.T) (master, slave *os.File) {
 	return master, slave
 }
 
-// smtpSink is a real SMTP server on loopback (go-smtp) that keeps the
-// envelope senders of what it accepts.
-type smtpSink struct {
-	mu   sync.Mutex
-	got  []string
-	port int
-}
-
-func (s *smtpSink) NewSession(*smtp.Conn) (smtp.Session, error) { return &sinkSession{s: s}, nil }
-
-type sinkSession struct{ s *smtpSink }
-
-func (ss *sinkSession) Mail(from string, _ *smtp.MailOptions) error {
-	ss.s.mu.Lock()
-	defer ss.s.mu.Unlock()
-	ss.s.got = append(ss.s.got, from)
-	return nil
-}
-func (ss *sinkSession) Rcpt(string, *smtp.RcptOptions) error { return nil }
-func (ss *sinkSession) Data(r io.Reader) error               { _, err := io.Copy(io.Discard, r); return err }
-func (ss *sinkSession) Reset()                               {}
-func (ss *sinkSession) Logout() error                        { return nil }
-
-func (s *smtpSink) mails() int {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return len(s.got)
-}
-
-func startSMTPSink(t *testing.T) *smtpSink {
-	sink := &smtpSink{}
-	srv := smtp.NewServer(sink)
-	srv.Domain = "localhost"
-	srv.ReadTimeout, srv.WriteTimeout = time.Minute, time.Minute
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	go srv.Serve(l)
-	t.Cleanup(func() { srv.Close() })
-	sink.port = l.Addr().(*net.TCPAddr).Port
-	return sink
-}
-
 // TestLoreSendSaysSent: after `lore --pipeline --send` mailed the draft
 // (confirmed on a terminal, delivered to a real SMTP server on loopback),
 // the printed outcome says it was sent; answering no says "not sent".
 // It used to print "(not sent)" before asking, whatever happened next.
 func TestLoreSendSaysSent(t *testing.T) {
-	sink := startSMTPSink(t)
+	sink := testsmtp.Start(t, testsmtp.Options{}) // a real SMTP server on loopback (go-smtp)
 	cfg := t.TempDir()
 	t.Setenv("PATCHEVAL_CONFIG_DIR", cfg)
-	toml := fmt.Sprintf("[smtp]\nhost = \"127.0.0.1\"\nport = %d\nsecurity = \"none\"\n", sink.port)
+	toml := fmt.Sprintf("[smtp]\nhost = \"127.0.0.1\"\nport = %d\nsecurity = \"none\"\n", sink.Port)
 	if err := os.WriteFile(filepath.Join(cfg, "config.toml"), []byte(toml), 0o600); err != nil {
 		t.Fatal(err)
 	}
@@ -132,7 +85,7 @@ func TestLoreSendSaysSent(t *testing.T) {
 		if !strings.HasSuffix(out.String(), tc.want) || strings.Count(out.String(), "reply draft:") != 1 {
 			t.Errorf("answer %q: stdout ends\n%s\nwant the last line %q", tc.answer, lastLines(out.String(), 2), tc.want)
 		}
-		if n := sink.mails(); n != tc.mails {
+		if n := len(sink.MessageIDs()); n != tc.mails {
 			t.Errorf("answer %q: the SMTP server has %d mail(s), want %d", tc.answer, n, tc.mails)
 		}
 	}

@@ -636,20 +636,26 @@ func (d *Dashboard) act(fn func(ctx context.Context, id int64) error) http.Handl
 			return
 		}
 		if err := fn(r.Context(), e.ID); err != nil {
-			var fe *fail.Error
-			if errors.As(err, &fe) && fe.Kind == fail.KindInput {
-				w.WriteHeader(http.StatusConflict)
-				d.render(w, "error", struct {
-					page
-					Message string
-				}{page{Title: "Conflict", Where: d.opt.Where}, err.Error()})
-				return
-			}
-			d.fail(w, err)
+			d.actionFailed(w, err)
 			return
 		}
 		http.Redirect(w, r, fmt.Sprintf("/evaluations/%d", e.ID), http.StatusSeeOther)
 	}
+}
+
+// actionFailed answers a button whose action was refused: 409 for bad
+// input (not in a state to do that), else as d.fail.
+func (d *Dashboard) actionFailed(w http.ResponseWriter, err error) {
+	var fe *fail.Error
+	if errors.As(err, &fe) && fe.Kind == fail.KindInput {
+		w.WriteHeader(http.StatusConflict)
+		d.render(w, "error", struct {
+			page
+			Message string
+		}{page{Title: "Conflict", Where: d.opt.Where}, err.Error()})
+		return
+	}
+	d.fail(w, err)
 }
 
 // ---- queue ----

@@ -3,7 +3,6 @@ package dashboard
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"net/http"
 	"strconv"
 	"strings"
@@ -76,16 +75,7 @@ func (d *Dashboard) approve(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if err := d.opt.Posts.Approve(r.Context(), id); err != nil {
-		var fe *fail.Error
-		if errors.As(err, &fe) && fe.Kind == fail.KindInput {
-			w.WriteHeader(http.StatusConflict)
-			d.render(w, "error", struct {
-				page
-				Message string
-			}{page{Title: "Conflict", Where: d.opt.Where}, err.Error()})
-			return
-		}
-		d.fail(w, err)
+		d.actionFailed(w, err)
 		return
 	}
 	http.Redirect(w, r, "/posts", http.StatusSeeOther)
