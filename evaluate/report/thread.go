@@ -15,9 +15,11 @@ import (
 // stressor ("stress-ng --kill 1 -t 23" and the agent's "kill" and
 // "kill-child" loops are the thread's "kill"), perf bench's collection
 // and test ("perf bench syscall basic"; the agent's getppid loop is what
-// it times). The metric matches by quantity: a rate (ops/s, bogo-ops/s)
-// or a time per operation (ns/op, us/op); a rate beside a time per op is
-// shown converted (threadLines says so).
+// it times), the rcu loop is synchronize_rcu(). The metric matches by
+// quantity: a rate (ops/s, bogo-ops/s) or a time per operation (ns/op,
+// us/op; a duration only when the thread calls it a mean or latency);
+// another statistic than the mean (Max latency) never matches. A rate
+// beside a time is shown converted (threadLines says so).
 func (r *Report) ThreadChanges(b Benchmark) []numbers.Number {
 	key, class := benchKey(b), unitClass(b.Unit)
 	if key == "" || class == "" {
@@ -25,12 +27,35 @@ func (r *Report) ThreadChanges(b Benchmark) []numbers.Number {
 	}
 	var out []numbers.Number
 	for _, n := range r.Thread {
-		if n.Change == nil || strings.ToLower(n.Benchmark) != key || unitClass(n.Unit) == "" {
+		if n.Change == nil || strings.ToLower(n.Benchmark) != key || !sameQuantity(n, class) {
 			continue
 		}
 		out = append(out, n)
 	}
 	return out
+}
+
+var (
+	// otherStatRE names a statistic other than the mean patcheval
+	// compares ("Max latency", "p99").
+	otherStatRE = regexp.MustCompile(`(?i)\b(max|maximum|min|minimum|median|p\d\d|stddev|worst|best)\b`)
+	latencyRE   = regexp.MustCompile(`(?i)\b(latency|mean|avg|average|per (op|call|loop))\b`)
+)
+
+// sameQuantity says whether the thread's number measures what a
+// benchmark of the class does: a rate or a time per operation (a
+// duration counts when the thread calls it a mean latency), never another
+// statistic than the mean.
+func sameQuantity(n numbers.Number, class string) bool {
+	c := unitClass(n.Unit)
+	where := n.Label + " " + n.Column + " " + n.Metric
+	switch {
+	case c == "" || otherStatRE.MatchString(where):
+		return false
+	case c == "time" && !latencyRE.MatchString(where):
+		return false
+	}
+	return class != ""
 }
 
 // benchKey names what a benchmark runs, as threads name it: "kill",
@@ -59,12 +84,14 @@ func benchKey(b Benchmark) string {
 		return "syscall fork"
 	case guest.BenchExecve:
 		return "syscall execve"
+	case guest.BenchRCU, "synchronize_rcu":
+		return "synchronize_rcu"
 	}
 	return ""
 }
 
 // unitClass is "rate" for operations per second, "time/op" for a time
-// per operation, "" for anything else.
+// per operation, "time" for a duration, "" for anything else.
 func unitClass(unit string) string {
 	u := strings.ToLower(strings.TrimSpace(unit))
 	switch {
@@ -73,8 +100,15 @@ func unitClass(unit string) string {
 	case strings.HasSuffix(u, "ops/s"), strings.HasSuffix(u, "ops/sec"), strings.HasSuffix(u, "op/s"):
 		return "rate"
 	}
+	switch u {
+	case "ns", "us", "usec", "µs", "ms", "msec", "s", "sec":
+		return "time"
+	}
 	return ""
 }
+
+// isRate says whether a unit class is a rate (the others are times).
+func isRate(class string) bool { return class == "rate" }
 
 // reciprocal converts a % change of a rate into the % change of the time
 // per operation (and back): 1/(1+c) - 1.
@@ -166,7 +200,7 @@ func threadLines(r *Report, b Benchmark, width int, indent string, limit int) []
 	ours := unitClass(b.Unit)
 	convert := false
 	for _, n := range ns {
-		if unitClass(n.Unit) != ours {
+		if isRate(unitClass(n.Unit)) != isRate(ours) {
 			convert = true
 		}
 	}
@@ -180,7 +214,7 @@ func threadLines(r *Report, b Benchmark, width int, indent string, limit int) []
 		}
 		if convert && c.Change > -100 {
 			other := "as a rate"
-			if ours == "rate" {
+			if isRate(ours) {
 				other = "as time per op"
 			}
 			s += fmt.Sprintf(", %s %s", other, Pct(reciprocal(c.Change)))

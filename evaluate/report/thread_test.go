@@ -125,3 +125,19 @@ func TestReciprocal(t *testing.T) {
 		}
 	}
 }
+
+// The RCU thread's "Mean latency: 9.75 ms -> 6.04 ms (38% improvement)"
+// beside the synchronize_rcu latency; its Max latency (another statistic)
+// and task-clock (not a latency) are not.
+func TestThreadBesideRCU(t *testing.T) {
+	r := &Report{Target: TargetInfo{Kind: "qemu"}, Thread: threadNumbers(t, "rcu-gp-qs-v2.mbox")}
+	b := Benchmark{Name: "rcu", Metric: "latency_ms", Unit: "ms", Source: "agent loop",
+		Comparisons: []Comparison{{Base: "baseline", Other: "with-fix", Comparison: stats.Comparison{Change: -38.0, CILow: -41.2, CIHigh: -34.4, CIBounded: true, Confidence: 0.95}}}}
+	got := strings.Join(threadLines(r, b, 0, "", 0), "\n")
+	want := "Reported in the thread for the same benchmark and metric (other machines and kernels; compare directions and sizes, not values):\n" +
+		"- thread Mean latency: -38% ms vs 9.75 ms (Joel Fernandes, <20251222224629.856aa18b-0-joelagnelf@nvidia.com> line 49)\n" +
+		"- patcheval (QEMU, agent loop) baseline -> with-fix: -38.0% ms (95% CI -41.2% .. -34.4%)"
+	if got != want {
+		t.Errorf("got\n%s\nwant\n%s", got, want)
+	}
+}

@@ -99,9 +99,9 @@ func TestSeedThreads(t *testing.T) {
 			{s: "us/op [aarch64 on] 182.6", platform: "aarch64"},
 		}},
 		{"rcu-gp-qs-v2.mbox", 100, []want{
-			{s: "ms [1, Mean] 10.088", author: "Joel Fernandes", line: 23},
-			{s: "ms [Mean latency] 6.04 (-38% vs 9.75 ms)", line: 49},
-			{s: "ms [task-clock, With Patch] 898 (-11% vs Baseline)"},
+			{s: "synchronize_rcu ms [1, Mean] 10.088", author: "Joel Fernandes", line: 23},
+			{s: "synchronize_rcu ms [Mean latency] 6.04 (-38% vs 9.75 ms)", line: 49},
+			{s: "synchronize_rcu ms [task-clock, With Patch] 898 (-11% vs Baseline)"},
 			{s: "s [real] 24.221", author: "Uladzislau Rezki"},
 			{s: "us [median, 3] 15,765", platform: "x86_64"},
 		}},

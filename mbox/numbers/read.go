@@ -186,6 +186,7 @@ type context struct {
 	text     string
 	b        strings.Builder
 	tool     string
+	bench    string // what the writer says was run ("synchronize_rcu")
 	platform string
 	last     tableMetric
 }
@@ -230,6 +231,9 @@ func readMessage(m *mbox.Message) []Number {
 		c.text = c.b.String()
 		c.tool = toolIn(c.text)
 		c.platform = platformIn(c.text)
+		if m := benchRE.FindStringSubmatch(c.text); m != nil {
+			c.bench = m[1] + m[2]
+		}
 	}
 	r := &reader{msg: m}
 	for i, p := range paras {
@@ -245,6 +249,9 @@ func readMessage(m *mbox.Message) []Number {
 }
 
 var (
+	// benchRE is a function the writer says was measured: "I benchmarked
+	// 100 synchronize_rcu() calls", "synchronize_rcu() latency".
+	benchRE    = regexp.MustCompile(`\b([a-z_][a-z0-9_]*)\(\)\s+(?:calls|latency|loop)|(?i:benchmark(?:ed)?|measured)\s+(?:\d+\s+)?([a-z_][a-z0-9_]*)\(\)`)
 	toolRE     = regexp.MustCompile(`(?i)\b(stress-ng|perf bench)\b`)
 	cpuRE      = regexp.MustCompile(`\b(POWER\d+|Power\d+|EPYC \w+|Ampere(?: Altra(?: Max)?)?|Xeon(?: [\w-]+)?|Graviton\d?|Neoverse[- ]\w+)`)
 	archRE     = regexp.MustCompile(`\b(ppc64le|ppc64|x86_64|aarch64|arm64|riscv64|s390x|ppc32)\b`)

@@ -223,6 +223,11 @@ func (r *reader) paragraph(p paragraph, prev *paragraph, c *context) {
 	t.caption = strings.Join(caption, " ")
 	tm := tableMetric{tool: toolIn(t.caption)}
 	tm.metric, tm.unit, tm.bench = metricOf(t.caption)
+	if tm.bench == "" {
+		if m := benchRE.FindStringSubmatch(t.caption); m != nil {
+			tm.bench = m[1] + m[2]
+		}
+	}
 	if tm.tool == "" {
 		tm.tool = c.tool
 	}
@@ -248,6 +253,9 @@ func (r *reader) paragraph(p paragraph, prev *paragraph, c *context) {
 		}
 	}
 	t.platform = platformOf(t.caption, c.text)
+	if tm.bench == "" && !headerMetric {
+		tm.bench = c.bench
+	}
 	t.metric = tm
 	r.table++
 	rows := ls[first:]
@@ -547,7 +555,7 @@ func (r *reader) figures(p paragraph, c *context) {
 				i++
 			}
 		}
-		base := Number{Tool: c.tool, Platform: c.platform, MessageID: r.msg.PublicID(), Author: p.voice.author,
+		base := Number{Benchmark: c.bench, Tool: c.tool, Platform: c.platform, MessageID: r.msg.PublicID(), Author: p.voice.author,
 			Quoted: p.voice.depth > 0, Line: l.no, Text: text}
 		if pl := platformIn(text); pl != "" {
 			base.Platform = pl
@@ -564,7 +572,11 @@ func (r *reader) figures(p paragraph, c *context) {
 				nb.Table = r.table
 				nb.Label = strings.TrimSpace(m[1])
 				nb.Unit = a.unit
-				nb.Metric, _, nb.Benchmark = metricOf(text)
+				var bench string
+				nb.Metric, _, bench = metricOf(text)
+				if bench != "" {
+					nb.Benchmark = bench
+				}
 				bv := b.v
 				nb.Value = &bv
 				nb.Baseline = strings.TrimSpace(m[2])
