@@ -2,8 +2,17 @@
 // benchmarks inside them through the guest agent, stores every sample with
 // its environment, compares variants with statistics and renders reports.
 //
-// Sub-packages: agent (the guest /init program), initramfs (newc cpio
-// writer), qemu and ssh (targets), store (SQLite), stats, report.
+// The one boot path: Run boots a list of PlannedBoot (Interleave plans
+// them for `patcheval run`; the pipeline runner plans them from a
+// pipeline) on a Target that evaluate/target.New makes, and hands each
+// boot to a Recorder (evaluate/store's BootRecorder) before the next
+// starts, skipping the boots it has already finished.
+//
+// Sub-packages: target (New: the one target constructor), qemu and ssh
+// (the targets), agent (the guest /init program), guest (its plan and
+// output), initramfs (newc cpio writer), userland (the guest's tools),
+// store (SQLite), stats, report (rendering), mail and reporters
+// (delivery).
 package evaluate
 
 import "time"

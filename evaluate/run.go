@@ -125,15 +125,9 @@ func Classify(variant string, console []byte, out *guest.Output, exitErr error, 
 	return be
 }
 
-// RunVariant is one variant of a run: a kernel and its run-time knobs.
-type RunVariant struct {
-	Kernel Kernel // Kernel.Variant names it; Kernel.Cmdline is its extra command line
-	// Preempt is written to /sys/kernel/debug/sched/preempt in the guest.
-	Preempt string
-}
-
-// BootKey names one boot of a run: the resume unit (store.RunKey is the
-// same type).
+// BootKey names one boot of a run: the variant and the boot's index. It is
+// the resume unit, one type for Run, the pipeline runner, the service's
+// jobs and the store.
 type BootKey struct {
 	Variant string `json:"variant"`
 	Boot    int    `json:"boot"`
@@ -141,15 +135,71 @@ type BootKey struct {
 
 func (k BootKey) String() string { return fmt.Sprintf("%s#%d", k.Variant, k.Boot) }
 
-// RunPlan is N boots x M iterations per variant.
-type RunPlan struct {
-	Variants []RunVariant
-	// Plan is the agent plan of every boot: benchmarks and iterations
-	// (M). Its Preempt is overridden by the variant's.
-	Plan  guest.Plan
-	Boots int // N, default 1
-	// Done holds boots already finished (from the store): Run skips them.
-	Done map[BootKey]bool
+// PlannedBoot is one boot to do: which kernel, and the plan its agent runs.
+// `patcheval run` plans them with Interleave, the pipeline runner from
+// the stored pipeline and its built kernels.
+type PlannedBoot struct {
+	Key    BootKey
+	Kernel Kernel // Kernel.Cmdline is the boot's extra command line
+	Plan   guest.Plan
+}
+
+// RunVariant is one variant of a run: a kernel and its run-time knobs.
+type RunVariant struct {
+	Kernel Kernel // Kernel.Variant names it; Kernel.Cmdline is its extra command line
+	// Preempt is written to /sys/kernel/debug/sched/preempt in the guest.
+	Preempt string
+}
+
+// Interleave plans boots boots (N, at least 1) of every variant, each
+// running plan (M iterations of its benchmarks; a variant's Preempt
+// replaces plan's), interleaved A B A B ... so that drift of the host
+// spreads evenly over the variants.
+func Interleave(variants []RunVariant, plan guest.Plan, boots int) ([]PlannedBoot, error) {
+	if len(variants) == 0 {
+		return nil, fail.Inputf("run: no kernel variants")
+	}
+	seen := map[string]bool{}
+	for _, v := range variants {
+		if v.Kernel.Variant == "" {
+			return nil, fail.Inputf("run: kernel %s has no variant name", v.Kernel.Image)
+		}
+		if seen[v.Kernel.Variant] {
+			return nil, fail.Inputf("run: variant %q given twice", v.Kernel.Variant)
+		}
+		seen[v.Kernel.Variant] = true
+	}
+	var out []PlannedBoot
+	for b := 0; b < max(boots, 1); b++ {
+		for _, v := range variants {
+			p := plan
+			if v.Preempt != "" {
+				p.Preempt = v.Preempt
+			}
+			out = append(out, PlannedBoot{Key: BootKey{Variant: v.Kernel.Variant, Boot: b}, Kernel: v.Kernel, Plan: p})
+		}
+	}
+	return out, nil
+}
+
+// Recorder keeps the boots of one run: evaluate/store's BootRecorder, used
+// by `patcheval run` and the pipeline runner alike.
+type Recorder interface {
+	// Done is the boots already finished: Run skips them.
+	Done(ctx context.Context) (map[BootKey]bool, error)
+	// Begin notes that boot key starts and returns the run's id.
+	Begin(ctx context.Context, key BootKey) (int64, error)
+	// Finish records how run id ended, with its samples.
+	Finish(ctx context.Context, id int64, rec BootRecord) error
+}
+
+// RunOptions are how Run goes.
+type RunOptions struct {
+	// Recorder, when set, keeps every boot before the next starts; the
+	// boots it has finished are skipped (a resume).
+	Recorder Recorder
+	// Each is called after every boot (once it is recorded).
+	Each func(BootRecord)
 	// KeepGoing continues with the other boots after a failed boot.
 	KeepGoing bool
 }
@@ -165,68 +215,61 @@ type BootRecord struct {
 	Err     error
 }
 
-// Run boots every variant Boots times, interleaved (A B A B ...) so that
-// drift of the host spreads evenly, and calls each after every boot, so
-// that the caller can commit the boot's samples before the next starts.
-// An error from each stops the run. Boots in rp.Done are skipped.
-func Run(ctx context.Context, t Target, rp RunPlan, each func(BootRecord) error) error {
-	if len(rp.Variants) == 0 {
-		return fail.Inputf("run: no kernel variants")
-	}
-	seen := map[string]bool{}
-	for _, v := range rp.Variants {
-		if v.Kernel.Variant == "" {
-			return fail.Inputf("run: kernel %s has no variant name", v.Kernel.Image)
+// Run boots the planned boots on t in their order, recording each (o.Recorder)
+// before the next starts, so that an interrupted run loses nothing and
+// resumes where it stopped. A failed boot stops the run unless
+// o.KeepGoing; then the errors of every failed boot are joined. An error of
+// the recorder always stops it.
+func Run(ctx context.Context, t Target, boots []PlannedBoot, o RunOptions) error {
+	var done map[BootKey]bool
+	if o.Recorder != nil {
+		var err error
+		if done, err = o.Recorder.Done(ctx); err != nil {
+			return err
 		}
-		if seen[v.Kernel.Variant] {
-			return fail.Inputf("run: variant %q given twice", v.Kernel.Variant)
-		}
-		seen[v.Kernel.Variant] = true
-	}
-	boots := rp.Boots
-	if boots <= 0 {
-		boots = 1
 	}
 	var errs []error
-	for b := 0; b < boots; b++ {
-		for _, v := range rp.Variants {
-			key := BootKey{Variant: v.Kernel.Variant, Boot: b}
-			if rp.Done[key] {
-				continue
+	for _, pb := range boots {
+		if done[pb.Key] {
+			continue
+		}
+		if err := ctx.Err(); err != nil {
+			return fail.Infra(err)
+		}
+		var id int64
+		if o.Recorder != nil {
+			var err error
+			if id, err = o.Recorder.Begin(ctx, pb.Key); err != nil {
+				return err
 			}
-			if err := ctx.Err(); err != nil {
-				return fail.Infra(err)
+		}
+		rec := Boot(ctx, t, pb)
+		if o.Recorder != nil {
+			if err := o.Recorder.Finish(ctx, id, rec); err != nil {
+				return err
 			}
-			rec := Boot(ctx, t, key, v, rp.Plan)
-			err := rec.Err
-			if each != nil {
-				if cerr := each(rec); cerr != nil {
-					return cerr
-				}
+		}
+		if o.Each != nil {
+			o.Each(rec)
+		}
+		if rec.Err != nil {
+			if ctx.Err() != nil || !o.KeepGoing {
+				return rec.Err
 			}
-			if err != nil {
-				if ctx.Err() != nil || !rp.KeepGoing {
-					return err
-				}
-				errs = append(errs, err)
-			}
+			errs = append(errs, rec.Err)
 		}
 	}
 	return errors.Join(errs...)
 }
 
-// Boot runs one planned boot (boot key.Boot of variant v, the agent
-// running plan with v's Preempt) on t: the one way patcheval boots, for
-// Run and for the pipeline runner's Boot stage. The record's Err is the
-// boot's failure; its samples are the agent's results.
-func Boot(ctx context.Context, t Target, key BootKey, v RunVariant, plan guest.Plan) BootRecord {
-	if v.Preempt != "" {
-		plan.Preempt = v.Preempt
-	}
-	res, err := t.Boot(ctx, v.Kernel, plan)
-	rec := BootRecord{Key: key, Kernel: v.Kernel, Target: t.Name(), Result: res, Err: err}
+// Boot boots planned boot pb on t: the one way patcheval boots, for Run
+// and for the pipeline runner's Boot stage. The record's Err is the boot's
+// failure; its samples are the agent's results.
+func Boot(ctx context.Context, t Target, pb PlannedBoot) BootRecord {
+	res, err := t.Boot(ctx, pb.Kernel, pb.Plan)
+	rec := BootRecord{Key: pb.Key, Kernel: pb.Kernel, Target: t.Name(), Result: res, Err: err}
 	if res != nil && res.Output != nil {
-		rec.Samples, rec.Skipped = Samples(v.Kernel.Variant, key.Boot, res)
+		rec.Samples, rec.Skipped = Samples(pb.Kernel.Variant, pb.Key.Boot, res)
 	}
 	return rec
 }

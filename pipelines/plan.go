@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"strings"
 
+	"github.com/patcheval/patcheval/evaluate"
 	"github.com/patcheval/patcheval/evaluate/guest"
 )
 
@@ -69,16 +70,17 @@ func (p *Pipeline) buildKey(arch string, v *Variant) string {
 	return arch + "-" + hex.EncodeToString(h[:6])
 }
 
-// RunPlan is one boot: variant Variant's kernel (build BuildKey) booted for
-// the Boot-th time, running Plan.
-type RunPlan struct {
-	// Variant is the name samples and the store use: the variant's name,
-	// or "name/arch" when the pipeline has more than one arch.
-	Variant string `json:"variant"`
+// BootPlan is one boot as the pipeline plans it: variant Variant's kernel
+// (build BuildKey) booted for the Boot-th time on Target, running Plan.
+// Once the kernel is built the runner makes it an evaluate.PlannedBoot.
+type BootPlan struct {
+	// BootKey names the boot; its Variant is the name samples and the
+	// store use: the variant's name, or "name/arch" when the pipeline has
+	// more than one arch.
+	evaluate.BootKey
 	// Name is the variant's name in the pipeline.
 	Name     string `json:"name"`
 	Arch     string `json:"arch"`
-	Boot     int    `json:"boot"`
 	BuildKey string `json:"build_key"`
 	// Cmdline is the target's and the variant's command line additions.
 	Cmdline       string     `json:"cmdline,omitempty"`
@@ -90,14 +92,14 @@ type RunPlan struct {
 // Runs returns every boot in execution order: boots interleaved across
 // variants (A B C A B C ...) so that drift spreads evenly, arch by arch.
 // A resuming runner skips the (Variant, Boot) pairs already finished.
-func (p *Pipeline) Runs() []RunPlan { return p.runs(0, p.Repeats.Boots) }
+func (p *Pipeline) Runs() []BootPlan { return p.runs(0, p.Repeats.Boots) }
 
 // RunsBetween plans boots [from, to) of every variant, interleaved (an
 // adaptive round is RunsBetween(n, n+1)).
-func (p *Pipeline) RunsBetween(from, to int) []RunPlan { return p.runs(from, to) }
+func (p *Pipeline) RunsBetween(from, to int) []BootPlan { return p.runs(from, to) }
 
 // runs plans boots [from, to) of every variant, interleaved.
-func (p *Pipeline) runs(from, to int) []RunPlan {
+func (p *Pipeline) runs(from, to int) []BootPlan {
 	builds := map[string]string{} // arch/variant -> build key
 	for _, b := range p.Builds() {
 		for _, v := range b.Variants {
@@ -108,7 +110,7 @@ func (p *Pipeline) runs(from, to int) []RunPlan {
 	for _, b := range p.Benchmarks {
 		benches = append(benches, b.Guest())
 	}
-	var out []RunPlan
+	var out []BootPlan
 	for _, arch := range p.Arches {
 		for boot := from; boot < to; boot++ {
 			for _, v := range p.Variants {
@@ -124,7 +126,7 @@ func (p *Pipeline) runs(from, to int) []RunPlan {
 					Sysctls:    v.Sysctls,
 					CPUs:       v.CPUs,
 				}
-				out = append(out, RunPlan{Variant: label, Name: v.Name, Arch: arch, Boot: boot, BuildKey: builds[arch+"/"+v.Name],
+				out = append(out, BootPlan{BootKey: evaluate.BootKey{Variant: label, Boot: boot}, Name: v.Name, Arch: arch, BuildKey: builds[arch+"/"+v.Name],
 					Cmdline: cmd, Plan: plan, Deterministic: p.Deterministic, Target: p.Target})
 			}
 		}

@@ -14,7 +14,7 @@ import (
 	"github.com/patcheval/patcheval/evaluate"
 	"github.com/patcheval/patcheval/evaluate/guest"
 	"github.com/patcheval/patcheval/evaluate/qemu"
-	"github.com/patcheval/patcheval/evaluate/ssh"
+	"github.com/patcheval/patcheval/evaluate/target"
 	"github.com/patcheval/patcheval/internal/fail"
 )
 
@@ -115,7 +115,7 @@ func init() {
 			boots := fs.Int("boots", 1, "boots per variant (N)")
 			iters := fs.Int("iterations", 1, "iterations of the benchmark list per boot (M)")
 			det := fs.Bool("deterministic", false, "QEMU -icount shift=0,sleep=off: timings count instructions, not wall time")
-			target := fs.String("target", "qemu", "where to run: qemu, or ssh://user@host[:port] (the machine's running kernel)")
+			where := fs.String("target", target.QEMU, "where to run: qemu, or ssh://user@host[:port] (the machine's running kernel)")
 			asJSON := fs.Bool("json", false, "print one JSON object per boot")
 			smp := fs.Int("smp", 1, "QEMU CPUs")
 			mem := fs.Int("memory", 512, "QEMU memory in MiB")
@@ -134,7 +134,7 @@ func init() {
 				if len(args) > 0 {
 					return fail.Inputf("run: unexpected arguments %q", args)
 				}
-				if len(kernels) == 0 && strings.HasPrefix(*target, "ssh://") {
+				if len(kernels) == 0 && strings.HasPrefix(*where, "ssh://") {
 					kernels = kernelFlags{{Kernel: evaluate.Kernel{Variant: "running"}}}
 				}
 				if len(kernels) == 0 {
@@ -144,44 +144,38 @@ func init() {
 				if err != nil {
 					return fail.Input(err)
 				}
-				rp := evaluate.RunPlan{Variants: kernels, Boots: *boots, KeepGoing: *keepGoing,
-					Plan: guest.Plan{Benchmarks: bs, Iterations: *iters, Preempt: *preempt, CPUs: *cpus}}
-				var t evaluate.Target
-				switch {
-				case *target == "qemu":
-					cfg := qemu.Config{SMP: *smp, MemoryMB: *mem, Deterministic: *det, KVM: *kvm, Timeout: *timeout, Cmdline: *cmdline}
-					if *console {
-						cfg.Console = env.Stderr
-					}
-					t = qemu.New(cfg)
-				case strings.HasPrefix(*target, "ssh://"):
-					if *det {
-						return fail.Inputf("run: --deterministic needs the qemu target")
-					}
-					st, err := ssh.New(ssh.Config{URL: *target, BootHook: *hook, IdentityFile: *identity, Options: sshOpts, Timeout: *timeout})
-					if err != nil {
-						return err
-					}
-					t = st
-				default:
-					return fail.Inputf("run: --target %q: want qemu or ssh://user@host[:port]", *target)
-				}
-				rr, done, err := openRunRecorder(&rp)
+				plan := guest.Plan{Benchmarks: bs, Iterations: *iters, Preempt: *preempt, CPUs: *cpus}
+				planned, err := evaluate.Interleave(kernels, plan, *boots)
 				if err != nil {
 					return err
 				}
-				defer rr.Close()
-				if rp.Done = done; len(done) > 0 {
+				tc := target.Config{Where: *where, Deterministic: *det, Timeout: *timeout,
+					SMP: *smp, MemoryMiB: *mem, KVM: *kvm, Cmdline: *cmdline,
+					BootHook: *hook, IdentityFile: *identity, SSHOptions: sshOpts}
+				if *console {
+					tc.Console = env.Stderr
+				}
+				t, err := target.New(tc)
+				if err != nil {
+					return err
+				}
+				st, rec, err := runEvaluation(kernels, plan, *boots)
+				if err != nil {
+					return err
+				}
+				defer st.Close()
+				if done, err := rec.Done(ctx); err != nil {
+					return err
+				} else if len(done) > 0 {
 					fmt.Fprintf(env.Stderr, "resuming evaluation: %d boot(s) already finished (patcheval runs)\n", len(done))
 				}
 				var printed []error
-				err = evaluate.Run(ctx, t, rp, func(rec evaluate.BootRecord) error {
+				err = evaluate.Run(ctx, t, planned, evaluate.RunOptions{Recorder: rec, KeepGoing: *keepGoing, Each: func(rec evaluate.BootRecord) {
 					printBoot(env.Stdout, env.Stderr, rec, *asJSON)
 					if rec.Err != nil {
 						printed = append(printed, rec.Err)
 					}
-					return rr.record(rec)
-				})
+				}})
 				return bootsFailed(err, printed)
 			}
 		},

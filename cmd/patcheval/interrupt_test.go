@@ -21,6 +21,7 @@ import (
 	"time"
 
 	"github.com/patcheval/patcheval/build/buildtest"
+	"github.com/patcheval/patcheval/evaluate"
 	"github.com/patcheval/patcheval/evaluate/store"
 )
 
@@ -319,11 +320,11 @@ func interruptEveryStage(t *testing.T, repo string, sig syscall.Signal) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ok := map[store.RunKey]int{}
+	ok := map[evaluate.BootKey]int{}
 	samples := map[int]int{}
 	for _, r := range runs {
 		if r.Status == store.RunOK {
-			ok[store.RunKey{Variant: r.Variant, Boot: r.Boot}]++
+			ok[evaluate.BootKey{Variant: r.Variant, Boot: r.Boot}]++
 			samples[r.Samples]++
 		}
 	}

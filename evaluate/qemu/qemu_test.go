@@ -5,6 +5,7 @@ import (
 	"errors"
 	"math"
 	"os"
+	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -12,6 +13,7 @@ import (
 
 	"github.com/patcheval/patcheval/evaluate"
 	"github.com/patcheval/patcheval/evaluate/guest"
+	"github.com/patcheval/patcheval/evaluate/store"
 	"github.com/patcheval/patcheval/internal/fail"
 )
 
@@ -80,23 +82,40 @@ func TestCommand(t *testing.T) {
 }
 
 // TestRunDeterministic boots the voluntary kernel three times through
-// evaluate.Run (two variants, one boot already done): order must be
-// interleaved with the done boot skipped, and in deterministic mode the
-// two boots of the same kernel agree within 1% on kill ns/op.
+// evaluate.Run with the store's recorder (two variants, one boot already
+// finished in the store): order must be interleaved with the done boot
+// skipped, every boot recorded, and in deterministic mode the two boots of
+// the same kernel agree within 1% on kill ns/op.
 func TestRunDeterministic(t *testing.T) {
 	img := kernel(t, "base-voluntary")
 	tg := target(t, Config{Deterministic: true})
 	a := evaluate.Kernel{Variant: "a", Arch: "ppc64le", Image: img, Cmdline: "selinux=0"}
 	b := evaluate.Kernel{Variant: "b", Arch: "ppc64le", Image: img}
+	st, err := store.Open(filepath.Join(t.TempDir(), store.FileName))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	ev, _, err := st.CreateOrResumeEvaluation(store.Key("TestRunDeterministic"), store.EvaluationMeta{Pipeline: "test"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rec := &store.BootRecorder{Store: st, EvalID: ev.ID}
+	runID, err := rec.Begin(context.Background(), evaluate.BootKey{Variant: "b", Boot: 0})
+	if err == nil {
+		err = rec.Finish(context.Background(), runID, evaluate.BootRecord{Key: evaluate.BootKey{Variant: "b", Boot: 0}})
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
 	var order []evaluate.BootKey
 	kill := map[evaluate.BootKey]float64{}
-	rp := evaluate.RunPlan{
-		Variants: []evaluate.RunVariant{{Kernel: a}, {Kernel: b}},
-		Boots:    2,
-		Plan:     guest.Plan{Iterations: 2, Benchmarks: []guest.Bench{{Name: "kill"}, {Name: "getppid", Ops: 50000}}},
-		Done:     map[evaluate.BootKey]bool{{Variant: "b", Boot: 0}: true},
+	boots, err := evaluate.Interleave([]evaluate.RunVariant{{Kernel: a}, {Kernel: b}},
+		guest.Plan{Iterations: 2, Benchmarks: []guest.Bench{{Name: "kill"}, {Name: "getppid", Ops: 50000}}}, 2)
+	if err != nil {
+		t.Fatal(err)
 	}
-	err := evaluate.Run(context.Background(), tg, rp, func(rec evaluate.BootRecord) error {
+	err = evaluate.Run(context.Background(), tg, boots, evaluate.RunOptions{Recorder: rec, Each: func(rec evaluate.BootRecord) {
 		order = append(order, rec.Key)
 		if rec.Err != nil {
 			t.Fatalf("%v: %v", rec.Key, rec.Err)
@@ -120,8 +139,7 @@ func TestRunDeterministic(t *testing.T) {
 			}
 		}
 		t.Logf("%v: %s boot %.1fs, first result after %.1fs, kill %.1f ns/op", rec.Key, r.Env.KernelRelease, r.Duration.Seconds(), r.FirstResult.Seconds(), kill[rec.Key])
-		return nil
-	})
+	}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -132,6 +150,11 @@ func TestRunDeterministic(t *testing.T) {
 	k0, k1 := kill[want[0]], kill[want[1]]
 	if d := math.Abs(k0-k1) / k0; d > 0.01 {
 		t.Errorf("deterministic kill ns/op differ by %.2f%%: %.1f vs %.1f", d*100, k0, k1)
+	}
+	done, err := rec.Done(context.Background())
+	samples, serr := st.Samples(ev.ID)
+	if err != nil || serr != nil || len(done) != 4 || len(samples) != 3*8 {
+		t.Errorf("the store holds %d finished boots (want 4) and %d samples (want 24): %v %v", len(done), len(samples), err, serr)
 	}
 }
 

@@ -214,11 +214,53 @@ func StatusOf(err error) RunStatus {
 	return RunFailed
 }
 
-// FinishBootTx records the end of run runID from a boot's record: its
-// status (StatusOf its error), environment, console (the BootError's when
-// the target returned none) and samples. `patcheval run` and the pipeline
-// runner record boots with it.
-func (s *Store) FinishBootTx(tx *sql.Tx, runID int64, rec evaluate.BootRecord) error {
+// BootRecorder records the boots of evaluation EvalID: evaluate.Run's
+// Recorder, the one way `patcheval run` and the pipeline runner keep their
+// boots. A boot is begun (a "running" run) before it starts and finished in
+// one transaction with its status (StatusOf its error), environment,
+// console and samples.
+type BootRecorder struct {
+	Store  *Store
+	EvalID int64
+	// Also, when set, runs inside the transaction that finishes a boot,
+	// after the run's own writes (the runner's timings and next stage).
+	Also func(ctx context.Context, tx *sql.Tx, rec evaluate.BootRecord) error
+}
+
+// Done is the evaluation's finished boots (FinishedRuns).
+func (r *BootRecorder) Done(context.Context) (map[evaluate.BootKey]bool, error) {
+	return r.Store.FinishedRuns(r.EvalID)
+}
+
+// Begin records that boot key starts now and returns its run's id.
+func (r *BootRecorder) Begin(_ context.Context, key evaluate.BootKey) (int64, error) {
+	return r.Store.BeginRun(r.EvalID, key.Variant, key.Boot)
+}
+
+// Finish records the end of run id from the boot's record, and Also, in
+// one transaction. A boot that succeeded is recorded even when ctx was
+// cancelled meanwhile (SIGINT after the work is done must not throw it
+// away); Also still gets ctx, so a cancelled queue job enqueues nothing and
+// its failing insert rolls the record back with it.
+func (r *BootRecorder) Finish(ctx context.Context, id int64, rec evaluate.BootRecord) error {
+	txCtx := ctx
+	if rec.Err == nil {
+		txCtx = context.WithoutCancel(ctx)
+	}
+	return r.Store.Tx(txCtx, func(tx *sql.Tx) error {
+		if err := r.Store.finishBootTx(tx, id, rec); err != nil {
+			return err
+		}
+		if r.Also == nil {
+			return nil
+		}
+		return r.Also(ctx, tx, rec)
+	})
+}
+
+// finishBootTx records the end of run runID from a boot's record: the
+// BootError's console when the target returned none.
+func (s *Store) finishBootTx(tx *sql.Tx, runID int64, rec evaluate.BootRecord) error {
 	var env evaluate.Environment
 	var console []byte
 	if rec.Result != nil {
@@ -229,14 +271,4 @@ func (s *Store) FinishBootTx(tx *sql.Tx, runID int64, rec evaluate.BootRecord) e
 		console = be.Console
 	}
 	return s.FinishRunTx(tx, runID, StatusOf(rec.Err), env, console, rec.Samples, rec.Err)
-}
-
-// RecordBoot records a boot that is over as a run of evaluation evalID
-// (BeginRun and FinishBootTx).
-func (s *Store) RecordBoot(evalID int64, rec evaluate.BootRecord) error {
-	id, err := s.BeginRun(evalID, rec.Key.Variant, rec.Key.Boot)
-	if err != nil {
-		return err
-	}
-	return s.Tx(context.Background(), func(tx *sql.Tx) error { return s.FinishBootTx(tx, id, rec) })
 }

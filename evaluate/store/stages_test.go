@@ -1,6 +1,7 @@
 package store
 
 import (
+	"bytes"
 	"context"
 	"database/sql"
 	"errors"
@@ -92,5 +93,88 @@ func TestSecondFinishOfABootIsSuperseded(t *testing.T) {
 	runs, _ := s.RunsOf(e.ID)
 	if len(runs) != 2 || runs[1].Status != RunInfra || runs[1].ErrorText == "" || runs[0].Env.PerfEvents != "cycles,instructions" {
 		t.Errorf("runs %+v, want the second superseded (infra)", runs)
+	}
+}
+
+// TestBootRecorder: a boot is a running run from Begin; Finish records its
+// status, the BootError's console and its samples together with Also, in
+// one transaction (an Also that fails leaves the boot unfinished, so a
+// resume does it again); Done is the finished boots.
+func TestBootRecorder(t *testing.T) {
+	s, _ := openTemp(t)
+	ctx := context.Background()
+	ev, _, err := s.CreateOrResumeEvaluation(Key("recorder"), EvaluationMeta{Pipeline: "test"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var also []evaluate.BootKey
+	rec := &BootRecorder{Store: s, EvalID: ev.ID, Also: func(_ context.Context, tx *sql.Tx, r evaluate.BootRecord) error {
+		also = append(also, r.Key)
+		if r.Key.Variant == "broken-also" {
+			return fail.Infraf("queue down")
+		}
+		return s.AddTimingTx(tx, ev.ID, "boot", 1, r.Key.String())
+	}}
+	panicked := evaluate.BootRecord{Key: evaluate.BootKey{Variant: "full", Boot: 0},
+		Err: &evaluate.BootError{Variant: "full", Phase: evaluate.PhaseKernelPanic, Kind: fail.KindFailed, Msg: "Kernel panic", Console: []byte("Linux version 6.1\nKernel panic\n")}}
+	ok := evaluate.BootRecord{Key: evaluate.BootKey{Variant: "voluntary", Boot: 0},
+		Samples: []evaluate.Sample{{Benchmark: "kill", Metric: "ns/op", Unit: "ns", Value: 900}}}
+	lost := evaluate.BootRecord{Key: evaluate.BootKey{Variant: "broken-also", Boot: 0}}
+	ids := map[evaluate.BootKey]int64{}
+	for _, r := range []evaluate.BootRecord{panicked, ok, lost} {
+		id, err := rec.Begin(ctx, r.Key)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ids[r.Key] = id
+		err = rec.Finish(ctx, id, r)
+		if want := r.Key.Variant == "broken-also"; (err != nil) != want {
+			t.Errorf("%v: Finish: %v", r.Key, err)
+		}
+	}
+	done, err := rec.Done(ctx)
+	if err != nil || len(done) != 2 || !done[panicked.Key] || !done[ok.Key] {
+		t.Errorf("done %v %v, want the panicked and the ok boot", done, err)
+	}
+	runs, err := s.RunsOf(ev.ID)
+	if err != nil || len(runs) != 3 {
+		t.Fatalf("runs %+v %v", runs, err)
+	}
+	status := map[string]RunStatus{}
+	for _, r := range runs {
+		status[r.Variant] = r.Status
+	}
+	if status["full"] != RunFailed || status["voluntary"] != RunOK || status["broken-also"] != RunRunning {
+		t.Errorf("statuses %v: want full failed, voluntary ok, broken-also still running (its Also failed)", status)
+	}
+	if c, err := s.Console(ids[panicked.Key]); err != nil || !bytes.Equal(c, panicked.Err.(*evaluate.BootError).Console) {
+		t.Errorf("console of the panicked boot %q %v, want the BootError's", c, err)
+	}
+	tm, err := s.Timings(ev.ID)
+	if err != nil || len(also) != 3 || tm["boot"].Duration != 2 {
+		t.Errorf("Also ran for %v, timings %v %v: want 3 calls and the 2 committed ones' time", also, tm, err)
+	}
+	if samples, err := s.Samples(ev.ID); err != nil || len(samples) != 1 || samples[0].Variant != "voluntary" {
+		t.Errorf("samples %+v %v", samples, err)
+	}
+
+	// SIGINT (a cancelled context) after a boot succeeded keeps it; a boot
+	// that failed because of the interrupt is left for the resume.
+	cancelled, cancel := context.WithCancel(ctx)
+	cancel()
+	rec.Also = nil
+	for _, r := range []evaluate.BootRecord{{Key: evaluate.BootKey{Variant: "voluntary", Boot: 1}},
+		{Key: evaluate.BootKey{Variant: "voluntary", Boot: 2}, Err: fail.Infra(context.Canceled)}} {
+		id, err := rec.Begin(ctx, r.Key)
+		if err != nil {
+			t.Fatal(err)
+		}
+		err = rec.Finish(cancelled, id, r)
+		if (err == nil) != (r.Err == nil) {
+			t.Errorf("%v (boot error %v): Finish under a cancelled context: %v", r.Key, r.Err, err)
+		}
+	}
+	if done, _ := rec.Done(ctx); !done[evaluate.BootKey{Variant: "voluntary", Boot: 1}] || len(done) != 3 {
+		t.Errorf("after the interrupt: done %v, want the boot that succeeded kept", done)
 	}
 }

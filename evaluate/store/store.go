@@ -134,10 +134,6 @@ type Build struct {
 	Created      time.Time       `json:"created"`
 }
 
-// RunKey names a run within an evaluation: the boot's key, one type for
-// evaluate.Run, the pipeline runner and the store.
-type RunKey = evaluate.BootKey
-
 // Run is one stored run (one boot of one Variant).
 type Run struct {
 	ID           int64                `json:"id"`
@@ -695,15 +691,15 @@ func encodeConsole(c []byte) ([]byte, string, error) {
 // FinishedRuns is the resume set: the (variant, boot) pairs of evaluation
 // evalID with a finished run (status ok or failed). Runs left "running" by
 // a crash and runs that failed for infrastructure reasons are absent.
-func (s *Store) FinishedRuns(evalID int64) (map[RunKey]bool, error) {
+func (s *Store) FinishedRuns(evalID int64) (map[evaluate.BootKey]bool, error) {
 	rows, err := s.db.Query(`SELECT DISTINCT variant, boot FROM runs WHERE evaluation_id = ? AND status IN ('ok', 'failed')`, evalID)
 	if err != nil {
 		return nil, fail.Infraf("store: %s: finished runs of evaluation %d: %w", s.path, evalID, err)
 	}
 	defer rows.Close()
-	out := map[RunKey]bool{}
+	out := map[evaluate.BootKey]bool{}
 	for rows.Next() {
-		var k RunKey
+		var k evaluate.BootKey
 		if err := rows.Scan(&k.Variant, &k.Boot); err != nil {
 			return nil, fail.Infraf("store: %s: %w", s.path, err)
 		}

@@ -201,7 +201,7 @@ func TestRoundTrip(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := map[RunKey]bool{{Variant: "voluntary", Boot: 0}: true, {Variant: "full", Boot: 0}: true}
+	want := map[evaluate.BootKey]bool{{Variant: "voluntary", Boot: 0}: true, {Variant: "full", Boot: 0}: true}
 	if fmt.Sprint(fin) != fmt.Sprint(want) {
 		t.Fatalf("FinishedRuns = %v, want %v", fin, want)
 	}
@@ -320,7 +320,7 @@ func crashChild(mode, path string) int {
 
 // runCrashChild starts the child and SIGKILLs it once stop says so;
 // it returns the runs the child reported finished and begun.
-func runCrashChild(t *testing.T, mode, path string, stop func(line string, finished int) bool) (finished, begun map[RunKey]int64) {
+func runCrashChild(t *testing.T, mode, path string, stop func(line string, finished int) bool) (finished, begun map[evaluate.BootKey]int64) {
 	t.Helper()
 	cmd := exec.Command(os.Args[0], "-test.run=^$")
 	cmd.Env = append(os.Environ(), crashEnv+"="+mode, crashEnv+"_DB="+path)
@@ -333,7 +333,7 @@ func runCrashChild(t *testing.T, mode, path string, stop func(line string, finis
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	finished, begun = map[RunKey]int64{}, map[RunKey]int64{}
+	finished, begun = map[evaluate.BootKey]int64{}, map[evaluate.BootKey]int64{}
 	sc := bufio.NewScanner(stdout)
 	killed := false
 	for sc.Scan() {
@@ -343,7 +343,7 @@ func runCrashChild(t *testing.T, mode, path string, stop func(line string, finis
 		}
 		id, _ := strconv.ParseInt(f[1], 10, 64)
 		boot, _ := strconv.Atoi(f[3])
-		k := RunKey{Variant: f[2], Boot: boot}
+		k := evaluate.BootKey{Variant: f[2], Boot: boot}
 		if f[0] == "finished" {
 			finished[k] = id
 		} else {
@@ -371,7 +371,7 @@ func runCrashChild(t *testing.T, mode, path string, stop func(line string, finis
 // checkAfterCrash reopens the database and checks that every run the child
 // reported finished is there with all its samples, and that no run is
 // finished without all of them.
-func checkAfterCrash(t *testing.T, path string, finished map[RunKey]int64) (*Store, *Evaluation, map[RunKey]bool) {
+func checkAfterCrash(t *testing.T, path string, finished map[evaluate.BootKey]int64) (*Store, *Evaluation, map[evaluate.BootKey]bool) {
 	t.Helper()
 	s, err := Open(path)
 	if err != nil {
@@ -399,9 +399,9 @@ func checkAfterCrash(t *testing.T, path string, finished map[RunKey]int64) (*Sto
 	if err != nil {
 		t.Fatal(err)
 	}
-	perKey := map[RunKey]int{}
+	perKey := map[evaluate.BootKey]int{}
 	for _, r := range runs {
-		k := RunKey{Variant: r.Variant, Boot: r.Boot}
+		k := evaluate.BootKey{Variant: r.Variant, Boot: r.Boot}
 		switch r.Status {
 		case RunOK:
 			if r.Samples != samplesFor(r.Boot) {
@@ -457,7 +457,7 @@ func TestCrashSafetySIGKILL(t *testing.T) {
 			return strings.HasPrefix(line, "begun") && strings.HasSuffix(line, " full 3")
 		})
 		s, e, fin := checkAfterCrash(t, path, finished)
-		half := RunKey{Variant: "full", Boot: 3}
+		half := evaluate.BootKey{Variant: "full", Boot: 3}
 		if fin[half] {
 			t.Fatal("the half-started run full#3 is in the resume set")
 		}

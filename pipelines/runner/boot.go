@@ -4,29 +4,24 @@ import (
 	"context"
 	"database/sql"
 	"fmt"
-	"path/filepath"
 	"strings"
 	"time"
 
 	"github.com/patcheval/patcheval/evaluate"
-	"github.com/patcheval/patcheval/evaluate/qemu"
-	"github.com/patcheval/patcheval/evaluate/ssh"
 	"github.com/patcheval/patcheval/evaluate/stats"
 	"github.com/patcheval/patcheval/evaluate/store"
+	"github.com/patcheval/patcheval/evaluate/target"
 	"github.com/patcheval/patcheval/evaluate/userland"
 	"github.com/patcheval/patcheval/internal/fail"
 	"github.com/patcheval/patcheval/pipelines"
 )
 
-// PlannedBoot names one boot of an evaluation: the variant (its name, or
-// "name/arch" with several arches) and the boot's index. Everything else
-// (kernel, plan, target) comes from the stored pipeline.
-type PlannedBoot = evaluate.BootKey
-
 // Boots returns evaluation id's planned boots in interleaving order (A B C
 // A B C ...): repeats.boots, or the boots the evaluation was submitted
-// with. Boot skips the finished ones.
-func Boots(ctx context.Context, env Env, id int64) ([]PlannedBoot, error) {
+// with. Each names the variant (its name, or "name/arch" with several
+// arches) and the boot's index; everything else (kernel, plan, target)
+// comes from the stored pipeline. Boot skips the finished ones.
+func Boots(ctx context.Context, env Env, id int64) ([]evaluate.BootKey, error) {
 	ev, err := load(env, id)
 	if err != nil {
 		return nil, err
@@ -34,10 +29,10 @@ func Boots(ctx context.Context, env Env, id int64) ([]PlannedBoot, error) {
 	return keys(ev.p.RunsBetween(0, plannedBoots(ev))), nil
 }
 
-func keys(runs []pipelines.RunPlan) []PlannedBoot {
-	out := make([]PlannedBoot, len(runs))
-	for i, rp := range runs {
-		out[i] = PlannedBoot{Variant: rp.Variant, Boot: rp.Boot}
+func keys(runs []pipelines.BootPlan) []evaluate.BootKey {
+	out := make([]evaluate.BootKey, len(runs))
+	for i, bp := range runs {
+		out[i] = bp.BootKey
 	}
 	return out
 }
@@ -52,129 +47,124 @@ func plannedBoots(ev *evaluation) int {
 }
 
 // Boot boots planned boot b of evaluation id and records it with its
-// samples. A finished boot is never redone. A boot that failed for
+// samples (evaluate.Run with the store's BootRecorder, like `patcheval
+// run`). A finished boot is never redone. A boot that failed for
 // infrastructure reasons is recorded (a resume tries it again) and is no
 // error; a kernel that panics or whose agent fails is the thing under test
 // failing: the error stops the evaluation.
-func Boot(ctx context.Context, env Env, id int64, b PlannedBoot) (err error) {
+func Boot(ctx context.Context, env Env, id int64, b evaluate.BootKey) (err error) {
 	defer failed(ctx, env, id, &err)
 	if err := ctx.Err(); err != nil {
 		return fail.Infra(err)
 	}
-	done, err := env.Store.FinishedRuns(id)
-	if err != nil || done[store.RunKey{Variant: b.Variant, Boot: b.Boot}] {
+	rec := &store.BootRecorder{Store: env.Store, EvalID: id}
+	done, err := rec.Done(ctx)
+	if err != nil || done[b] {
 		return err
 	}
 	ev, err := load(env, id)
 	if err != nil {
 		return err
 	}
-	rp, v, err := plannedKernel(env, ev, b)
+	bp, pb, err := plannedKernel(env, ev, b)
 	if err != nil {
 		return err
 	}
-	land, landTime, err := userlandFor(ctx, env, ev.p, rp.Arch)
+	land, landTime, err := userlandFor(ctx, env, ev.p, bp.Arch)
 	if err != nil {
 		return err
 	}
-	tgt, err := newTarget(rp, env.CacheDir, land)
+	tgt, err := target.New(targetConfig(bp, env.CacheDir, land))
 	if err != nil {
 		return err
 	}
 	pr := env.progress()
-	pr.Status("boot %s #%d on %s", rp.Variant, rp.Boot+1, tgt.Name())
-	runID, err := env.Store.BeginRun(id, rp.Variant, rp.Boot)
-	if err != nil {
-		return err
+	pr.Status("boot %s #%d on %s", bp.Variant, bp.Boot+1, tgt.Name())
+	rec.Also = func(ctx context.Context, tx *sql.Tx, r evaluate.BootRecord) error {
+		return recordBoot(ctx, env, ev, tx, r, landTime)
 	}
-	rec := evaluate.Boot(ctx, tgt, b, v, rp.Plan)
-	if err := recordBoot(ctx, env, ev, runID, rec, landTime); err != nil {
-		return err
+	var booted *evaluate.BootRecord
+	err = evaluate.Run(ctx, tgt, []evaluate.PlannedBoot{pb}, evaluate.RunOptions{Recorder: rec,
+		Each: func(r evaluate.BootRecord) { booted = &r }})
+	if booted == nil {
+		return err // not booted, or not recorded
 	}
-	if rec.Err == nil {
-		pr.Printf("boot %s #%d: %s", rp.Variant, rp.Boot+1, sampleLine(rec.Samples))
+	if booted.Err == nil {
+		pr.Printf("boot %s #%d: %s", bp.Variant, bp.Boot+1, sampleLine(booted.Samples))
 		return nil
 	}
 	if ctx.Err() != nil {
 		return fail.Infra(ctx.Err())
 	}
-	pr.Printf("boot %s #%d failed: %v", rp.Variant, rp.Boot+1, firstLine(rec.Err.Error()))
-	if store.StatusOf(rec.Err) == store.RunFailed {
-		return rec.Err
+	pr.Printf("boot %s #%d failed: %v", bp.Variant, bp.Boot+1, firstLine(booted.Err.Error()))
+	if store.StatusOf(booted.Err) == store.RunFailed {
+		return booted.Err
 	}
 	return nil
 }
 
-// plannedKernel is planned boot b of ev: its plan and its built kernel.
-func plannedKernel(env Env, ev *evaluation, b PlannedBoot) (pipelines.RunPlan, evaluate.RunVariant, error) {
-	rp, ok := planOf(ev.p, b)
+// plannedKernel is planned boot b of ev: the pipeline's plan of it, and
+// the boot of its built kernel.
+func plannedKernel(env Env, ev *evaluation, b evaluate.BootKey) (pipelines.BootPlan, evaluate.PlannedBoot, error) {
+	bp, ok := planOf(ev.p, b)
 	if !ok {
-		return rp, evaluate.RunVariant{}, fail.Inputf("evaluation %d: pipeline %s plans no boot %d of %q", ev.id, ev.p.Name, b.Boot, b.Variant)
+		return bp, evaluate.PlannedBoot{}, fail.Inputf("evaluation %d: pipeline %s plans no boot %d of %q", ev.id, ev.p.Name, b.Boot, b.Variant)
 	}
-	spec, _ := specByKey(ev.p, rp.BuildKey)
+	spec, _ := specByKey(ev.p, bp.BuildKey)
 	art, err := builtArtifact(env, ev.id, spec)
 	if err == nil && art == nil {
-		err = fail.Inputf("evaluation %d: boot %s #%d: kernel %s is not built (run the build stage first)", ev.id, rp.Variant, rp.Boot+1, rp.BuildKey)
+		err = fail.Inputf("evaluation %d: boot %s #%d: kernel %s is not built (run the build stage first)", ev.id, bp.Variant, bp.Boot+1, bp.BuildKey)
 	}
 	if err != nil {
-		return rp, evaluate.RunVariant{}, err
+		return bp, evaluate.PlannedBoot{}, err
 	}
-	k := evaluate.Kernel{Variant: rp.Variant, Arch: rp.Arch, Image: art.Image, SystemMap: art.SystemMap,
-		Config: art.Config, ConfigHash: art.ConfigHash(), Commit: art.Meta.Git.Commit, Cmdline: rp.Cmdline}
-	return rp, evaluate.RunVariant{Kernel: k}, nil
+	k := evaluate.Kernel{Variant: bp.Variant, Arch: bp.Arch, Image: art.Image, SystemMap: art.SystemMap,
+		Config: art.Config, ConfigHash: art.ConfigHash(), Commit: art.Meta.Git.Commit, Cmdline: bp.Cmdline}
+	return bp, evaluate.PlannedBoot{Key: bp.BootKey, Kernel: k, Plan: bp.Plan}, nil
 }
 
-// recordBoot records run runID's end and the time it took, and (unless the
-// kernel under test failed, which stops the evaluation) env.Record, in one
-// transaction.
-func recordBoot(ctx context.Context, env Env, ev *evaluation, runID int64, rec evaluate.BootRecord, landTime time.Duration) error {
-	rctx := ctx
-	if rec.Err == nil {
-		rctx = keep(ctx)
-	}
-	return env.Store.Tx(rctx, func(tx *sql.Tx) error {
-		if err := env.Store.FinishBootTx(tx, runID, rec); err != nil {
+// recordBoot records, in the transaction that finishes a boot, the time it
+// took (and building the userland) and, unless the kernel under test
+// failed, which stops the evaluation, env.Record.
+func recordBoot(ctx context.Context, env Env, ev *evaluation, tx *sql.Tx, rec evaluate.BootRecord, landTime time.Duration) error {
+	if landTime > 0 {
+		if err := env.Store.AddTimingTx(tx, ev.id, "userland", landTime, strings.Join(ev.p.Tools(), ", ")); err != nil {
 			return err
 		}
-		if landTime > 0 {
-			if err := env.Store.AddTimingTx(tx, ev.id, "userland", landTime, strings.Join(ev.p.Tools(), ", ")); err != nil {
-				return err
-			}
+	}
+	if res := rec.Result; res != nil {
+		if err := env.Store.AddTimingTx(tx, ev.id, "boot", res.FirstResult, ""); err != nil {
+			return err
 		}
-		if res := rec.Result; res != nil {
-			if err := env.Store.AddTimingTx(tx, ev.id, "boot", res.FirstResult, ""); err != nil {
-				return err
-			}
-			if err := env.Store.AddTimingTx(tx, ev.id, "benchmark", res.Duration-res.FirstResult, ""); err != nil {
-				return err
-			}
+		if err := env.Store.AddTimingTx(tx, ev.id, "benchmark", res.Duration-res.FirstResult, ""); err != nil {
+			return err
 		}
-		if store.StatusOf(rec.Err) == store.RunFailed {
-			return nil // the evaluation stops: no next stage
-		}
-		return record(ctx, env, tx)
-	})
+	}
+	if store.StatusOf(rec.Err) == store.RunFailed {
+		return nil // the evaluation stops: no next stage
+	}
+	return record(ctx, env, tx)
 }
 
 // planOf finds planned boot b in p (also an adaptive boot beyond
 // repeats.boots).
-func planOf(p *pipelines.Pipeline, b PlannedBoot) (pipelines.RunPlan, bool) {
+func planOf(p *pipelines.Pipeline, b evaluate.BootKey) (pipelines.BootPlan, bool) {
 	if b.Boot < 0 || b.Boot >= max(p.Repeats.MaxBoots, p.Repeats.Boots, b.Boot+1) {
-		return pipelines.RunPlan{}, false
+		return pipelines.BootPlan{}, false
 	}
-	for _, rp := range p.RunsBetween(b.Boot, b.Boot+1) {
-		if rp.Variant == b.Variant {
-			return rp, true
+	for _, bp := range p.RunsBetween(b.Boot, b.Boot+1) {
+		if bp.BootKey == b {
+			return bp, true
 		}
 	}
-	return pipelines.RunPlan{}, false
+	return pipelines.BootPlan{}, false
 }
 
 // More is adaptive sampling (repeats.max_boots above the planned boots):
 // it looks at the samples so far and returns the next round's boots, of
 // the variants whose comparisons are not clear yet, or nothing when every
 // comparison is clear or the budget is spent.
-func More(ctx context.Context, env Env, id int64) ([]PlannedBoot, error) {
+func More(ctx context.Context, env Env, id int64) ([]evaluate.BootKey, error) {
 	ev, err := load(env, id)
 	if err != nil {
 		return nil, err
@@ -193,10 +183,10 @@ func More(ctx context.Context, env Env, id int64) ([]PlannedBoot, error) {
 		return nil, nil
 	}
 	env.progress().Printf("adaptive sampling: boot %d of at most %d for %s", round+1, a.max, strings.Join(trueKeys(need), ", "))
-	var out []PlannedBoot
-	for _, rp := range ev.p.RunsBetween(round, round+1) {
-		if need[rp.Variant] {
-			out = append(out, PlannedBoot{Variant: rp.Variant, Boot: rp.Boot})
+	var out []evaluate.BootKey
+	for _, bp := range ev.p.RunsBetween(round, round+1) {
+		if need[bp.Variant] {
+			out = append(out, bp.BootKey)
 		}
 	}
 	if env.Record != nil {
@@ -235,22 +225,14 @@ func userlandVersions(u *userland.Userland) string {
 	return strings.Join(parts, ", ")
 }
 
-func newTarget(rp pipelines.RunPlan, cacheDir string, u *userland.Userland) (evaluate.Target, error) {
-	agents := ""
-	if cacheDir != "" {
-		agents = filepath.Join(cacheDir, "agents")
+// targetConfig is where the pipeline boots bp (target.New).
+func targetConfig(bp pipelines.BootPlan, cacheDir string, u *userland.Userland) target.Config {
+	where := target.QEMU
+	if bp.Target.Kind == "ssh" {
+		where = bp.Target.Host
 	}
-	switch rp.Target.Kind {
-	case "ssh":
-		return ssh.New(ssh.Config{URL: rp.Target.Host, BootHook: rp.Target.BootHook, Timeout: rp.Target.Timeout, CacheDir: agents})
-	default:
-		cfg := qemu.Config{SMP: rp.Target.SMP, MemoryMB: rp.Target.MemoryMiB, Deterministic: rp.Deterministic,
-			KVM: rp.Target.KVM, Timeout: rp.Target.Timeout, CacheDir: agents}
-		if u != nil {
-			cfg.Userland, cfg.UserlandLibPath = u.Archive, u.LibPath()
-		}
-		return qemu.New(cfg), nil
-	}
+	return target.Config{Where: where, Deterministic: bp.Deterministic, Timeout: bp.Target.Timeout, CacheDir: cacheDir,
+		SMP: bp.Target.SMP, MemoryMiB: bp.Target.MemoryMiB, KVM: bp.Target.KVM, Userland: u, BootHook: bp.Target.BootHook}
 }
 
 func sampleLine(samples []evaluate.Sample) string {

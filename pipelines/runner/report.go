@@ -135,16 +135,16 @@ func bootsOf(env Env, id int64) (map[string]evaluate.Environment, []string, erro
 		return nil, nil, err
 	}
 	envs := map[string]evaluate.Environment{}
-	ok := map[store.RunKey]bool{}
+	ok := map[evaluate.BootKey]bool{}
 	for _, r := range runs {
 		if r.Status == store.RunOK {
 			envs[r.Variant] = r.Env
-			ok[store.RunKey{Variant: r.Variant, Boot: r.Boot}] = true
+			ok[evaluate.BootKey{Variant: r.Variant, Boot: r.Boot}] = true
 		}
 	}
 	var failures []string
 	for _, r := range runs {
-		k := store.RunKey{Variant: r.Variant, Boot: r.Boot}
+		k := evaluate.BootKey{Variant: r.Variant, Boot: r.Boot}
 		if (r.Status == store.RunFailed || r.Status == store.RunInfra) && !ok[k] && !strings.HasPrefix(r.ErrorText, "superseded: ") {
 			failures = append(failures, fmt.Sprintf("%s boot %d: %s", r.Variant, r.Boot+1, r.ErrorText))
 			ok[k] = true // once per boot

@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/patcheval/patcheval/build/buildtest"
+	"github.com/patcheval/patcheval/evaluate"
 	"github.com/patcheval/patcheval/evaluate/report"
 	"github.com/patcheval/patcheval/evaluate/store"
 	"github.com/patcheval/patcheval/internal/progress"
@@ -223,10 +224,10 @@ func TestServeEndToEnd(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	finished := map[store.RunKey]int64{}
+	finished := map[evaluate.BootKey]int64{}
 	total := 0
 	for _, r := range runs {
-		k := store.RunKey{Variant: r.Variant, Boot: r.Boot}
+		k := evaluate.BootKey{Variant: r.Variant, Boot: r.Boot}
 		if !r.Status.Finished() {
 			if r.Samples != 0 {
 				t.Errorf("unfinished run %d (%s, %s) has %d sample rows", r.ID, k, r.Status, r.Samples)
@@ -240,7 +241,7 @@ func TestServeEndToEnd(t *testing.T) {
 		total += r.Samples
 	}
 	for _, r := range finishedBefore {
-		k := store.RunKey{Variant: r.Variant, Boot: r.Boot}
+		k := evaluate.BootKey{Variant: r.Variant, Boot: r.Boot}
 		if finished[k] != r.ID {
 			t.Errorf("boot %s finished before the kill as run %d was redone as run %d", k, r.ID, finished[k])
 		}
@@ -258,7 +259,7 @@ func TestServeEndToEnd(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, b := range planned {
-		if _, ok := finished[store.RunKey{Variant: b.Variant, Boot: b.Boot}]; !ok {
+		if _, ok := finished[evaluate.BootKey{Variant: b.Variant, Boot: b.Boot}]; !ok {
 			t.Errorf("planned boot %s#%d never finished", b.Variant, b.Boot)
 		}
 	}

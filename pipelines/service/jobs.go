@@ -10,6 +10,7 @@ import (
 	"github.com/riverqueue/river"
 	"github.com/riverqueue/river/riverdriver/riversqlite"
 
+	"github.com/patcheval/patcheval/evaluate"
 	"github.com/patcheval/patcheval/internal/fail"
 	"github.com/patcheval/patcheval/internal/progress"
 	"github.com/patcheval/patcheval/pipelines"
@@ -51,11 +52,11 @@ func (BuildArgs) Kind() string { return "build" }
 
 // BootArgs is one planned boot; Rest are the round's boots after it.
 type BootArgs struct {
-	EvaluationID int64                `json:"evaluation_id"`
-	Gen          int64                `json:"gen"`
-	Round        int                  `json:"round"`
-	Boot         runner.PlannedBoot   `json:"boot"`
-	Rest         []runner.PlannedBoot `json:"rest,omitempty"`
+	EvaluationID int64              `json:"evaluation_id"`
+	Gen          int64              `json:"gen"`
+	Round        int                `json:"round"`
+	Boot         evaluate.BootKey   `json:"boot"`
+	Rest         []evaluate.BootKey `json:"rest,omitempty"`
 }
 
 func (BootArgs) Kind() string { return "boot" }
@@ -133,7 +134,7 @@ func (s *Service) notifyJobs(id, gen int64, event string) []river.InsertManyPara
 
 // bootJobs is the job for the first of boots (the rest ride along), or
 // more for the next round when there are none.
-func bootJobs(id, gen int64, round int, boots []runner.PlannedBoot) river.InsertManyParams {
+func bootJobs(id, gen int64, round int, boots []evaluate.BootKey) river.InsertManyParams {
 	if len(boots) == 0 {
 		return moreJob(id, gen, round+1, false)
 	}
@@ -326,7 +327,7 @@ type moreWorker struct {
 
 func (w *moreWorker) Work(ctx context.Context, job *river.Job[MoreArgs]) error {
 	a := job.Args
-	var boots []runner.PlannedBoot
+	var boots []evaluate.BootKey
 	return work(w.s, ctx, job, a.EvaluationID, func(env runner.Env) error {
 		env.Record = nil // More records nothing of its own; the next job is inserted below
 		var err error

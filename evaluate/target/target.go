@@ -1,0 +1,77 @@
+// Package target makes the evaluate.Target a run boots on from one Config,
+// like syzkaller's vmimpl.Create: QEMU (evaluate/qemu) or a machine over
+// ssh (evaluate/ssh). `patcheval run` and the pipeline runner both make
+// their targets with New.
+package target
+
+import (
+	"io"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/patcheval/patcheval/evaluate"
+	"github.com/patcheval/patcheval/evaluate/qemu"
+	"github.com/patcheval/patcheval/evaluate/ssh"
+	"github.com/patcheval/patcheval/evaluate/userland"
+	"github.com/patcheval/patcheval/internal/fail"
+)
+
+// QEMU is Config.Where for QEMU (also the default).
+const QEMU = "qemu"
+
+// Config says where and how to boot.
+type Config struct {
+	// Where is "qemu" ("" too) or ssh://user@host[:port]: that machine's
+	// running kernel, or the one BootHook boots.
+	Where string
+	// Deterministic runs QEMU with -icount (timings count instructions);
+	// a machine over ssh cannot.
+	Deterministic bool
+	// Timeout bounds one boot (a hang is killed and reported).
+	Timeout time.Duration
+	// CacheDir is patcheval's cache directory: guest agents are built into
+	// its agents/ ("" = the XDG cache).
+	CacheDir string
+
+	// QEMU: CPUs, memory, KVM ("off", "auto", "on"), a command line
+	// appended to every boot, a copy of the console as it arrives, and
+	// the users' tools (stress-ng, perf) added to the initramfs.
+	SMP       int
+	MemoryMiB int
+	KVM       string
+	Cmdline   string
+	Console   io.Writer
+	Userland  *userland.Userland
+
+	// ssh: a command run here before each boot (e.g. kexec), then ssh's
+	// identity file and -o options.
+	BootHook     string
+	IdentityFile string
+	SSHOptions   []string
+}
+
+// New returns the target cfg describes; a Where that is neither QEMU nor
+// an ssh URL, or a deterministic ssh target, is an input error.
+func New(cfg Config) (evaluate.Target, error) {
+	agents := ""
+	if cfg.CacheDir != "" {
+		agents = filepath.Join(cfg.CacheDir, "agents")
+	}
+	switch {
+	case cfg.Where == "" || cfg.Where == QEMU:
+		qc := qemu.Config{SMP: cfg.SMP, MemoryMB: cfg.MemoryMiB, Deterministic: cfg.Deterministic, KVM: cfg.KVM,
+			Timeout: cfg.Timeout, Cmdline: cfg.Cmdline, Console: cfg.Console, CacheDir: agents}
+		if cfg.Userland != nil {
+			qc.Userland, qc.UserlandLibPath = cfg.Userland.Archive, cfg.Userland.LibPath()
+		}
+		return qemu.New(qc), nil
+	case strings.HasPrefix(cfg.Where, "ssh://"):
+		if cfg.Deterministic {
+			return nil, fail.Inputf("target %s: deterministic timing needs QEMU (-icount); a machine over ssh runs in real time", cfg.Where)
+		}
+		return ssh.New(ssh.Config{URL: cfg.Where, BootHook: cfg.BootHook, IdentityFile: cfg.IdentityFile, Options: cfg.SSHOptions,
+			Timeout: cfg.Timeout, CacheDir: agents})
+	}
+	return nil, fail.Inputf("target %q: want qemu or ssh://user@host[:port]", cfg.Where)
+}
