@@ -45,3 +45,34 @@ func TestRunStoresAndResumes(t *testing.T) {
 		t.Errorf("second run did not resume:\nstdout %s\nstderr %s", out.String(), errb.String())
 	}
 }
+
+// TestRunKeepGoingExitsFailed boots a real ppc64le kernel told to start an
+// init that does not exist, twice, with --keep-going: both boots panic
+// (the kernel under test failed), both are kept in the state database, and
+// run exits 1, not 3 (the failures come back as an errors.Join, which
+// fail.KindOf once did not look inside).
+func TestRunKeepGoingExitsFailed(t *testing.T) {
+	art := buildtest.PPC64(t, "patched-voluntary")
+	state := t.TempDir()
+	t.Setenv("PATCHEVAL_STATE_DIR", state)
+	t.Setenv("PATCHEVAL_CACHE_DIR", buildtest.Options(t).CacheDir)
+	var out, errb bytes.Buffer
+	code := run(context.Background(), &Env{Stdout: &out, Stderr: &errb}, []string{"run", "--keep-going", "--deterministic",
+		"--kernel", "a=" + art.Image + ",cmdline=rdinit=/nope", "--kernel", "b=" + art.Image + ",cmdline=rdinit=/nope",
+		"--bench", "kill:1000", "--timeout", "3m"})
+	if code != 1 {
+		t.Errorf("exit %d, want 1 (two kernels panicked)\n%s", code, errb.String())
+	}
+	if n := strings.Count(errb.String(), "kernel-panic"); n != 2 || !strings.Contains(errb.String(), "2 boot(s) failed (errors above)") {
+		t.Errorf("want both panics printed and counted once:\n%s", errb.String())
+	}
+	st, err := store.Open(filepath.Join(state, store.FileName))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	evs, err := st.ListEvaluations()
+	if err != nil || len(evs) != 1 || evs[0].FinishedRuns != 2 {
+		t.Fatalf("state: %+v %v (want one evaluation with both failed boots finished)", evs, err)
+	}
+}
