@@ -106,7 +106,7 @@ func Checkout(ctx context.Context, repoPath, commit, dir string) (*CheckoutStats
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return nil, fail.Infraf("checkout dir %s: %w", dir, err)
 	}
-	lock, err := lockDir(dir, syscall.LOCK_EX)
+	lock, err := lockDir(ctx, dir, syscall.LOCK_EX)
 	if err != nil {
 		return nil, err
 	}
@@ -580,7 +580,7 @@ func LinkClone(ctx context.Context, src, dst string) (*CheckoutStats, error) {
 	if err != nil {
 		return nil, fail.Inputf("checkout dir %s: %v", src, err)
 	}
-	lock, err := lockDir(src, syscall.LOCK_SH)
+	lock, err := lockDir(ctx, src, syscall.LOCK_SH)
 	if err != nil {
 		return nil, err
 	}
@@ -682,13 +682,14 @@ func chmodOwn(p string, perm os.FileMode) error {
 }
 
 // lockDir takes the checkout lock of dir (LOCK_EX to write it, LOCK_SH to
-// read it); closing the file releases it.
-func lockDir(dir string, how int) (*os.File, error) {
+// read it) with Flock, waiting until ctx ends; closing the file releases
+// it. dir must exist.
+func lockDir(ctx context.Context, dir string, how int) (*os.File, error) {
 	lock, err := os.OpenFile(filepath.Join(dir, LockName), os.O_RDWR|os.O_CREATE, 0o644)
 	if err != nil {
 		return nil, fail.Infraf("checkout dir %s: %w", dir, err)
 	}
-	if err := syscall.Flock(int(lock.Fd()), how); err != nil {
+	if err := Flock(ctx, int(lock.Fd()), how, nil); err != nil {
 		lock.Close()
 		return nil, fail.Infraf("checkout dir %s: lock: %w", dir, err)
 	}

@@ -7,6 +7,7 @@ import (
 	"strings"
 	"syscall"
 	"testing"
+	"time"
 
 	"github.com/patcheval/patcheval/internal/gittree"
 	"github.com/patcheval/patcheval/internal/gittree/gittest"
@@ -62,5 +63,38 @@ func TestResolveAndCheckedOut(t *testing.T) {
 	}
 	if got := gittree.CheckedOut(dir); got != c.Hash.String() {
 		t.Errorf("CheckedOut = %q, want %s", got, c.Hash)
+	}
+}
+
+// A checkout waiting for another process's lock on its directory gives up
+// when its context ends, saying so (it used to wait in flock(2) forever,
+// deaf to SIGINT); once the lock is free it checks out.
+func TestCheckoutWaitEndsWithTheContext(t *testing.T) {
+	repo := gittest.NewRepo(t, map[string]string{"a.c": "a\n"})
+	dir := t.TempDir()
+	release, err := gittree.LockFile(context.Background(), filepath.Join(dir, gittree.LockName), syscall.LOCK_EX, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
+	defer cancel()
+	done := make(chan error, 1)
+	go func() {
+		_, err := gittree.Checkout(ctx, repo, "base", dir)
+		done <- err
+	}()
+	select {
+	case err := <-done:
+		if !errors.Is(err, gittree.ErrWaitInterrupted) || !errors.Is(err, context.DeadlineExceeded) {
+			t.Errorf("checkout of a locked dir: %v, want the wait interrupted by the deadline", err)
+		}
+	case <-time.After(10 * time.Second):
+		release()
+		<-done
+		t.Fatal("checkout of a locked dir did not give up when its context ended")
+	}
+	release()
+	if _, err := gittree.Checkout(context.Background(), repo, "base", dir); err != nil {
+		t.Fatalf("checkout after release: %v", err)
 	}
 }
