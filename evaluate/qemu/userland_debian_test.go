@@ -11,6 +11,7 @@ import (
 	"github.com/patcheval/patcheval/evaluate"
 	"github.com/patcheval/patcheval/evaluate/guest"
 	"github.com/patcheval/patcheval/evaluate/userland"
+	"github.com/patcheval/patcheval/internal/testenv"
 	"github.com/patcheval/patcheval/internal/xdg"
 )
 
@@ -22,9 +23,7 @@ import (
 // ops/sec, next to the agent's kill loop in ns; and the agent says which
 // perf events the guest counts (software only under TCG).
 func TestUserlandToolsDebianKernel(t *testing.T) {
-	if os.Getenv("PATCHEVAL_SKIP_SLOW") == "1" {
-		t.Skip("PATCHEVAL_SKIP_SLOW=1: downloads Debian packages and boots QEMU")
-	}
+	testenv.SkipIfSlow(t, "Debian packages from the mirror and a QEMU boot")
 	if _, err := exec.LookPath("qemu-system-x86_64"); err != nil {
 		t.Skip("no qemu-system-x86_64")
 	}

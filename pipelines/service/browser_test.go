@@ -13,6 +13,8 @@ import (
 	"github.com/chromedp/cdproto/cdp"
 	"github.com/chromedp/cdproto/emulation"
 	"github.com/chromedp/chromedp"
+
+	"github.com/patcheval/patcheval/internal/testenv"
 )
 
 // browser starts headless Debian chromium (root-safe flags, a fresh
@@ -21,7 +23,7 @@ func browser(t *testing.T) (context.Context, context.CancelFunc) {
 	t.Helper()
 	path, err := exec.LookPath("chromium")
 	if err != nil {
-		if os.Getenv("PATCHEVAL_SKIP_SLOW") == "1" {
+		if testenv.SkipSlow() {
 			t.Skip("PATCHEVAL_SKIP_SLOW=1 and no chromium")
 		}
 		t.Fatalf("chromium is not installed (.ci/install-deps installs it): %v", err)
