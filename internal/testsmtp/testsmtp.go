@@ -32,6 +32,11 @@ type Options struct {
 	// DropAfterData drops the connection after taking a message, before
 	// answering it.
 	DropAfterData bool
+	// Taken, when set, is called with each message's Message-ID once the
+	// server took it (delivered and recorded), before it answers 250;
+	// the answer waits until Taken returns (a test kills the client
+	// there).
+	Taken func(msgid string)
 }
 
 // Server is a running SMTP server.
@@ -112,6 +117,9 @@ func (x *session) Data(r io.Reader) error {
 	x.s.ids = append(x.s.ids, id)
 	x.s.raws = append(x.s.raws, raw)
 	x.s.mu.Unlock()
+	if x.s.opt.Taken != nil {
+		x.s.opt.Taken(id)
+	}
 	if x.s.opt.DropAfterData {
 		x.c.Conn().Close()
 	}
