@@ -27,6 +27,7 @@ import (
 // POST /repos/{o}/{r}/issues/{n}/comments), check runs (POST
 // /repos/{o}/{r}/check-runs, GET /repos/{o}/{r}/commits/{ref}/check-runs;
 // 403 for a token that is not a GitHub App's), 401 for a bad token, and
+// 404 for a repository other than o/r (one the token cannot see), and
 // the rate limits: 403 with X-RateLimit-Remaining: 0 and
 // X-RateLimit-Reset (primary), 403 with Retry-After (secondary).
 type fakeGitHub struct {
@@ -153,6 +154,11 @@ func newFakeGitHub(t *testing.T, token string) *fakeGitHub {
 		w.Header().Set("X-RateLimit-Limit", "5000")
 		w.Header().Set("X-RateLimit-Remaining", "4999")
 		w.Header().Set("X-RateLimit-Reset", strconv.FormatInt(time.Now().Add(time.Hour).Unix(), 10))
+		if !strings.HasPrefix(r.URL.Path, "/repos/o/r/") {
+			// GitHub answers 404 for a repository the token cannot see.
+			js(w, 404, map[string]any{"message": "Not Found", "documentation_url": "https://docs.github.com/rest"})
+			return
+		}
 		mux.ServeHTTP(w, r)
 	}))
 	t.Cleanup(f.Close)
@@ -287,6 +293,18 @@ func TestGitHubFakeAPIRateLimitsAnd401And422(t *testing.T) {
 			}
 		})
 	}
+	t.Run("404 (repository not visible yet) is retried", func(t *testing.T) {
+		f := newFakeGitHub(t, "tok")
+		st := openStore(t, filepath.Join(t.TempDir(), "db"))
+		id := newEval(t, st)
+		gh := githubFor(t, f, "tok", "", false)
+		gh.Repo = "missing" // the fake knows no such route: GitHub's 404 {"message": "Not Found"}
+		p, _ := Enqueue(st, GitHubName, "status x", id, StatusSuccess, GitHubPost{Kind: "status", Commit: sha, State: StatusSuccess, Context: "c"}, false)
+		(&Outbox{Store: st, Reporters: []Reporter{gh}}).Flush(context.Background())
+		if p, _ = st.Post(p.ID); p.Status != store.PostQueued || !strings.Contains(p.LastError, "404") {
+			t.Fatalf("post: %+v", p)
+		}
+	})
 	t.Run("422 invalid state fails for good", func(t *testing.T) {
 		f := newFakeGitHub(t, "tok")
 		f.commits[sha] = true
@@ -316,4 +334,48 @@ func TestGitHubFakeAPIRateLimitsAnd401And422(t *testing.T) {
 			t.Errorf("comment without a PR: %+v", p)
 		}
 	})
+}
+
+// A crash after GitHub took the status and the PR comment, before the
+// store recorded them: the restarted outbox (a reopened store) finds
+// both there (the status by its content, the comment by its marker) and
+// posts nothing twice.
+func TestGitHubFakeAPIRestartAfterPostPostsNothingTwice(t *testing.T) {
+	_, sha, _, _ := gitFixture(t)
+	f := newFakeGitHub(t, "tok")
+	f.commits[sha] = true
+	f.prs["b"] = 3
+	path := filepath.Join(t.TempDir(), "db")
+	st := openStore(t, path)
+	id := newEval(t, st)
+	gh := githubFor(t, f, "tok", "", false)
+	ps, err := gh.Queue(st, id, GitHubResult{LocalRepo: "/nonexistent", Commit: sha, Branch: "b", Pipeline: "p",
+		State: StatusFailure, Description: "kill ns/op +24.8%", Markdown: "## regression"})
+	if err != nil || len(ps) != 3 {
+		t.Fatalf("queue: %v %v", ps, err)
+	}
+	for _, p := range ps[1:] { // status and comment: what Flush does, cut short after delivery
+		if ok, err := st.MarkPostSending(p.ID, ""); !ok || err != nil {
+			t.Fatal(ok, err)
+		}
+		if _, err := gh.Deliver(context.Background(), p, false); err != nil {
+			t.Fatal(err)
+		}
+	}
+	st.Close()
+	st2 := openStore(t, path)
+	st2.FailPost(ps[0].ID, fmt.Errorf("no push in this test"))
+	if n, err := (&Outbox{Store: st2, Reporters: []Reporter{githubFor(t, f, "tok", "", false)}}).Flush(context.Background()); n != 0 || err != nil {
+		t.Fatalf("flush after restart sent %d (%v)", n, err)
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if len(f.statuses[sha]) != 1 || len(f.comments[3]) != 1 {
+		t.Errorf("GitHub has %d statuses and %d comments, want 1 each", len(f.statuses[sha]), len(f.comments[3]))
+	}
+	for _, p := range ps[1:] {
+		if q, _ := st2.Post(p.ID); q.Status != store.PostSent {
+			t.Errorf("%s: %s, want sent", q.Target, q.Status)
+		}
+	}
 }

@@ -24,7 +24,8 @@ import (
 // JSON array, paged with Link: rel="next") and POST
 // /api/1.2/patches/{id}/checks/ (Authorization: Token; 201 with the
 // check; 400 for an invalid state, as Django REST framework answers; 401
-// for a bad token; 404 for an unknown patch).
+// for a bad token; 404 for an unknown patch; 429 with Retry-After when
+// throttled).
 type fakePatchwork struct {
 	*httptest.Server
 	token string
@@ -87,6 +88,12 @@ func newFakePatchwork(t *testing.T, token string) *fakePatchwork {
 		defer f.mu.Unlock()
 		if r.Header.Get("Authorization") != "Token "+f.token {
 			http.Error(w, `{"detail": "Invalid token."}`, http.StatusUnauthorized)
+			return
+		}
+		if f.answer == http.StatusTooManyRequests {
+			// Django REST framework's throttling.
+			w.Header().Set("Retry-After", "120")
+			http.Error(w, `{"detail": "Request was throttled. Expected available in 120 seconds."}`, f.answer)
 			return
 		}
 		if f.answer != 0 {
@@ -359,5 +366,37 @@ func TestPatchworkFakeAPIRestartAfterPostPostsNothingTwice(t *testing.T) {
 	}
 	if got := statuses(t, st2); strings.Join(got, " ") != "fail:sent fail:skipped" {
 		t.Errorf("posts: %v", got)
+	}
+}
+
+// Patchwork's throttling (429 with Retry-After, Django REST framework):
+// the check waits at least that long, then goes out once.
+func TestPatchworkFakeAPIThrottledWaitsForRetryAfter(t *testing.T) {
+	f := newFakePatchwork(t, "tok")
+	f.add("m@x", 1)
+	f.answer = http.StatusTooManyRequests
+	st := openStore(t, filepath.Join(t.TempDir(), "db"))
+	id := newEval(t, st)
+	c := &clock{t: time.Now()}
+	ob := &Outbox{Store: st, Reporters: []Reporter{patchworkFor(t, f, "tok")}, Now: c.now, Backoff: time.Second}
+	QueuePatchworkChecks(st, id, "p", []string{"m@x"}, CheckSuccess, "ok", "")
+	ob.Flush(context.Background())
+	ps, _ := st.Posts(id, "", 1)
+	if ps[0].Status != store.PostQueued || !strings.Contains(ps[0].LastError, "429") || ps[0].NextAttempt.Sub(c.t) < 110*time.Second {
+		t.Fatalf("throttled: %+v, want queued until Retry-After (120 s)", ps[0])
+	}
+	f.mu.Lock()
+	f.answer = 0
+	f.mu.Unlock()
+	c.t = c.t.Add(time.Minute)
+	if n, _ := ob.Flush(context.Background()); n != 0 {
+		t.Fatalf("sent %d before Retry-After", n)
+	}
+	c.t = c.t.Add(2 * time.Minute)
+	if n, _ := ob.Flush(context.Background()); n != 1 {
+		t.Fatalf("after Retry-After: sent %d", n)
+	}
+	if posts, _ := f.state(); posts != 1 {
+		t.Errorf("Patchwork got %d checks", posts)
 	}
 }
