@@ -62,6 +62,27 @@ func canUnshareNet() (bool, string) {
 	return unshareOK, unshareNote
 }
 
+var (
+	pidnsOnce sync.Once
+	pidnsOK   bool
+)
+
+// canUnsharePID checks once whether make can run as the first process of
+// its own PID namespace, killed with its unshare ("unshare -p -f
+// --kill-child": root or user namespaces).
+func canUnsharePID() bool {
+	pidnsOnce.Do(func() {
+		p, err := exec.LookPath("unshare")
+		if err != nil {
+			return
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		pidnsOK = exec.CommandContext(ctx, p, "-p", "-f", "--kill-child", "--", "true").Run() == nil
+	})
+	return pidnsOK
+}
+
 // runner runs make for one workspace.
 type runner struct {
 	arch      arch.Arch
@@ -199,9 +220,10 @@ func (r *runner) run(ctx context.Context, logw io.Writer, parallel bool, targets
 		k, _, _ := strings.Cut(e, "=")
 		r.iso.Env = append(r.iso.Env, k)
 	}
+	var unshare []string
 	if r.noNetwork {
 		if ok, note := canUnshareNet(); ok {
-			cmdline = append([]string{"unshare", "-n", "--"}, cmdline...)
+			unshare = append(unshare, "-n")
 			r.iso.NoNetwork = true
 			r.iso.Note = ""
 		} else {
@@ -210,11 +232,24 @@ func (r *runner) run(ctx context.Context, logw io.Writer, parallel bool, targets
 	} else {
 		r.iso.Note = "network isolation not requested"
 	}
+	// make and everything it starts die with this process, also when it
+	// dies of SIGKILL and runs no cleanup: make runs in its own PID
+	// namespace whose first process is killed when unshare dies, and
+	// unshare is killed when this process dies (Pdeathsig). Left running,
+	// they would go on writing into the workspace whose lock died with
+	// us, beside the resumed build. Without namespaces only make itself
+	// gets the signal.
+	if canUnsharePID() {
+		unshare = append(unshare, "-p", "-f", "--kill-child")
+	}
+	if len(unshare) > 0 {
+		cmdline = append(append(append([]string{"unshare"}, unshare...), "--"), cmdline...)
+	}
 	cmd := exec.CommandContext(ctx, cmdline[0], cmdline[1:]...)
 	cmd.Env = env
 	cmd.Dir = r.out
 	cmd.ExtraFiles = extra
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
 	cmd.Cancel = func() error { return syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) }
 	cmd.WaitDelay = 10 * time.Second
 	pr, pw, err := os.Pipe()
