@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"os/signal"
 	"path/filepath"
 	"strings"
 	"syscall"
@@ -38,8 +39,10 @@ func makeChild(dir string) int {
 	}
 	r := &runner{arch: a, tc: &Toolchain{CC: "gcc"}, src: filepath.Join(dir, "src"), out: filepath.Join(dir, "out"),
 		home: filepath.Join(dir, "home"), cacheDir: dir, ws: dir, noNetwork: true, label: "test", progress: progress.Discard(), jobs: 2}
-	if _, err := r.run(context.Background(), os.Stdout, true, "vmlinux"); err != nil {
-		fmt.Println("make:", err)
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
+	defer stop()
+	if lines, err := r.run(ctx, os.Stdout, true, "vmlinux"); err != nil {
+		fmt.Println("make:", r.makeFailure(ctx, err, lines, ""))
 		return 1
 	}
 	return 0
@@ -47,7 +50,8 @@ func makeChild(dir string) int {
 
 // TestKilledBuildLeavesNoMake: when the patcheval process running a build
 // dies of SIGKILL (nothing of it runs after), make and every compiler it
-// started die with it. make runs in its own process group (so that a
+// started die with it; on SIGINT the build is cancelled, make's group is
+// killed and the build says it was interrupted. make runs in its own process group (so that a
 // cancelled build can kill the whole group); before, a SIGKILLed
 // patcheval left that group running, still writing into the workspace
 // whose lock had died with patcheval, where the resumed build then ran
@@ -57,6 +61,12 @@ func TestKilledBuildLeavesNoMake(t *testing.T) {
 	if _, err := exec.LookPath("make"); err != nil {
 		t.Fatal("make is required: ", err)
 	}
+	for _, sig := range []syscall.Signal{syscall.SIGKILL, syscall.SIGINT} {
+		t.Run(map[syscall.Signal]string{syscall.SIGKILL: "SIGKILL", syscall.SIGINT: "SIGINT"}[sig], func(t *testing.T) { killDuringMake(t, sig) })
+	}
+}
+
+func killDuringMake(t *testing.T, sig syscall.Signal) {
 	dir := t.TempDir()
 	for _, d := range []string{"src", "out", "home"} {
 		if err := os.MkdirAll(filepath.Join(dir, d), 0o755); err != nil {
@@ -117,13 +127,22 @@ func TestKilledBuildLeavesNoMake(t *testing.T) {
 	if n := len(sleepers()); n != 2 {
 		t.Fatalf("%d sleeping jobs before the kill, want 2", n)
 	}
-	cmd.Process.Signal(syscall.SIGKILL)
-	cmd.Wait()
+	cmd.Process.Signal(sig)
+	var rest strings.Builder
+	for sc.Scan() {
+		rest.WriteString(sc.Text() + "\n")
+	}
+	err = cmd.Wait()
+	if sig == syscall.SIGINT {
+		if ee, ok := err.(*exec.ExitError); !ok || ee.ExitCode() != 1 || !strings.Contains(rest.String(), "infrastructure (interrupted): build interrupted") {
+			t.Errorf("SIGINT: %v, output:\n%s", err, rest.String())
+		}
+	}
 	deadline := time.Now().Add(10 * time.Second)
 	for len(sleepers()) > 0 && time.Now().Before(deadline) {
 		time.Sleep(100 * time.Millisecond)
 	}
 	if left := sleepers(); len(left) > 0 {
-		t.Fatalf("make's jobs still run 10 s after patcheval died of SIGKILL: pids %v", left)
+		t.Fatalf("make's jobs still run 10 s after %v: pids %v", sig, left)
 	}
 }
