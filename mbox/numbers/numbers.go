@@ -1,5 +1,6 @@
-// Package numbers reads the numbers a thread's messages report: tables of
-// bogo-ops/sec like stress-ng users paste them, perf bench tables in
+// Package numbers reads the numbers a thread's messages report: stress-ng's
+// own --metrics(-brief) output, tables of bogo-ops/sec like stress-ng
+// users paste them, perf bench tables in
 // Markdown pipes, aligned tables broken by a mail client's line wrapping,
 // "1.16 us/op" and "9.75 ms -> 6.04 ms (38% improvement)" lines, and the
 // same in quoted (`>`) text, attributed to the quoted author when the
@@ -102,7 +103,7 @@ func (n Number) Figure() string {
 		switch {
 		case n.Unit == "%":
 			s += "%"
-		case n.Unit != "" && n.Metric != "" && normUnit(strings.ToLower(n.Metric)) != n.Unit:
+		case n.Unit != "" && n.Metric != "" && !metricNames(n.Metric, n.Unit):
 			s += " " + n.Unit
 		}
 	}
@@ -124,6 +125,16 @@ func (n Number) Figure() string {
 		}
 	}
 	return s
+}
+
+// metricNames says whether the metric's words name the unit
+// ("bogo-ops/s (real time)" names bogo-ops/s).
+func metricNames(metric, unit string) bool {
+	if normUnit(strings.ToLower(metric)) == unit {
+		return true
+	}
+	_, u, _ := metricOf(metric)
+	return u == unit
 }
 
 // String is one line: "kill bogo-ops/sec [6.16 (eln150)] 70,281 (-32%)".

@@ -192,6 +192,28 @@ getppid:   0.120 us/op
   6.04 ms (38% improvement)
 - Max latency: 25.72 ms -> 10.25 ms
 `, []string{"ms [Mean latency] 6.04 (-38% vs 9.75 ms)", "ms [Max latency] 10.25 (vs 25.72 ms)"}},
+		// Real stress-ng 0.15.06 output (Debian bookworm), as printed.
+		{"stress-ng --metrics-brief", `
+On 6.1-voluntary:
+stress-ng: info:  [26978] setting to a 1 second run per stressor
+stress-ng: info:  [26978] dispatching hogs: 1 kill
+stress-ng: metrc: [26978] stressor       bogo ops real time  usr time  sys time   bogo ops/s     bogo ops/s
+stress-ng: metrc: [26978]                           (secs)    (secs)    (secs)   (real time) (usr+sys time)
+stress-ng: metrc: [26978] kill               2550      1.01      0.06      0.16      2531.27       11211.90
+stress-ng: metrc: [26978] miscellaneous metrics:
+stress-ng: metrc: [26978] kill               61237.14 kill calls per sec (geometic mean of 1 instances)
+stress-ng: info:  [26978] successful run completed in 1.03s
+`, []string{"kill bogo-ops/s (real time) [On 6.1-voluntary] 2,531.27", "kill bogo-ops/s (usr+sys time) [On 6.1-voluntary] 11,211.9"}},
+		{"stress-ng --metrics, wrapped and quoted, without the prefix", `
+> stressor       bogo ops real time  usr time  sys time   bogo ops/s
+> bogo ops/s CPU used per       RSS Max
+>                           (secs)    (secs)    (secs)   (real time)
+> (usr+sys time) instance (%)          (KB)
+> get                 182      1.00      0.01      0.14       181.62
+>     1241.46        14.63          3512
+> kill               1808      0.99      0.06      0.09      1825.79
+>    12296.31        14.85          2548
+`, []string{"get bogo-ops/s (real time) 181.62", "get bogo-ops/s (usr+sys time) 1,241.46", "kill bogo-ops/s (real time) 1,825.79", "kill bogo-ops/s (usr+sys time) 12,296.31"}},
 		{"no numbers: prose, code, diffstat", `
 The 6.16 kernel regressed by ~19% throughput.
  arch/powerpc/Kconfig               |  1 +

@@ -170,6 +170,16 @@ func allValues(cs []string) bool {
 // "Results (bogo-ops/sec, higher is better):").
 func (r *reader) paragraph(p paragraph, prev *paragraph, c *context) {
 	ls := p.lines
+	if isStressNG(ls) {
+		caption := ""
+		if prev != nil && len(prev.lines) <= 3 {
+			if last := strings.TrimSpace(prev.lines[len(prev.lines)-1].text); strings.HasSuffix(last, ":") {
+				caption = last
+			}
+		}
+		r.stressNG(p, caption, c)
+		return
+	}
 	first := -1 // first row
 	for i, l := range ls {
 		if isSeparator(l.text) {
