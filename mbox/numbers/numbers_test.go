@@ -214,6 +214,17 @@ stress-ng: info:  [26978] successful run completed in 1.03s
 > kill               1808      0.99      0.06      0.09      1825.79
 >    12296.31        14.85          2548
 `, []string{"get bogo-ops/s (real time) 181.62", "get bogo-ops/s (usr+sys time) 1,241.46", "kill bogo-ops/s (real time) 1,825.79", "kill bogo-ops/s (usr+sys time) 12,296.31"}},
+		// Real perf bench output (Debian's perf).
+		{"perf bench's own output", `
+# Running 'syscall/basic' benchmark:
+# Executed 200000 getppid() calls
+     Total time: 0.787 [sec]
+
+       3.939920 usecs/op
+         253812 ops/sec
+
+Later, unrelated: 1.5 us/op.
+`, []string{"syscall basic usecs/op 3.93992", "syscall basic ops/sec 253,812", "getppid us/op [Later, unrelated] 1.5"}},
 		{"no numbers: prose, code, diffstat", `
 The 6.16 kernel regressed by ~19% throughput.
  arch/powerpc/Kconfig               |  1 +

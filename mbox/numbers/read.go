@@ -187,6 +187,7 @@ type context struct {
 	b        strings.Builder
 	tool     string
 	bench    string // what the writer says was run ("synchronize_rcu")
+	perf     string // the perf bench whose output is being read ("syscall basic")
 	platform string
 	last     tableMetric
 }

@@ -565,6 +565,9 @@ func (r *reader) figures(p paragraph, c *context) {
 				i++
 			}
 		}
+		if m := perfRunRE.FindStringSubmatch(text); m != nil {
+			c.perf = m[1] + " " + m[2]
+		}
 		base := Number{Benchmark: c.bench, Tool: c.tool, Platform: c.platform, MessageID: r.msg.PublicID(), Author: p.voice.author,
 			Quoted: p.voice.depth > 0, Line: l.no, Text: text}
 		if pl := platformIn(text); pl != "" {
@@ -621,10 +624,20 @@ func (r *reader) figures(p paragraph, c *context) {
 			}
 			nb.Unit = cv.unit
 			nb.Metric = text[m[4]:m[5]]
+			if c.perf != "" {
+				// perf bench's own output: "       3.939920 usecs/op".
+				nb.Benchmark, nb.Tool = c.perf, "perf bench"
+			}
 			v := cv.v
 			nb.Value = &v
 			nb.Approx = cv.approx
 			r.out = append(r.out, nb)
 		}
 	}
+	if started {
+		c.perf = ""
+	}
 }
+
+// perfRunRE is perf bench's "# Running 'syscall/basic' benchmark:".
+var perfRunRE = regexp.MustCompile(`Running '([\w-]+)/([\w-]+)' benchmark`)
