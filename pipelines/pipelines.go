@@ -10,7 +10,10 @@
 // variants in comparisons and chains, impossible combinations. A Pipeline
 // maps 1:1 onto work: Builds() is the distinct kernels to build (variants
 // that differ only at run time share one), Runs() is the interleaved list
-// of boots (A B A B ...), each with its guest.Plan.
+// of boots (A B A B ...), each a BootPlan: its evaluate.BootKey, its
+// guest.Plan, target and build. pipelines/runner evaluates a series with a
+// Pipeline; the files here are the spec, one concept each (model, schema,
+// validate, mismatch, errors, builtins, plan).
 //
 // The pipelines shipped in this directory are embedded in the binary:
 // Builtin(name), List(), and Find(nameOrPath) for the CLI. See the top of

@@ -5,7 +5,9 @@
 //	Submit  records the evaluation and everything its stages need
 //	Apply   applies the series onto the base (the applied commits)
 //	Build   builds one kernel (Builds lists them)
-//	Boot    boots one planned boot (Boots lists them, interleaved)
+//	Boot    boots one planned boot (Boots lists them, interleaved) with
+//	        evaluate.Run, target.New and the store's BootRecorder, the
+//	        path `patcheval run` boots through too
 //	More    adaptive sampling: the next round's boots, empty when done
 //	Report  compares, writes the reports and the reply draft
 //
