@@ -80,8 +80,12 @@ func Boot(ctx context.Context, env Env, id int64, b evaluate.BootKey) (err error
 	}
 	pr := env.progress()
 	pr.Status("boot %s #%d on %s", bp.Variant, bp.Boot+1, tgt.Name())
+	landNote := strings.Join(ev.p.Tools(), ", ")
+	if land != nil && len(land.Versions) > 0 {
+		landNote = userlandVersions(land) // the reproducer names them
+	}
 	rec.Also = func(ctx context.Context, tx *sql.Tx, r evaluate.BootRecord) error {
-		return recordBoot(ctx, env, ev, tx, r, landTime)
+		return recordBoot(ctx, env, ev, tx, r, landTime, landNote)
 	}
 	var booted *evaluate.BootRecord
 	err = evaluate.Run(ctx, tgt, []evaluate.PlannedBoot{pb}, evaluate.RunOptions{Recorder: rec,
@@ -126,9 +130,9 @@ func plannedKernel(env Env, ev *evaluation, b evaluate.BootKey) (pipelines.BootP
 // recordBoot records, in the transaction that finishes a boot, the time it
 // took (and building the userland) and, unless the kernel under test
 // failed, which stops the evaluation, env.Record.
-func recordBoot(ctx context.Context, env Env, ev *evaluation, tx *sql.Tx, rec evaluate.BootRecord, landTime time.Duration) error {
+func recordBoot(ctx context.Context, env Env, ev *evaluation, tx *sql.Tx, rec evaluate.BootRecord, landTime time.Duration, landNote string) error {
 	if landTime > 0 {
-		if err := env.Store.AddTimingTx(tx, ev.id, "userland", landTime, strings.Join(ev.p.Tools(), ", ")); err != nil {
+		if err := env.Store.AddTimingTx(tx, ev.id, "userland", landTime, landNote); err != nil {
 			return err
 		}
 	}

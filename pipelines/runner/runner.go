@@ -403,3 +403,35 @@ func firstLine(s string) string {
 	}
 	return s
 }
+
+// Stored is an evaluation's inputs as Submit recorded them.
+type Stored struct {
+	ID       int64
+	Pipeline *pipelines.Pipeline
+	// PipelineSource is the TOML text the pipeline was parsed from (""
+	// for one made in code, e.g. the default pipeline); PipelineFile
+	// where it was read.
+	PipelineSource, PipelineFile string
+	// Options hold the thread (Mbox) and every option of the evaluation.
+	Options Options
+	// BaseHash is the base commit the series was applied to.
+	BaseHash string
+	// Series is the series resolved again from the thread (nil without
+	// one), also when the pipeline does not apply it.
+	Series *series.Series
+}
+
+// Load reads evaluation id's stored inputs (for a reproducer).
+func Load(st *store.Store, id int64) (*Stored, error) {
+	ev, err := load(Env{Store: st}, id)
+	if err != nil {
+		return nil, err
+	}
+	if ev.series == nil && len(ev.in.Mbox) > 0 {
+		// A pipeline that does not apply the series was still run on
+		// one (lore --pipeline <msgid>): name it.
+		ev.series, _ = resolveSeries(ev.in)
+	}
+	return &Stored{ID: id, Pipeline: ev.p, PipelineSource: ev.in.PipelineSource, PipelineFile: ev.in.PipelineFile,
+		Options: ev.in.Options, BaseHash: ev.in.BaseHash, Series: ev.series}, nil
+}
