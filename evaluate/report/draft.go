@@ -66,6 +66,9 @@ type DraftOptions struct {
 	// pipelines/recipients). The sender and malformed addresses are still
 	// left out.
 	To, Cc []mbox.Address
+	// Reproducer, when set, is one Methodology line saying how to get
+	// the evaluation's reproducer (pipelines/repro).
+	Reproducer string
 	// Now and Rand make drafts reproducible in tests (zero: time.Now,
 	// crypto/rand).
 	Now  time.Time
@@ -481,6 +484,7 @@ func draftBody(r *Report, parent *mbox.Message, o DraftOptions, d *Draft) string
 	for _, n := range r.Notes {
 		item("note", n)
 	}
+	item("reproducer", oneLine(o.Reproducer))
 	p("")
 	if d.TestedBy {
 		p("Tested-by: " + formatAddrText(d.From))

@@ -79,6 +79,9 @@ func TestReportAddressing(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
+		if !strings.Contains(out.Mail.Body, "- reproducer: `patcheval repro 0` writes the kernels'") {
+			t.Errorf("%s: the draft does not name the reproducer:\n%s", c.name, out.Mail.Body)
+		}
 		if c.policy != nil && strings.Contains(string(eml), "bystander") {
 			t.Errorf("%s: the bystander is in reply.eml", c.name)
 		}

@@ -250,7 +250,8 @@ func writeOutputs(r *report.Report, ev *evaluation, outDir string, out *Outcome)
 	if answer == nil {
 		return nil
 	}
-	o := report.DraftOptions{From: ev.in.From, TestedBy: ev.in.TestedBy, Now: ev.in.Now}
+	o := report.DraftOptions{From: ev.in.From, TestedBy: ev.in.TestedBy, Now: ev.in.Now,
+		Reproducer: fmt.Sprintf("`patcheval repro %d` writes the kernels' .configs, the series, the pipeline, versions, QEMU command lines, the samples and repro.sh", ev.id)}
 	if ev.in.Recipients != nil {
 		a, err := addressing(ev, len(r.Regressions()) > 0)
 		if err != nil {

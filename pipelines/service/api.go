@@ -1,6 +1,7 @@
 package service
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -22,6 +23,7 @@ import (
 	"github.com/patcheval/patcheval/internal/fail"
 	"github.com/patcheval/patcheval/mbox"
 	"github.com/patcheval/patcheval/pipelines"
+	"github.com/patcheval/patcheval/pipelines/repro"
 	"github.com/patcheval/patcheval/pipelines/runner"
 	"github.com/patcheval/patcheval/series"
 )
@@ -107,6 +109,7 @@ func (s *Service) api() http.Handler {
 	mux.HandleFunc("GET /api/v1/evaluations/{id}", s.apiGet)
 	mux.HandleFunc("GET /api/v1/evaluations/{id}/report", s.apiReport)
 	mux.HandleFunc("GET /api/v1/evaluations/{id}/events", s.apiEvents)
+	mux.HandleFunc("GET /api/v1/evaluations/{id}/repro.tar.gz", s.apiRepro)
 	mux.HandleFunc("POST /api/v1/evaluations/{id}/cancel", s.apiCancel)
 	mux.HandleFunc("POST /api/v1/evaluations/{id}/rerun", s.apiRerun)
 	mux.HandleFunc("GET /api/v1/jobs", s.apiJobs)
@@ -476,6 +479,29 @@ func (s *Service) apiReport(w http.ResponseWriter, r *http.Request) {
 	w.Header().Set("Content-Type", f[1])
 	w.Header().Set("X-Content-Type-Options", "nosniff")
 	w.Write(data)
+}
+
+// apiRepro serves the evaluation's reproducer (pipelines/repro) as a
+// tar.gz whose files sit under patcheval-repro-<id>/.
+func (s *Service) apiRepro(w http.ResponseWriter, r *http.Request) {
+	e, ok := s.evalOf(w, r)
+	if !ok {
+		return
+	}
+	rp, err := repro.Build(s.db.Store, e.ID, repro.Options{})
+	if err != nil {
+		writeErr(w, err)
+		return
+	}
+	name := fmt.Sprintf("patcheval-repro-%d", e.ID)
+	var buf bytes.Buffer
+	if err := rp.WriteTarGz(&buf, name, e.Updated); err != nil {
+		writeErr(w, err)
+		return
+	}
+	w.Header().Set("Content-Type", "application/gzip")
+	w.Header().Set("Content-Disposition", `attachment; filename="`+name+`.tar.gz"`)
+	w.Write(buf.Bytes())
 }
 
 // apiEvents streams an evaluation's progress as server-sent events: each
