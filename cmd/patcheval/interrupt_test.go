@@ -201,9 +201,13 @@ func runChild(t *testing.T, args []string, st *stop, sig syscall.Signal) childRe
 func TestInterruptEveryStage(t *testing.T) {
 	repo := buildtest.Repo(t)
 	t.Setenv("PATCHEVAL_CACHE_DIR", buildtest.Options(t).CacheDir)
-	for _, sig := range []syscall.Signal{syscall.SIGKILL, syscall.SIGINT} {
-		t.Run(map[syscall.Signal]string{syscall.SIGKILL: "SIGKILL", syscall.SIGINT: "SIGINT"}[sig], func(t *testing.T) { interruptEveryStage(t, repo, sig) })
-	}
+	// The children build the pipeline's kernels when the cache lacks
+	// them: under the test build lock, like buildtest's builds.
+	buildtest.Serialize(t, func() {
+		for _, sig := range []syscall.Signal{syscall.SIGKILL, syscall.SIGINT} {
+			t.Run(map[syscall.Signal]string{syscall.SIGKILL: "SIGKILL", syscall.SIGINT: "SIGINT"}[sig], func(t *testing.T) { interruptEveryStage(t, repo, sig) })
+		}
+	})
 }
 
 func interruptEveryStage(t *testing.T, repo string, sig syscall.Signal) {
