@@ -59,6 +59,7 @@ func writeThreadNumbers(w io.Writer, ns []numbers.Number) error {
 		type row struct {
 			label string
 			figs  []string
+			subj  []string
 		}
 		var rows []row
 		idx := map[string]int{}
@@ -71,13 +72,31 @@ func writeThreadNumbers(w io.Writer, ns []numbers.Number) error {
 				rows = append(rows, row{label: n.Label})
 			}
 			f := n.Figure()
-			if subject == "" && n.Subject() != "" {
-				f = n.Subject() + " " + f
-			}
 			if n.Column != "" {
 				f = n.Column + " " + f
 			}
 			rows[i].figs = append(rows[i].figs, f)
+			rows[i].subj = append(rows[i].subj, n.Subject())
+		}
+		if subject == "" {
+			// The table mixes what it measures: name it per row when the
+			// row's figures agree, else per figure.
+			for i, r := range rows {
+				same := true
+				for _, x := range r.subj {
+					same = same && x == r.subj[0]
+				}
+				switch {
+				case same && r.subj[0] != "":
+					rows[i].label += " (" + r.subj[0] + ")"
+				case !same:
+					for j, x := range r.subj {
+						if x != "" {
+							rows[i].figs[j] = x + ": " + r.figs[j]
+						}
+					}
+				}
+			}
 		}
 		width := 0
 		for _, r := range rows {

@@ -26,6 +26,7 @@ func TestLoreThreadNumbers(t *testing.T) {
 		"    6.16 (eln150)      70,281 (-32%)\n",
 		"    Permissive  70,248 (+1.6% vs enforcing)\n",
 		"    voluntary -> full+PREEMPT_RCU  -30.2%\n",
+		"    __rcu_read_lock     6.15 (no PREEMPT_RCU) ~0%, 6.16 (PREEMPT_RCU) 4.52%\n",
 	} {
 		if !strings.Contains(out, want) {
 			t.Errorf("summary lacks %q:\n%s", want, out)
@@ -33,6 +34,12 @@ func TestLoreThreadNumbers(t *testing.T) {
 	}
 	if i, j := strings.Index(out, "Patches:"), strings.Index(out, "Numbers reported"); i < 0 || j < i {
 		t.Errorf("the numbers do not follow the series:\n%s", out)
+	}
+
+	// A table that mixes what it measures names it per row.
+	out, errs, code = loreCLI(t, "", "-m", filepath.Join(testenv.ThreadsDir(), "rcu-gp-qs-v2.mbox"))
+	if want := "    task-clock (synchronize_rcu ms)  Baseline 1,008, With Patch 898 (-11% vs Baseline)\n"; code != 0 || !strings.Contains(out, want) {
+		t.Errorf("rcu: exit %d, lacks %q:\n%s%s", code, want, out, errs)
 	}
 
 	out, errs, code = loreCLI(t, "", "-m", v4, "--json")

@@ -100,6 +100,9 @@ func (n Number) Figure() string {
 	var s string
 	if n.Value != nil {
 		s = FormatValue(*n.Value)
+		if n.Approx && n.Change == nil {
+			s = "~" + s
+		}
 		switch {
 		case n.Unit == "%":
 			s += "%"
