@@ -23,6 +23,8 @@ import (
 	"github.com/patcheval/patcheval/build/buildtest"
 	"github.com/patcheval/patcheval/evaluate"
 	"github.com/patcheval/patcheval/evaluate/store"
+	"github.com/patcheval/patcheval/internal/testenv"
+	"github.com/patcheval/patcheval/internal/testinbox"
 )
 
 // The interruption tests run `patcheval lore --pipeline` as a child
@@ -392,5 +394,56 @@ func TestLorePipelineBadStateFile(t *testing.T) {
 			t.Errorf("%s: the series was applied although the state file is unusable", name)
 		}
 		t.Logf("%s: %s", name, strings.TrimSpace(errb.String()))
+	}
+}
+
+// TestInterruptFetch stops `lore <msgid>` in its first stage, fetching
+// from a real public-inbox: before the request, and with the thread
+// downloaded but not yet parsed or cached; SIGKILL and SIGINT. SIGINT
+// after the download lets the command finish (it is done but for
+// printing: exit 0). The thread cache never holds a partial thread, and
+// the same command then works.
+func TestInterruptFetch(t *testing.T) {
+	testenv.SkipIfSlow(t, "public-inbox")
+	srv := testinbox.Start(t, backport)
+	const msgid = "20261102093000.4121-1-tester@example.org"
+	for _, sig := range []syscall.Signal{syscall.SIGKILL, syscall.SIGINT} {
+		for _, st := range []stop{
+			{name: "fetch-start", gate: `fetching http`, hold: true},
+			{name: "fetch-end", gate: `fetched http`, hold: true},
+		} {
+			name := map[syscall.Signal]string{syscall.SIGKILL: "SIGKILL", syscall.SIGINT: "SIGINT"}[sig] + "/" + st.name
+			t.Run(name, func(t *testing.T) {
+				cache := t.TempDir()
+				t.Setenv("PATCHEVAL_CACHE_DIR", cache)
+				args := []string{"lore", "--lore", srv.URL, msgid}
+				res := runChild(t, args, &st, sig)
+				if !res.reached {
+					t.Fatalf("the child never reached %q (exit %d):\n%s", st.gate, res.code, res.stderr)
+				}
+				finished := sig == syscall.SIGINT && st.name == "fetch-end"
+				if sig == syscall.SIGKILL && !res.signaled || sig == syscall.SIGINT && !finished && (res.code != 3 || !strings.Contains(res.stderr, "interrupted; finished work is kept")) ||
+					finished && res.code != 0 {
+					t.Fatalf("%v: exit %d signaled %v:\n%s", sig, res.code, res.signaled, res.stderr)
+				}
+				var cached []string
+				filepath.WalkDir(cache, func(p string, d os.DirEntry, err error) error {
+					if err == nil && !d.IsDir() && strings.HasSuffix(p, ".mbox") {
+						cached = append(cached, p)
+					}
+					return nil
+				})
+				for _, p := range cached {
+					data, _ := os.ReadFile(p)
+					if !finished || !bytes.Contains(bytes.ToLower(data), []byte("message-id: <"+msgid+">")) {
+						t.Errorf("an interrupted fetch cached %s (%d bytes)", p, len(data))
+					}
+				}
+				again := runChild(t, args, nil, sig)
+				if again.code != 0 || !strings.Contains(again.stderr, "fetched http") && !(finished && strings.Contains(again.stderr, "using cached thread")) {
+					t.Fatalf("the same command after the stop: exit %d\n%s", again.code, again.stderr)
+				}
+			})
+		}
 	}
 }
