@@ -4,6 +4,7 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"reflect"
 	"strings"
 	"testing"
 	"unicode/utf8"
@@ -304,8 +305,9 @@ func TestParseValue(t *testing.T) {
 	}
 }
 
-// FuzzRead feeds arbitrary bodies to the reader: no panic, and every
-// Number it returns is complete and points at a line of the body.
+// FuzzRead feeds arbitrary bodies to the reader: no panic, the same
+// answer twice, and every Number it returns is complete, finite and
+// points at a line of the body.
 func FuzzRead(f *testing.F) {
 	files, _ := filepath.Glob("../testdata/threads/*.mbox")
 	for _, p := range files {
@@ -318,6 +320,9 @@ func FuzzRead(f *testing.F) {
 	f.Add("a  1,234  (-5%)\n> b:  2 us/op\nDelta  ~1% (noise)\n| x | 1 |\n")
 	f.Fuzz(func(t *testing.T, body string) {
 		ns := readBody(body)
+		if again := readBody(body); !reflect.DeepEqual(ns, again) {
+			t.Fatalf("two reads differ:\n%s\n%s", strs(ns), strs(again))
+		}
 		lines := strings.Count(strings.ReplaceAll(body, "\r", ""), "\n") + 1
 		for _, n := range ns {
 			if n.Line < 1 || n.Line > lines {
