@@ -299,6 +299,9 @@ CREATE INDEX samples_by_run ON samples(run_id);
 	// the perf events a run's guest counts (see stages.go,
 	// pipelines/runner).
 	migrationStages,
+	// 6: the `#patcheval` commands read in replies to patcheval's
+	// reports (see triage.go, pipelines/follow).
+	migrationTriage,
 }
 
 // SchemaVersion is the schema version this code writes.

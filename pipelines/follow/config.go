@@ -40,6 +40,8 @@ import (
 //	report = "regressions"         # who hears of what: "regressions" (default), "all", "off"
 //	recipients = [{ match = "linuxppc-dev@*", report = "all" }, { match = "*@example.com", report = "off" }]
 //	reviewers = false              # also address the R: entries of MAINTAINERS
+//	triage = ["*@ellerman.id.au"]  # may command by reply (#patcheval retest, ...) besides
+//	                               # the series' author and the maintainers of its files
 //
 // A bot's reply goes to the series' author, the list and the maintainers
 // (M:) of the touched files in the tree's MAINTAINERS (pipelines/
@@ -84,6 +86,9 @@ type List struct {
 	Report     recipients.Mode   `json:"report"`
 	Recipients []recipients.Rule `json:"recipients,omitempty"`
 	Reviewers  bool              `json:"reviewers,omitempty"`
+	// Triage are sender globs who may command by reply besides the
+	// series' author and the maintainers of its files (triage.go).
+	Triage []string `json:"triage,omitempty"`
 	// The reporters that post this list's results (nil: none).
 	Patchwork *PatchworkConfig `json:"patchwork,omitempty"`
 	GitHub    *GitHubConfig    `json:"github,omitempty"`
@@ -145,6 +150,7 @@ type configList struct {
 	Report          string            `toml:"report"`
 	Recipients      []recipients.Rule `toml:"recipients"`
 	Reviewers       bool              `toml:"reviewers"`
+	Triage          []string          `toml:"triage"`
 
 	Patchwork *PatchworkConfig `toml:"patchwork"`
 	GitHub    *GitHubConfig    `toml:"github"`
@@ -215,7 +221,7 @@ var nameRe = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]*$`)
 func (c configList) list(pipelineOK func(string) error) (List, error) {
 	l := List{Name: c.Name, URL: strings.TrimRight(c.URL, "/"), Paths: c.Paths, Allow: c.Allow, Deny: c.Deny,
 		RFC: c.RFC, Pipeline: c.Pipeline, Tree: c.Tree, Base: c.Base,
-		Address: c.Address, Recipients: c.Recipients, Reviewers: c.Reviewers}
+		Address: c.Address, Recipients: c.Recipients, Reviewers: c.Reviewers, Triage: c.Triage}
 	var err error
 	if l.Report, err = recipients.ParseMode("report", c.Report); err != nil {
 		return l, err
@@ -248,7 +254,7 @@ func (c configList) list(pipelineOK func(string) error) (List, error) {
 	default:
 		return l, fmt.Errorf("base %q: want \"tree\" (the tree's HEAD) or \"series\" (the series' base-commit)", c.Base)
 	}
-	for _, g := range append(append(append([]string{}, c.Paths...), c.Allow...), c.Deny...) {
+	for _, g := range append(append(append(append([]string{}, c.Paths...), c.Allow...), c.Deny...), c.Triage...) {
 		if _, err := path.Match(strings.ReplaceAll(g, "**", "*"), ""); err != nil {
 			return l, fmt.Errorf("glob %q: %v", g, err)
 		}

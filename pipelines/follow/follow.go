@@ -74,6 +74,10 @@ type Follower struct {
 	// to queue "pending" Patchwork checks on its patches
 	// (reporters.QueuePatchworkChecks). An error is logged only.
 	Submitted func(l List, s *series.Series, evalID int64) error
+	// Triage, when set, carries out the `#patcheval` commands of
+	// permitted senders in replies to patcheval's reports (triage.go);
+	// nil: commands are not read.
+	Triage Triager
 }
 
 func (f *Follower) now() time.Time {
@@ -210,6 +214,9 @@ func (f *Follower) read(ctx context.Context, l List, st *store.FollowList) (read
 			}
 		}
 		if err := f.Store.AddFollowMessages(l.Name, b.msgs); err != nil {
+			return read, skipped, err
+		}
+		if err := f.triage(ctx, l, b.msgs); err != nil {
 			return read, skipped, err
 		}
 		if len(commits) > 0 {

@@ -1,0 +1,168 @@
+package follow
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"reflect"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/patcheval/patcheval/evaluate/store"
+	"github.com/patcheval/patcheval/internal/testgit"
+	"github.com/patcheval/patcheval/internal/testinbox"
+)
+
+func TestParseCommands(t *testing.T) {
+	body := "Thanks.\n\n> #patcheval invalid\n#patcheval retest selinux-tax\r\n  #patcheval bisect\n#patcheval   test https://lore.kernel.org/r/a@b  \n#patcheval frob x\n#patchevalretest\n"
+	got := ParseCommands(body)
+	want := []Command{{Name: "retest", Args: []string{"selinux-tax"}}, {Name: "test", Args: []string{"https://lore.kernel.org/r/a@b"}},
+		{Name: "unknown:frob", Args: []string{"x"}}}
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("ParseCommands = %+v, want %+v", got, want)
+	}
+}
+
+// triager records what it was asked to do.
+type triager struct {
+	mu   sync.Mutex
+	done []string
+}
+
+func (tr *triager) Triage(ctx context.Context, r TriageRequest) (string, error) {
+	tr.mu.Lock()
+	defer tr.mu.Unlock()
+	line := fmt.Sprintf("%s by %s as %s on evaluation %d (report %s)", r.Command, r.Reply.From.Email, r.Why, r.EvaluationID, r.Report)
+	tr.done = append(tr.done, line)
+	return "ok: " + r.Command.Name, nil
+}
+
+// TestTriageOnPublicInbox: replies to patcheval's report on a series,
+// delivered by public-inbox-mda into a real public-inbox, carry commands
+// from the author, a maintainer and a reviewer of the touched file (the
+// evaluated tree's MAINTAINERS), a configured triage person, a stranger
+// and a reply to the series instead of the report. The permitted ones
+// reach the Triager once, the stranger's is recorded as ignored, and
+// reading the same replies again does nothing more.
+func TestTriageOnPublicInbox(t *testing.T) {
+	root := t.TempDir()
+	tree := filepath.Join(root, "tree")
+	env := []string{"GIT_AUTHOR_NAME=a", "GIT_AUTHOR_EMAIL=a@example.org", "GIT_COMMITTER_NAME=a", "GIT_COMMITTER_EMAIL=a@example.org"}
+	testgit.Git(t, nil, nil, "init", "-q", "-b", "master", tree)
+	os.MkdirAll(filepath.Join(tree, "mm"), 0o755)
+	os.WriteFile(filepath.Join(tree, "mm/slab.c"), []byte("line\n"), 0o644)
+	os.WriteFile(filepath.Join(tree, "MAINTAINERS"), []byte("List of maintainers\n\nSLAB ALLOCATOR\nM:\tMae Maint <mae@example.org>\n"+
+		"R:\tRex Review <rex@example.org>\nL:\tlinux-mm@example.org\nS:\tMaintained\nF:\tmm/slab.c\n\nTHE REST\nM:\tLinus Torvalds <torvalds@linux-foundation.org>\nL:\tlinux-kernel@vger.kernel.org\nS:\tBuried alive in reporters\nF:\t*\nF:\t*/\n"), 0o644)
+	testgit.Git(t, env, nil, "-C", tree, "add", ".")
+	testgit.Git(t, env, nil, "-C", tree, "commit", "-q", "-m", "base")
+
+	g := &gen{t0: time.Now().Add(-time.Hour)}
+	seed := writeMbox(t, root, "seed.mbox", g.series("old", "Old <old@example.org>", "mm: old", 1, 1, []string{"mm/slab.c"}, "")...)
+	srv := testinbox.StartWith(t, testinbox.Options{Bulk: true, NoAll: true}, seed)
+	st, err := store.Open(filepath.Join(root, "db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	tr := &triager{}
+	l := List{Name: "test", URL: srv.URL + "/" + srv.Inbox, Pipeline: "ppc-preempt-dynamic", Tree: tree, Base: "tree",
+		IncompleteAfter: time.Hour, Triage: []string{"boss@*"}}
+	f := &Follower{Store: st, Lists: []List{l}, Submit: ServiceSubmitter{Service: runnerService{st}}, Dir: filepath.Join(root, "mirrors"), Triage: tr}
+	ctx := context.Background()
+	if err := f.Poll(ctx); err != nil { // first use: starts now
+		t.Fatal(err)
+	}
+	sam := "Sam Dev <sam@example.org>"
+	msgs := g.series("sss", sam, "mm/slab: faster", 1, 1, []string{"mm/slab.c"}, "")
+	srv.Add(t, writeMbox(t, root, "series.mbox", msgs...))
+	if err := f.Poll(ctx); err != nil {
+		t.Fatal(err)
+	}
+	s := seriesBy(t, st)["sss v1"]
+	if s == nil || s.EvaluationID == 0 {
+		t.Fatalf("series not submitted: %+v", s)
+	}
+	// patcheval's report went out (the mail reporter's post, sent).
+	report := fmt.Sprintf("report-%d@patcheval.example", s.EvaluationID)
+	p, err := st.EnqueuePost(store.Post{Reporter: "mail", Target: "sss-v1-0@example.org ppc-preempt-dynamic", EvaluationID: s.EvaluationID,
+		Digest: "d", Payload: "{}"}, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := st.MarkPostSending(p.ID, report); err != nil {
+		t.Fatal(err)
+	}
+	if err := st.MarkPostSent(p.ID, report); err != nil {
+		t.Fatal(err)
+	}
+	cover := "sss-v1-0@example.org"
+	mail := func(id, from, irt, refs, body string) []byte {
+		return []byte(fmt.Sprintf("From: %s\nTo: test@example.org\nSubject: Re: [PATCH 0/1] mm/slab: faster\nDate: %s\nMessage-ID: <%s>\n"+
+			"In-Reply-To: <%s>\nReferences: %s\n\n%s", from, g.date(), id, irt, refs, body))
+	}
+	refs := "<" + cover + "> <" + report + ">"
+	replies := [][]byte{
+		mail(report, "patcheval <bot@patcheval.example>", cover, "<"+cover+">", "Results: a regression.\n"),
+		mail("r1@example.org", sam, report, refs, "> #patcheval invalid\nPlease run it again:\n#patcheval retest selinux-tax\n"),
+		mail("r2@example.org", "Mallory <mallory@example.net>", report, refs, "#patcheval invalid\n"),
+		mail("r3@example.org", "Mae Maint <mae@example.org>", report, refs, "#patcheval bisect\n"),
+		mail("r4@example.org", "Big Boss <boss@example.com>", report, refs, "#patcheval test https://lore.kernel.org/r/x@example.org\n"),
+		mail("r5@example.org", sam, cover, "<"+cover+">", "#patcheval retest\n"), // not a reply to the report
+		mail("r6@example.org", "Rex Review <rex@example.org>", report, refs, "#patcheval frobnicate\n"),
+	}
+	srv.Add(t, writeMbox(t, root, "replies.mbox", replies...))
+	if err := f.Poll(ctx); err != nil {
+		t.Fatal(err)
+	}
+	ev := s.EvaluationID
+	want := []string{
+		fmt.Sprintf("#patcheval retest selinux-tax by sam@example.org as author on evaluation %d (report %s)", ev, report),
+		fmt.Sprintf("#patcheval bisect by mae@example.org as maintainer:SLAB ALLOCATOR on evaluation %d (report %s)", ev, report),
+		fmt.Sprintf("#patcheval test https://lore.kernel.org/r/x@example.org by boss@example.com as triage on evaluation %d (report %s)", ev, report),
+	}
+	if !reflect.DeepEqual(tr.done, want) {
+		t.Errorf("carried out:\n  %s\nwant:\n  %s", strings.Join(tr.done, "\n  "), strings.Join(want, "\n  "))
+	}
+	cmds, err := st.TriageCommands("test")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, c := range cmds {
+		got = append(got, c.MsgID+" "+c.Command+" "+c.Status)
+	}
+	wantRows := []string{"r1@example.org #patcheval retest selinux-tax done", "r2@example.org #patcheval invalid ignored",
+		"r3@example.org #patcheval bisect done", "r4@example.org #patcheval test https://lore.kernel.org/r/x@example.org done",
+		"r6@example.org #patcheval unknown:frobnicate failed"}
+	if !reflect.DeepEqual(got, wantRows) {
+		t.Errorf("recorded:\n  %s\nwant:\n  %s", strings.Join(got, "\n  "), strings.Join(wantRows, "\n  "))
+	}
+	if len(cmds) > 1 && !strings.Contains(cmds[1].Note, "mallory@example.net is neither the series' author") {
+		t.Errorf("the ignored command's note: %q", cmds[1].Note)
+	}
+
+	// The same replies read again (a re-read after a crash): nothing more.
+	raws, err := st.FollowMessages("test", cover)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var again []store.FollowMessage
+	for i, r := range raws {
+		again = append(again, store.FollowMessage{MsgID: fmt.Sprint(i), Root: cover, Raw: r})
+	}
+	if len(again) < len(replies) {
+		t.Fatalf("%d messages filed under the thread, want at least %d", len(again), len(replies))
+	}
+	if err := f.triage(ctx, l, again); err != nil {
+		t.Fatal(err)
+	}
+	if len(tr.done) != 3 {
+		t.Errorf("re-reading the replies carried out %d commands in all, want 3", len(tr.done))
+	}
+	if cmds2, _ := st.TriageCommands("test"); len(cmds2) != len(cmds) {
+		t.Errorf("re-reading recorded %d commands, want %d", len(cmds2), len(cmds))
+	}
+}
