@@ -37,7 +37,9 @@ type Command struct {
 	Args []string `json:"args,omitempty"`
 }
 
-func (c Command) String() string { return strings.TrimSpace("#patcheval " + c.Name + " " + strings.Join(c.Args, " ")) }
+func (c Command) String() string {
+	return strings.TrimSpace("#patcheval " + c.Name + " " + strings.Join(c.Args, " "))
+}
 
 // Commands the follower knows.
 var commandNames = map[string]bool{"retest": true, "invalid": true, "bisect": true, "test": true}
