@@ -4,12 +4,14 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 
 	"github.com/patcheval/patcheval/internal/testenv"
+	"github.com/patcheval/patcheval/mbox"
 	"github.com/patcheval/patcheval/internal/testinbox"
 )
 
@@ -184,6 +186,24 @@ func TestLoreMboxWithMsgID(t *testing.T) {
 	data, _ := os.ReadFile(mixed)
 	if out, errs, code = loreCLI(t, string(data), "-m", "-", "rfc-1@example.org"); code != 0 || !strings.Contains(out, "shapes: an idea") {
 		t.Errorf("stdin: exit %d\n%s%s", code, out, errs)
+	}
+	// And from a maildir holding both threads.
+	msgs, err := mbox.ParseBytes(data, "mixed.mbox")
+	if err != nil {
+		t.Fatal(err)
+	}
+	md := filepath.Join(t.TempDir(), "Mail")
+	for _, d := range []string{"cur", "new", "tmp"} {
+		os.MkdirAll(filepath.Join(md, d), 0o755)
+	}
+	for i, m := range msgs {
+		if err := os.WriteFile(filepath.Join(md, "cur", fmt.Sprintf("%d.patcheval:2,S", i)), m.Raw, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if out, errs, code = loreCLI(t, "", "-m", md, "rfc-1@example.org"); code != 0 || !strings.Contains(out, "Series:   shapes: an idea") || strings.Contains(out, "powerpc") ||
+		!strings.Contains(out, fmt.Sprintf("holds %d messages", len(msgs))) {
+		t.Errorf("maildir: exit %d\n%s%s", code, out, errs)
 	}
 }
 
