@@ -11,8 +11,8 @@ import (
 	"testing"
 
 	"github.com/patcheval/patcheval/internal/testenv"
-	"github.com/patcheval/patcheval/mbox"
 	"github.com/patcheval/patcheval/internal/testinbox"
+	"github.com/patcheval/patcheval/mbox"
 )
 
 func loreCLI(t *testing.T, stdin string, args ...string) (string, string, int) {
