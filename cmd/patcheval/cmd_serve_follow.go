@@ -13,6 +13,7 @@ import (
 	"github.com/patcheval/patcheval/pipelines"
 	"github.com/patcheval/patcheval/pipelines/follow"
 	"github.com/patcheval/patcheval/pipelines/service"
+	"github.com/patcheval/patcheval/series"
 )
 
 func init() {
@@ -50,7 +51,14 @@ func setupBots(cfg *service.Config, o serveOptions, config string) (func(*servic
 		return nil, err
 	}
 	cfg.Loops = append(cfg.Loops, service.Loop{Name: "follow", Run: func(ctx context.Context, s *service.Service) error {
-		return newFollower(o.Log, lists, s.Store(), s).Run(ctx)
+		f := newFollower(o.Log, lists, s.Store(), s)
+		if rep != nil {
+			// The service's own "queued" notify job may run before the
+			// follower has recorded which series the evaluation is; this
+			// one runs after (posting twice is a no-op).
+			f.Submitted = func(_ follow.List, _ *series.Series, id int64) error { return rep.Notify(ctx, id, follow.EventQueued) }
+		}
+		return f.Run(ctx)
 	}})
 	if rep != nil {
 		cfg.Notify = func(ctx context.Context, id int64, event string) error { return rep.Notify(ctx, id, event) }

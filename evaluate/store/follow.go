@@ -256,22 +256,53 @@ func scanFollowSeries(row scanner) (*FollowSeries, error) {
 	return &f, nil
 }
 
+const noteFollowSeries = `INSERT INTO follow_series (list, root, version, msgid, title, author, total, found, status, first_seen, last_seen, updated)
+	VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+	ON CONFLICT(list, root, version) DO UPDATE SET msgid = excluded.msgid, title = excluded.title, author = excluded.author,
+		total = excluded.total, found = excluded.found, last_seen = excluded.last_seen, updated = excluded.updated
+	RETURNING ` + followSeriesColumns
+
+func noteArgs(f FollowSeries, at string) []any {
+	return []any{f.List, f.Root, f.Version, f.MsgID, f.Title, f.Author, f.Total, f.Found, SeriesCollecting, at, at, at}
+}
+
 // NoteFollowSeries records that a message of version v of the series
 // under root arrived at seen (creating it as collecting), with what is
 // known of it so far, and returns it.
 func (s *Store) NoteFollowSeries(f FollowSeries, seen time.Time) (*FollowSeries, error) {
-	at := fmtTime(seen)
-	row := s.db.QueryRow(`INSERT INTO follow_series (list, root, version, msgid, title, author, total, found, status, first_seen, last_seen, updated)
-		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
-		ON CONFLICT(list, root, version) DO UPDATE SET msgid = excluded.msgid, title = excluded.title, author = excluded.author,
-			total = excluded.total, found = excluded.found, last_seen = excluded.last_seen, updated = excluded.updated
-		RETURNING `+followSeriesColumns,
-		f.List, f.Root, f.Version, f.MsgID, f.Title, f.Author, f.Total, f.Found, SeriesCollecting, at, at, at)
-	out, err := scanFollowSeries(row)
+	out, err := scanFollowSeries(s.db.QueryRow(noteFollowSeries, noteArgs(f, fmtTime(seen))...))
 	if err != nil {
 		return nil, fail.Infraf("store: %s: series %s v%d: %w", s.path, f.Root, f.Version, err)
 	}
 	return out, nil
+}
+
+// NoteFollowSeriesAll is NoteFollowSeries for many series in one
+// transaction (one sync for a whole poll instead of one per series).
+func (s *Store) NoteFollowSeriesAll(fs []FollowSeries, seen time.Time) error {
+	if len(fs) == 0 {
+		return nil
+	}
+	at := fmtTime(seen)
+	tx, err := s.db.Begin()
+	if err != nil {
+		return fail.Infraf("store: %s: %w", s.path, err)
+	}
+	defer tx.Rollback()
+	stmt, err := tx.Prepare(noteFollowSeries)
+	if err != nil {
+		return fail.Infraf("store: %s: %w", s.path, err)
+	}
+	defer stmt.Close()
+	for _, f := range fs {
+		if _, err := scanFollowSeries(stmt.QueryRow(noteArgs(f, at)...)); err != nil {
+			return fail.Infraf("store: %s: series %s v%d: %w", s.path, f.Root, f.Version, err)
+		}
+	}
+	if err := tx.Commit(); err != nil {
+		return fail.Infraf("store: %s: %w", s.path, err)
+	}
+	return nil
 }
 
 // SetFollowSeries records a series' status, why, and its evaluation

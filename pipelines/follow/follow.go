@@ -315,7 +315,7 @@ func (f *Follower) group(l List, touched map[string]bool) error {
 		roots = append(roots, r)
 	}
 	sort.Strings(roots)
-	now := f.now()
+	var all []store.FollowSeries
 	for _, root := range roots {
 		t, err := f.thread(l, root)
 		if err != nil {
@@ -334,12 +334,11 @@ func (f *Follower) group(l List, touched map[string]bool) error {
 					fs.MsgID = first.MessageID
 				}
 			}
-			if _, err := f.Store.NoteFollowSeries(fs, now); err != nil {
-				return err
-			}
+			all = append(all, fs)
 		}
 	}
-	return nil
+	// One transaction: with synchronous=FULL every commit is a sync.
+	return f.Store.NoteFollowSeriesAll(all, f.now())
 }
 
 func (f *Follower) thread(l List, root string) (*mbox.Thread, error) {
