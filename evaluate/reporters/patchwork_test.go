@@ -400,3 +400,25 @@ func TestPatchworkFakeAPIThrottledWaitsForRetryAfter(t *testing.T) {
 		t.Errorf("Patchwork got %d checks", posts)
 	}
 }
+
+// Posts of a reporter no longer configured (a list renamed or removed)
+// stay queued, and more of them than one flush takes do not hold back
+// the configured reporters' posts.
+func TestPatchworkFakeAPIOrphanPostsDoNotBlockTheOutbox(t *testing.T) {
+	f := newFakePatchwork(t, "tok")
+	f.add("m@x", 1)
+	st := openStore(t, filepath.Join(t.TempDir(), "db"))
+	id := newEval(t, st)
+	for i := 0; i < 201; i++ {
+		if _, err := Enqueue(st, "patchwork/gone", fmt.Sprintf("old%d@x patcheval-p", i), id, CheckSuccess, PatchworkCheck{MsgID: "old@x"}, false); err != nil {
+			t.Fatal(err)
+		}
+	}
+	QueuePatchworkChecks(st, id, "p", []string{"m@x"}, CheckSuccess, "ok", "")
+	if n, err := (&Outbox{Store: st, Reporters: []Reporter{patchworkFor(t, f, "tok")}}).Flush(context.Background()); n != 1 || err != nil {
+		t.Fatalf("flush sent %d (%v), want the configured reporter's 1", n, err)
+	}
+	if q, _ := st.Posts(id, store.PostQueued, 1000); len(q) != 201 {
+		t.Errorf("%d orphans queued, want 201", len(q))
+	}
+}

@@ -190,7 +190,14 @@ func (o *Outbox) backoff(n int) time.Duration {
 func (o *Outbox) Flush(ctx context.Context) (int, error) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
-	due, err := o.Store.DuePosts(o.now(), 200)
+	names := make([]string, 0, len(o.Reporters))
+	for _, r := range o.Reporters {
+		names = append(names, r.Name())
+	}
+	if len(names) == 0 {
+		return 0, nil
+	}
+	due, err := o.Store.DuePosts(o.now(), 200, names...)
 	if err != nil {
 		return 0, err
 	}

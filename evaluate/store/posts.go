@@ -3,6 +3,7 @@ package store
 import (
 	"database/sql"
 	"errors"
+	"strings"
 	"time"
 
 	"github.com/patcheval/patcheval/internal/fail"
@@ -152,14 +153,23 @@ func (s *Store) EnqueuePost(p Post, held bool) (*Post, error) {
 }
 
 // DuePosts lists the queued posts whose next attempt is due at now, and
-// the posts left "sending" (a restart must settle them), oldest first.
-func (s *Store) DuePosts(now time.Time, limit int) ([]*Post, error) {
+// the posts left "sending" (a restart must settle them), oldest first;
+// only those of the named reporters when reporters are given (posts of a
+// reporter no longer configured must not crowd out the others).
+func (s *Store) DuePosts(now time.Time, limit int, reporters ...string) ([]*Post, error) {
 	if limit <= 0 {
 		limit = 100
 	}
-	return s.queryPosts(`SELECT `+postColumns+` FROM posts
-		WHERE (status = ? AND (next_attempt = '' OR next_attempt <= ?)) OR status = ?
-		ORDER BY id LIMIT ?`, PostQueued, fmtTime(now), PostSending, limit)
+	q := `SELECT ` + postColumns + ` FROM posts
+		WHERE ((status = ? AND (next_attempt = '' OR next_attempt <= ?)) OR status = ?)`
+	args := []any{PostQueued, fmtTime(now), PostSending}
+	if len(reporters) > 0 {
+		q += ` AND reporter IN (?` + strings.Repeat(", ?", len(reporters)-1) + `)`
+		for _, r := range reporters {
+			args = append(args, r)
+		}
+	}
+	return s.queryPosts(q+` ORDER BY id LIMIT ?`, append(args, limit)...)
 }
 
 // Posts lists posts, newest first: of one evaluation when evalID > 0,
