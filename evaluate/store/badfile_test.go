@@ -42,7 +42,7 @@ func TestLockedStateFile(t *testing.T) {
 	if testing.Short() {
 		t.Skip("waits for the 10 s busy timeout")
 	}
-	s, path := openTemp(t)
+	s, path := openTemp(t, filepath.Join(t.TempDir(), "patcheval.db"))
 	e, _, err := s.CreateOrResumeEvaluation("k", EvaluationMeta{Pipeline: "p"})
 	if err != nil {
 		t.Fatal(err)

@@ -3,6 +3,7 @@ package store
 import (
 	"bytes"
 	"compress/gzip"
+	"context"
 	"database/sql"
 	"errors"
 	"io"
@@ -119,7 +120,7 @@ func (s *Store) FollowListState(name string) (*FollowList, error) {
 		return &FollowList{Name: name, Epoch: -1}, nil
 	}
 	if err != nil {
-		return nil, fail.Infraf("store: %s: list %s: %w", s.path, name, err)
+		return nil, fail.Infraf("store: %s: list %s: %w", s.where, name, err)
 	}
 	l.LastPoll, l.LastOK = parseTime(poll), parseTime(ok)
 	return &l, nil
@@ -137,11 +138,11 @@ func (s *Store) FollowPoll(name, url string, epoch int, commit string, read, ski
 	_, err := s.db.Exec(`INSERT INTO follow_lists (name, url, epoch, last_commit, messages, skipped, last_poll, last_ok, last_error)
 		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)
 		ON CONFLICT(name) DO UPDATE SET url = excluded.url, epoch = excluded.epoch, last_commit = excluded.last_commit,
-			messages = messages + excluded.messages, skipped = skipped + excluded.skipped, last_poll = excluded.last_poll,
-			last_ok = CASE WHEN excluded.last_ok = '' THEN last_ok ELSE excluded.last_ok END, last_error = excluded.last_error`,
+			messages = follow_lists.messages + excluded.messages, skipped = follow_lists.skipped + excluded.skipped, last_poll = excluded.last_poll,
+			last_ok = CASE WHEN excluded.last_ok = '' THEN follow_lists.last_ok ELSE excluded.last_ok END, last_error = excluded.last_error`,
 		name, url, epoch, commit, read, skipped, now, okAt, msg)
 	if err != nil {
-		return fail.Infraf("store: %s: list %s: %w", s.path, name, err)
+		return fail.Infraf("store: %s: list %s: %w", s.where, name, err)
 	}
 	return nil
 }
@@ -158,27 +159,16 @@ func (s *Store) AddFollowMessages(list string, msgs []FollowMessage) error {
 	if len(msgs) == 0 {
 		return nil
 	}
-	tx, err := s.db.Begin()
-	if err != nil {
-		return fail.Infraf("store: %s: %w", s.path, err)
-	}
-	defer tx.Rollback()
-	stmt, err := tx.Prepare(`INSERT INTO follow_messages (list, msgid, root, raw, seen) VALUES (?, ?, ?, ?, ?)
-		ON CONFLICT(list, msgid) DO NOTHING`)
-	if err != nil {
-		return fail.Infraf("store: %s: %w", s.path, err)
-	}
-	defer stmt.Close()
 	now := fmtTime(time.Now())
-	for _, m := range msgs {
-		if _, err := stmt.Exec(list, m.MsgID, m.Root, gz(m.Raw), now); err != nil {
-			return fail.Infraf("store: %s: message <%s>: %w", s.path, m.MsgID, err)
+	return s.Tx(context.Background(), func(tx *Tx) error {
+		for _, m := range msgs {
+			if _, err := tx.Exec(`INSERT INTO follow_messages (list, msgid, root, raw, seen) VALUES (?, ?, ?, ?, ?)
+				ON CONFLICT(list, msgid) DO NOTHING`, list, m.MsgID, m.Root, gz(m.Raw), now); err != nil {
+				return fail.Infraf("store: %s: message <%s>: %w", s.where, m.MsgID, err)
+			}
 		}
-	}
-	if err := tx.Commit(); err != nil {
-		return fail.Infraf("store: %s: %w", s.path, err)
-	}
-	return nil
+		return nil
+	})
 }
 
 func gz(raw []byte) []byte {
@@ -195,7 +185,7 @@ func (s *Store) AddFollowMessage(list, msgid, root string, raw []byte) (added bo
 	res, err := s.db.Exec(`INSERT INTO follow_messages (list, msgid, root, raw, seen) VALUES (?, ?, ?, ?, ?)
 		ON CONFLICT(list, msgid) DO NOTHING`, list, msgid, root, gz(raw), fmtTime(time.Now()))
 	if err != nil {
-		return false, fail.Infraf("store: %s: message <%s>: %w", s.path, msgid, err)
+		return false, fail.Infraf("store: %s: message <%s>: %w", s.where, msgid, err)
 	}
 	n, _ := res.RowsAffected()
 	return n == 1, nil
@@ -210,7 +200,7 @@ func (s *Store) FollowRootOf(list, msgid string) (string, error) {
 		return "", nil
 	}
 	if err != nil {
-		return "", fail.Infraf("store: %s: %w", s.path, err)
+		return "", fail.Infraf("store: %s: %w", s.where, err)
 	}
 	return root, nil
 }
@@ -220,22 +210,22 @@ func (s *Store) FollowRootOf(list, msgid string) (string, error) {
 func (s *Store) FollowMessages(list, root string) ([][]byte, error) {
 	rows, err := s.db.Query(`SELECT raw FROM follow_messages WHERE list = ? AND root = ? ORDER BY id`, list, root)
 	if err != nil {
-		return nil, fail.Infraf("store: %s: %w", s.path, err)
+		return nil, fail.Infraf("store: %s: %w", s.where, err)
 	}
 	defer rows.Close()
 	var out [][]byte
 	for rows.Next() {
 		var z []byte
 		if err := rows.Scan(&z); err != nil {
-			return nil, fail.Infraf("store: %s: %w", s.path, err)
+			return nil, fail.Infraf("store: %s: %w", s.where, err)
 		}
 		r, err := gzip.NewReader(bytes.NewReader(z))
 		if err != nil {
-			return nil, fail.Infraf("store: %s: a stored message: %w", s.path, err)
+			return nil, fail.Infraf("store: %s: a stored message: %w", s.where, err)
 		}
 		raw, err := io.ReadAll(r)
 		if err != nil {
-			return nil, fail.Infraf("store: %s: a stored message: %w", s.path, err)
+			return nil, fail.Infraf("store: %s: a stored message: %w", s.where, err)
 		}
 		out = append(out, raw)
 	}
@@ -272,7 +262,7 @@ func noteArgs(f FollowSeries, at string) []any {
 func (s *Store) NoteFollowSeries(f FollowSeries, seen time.Time) (*FollowSeries, error) {
 	out, err := scanFollowSeries(s.db.QueryRow(noteFollowSeries, noteArgs(f, fmtTime(seen))...))
 	if err != nil {
-		return nil, fail.Infraf("store: %s: series %s v%d: %w", s.path, f.Root, f.Version, err)
+		return nil, fail.Infraf("store: %s: series %s v%d: %w", s.where, f.Root, f.Version, err)
 	}
 	return out, nil
 }
@@ -315,7 +305,7 @@ func (s *Store) SetFollowSeries(id int64, status, reason string, evalID int64) e
 	_, err := s.db.Exec(`UPDATE follow_series SET status = ?, reason = ?, evaluation_id = COALESCE(?, evaluation_id), updated = ?
 		WHERE id = ?`, status, reason, eval, fmtTime(time.Now()), id)
 	if err != nil {
-		return fail.Infraf("store: %s: series %d: %w", s.path, id, err)
+		return fail.Infraf("store: %s: series %d: %w", s.where, id, err)
 	}
 	return nil
 }
@@ -326,14 +316,14 @@ func (s *Store) FollowSeriesList(list, status string) ([]*FollowSeries, error) {
 	rows, err := s.db.Query(`SELECT `+followSeriesColumns+` FROM follow_series
 		WHERE (? = '' OR list = ?) AND (? = '' OR status = ?) ORDER BY id`, list, list, status, status)
 	if err != nil {
-		return nil, fail.Infraf("store: %s: %w", s.path, err)
+		return nil, fail.Infraf("store: %s: %w", s.where, err)
 	}
 	defer rows.Close()
 	var out []*FollowSeries
 	for rows.Next() {
 		f, err := scanFollowSeries(rows)
 		if err != nil {
-			return nil, fail.Infraf("store: %s: %w", s.path, err)
+			return nil, fail.Infraf("store: %s: %w", s.where, err)
 		}
 		out = append(out, f)
 	}

@@ -33,7 +33,7 @@ func (s *Store) List(ctx context.Context, f ListFilter) ([]*Evaluation, int, err
 		args = append(args, f.Pipeline)
 	}
 	if f.Series != "" {
-		where = append(where, "(e.series_msgid = ? OR instr(lower(e.series_title), lower(?)) > 0)")
+		where = append(where, "(e.series_msgid = ? OR "+s.d.instr+"(lower(e.series_title), lower(?)) > 0)")
 		args = append(args, strings.Trim(f.Series, "<>"), f.Series)
 	}
 	cond := ""
@@ -42,7 +42,7 @@ func (s *Store) List(ctx context.Context, f ListFilter) ([]*Evaluation, int, err
 	}
 	var total int
 	if err := s.db.QueryRowContext(ctx, `SELECT COUNT(*) FROM evaluations e`+cond, args...).Scan(&total); err != nil {
-		return nil, 0, fail.Infraf("store: %s: counting evaluations: %w", s.path, err)
+		return nil, 0, fail.Infraf("store: %s: counting evaluations: %w", s.where, err)
 	}
 	q := `SELECT ` + evalColumns + ` FROM evaluations e` + cond + ` ORDER BY e.id DESC`
 	if f.Limit > 0 {
@@ -51,19 +51,19 @@ func (s *Store) List(ctx context.Context, f ListFilter) ([]*Evaluation, int, err
 	}
 	rows, err := s.db.QueryContext(ctx, q, args...)
 	if err != nil {
-		return nil, 0, fail.Infraf("store: %s: listing evaluations: %w", s.path, err)
+		return nil, 0, fail.Infraf("store: %s: listing evaluations: %w", s.where, err)
 	}
 	defer rows.Close()
 	var out []*Evaluation
 	for rows.Next() {
 		e, err := scanEvaluation(rows)
 		if err != nil {
-			return nil, 0, fail.Infraf("store: %s: %w", s.path, err)
+			return nil, 0, fail.Infraf("store: %s: %w", s.where, err)
 		}
 		out = append(out, e)
 	}
 	if err := rows.Err(); err != nil {
-		return nil, 0, fail.Infraf("store: %s: %w", s.path, err)
+		return nil, 0, fail.Infraf("store: %s: %w", s.where, err)
 	}
 	return out, total, nil
 }

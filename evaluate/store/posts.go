@@ -1,6 +1,7 @@
 package store
 
 import (
+	"context"
 	"database/sql"
 	"errors"
 	"strings"
@@ -110,22 +111,30 @@ func (s *Store) EnqueuePost(p Post, held bool) (*Post, error) {
 	if p.Reporter == "" || p.Target == "" || p.Digest == "" {
 		return nil, fail.Inputf("store: a post needs a reporter, a target and a digest")
 	}
-	tx, err := s.db.Begin()
+	err := s.Tx(context.Background(), func(tx *Tx) error { return s.enqueuePostTx(tx, &p, held) })
 	if err != nil {
-		return nil, fail.Infraf("store: %s: %w", s.path, err)
+		return nil, err
 	}
-	defer tx.Rollback()
+	return &p, nil
+}
+
+// enqueuePostTx is EnqueuePost's transaction; it fills in p.
+func (s *Store) enqueuePostTx(tx *Tx, p *Post, held bool) error {
+	// Two callers queueing for one target: one after the other.
+	if err := tx.Lock("post", p.Reporter, p.Target); err != nil {
+		return err
+	}
 	var lastDigest string
-	err = tx.QueryRow(`SELECT digest FROM posts WHERE reporter = ? AND target = ? AND status NOT IN (?, ?)
+	err := tx.QueryRow(`SELECT digest FROM posts WHERE reporter = ? AND target = ? AND status NOT IN (?, ?)
 		ORDER BY id DESC LIMIT 1`, p.Reporter, p.Target, PostSkipped, PostFailed).Scan(&lastDigest)
 	if err != nil && !errors.Is(err, sql.ErrNoRows) {
-		return nil, fail.Infraf("store: %s: %w", s.path, err)
+		return fail.Infraf("store: %s: %w", s.where, err)
 	}
 	var finals int
 	if !finalState(p.State) {
 		if err := tx.QueryRow(`SELECT COUNT(*) FROM posts WHERE reporter = ? AND target = ? AND state NOT IN ('', 'pending')
 			AND status NOT IN (?, ?)`, p.Reporter, p.Target, PostSkipped, PostFailed).Scan(&finals); err != nil {
-			return nil, fail.Infraf("store: %s: %w", s.path, err)
+			return fail.Infraf("store: %s: %w", s.where, err)
 		}
 	}
 	p.Status = PostQueued
@@ -144,12 +153,9 @@ func (s *Store) EnqueuePost(p Post, held bool) (*Post, error) {
 	if err := tx.QueryRow(`INSERT INTO posts (reporter, target, evaluation_id, state, digest, payload, status, created, updated)
 		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?) RETURNING id`, p.Reporter, p.Target, eval, p.State, p.Digest, p.Payload, p.Status,
 		fmtTime(now), fmtTime(now)).Scan(&p.ID); err != nil {
-		return nil, fail.Infraf("store: %s: queueing a %s post for %s: %w", s.path, p.Reporter, p.Target, err)
+		return fail.Infraf("store: %s: queueing a %s post for %s: %w", s.where, p.Reporter, p.Target, err)
 	}
-	if err := tx.Commit(); err != nil {
-		return nil, fail.Infraf("store: %s: %w", s.path, err)
-	}
-	return &p, nil
+	return nil
 }
 
 // DuePosts lists the queued posts whose next attempt is due at now, and
@@ -187,10 +193,10 @@ func (s *Store) Posts(evalID int64, status string, limit int) ([]*Post, error) {
 func (s *Store) Post(id int64) (*Post, error) {
 	p, err := scanPost(s.db.QueryRow(`SELECT `+postColumns+` FROM posts WHERE id = ?`, id))
 	if errors.Is(err, sql.ErrNoRows) {
-		return nil, fail.Inputf("store: %s: no post %d", s.path, id)
+		return nil, fail.Inputf("store: %s: no post %d", s.where, id)
 	}
 	if err != nil {
-		return nil, fail.Infraf("store: %s: post %d: %w", s.path, id, err)
+		return nil, fail.Infraf("store: %s: post %d: %w", s.where, id, err)
 	}
 	return p, nil
 }
@@ -198,19 +204,19 @@ func (s *Store) Post(id int64) (*Post, error) {
 func (s *Store) queryPosts(q string, args ...any) ([]*Post, error) {
 	rows, err := s.db.Query(q, args...)
 	if err != nil {
-		return nil, fail.Infraf("store: %s: listing posts: %w", s.path, err)
+		return nil, fail.Infraf("store: %s: listing posts: %w", s.where, err)
 	}
 	defer rows.Close()
 	var out []*Post
 	for rows.Next() {
 		p, err := scanPost(rows)
 		if err != nil {
-			return nil, fail.Infraf("store: %s: %w", s.path, err)
+			return nil, fail.Infraf("store: %s: %w", s.where, err)
 		}
 		out = append(out, p)
 	}
 	if err := rows.Err(); err != nil {
-		return nil, fail.Infraf("store: %s: %w", s.path, err)
+		return nil, fail.Infraf("store: %s: %w", s.where, err)
 	}
 	return out, nil
 }
@@ -230,7 +236,7 @@ func (s *Store) setPost(id int64, from []string, set string, args ...any) (bool,
 	}
 	res, err := s.db.Exec(q+")", all...)
 	if err != nil {
-		return false, fail.Infraf("store: %s: post %d: %w", s.path, id, err)
+		return false, fail.Infraf("store: %s: post %d: %w", s.where, id, err)
 	}
 	n, _ := res.RowsAffected()
 	return n == 1, nil
@@ -278,7 +284,7 @@ func (s *Store) ApprovePost(id int64) error {
 		return err
 	}
 	if !ok {
-		return fail.Inputf("store: %s: post %d is not waiting for approval", s.path, id)
+		return fail.Inputf("store: %s: post %d is not waiting for approval", s.where, id)
 	}
 	return nil
 }

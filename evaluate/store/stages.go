@@ -45,41 +45,59 @@ CREATE TABLE stage_timings (
 ALTER TABLE runs ADD COLUMN perf_events TEXT NOT NULL DEFAULT '';
 `
 
-// querier is what *sql.DB and *sql.Tx share: the store's writes run on
-// either, so that a caller can put them in its own transaction (Tx).
-type querier interface {
-	Exec(query string, args ...any) (sql.Result, error)
-	QueryRow(query string, args ...any) *sql.Row
-	Prepare(query string) (*sql.Stmt, error)
+// Tx runs fn in one database transaction: everything fn writes (with the
+// *Tx methods, or a queue's own InsertTx on the same database through
+// tx.SQLite or tx.Postgres) commits together or not at all.
+//
+// On Postgres, a transaction that fails because the server went away
+// (restart, failover) before its commit was rolled back by the server:
+// Tx runs fn again on a new connection, backing off, for up to
+// ReconnectFor. fn must therefore do nothing outside tx that it cannot
+// do twice. A commit that fails for the same reason is not repeated (it
+// may have committed): its error is returned.
+func (s *Store) Tx(ctx context.Context, fn func(tx *Tx) error) error {
+	deadline := time.Now().Add(s.reconnectFor)
+	wait := 50 * time.Millisecond
+	for {
+		retry, err := s.tx(ctx, fn)
+		if err == nil || !retry || s.pool == nil || time.Now().After(deadline) || ctx.Err() != nil {
+			return err
+		}
+		select {
+		case <-ctx.Done():
+			return err
+		case <-time.After(wait):
+		}
+		wait = min(2*wait, 2*time.Second)
+	}
 }
 
-// Tx runs fn in one database transaction: everything fn writes (with the
-// *Tx methods, or a queue's own InsertTx on the same database) commits
-// together or not at all.
-func (s *Store) Tx(ctx context.Context, fn func(tx *sql.Tx) error) error {
-	tx, err := s.db.BeginTx(ctx, nil)
+// tx runs fn in one transaction; retry says whether it failed before its
+// commit because the server could not be reached.
+func (s *Store) tx(ctx context.Context, fn func(tx *Tx) error) (retry bool, err error) {
+	tx, err := s.begin(ctx)
 	if err != nil {
-		return fail.Infraf("store: %s: %w", s.path, err)
+		return Unreachable(err), fail.Infraf("store: %s: %w", s.where, err)
 	}
-	defer tx.Rollback()
+	defer tx.rollback()
 	if err := fn(tx); err != nil {
-		return err
+		return Unreachable(err), err
 	}
-	if err := tx.Commit(); err != nil {
-		return fail.Infraf("store: %s: commit: %w", s.path, err)
+	if err := tx.commit(ctx); err != nil {
+		return false, fail.Infraf("store: %s: commit: %w", s.where, err)
 	}
-	return nil
+	return false, nil
 }
 
 // SetInputsTx stores what an evaluation's stages need to run from its id
 // alone: inputs (a JSON document the runner owns) and the series' thread
 // as an mbox (nil without one). A second call replaces both.
-func (s *Store) SetInputsTx(tx *sql.Tx, evalID int64, inputs, seriesMbox []byte) error {
+func (s *Store) SetInputsTx(tx *Tx, evalID int64, inputs, seriesMbox []byte) error {
 	_, err := tx.Exec(`INSERT INTO evaluation_inputs (evaluation_id, inputs, series_mbox) VALUES (?, ?, ?)
 		ON CONFLICT(evaluation_id) DO UPDATE SET inputs = excluded.inputs, series_mbox = excluded.series_mbox`,
 		evalID, string(inputs), seriesMbox)
 	if err != nil {
-		return fail.Infraf("store: %s: inputs of evaluation %d: %w", s.path, evalID, err)
+		return fail.Infraf("store: %s: inputs of evaluation %d: %w", s.where, evalID, err)
 	}
 	return nil
 }
@@ -91,10 +109,10 @@ func (s *Store) Inputs(evalID int64) (inputs, seriesMbox []byte, err error) {
 	var in string
 	err = s.db.QueryRow(`SELECT inputs, series_mbox FROM evaluation_inputs WHERE evaluation_id = ?`, evalID).Scan(&in, &seriesMbox)
 	if errors.Is(err, sql.ErrNoRows) {
-		return nil, nil, fail.Inputf("store: %s: evaluation %d has no stored inputs (not submitted by a pipeline runner)", s.path, evalID)
+		return nil, nil, fail.Inputf("store: %s: evaluation %d has no stored inputs (not submitted by a pipeline runner)", s.where, evalID)
 	}
 	if err != nil {
-		return nil, nil, fail.Infraf("store: %s: inputs of evaluation %d: %w", s.path, evalID, err)
+		return nil, nil, fail.Infraf("store: %s: inputs of evaluation %d: %w", s.where, evalID, err)
 	}
 	return []byte(in), seriesMbox, nil
 }
@@ -118,19 +136,19 @@ type AppliedCommit struct {
 
 // RecordAppliedTx records evaluation evalID's applied series (replacing a
 // previous record).
-func (s *Store) RecordAppliedTx(tx *sql.Tx, evalID int64, a Applied) error {
+func (s *Store) RecordAppliedTx(tx *Tx, evalID int64, a Applied) error {
 	if _, err := tx.Exec(`INSERT INTO applied (evaluation_id, head, tree, branch, created) VALUES (?, ?, ?, ?, ?)
 		ON CONFLICT(evaluation_id) DO UPDATE SET head = excluded.head, tree = excluded.tree, branch = excluded.branch,
 		created = excluded.created`, evalID, a.Head, a.Tree, a.Branch, fmtTime(time.Now())); err != nil {
-		return fail.Infraf("store: %s: applied series of evaluation %d: %w", s.path, evalID, err)
+		return fail.Infraf("store: %s: applied series of evaluation %d: %w", s.where, evalID, err)
 	}
 	if _, err := tx.Exec(`DELETE FROM applied_commits WHERE evaluation_id = ?`, evalID); err != nil {
-		return fail.Infraf("store: %s: applied series of evaluation %d: %w", s.path, evalID, err)
+		return fail.Infraf("store: %s: applied series of evaluation %d: %w", s.where, evalID, err)
 	}
 	for i, c := range a.Commits {
 		if _, err := tx.Exec(`INSERT INTO applied_commits (evaluation_id, seq, hash, tree, subject) VALUES (?, ?, ?, ?, ?)`,
 			evalID, i, c.Hash, c.Tree, c.Subject); err != nil {
-			return fail.Infraf("store: %s: applied commit %d of evaluation %d: %w", s.path, i, evalID, err)
+			return fail.Infraf("store: %s: applied commit %d of evaluation %d: %w", s.where, i, evalID, err)
 		}
 	}
 	return nil
@@ -145,17 +163,17 @@ func (s *Store) AppliedOf(evalID int64) (*Applied, error) {
 		return nil, nil
 	}
 	if err != nil {
-		return nil, fail.Infraf("store: %s: applied series of evaluation %d: %w", s.path, evalID, err)
+		return nil, fail.Infraf("store: %s: applied series of evaluation %d: %w", s.where, evalID, err)
 	}
 	rows, err := s.db.Query(`SELECT hash, tree, subject FROM applied_commits WHERE evaluation_id = ? ORDER BY seq`, evalID)
 	if err != nil {
-		return nil, fail.Infraf("store: %s: applied commits of evaluation %d: %w", s.path, evalID, err)
+		return nil, fail.Infraf("store: %s: applied commits of evaluation %d: %w", s.where, evalID, err)
 	}
 	defer rows.Close()
 	for rows.Next() {
 		var c AppliedCommit
 		if err := rows.Scan(&c.Hash, &c.Tree, &c.Subject); err != nil {
-			return nil, fail.Infraf("store: %s: %w", s.path, err)
+			return nil, fail.Infraf("store: %s: %w", s.where, err)
 		}
 		a.Commits = append(a.Commits, c)
 	}
@@ -172,12 +190,12 @@ type Timing struct {
 
 // AddTimingTx adds d to stage's time in evaluation evalID; a non-empty
 // note replaces the stage's note.
-func (s *Store) AddTimingTx(tx *sql.Tx, evalID int64, stage string, d time.Duration, note string) error {
+func (s *Store) AddTimingTx(tx *Tx, evalID int64, stage string, d time.Duration, note string) error {
 	_, err := tx.Exec(`INSERT INTO stage_timings (evaluation_id, stage, duration_ns, note) VALUES (?, ?, ?, ?)
-		ON CONFLICT(evaluation_id, stage) DO UPDATE SET duration_ns = duration_ns + excluded.duration_ns,
-		note = CASE WHEN excluded.note = '' THEN note ELSE excluded.note END`, evalID, stage, int64(d), note)
+		ON CONFLICT(evaluation_id, stage) DO UPDATE SET duration_ns = stage_timings.duration_ns + excluded.duration_ns,
+		note = CASE WHEN excluded.note = '' THEN stage_timings.note ELSE excluded.note END`, evalID, stage, int64(d), note)
 	if err != nil {
-		return fail.Infraf("store: %s: timing %s of evaluation %d: %w", s.path, stage, evalID, err)
+		return fail.Infraf("store: %s: timing %s of evaluation %d: %w", s.where, stage, evalID, err)
 	}
 	return nil
 }
@@ -186,7 +204,7 @@ func (s *Store) AddTimingTx(tx *sql.Tx, evalID int64, stage string, d time.Durat
 func (s *Store) Timings(evalID int64) (map[string]Timing, error) {
 	rows, err := s.db.Query(`SELECT stage, duration_ns, note FROM stage_timings WHERE evaluation_id = ?`, evalID)
 	if err != nil {
-		return nil, fail.Infraf("store: %s: timings of evaluation %d: %w", s.path, evalID, err)
+		return nil, fail.Infraf("store: %s: timings of evaluation %d: %w", s.where, evalID, err)
 	}
 	defer rows.Close()
 	out := map[string]Timing{}
@@ -194,7 +212,7 @@ func (s *Store) Timings(evalID int64) (map[string]Timing, error) {
 		var t Timing
 		var ns int64
 		if err := rows.Scan(&t.Stage, &ns, &t.Note); err != nil {
-			return nil, fail.Infraf("store: %s: %w", s.path, err)
+			return nil, fail.Infraf("store: %s: %w", s.where, err)
 		}
 		t.Duration = time.Duration(ns)
 		out[t.Stage] = t
@@ -224,7 +242,7 @@ type BootRecorder struct {
 	EvalID int64
 	// Also, when set, runs inside the transaction that finishes a boot,
 	// after the run's own writes (the runner's timings and next stage).
-	Also func(ctx context.Context, tx *sql.Tx, rec evaluate.BootRecord) error
+	Also func(ctx context.Context, tx *Tx, rec evaluate.BootRecord) error
 }
 
 // Done is the evaluation's finished boots (FinishedRuns).
@@ -247,7 +265,7 @@ func (r *BootRecorder) Finish(ctx context.Context, id int64, rec evaluate.BootRe
 	if rec.Err == nil {
 		txCtx = context.WithoutCancel(ctx)
 	}
-	return r.Store.Tx(txCtx, func(tx *sql.Tx) error {
+	return r.Store.Tx(txCtx, func(tx *Tx) error {
 		if err := r.Store.finishBootTx(tx, id, rec); err != nil {
 			return err
 		}
@@ -260,7 +278,7 @@ func (r *BootRecorder) Finish(ctx context.Context, id int64, rec evaluate.BootRe
 
 // finishBootTx records the end of run runID from a boot's record: the
 // BootError's console when the target returned none.
-func (s *Store) finishBootTx(tx *sql.Tx, runID int64, rec evaluate.BootRecord) error {
+func (s *Store) finishBootTx(tx *Tx, runID int64, rec evaluate.BootRecord) error {
 	var env evaluate.Environment
 	var console []byte
 	if rec.Result != nil {

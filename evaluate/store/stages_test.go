@@ -3,7 +3,6 @@ package store
 import (
 	"bytes"
 	"context"
-	"database/sql"
 	"errors"
 	"reflect"
 	"testing"
@@ -16,84 +15,88 @@ import (
 // TestStageRecords: inputs, the applied series and stage timings round
 // trip; Tx rolls everything back when its function fails.
 func TestStageRecords(t *testing.T) {
-	s, _ := openTemp(t)
-	ctx := context.Background()
-	e, _, err := s.CreateOrResumeEvaluation("k", EvaluationMeta{Pipeline: "p"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, _, err := s.Inputs(e.ID); fail.KindOf(err) != fail.KindInput {
-		t.Errorf("inputs before any: %v, want an input error", err)
-	}
-	if a, err := s.AppliedOf(e.ID); a != nil || err != nil {
-		t.Errorf("applied before any: %+v %v", a, err)
-	}
-	applied := Applied{Head: "h2", Tree: "t2", Branch: "b", Commits: []AppliedCommit{{Hash: "h1", Tree: "t1", Subject: "one"}, {Hash: "h2", Tree: "t2", Subject: "two"}}}
-	err = s.Tx(ctx, func(tx *sql.Tx) error {
-		if err := s.SetInputsTx(tx, e.ID, []byte(`{"a":1}`), []byte("From x\n")); err != nil {
-			return err
+	eachDB(t, func(t *testing.T, db string) {
+		s, _ := openTemp(t, db)
+		ctx := context.Background()
+		e, _, err := s.CreateOrResumeEvaluation("k", EvaluationMeta{Pipeline: "p"})
+		if err != nil {
+			t.Fatal(err)
 		}
-		if err := s.RecordAppliedTx(tx, e.ID, applied); err != nil {
-			return err
+		if _, _, err := s.Inputs(e.ID); fail.KindOf(err) != fail.KindInput {
+			t.Errorf("inputs before any: %v, want an input error", err)
 		}
-		if err := s.AddTimingTx(tx, e.ID, "boot", time.Second, ""); err != nil {
-			return err
+		if a, err := s.AppliedOf(e.ID); a != nil || err != nil {
+			t.Errorf("applied before any: %+v %v", a, err)
 		}
-		return s.AddTimingTx(tx, e.ID, "boot", 2*time.Second, "note")
+		applied := Applied{Head: "h2", Tree: "t2", Branch: "b", Commits: []AppliedCommit{{Hash: "h1", Tree: "t1", Subject: "one"}, {Hash: "h2", Tree: "t2", Subject: "two"}}}
+		err = s.Tx(ctx, func(tx *Tx) error {
+			if err := s.SetInputsTx(tx, e.ID, []byte(`{"a":1}`), []byte("From x\n")); err != nil {
+				return err
+			}
+			if err := s.RecordAppliedTx(tx, e.ID, applied); err != nil {
+				return err
+			}
+			if err := s.AddTimingTx(tx, e.ID, "boot", time.Second, ""); err != nil {
+				return err
+			}
+			return s.AddTimingTx(tx, e.ID, "boot", 2*time.Second, "note")
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		in, box, err := s.Inputs(e.ID)
+		if err != nil || string(in) != `{"a":1}` || string(box) != "From x\n" {
+			t.Errorf("inputs %q %q %v", in, box, err)
+		}
+		if a, err := s.AppliedOf(e.ID); err != nil || !reflect.DeepEqual(*a, applied) {
+			t.Errorf("applied %+v %v, want %+v", a, err, applied)
+		}
+		if tm, err := s.Timings(e.ID); err != nil || tm["boot"].Duration != 3*time.Second || tm["boot"].Note != "note" {
+			t.Errorf("timings %+v %v", tm, err)
+		}
+		boom := errors.New("boom")
+		err = s.Tx(ctx, func(tx *Tx) error {
+			if err := s.SetEvaluationStatusTx(tx, e.ID, StatusDone); err != nil {
+				return err
+			}
+			return boom
+		})
+		if !errors.Is(err, boom) {
+			t.Fatalf("tx error %v", err)
+		}
+		if got, _ := s.Evaluation(e.ID); got.Status != StatusRunning {
+			t.Errorf("status %q after a rolled back tx, want running", got.Status)
+		}
 	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	in, box, err := s.Inputs(e.ID)
-	if err != nil || string(in) != `{"a":1}` || string(box) != "From x\n" {
-		t.Errorf("inputs %q %q %v", in, box, err)
-	}
-	if a, err := s.AppliedOf(e.ID); err != nil || !reflect.DeepEqual(*a, applied) {
-		t.Errorf("applied %+v %v, want %+v", a, err, applied)
-	}
-	if tm, err := s.Timings(e.ID); err != nil || tm["boot"].Duration != 3*time.Second || tm["boot"].Note != "note" {
-		t.Errorf("timings %+v %v", tm, err)
-	}
-	boom := errors.New("boom")
-	err = s.Tx(ctx, func(tx *sql.Tx) error {
-		if err := s.SetEvaluationStatusTx(tx, e.ID, StatusDone); err != nil {
-			return err
-		}
-		return boom
-	})
-	if !errors.Is(err, boom) {
-		t.Fatalf("tx error %v", err)
-	}
-	if got, _ := s.Evaluation(e.ID); got.Status != StatusRunning {
-		t.Errorf("status %q after a rolled back tx, want running", got.Status)
-	}
 }
 
 // TestSecondFinishOfABootIsSuperseded: two workers booted the same boot;
 // the second to finish keeps no samples and does not count.
 func TestSecondFinishOfABootIsSuperseded(t *testing.T) {
-	s, _ := openTemp(t)
-	e, _, err := s.CreateOrResumeEvaluation("k", EvaluationMeta{Pipeline: "p"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	a, _ := s.BeginRun(e.ID, "v", 0)
-	b, _ := s.BeginRun(e.ID, "v", 0)
-	smp := []evaluate.Sample{{Benchmark: "kill", Metric: "ns/op", Value: 1}}
-	if err := s.FinishRun(a, RunOK, evaluate.Environment{PerfEvents: "cycles,instructions"}, nil, smp); err != nil {
-		t.Fatal(err)
-	}
-	if err := s.FinishRun(b, RunOK, evaluate.Environment{}, nil, smp); err != nil {
-		t.Fatal(err)
-	}
-	got, err := s.Samples(e.ID)
-	if err != nil || len(got) != 1 {
-		t.Fatalf("samples %d (%v), want 1: a boot's samples count once", len(got), err)
-	}
-	runs, _ := s.RunsOf(e.ID)
-	if len(runs) != 2 || runs[1].Status != RunInfra || runs[1].ErrorText == "" || runs[0].Env.PerfEvents != "cycles,instructions" {
-		t.Errorf("runs %+v, want the second superseded (infra)", runs)
-	}
+	eachDB(t, func(t *testing.T, db string) {
+		s, _ := openTemp(t, db)
+		e, _, err := s.CreateOrResumeEvaluation("k", EvaluationMeta{Pipeline: "p"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		a, _ := s.BeginRun(e.ID, "v", 0)
+		b, _ := s.BeginRun(e.ID, "v", 0)
+		smp := []evaluate.Sample{{Benchmark: "kill", Metric: "ns/op", Value: 1}}
+		if err := s.FinishRun(a, RunOK, evaluate.Environment{PerfEvents: "cycles,instructions"}, nil, smp); err != nil {
+			t.Fatal(err)
+		}
+		if err := s.FinishRun(b, RunOK, evaluate.Environment{}, nil, smp); err != nil {
+			t.Fatal(err)
+		}
+		got, err := s.Samples(e.ID)
+		if err != nil || len(got) != 1 {
+			t.Fatalf("samples %d (%v), want 1: a boot's samples count once", len(got), err)
+		}
+		runs, _ := s.RunsOf(e.ID)
+		if len(runs) != 2 || runs[1].Status != RunInfra || runs[1].ErrorText == "" || runs[0].Env.PerfEvents != "cycles,instructions" {
+			t.Errorf("runs %+v, want the second superseded (infra)", runs)
+		}
+	})
 }
 
 // TestBootRecorder: a boot is a running run from Begin; Finish records its
@@ -101,80 +104,82 @@ func TestSecondFinishOfABootIsSuperseded(t *testing.T) {
 // one transaction (an Also that fails leaves the boot unfinished, so a
 // resume does it again); Done is the finished boots.
 func TestBootRecorder(t *testing.T) {
-	s, _ := openTemp(t)
-	ctx := context.Background()
-	ev, _, err := s.CreateOrResumeEvaluation(Key("recorder"), EvaluationMeta{Pipeline: "test"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	var also []evaluate.BootKey
-	rec := &BootRecorder{Store: s, EvalID: ev.ID, Also: func(_ context.Context, tx *sql.Tx, r evaluate.BootRecord) error {
-		also = append(also, r.Key)
-		if r.Key.Variant == "broken-also" {
-			return fail.Infraf("queue down")
-		}
-		return s.AddTimingTx(tx, ev.ID, "boot", 1, r.Key.String())
-	}}
-	panicked := evaluate.BootRecord{Key: evaluate.BootKey{Variant: "full", Boot: 0},
-		Err: &evaluate.BootError{Variant: "full", Phase: evaluate.PhaseKernelPanic, Kind: fail.KindFailed, Msg: "Kernel panic", Console: []byte("Linux version 6.1\nKernel panic\n")}}
-	ok := evaluate.BootRecord{Key: evaluate.BootKey{Variant: "voluntary", Boot: 0},
-		Samples: []evaluate.Sample{{Benchmark: "kill", Metric: "ns/op", Unit: "ns", Value: 900}}}
-	lost := evaluate.BootRecord{Key: evaluate.BootKey{Variant: "broken-also", Boot: 0}}
-	ids := map[evaluate.BootKey]int64{}
-	for _, r := range []evaluate.BootRecord{panicked, ok, lost} {
-		id, err := rec.Begin(ctx, r.Key)
+	eachDB(t, func(t *testing.T, db string) {
+		s, _ := openTemp(t, db)
+		ctx := context.Background()
+		ev, _, err := s.CreateOrResumeEvaluation(Key("recorder"), EvaluationMeta{Pipeline: "test"})
 		if err != nil {
 			t.Fatal(err)
 		}
-		ids[r.Key] = id
-		err = rec.Finish(ctx, id, r)
-		if want := r.Key.Variant == "broken-also"; (err != nil) != want {
-			t.Errorf("%v: Finish: %v", r.Key, err)
+		var also []evaluate.BootKey
+		rec := &BootRecorder{Store: s, EvalID: ev.ID, Also: func(_ context.Context, tx *Tx, r evaluate.BootRecord) error {
+			also = append(also, r.Key)
+			if r.Key.Variant == "broken-also" {
+				return fail.Infraf("queue down")
+			}
+			return s.AddTimingTx(tx, ev.ID, "boot", 1, r.Key.String())
+		}}
+		panicked := evaluate.BootRecord{Key: evaluate.BootKey{Variant: "full", Boot: 0},
+			Err: &evaluate.BootError{Variant: "full", Phase: evaluate.PhaseKernelPanic, Kind: fail.KindFailed, Msg: "Kernel panic", Console: []byte("Linux version 6.1\nKernel panic\n")}}
+		ok := evaluate.BootRecord{Key: evaluate.BootKey{Variant: "voluntary", Boot: 0},
+			Samples: []evaluate.Sample{{Benchmark: "kill", Metric: "ns/op", Unit: "ns", Value: 900}}}
+		lost := evaluate.BootRecord{Key: evaluate.BootKey{Variant: "broken-also", Boot: 0}}
+		ids := map[evaluate.BootKey]int64{}
+		for _, r := range []evaluate.BootRecord{panicked, ok, lost} {
+			id, err := rec.Begin(ctx, r.Key)
+			if err != nil {
+				t.Fatal(err)
+			}
+			ids[r.Key] = id
+			err = rec.Finish(ctx, id, r)
+			if want := r.Key.Variant == "broken-also"; (err != nil) != want {
+				t.Errorf("%v: Finish: %v", r.Key, err)
+			}
 		}
-	}
-	done, err := rec.Done(ctx)
-	if err != nil || len(done) != 2 || !done[panicked.Key] || !done[ok.Key] {
-		t.Errorf("done %v %v, want the panicked and the ok boot", done, err)
-	}
-	runs, err := s.RunsOf(ev.ID)
-	if err != nil || len(runs) != 3 {
-		t.Fatalf("runs %+v %v", runs, err)
-	}
-	status := map[string]RunStatus{}
-	for _, r := range runs {
-		status[r.Variant] = r.Status
-	}
-	if status["full"] != RunFailed || status["voluntary"] != RunOK || status["broken-also"] != RunRunning {
-		t.Errorf("statuses %v: want full failed, voluntary ok, broken-also still running (its Also failed)", status)
-	}
-	if c, err := s.Console(ids[panicked.Key]); err != nil || !bytes.Equal(c, panicked.Err.(*evaluate.BootError).Console) {
-		t.Errorf("console of the panicked boot %q %v, want the BootError's", c, err)
-	}
-	tm, err := s.Timings(ev.ID)
-	if err != nil || len(also) != 3 || tm["boot"].Duration != 2 {
-		t.Errorf("Also ran for %v, timings %v %v: want 3 calls and the 2 committed ones' time", also, tm, err)
-	}
-	if samples, err := s.Samples(ev.ID); err != nil || len(samples) != 1 || samples[0].Variant != "voluntary" {
-		t.Errorf("samples %+v %v", samples, err)
-	}
+		done, err := rec.Done(ctx)
+		if err != nil || len(done) != 2 || !done[panicked.Key] || !done[ok.Key] {
+			t.Errorf("done %v %v, want the panicked and the ok boot", done, err)
+		}
+		runs, err := s.RunsOf(ev.ID)
+		if err != nil || len(runs) != 3 {
+			t.Fatalf("runs %+v %v", runs, err)
+		}
+		status := map[string]RunStatus{}
+		for _, r := range runs {
+			status[r.Variant] = r.Status
+		}
+		if status["full"] != RunFailed || status["voluntary"] != RunOK || status["broken-also"] != RunRunning {
+			t.Errorf("statuses %v: want full failed, voluntary ok, broken-also still running (its Also failed)", status)
+		}
+		if c, err := s.Console(ids[panicked.Key]); err != nil || !bytes.Equal(c, panicked.Err.(*evaluate.BootError).Console) {
+			t.Errorf("console of the panicked boot %q %v, want the BootError's", c, err)
+		}
+		tm, err := s.Timings(ev.ID)
+		if err != nil || len(also) != 3 || tm["boot"].Duration != 2 {
+			t.Errorf("Also ran for %v, timings %v %v: want 3 calls and the 2 committed ones' time", also, tm, err)
+		}
+		if samples, err := s.Samples(ev.ID); err != nil || len(samples) != 1 || samples[0].Variant != "voluntary" {
+			t.Errorf("samples %+v %v", samples, err)
+		}
 
-	// SIGINT (a cancelled context) after a boot succeeded keeps it; a boot
-	// that failed because of the interrupt is left for the resume.
-	cancelled, cancel := context.WithCancel(ctx)
-	cancel()
-	rec.Also = nil
-	for _, r := range []evaluate.BootRecord{{Key: evaluate.BootKey{Variant: "voluntary", Boot: 1}},
-		{Key: evaluate.BootKey{Variant: "voluntary", Boot: 2}, Err: fail.Infra(context.Canceled)}} {
-		id, err := rec.Begin(ctx, r.Key)
-		if err != nil {
-			t.Fatal(err)
+		// SIGINT (a cancelled context) after a boot succeeded keeps it; a boot
+		// that failed because of the interrupt is left for the resume.
+		cancelled, cancel := context.WithCancel(ctx)
+		cancel()
+		rec.Also = nil
+		for _, r := range []evaluate.BootRecord{{Key: evaluate.BootKey{Variant: "voluntary", Boot: 1}},
+			{Key: evaluate.BootKey{Variant: "voluntary", Boot: 2}, Err: fail.Infra(context.Canceled)}} {
+			id, err := rec.Begin(ctx, r.Key)
+			if err != nil {
+				t.Fatal(err)
+			}
+			err = rec.Finish(cancelled, id, r)
+			if (err == nil) != (r.Err == nil) {
+				t.Errorf("%v (boot error %v): Finish under a cancelled context: %v", r.Key, r.Err, err)
+			}
 		}
-		err = rec.Finish(cancelled, id, r)
-		if (err == nil) != (r.Err == nil) {
-			t.Errorf("%v (boot error %v): Finish under a cancelled context: %v", r.Key, r.Err, err)
+		if done, _ := rec.Done(ctx); !done[evaluate.BootKey{Variant: "voluntary", Boot: 1}] || len(done) != 3 {
+			t.Errorf("after the interrupt: done %v, want the boot that succeeded kept", done)
 		}
-	}
-	if done, _ := rec.Done(ctx); !done[evaluate.BootKey{Variant: "voluntary", Boot: 1}] || len(done) != 3 {
-		t.Errorf("after the interrupt: done %v, want the boot that succeeded kept", done)
-	}
+	})
 }

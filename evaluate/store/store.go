@@ -1,11 +1,14 @@
-// Package store keeps every evaluation in an embedded SQLite database: the
-// evaluations (one pipeline applied to one Series on one tree), the kernel
-// builds per Variant, the runs (one boot of one Variant's kernel, with its
+// Package store keeps every evaluation in a database: the evaluations
+// (one pipeline applied to one Series on one tree), the kernel builds per
+// Variant, the runs (one boot of one Variant's kernel, with its
 // Environment and console log) and every Sample a run produced.
 //
-// The database lives in <state dir>/patcheval.db (see internal/xdg) and is
-// opened in WAL mode with a busy timeout and foreign keys on, so that
-// `patcheval runs` can read while an evaluation writes.
+// By default the database is an embedded SQLite file, <state
+// dir>/patcheval.db (see internal/xdg), opened in WAL mode with a busy
+// timeout and foreign keys on, so that `patcheval runs` can read while an
+// evaluation writes. Open also takes a postgres:// URL (pgx): the same
+// schema and the same statements, with the few differences in db.go; a
+// farm's processes share one Postgres database.
 //
 // Crash safety: a run is recorded in two steps. BeginRun inserts a row in
 // state "running"; FinishRun writes the run's status, Environment, console
@@ -16,7 +19,8 @@
 // by its key (CreateOrResumeEvaluation) and skips the finished runs.
 //
 // The schema is versioned: migrations is an ordered list applied in one
-// transaction each, recorded in the schema_version table.
+// transaction each, recorded in the schema_version table; the same list
+// serves both databases (pgSchema maps its types for Postgres).
 package store
 
 import (
@@ -34,7 +38,11 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
+	"strconv"
+	"strings"
 	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/patcheval/patcheval/evaluate"
 	"github.com/patcheval/patcheval/internal/fail"
@@ -52,8 +60,15 @@ func DefaultPath() string { return filepath.Join(xdg.StateDir(), FileName) }
 
 // Store is an open database. It is safe for concurrent use.
 type Store struct {
-	db   *sql.DB
-	path string
+	db querier
+	d  dialect
+	// path is what Open was given (a file, or a URL with its password, to
+	// open it again); where names it in messages (no password).
+	path, where string
+	// sqlDB (SQLite) or pool (Postgres) is the database.
+	sqlDB        *sql.DB
+	pool         *pgxpool.Pool
+	reconnectFor time.Duration
 }
 
 // Evaluation statuses.
@@ -164,10 +179,14 @@ func Key(parts ...string) string {
 	return hex.EncodeToString(h.Sum(nil))
 }
 
-// Open opens (creating it and its directories when missing) the database
-// at path and brings its schema up to date. An empty path means
-// DefaultPath().
+// Open opens the database at path and brings its schema up to date: a
+// SQLite file (created, with its directories, when missing; "" means
+// DefaultPath()) or a Postgres database named by a postgres:// URL (see
+// IsPostgres; the database must exist).
 func Open(path string) (*Store, error) {
+	if IsPostgres(path) {
+		return openPostgres(context.Background(), path)
+	}
 	if path == "" {
 		path = DefaultPath()
 	}
@@ -178,12 +197,56 @@ func Open(path string) (*Store, error) {
 	if err != nil {
 		return nil, fail.Infraf("store: opening %s: %w", path, err)
 	}
-	s := &Store{db: db, path: path}
+	s := &Store{db: sqlQ{db}, d: sqliteDialect, path: path, where: path, sqlDB: db}
 	if err := s.migrate(context.Background()); err != nil {
 		db.Close()
 		return nil, err
 	}
 	return s, nil
+}
+
+// openPostgres opens the Postgres database at URL u with a pgx pool.
+func openPostgres(ctx context.Context, u string) (*Store, error) {
+	where := Redact(u)
+	cfg, err := pgxpool.ParseConfig(u)
+	if err != nil {
+		return nil, fail.Inputf("store: %s: %v", where, redactErr(err, u))
+	}
+	pool, err := pgxpool.NewWithConfig(ctx, cfg)
+	if err != nil {
+		return nil, fail.Infraf("store: %s: %w", where, err)
+	}
+	s := &Store{d: postgresDialect, path: u, where: where, pool: pool, reconnectFor: ReconnectFor}
+	s.db = pgQ{c: pool, pooled: true, s: s}
+	if err := s.migrate(ctx); err != nil {
+		pool.Close()
+		return nil, err
+	}
+	return s, nil
+}
+
+// Redact is a database locator fit for messages: a URL without its
+// password (a file path as it is).
+func Redact(u string) string {
+	if !strings.Contains(u, "://") {
+		return u
+	}
+	pu, err := url.Parse(u)
+	if err != nil {
+		return "(unparsable database URL)"
+	}
+	return pu.Redacted()
+}
+
+// redactErr is err's text without the password of URL u.
+func redactErr(err error, u string) string {
+	msg := err.Error()
+	if pu, perr := url.Parse(u); perr == nil && pu.User != nil {
+		if pw, ok := pu.User.Password(); ok && pw != "" {
+			msg = strings.ReplaceAll(msg, pw, "xxxxx")
+		}
+	}
+	return msg
 }
 
 // DSN is the database/sql data source name (driver "sqlite") Open uses
@@ -206,14 +269,22 @@ func DSN(path string) string {
 	return "file:" + (&url.URL{Path: path}).EscapedPath() + "?" + q.Encode()
 }
 
-// Path is the database file's path.
+// Path is what Open was given (the SQLite file's path, or the Postgres
+// URL with its password): Open(s.Path()) opens the same database.
 func (s *Store) Path() string { return s.path }
 
-// Close closes the database.
-func (s *Store) Close() error { return s.db.Close() }
+// Where names the database in messages (a Postgres URL without its
+// password).
+func (s *Store) Where() string { return s.where }
 
-// DB exposes the database handle for read-only queries by reports.
-func (s *Store) DB() *sql.DB { return s.db }
+// Close closes the database.
+func (s *Store) Close() error {
+	if s.pool != nil {
+		s.pool.Close()
+		return nil
+	}
+	return s.sqlDB.Close()
+}
 
 // migrations is the ordered schema history; migrations[i] brings the
 // schema from version i to i+1. Never edit a released entry: append.
@@ -307,46 +378,68 @@ CREATE INDEX samples_by_run ON samples(run_id);
 // SchemaVersion is the schema version this code writes.
 func SchemaVersion() int { return len(migrations) }
 
+// migrationLock is the Postgres advisory lock key migrations hold, so
+// that processes starting together migrate one after another.
+const migrationLock = 0x7061746368657661 // "patcheva"
+
 func (s *Store) migrate(ctx context.Context) error {
-	if _, err := s.db.ExecContext(ctx, `CREATE TABLE IF NOT EXISTS schema_version (version INTEGER NOT NULL)`); err != nil {
-		return fail.Infraf("store: %s: creating schema_version: %w", s.path, err)
+	if s.pool != nil {
+		// Two processes starting at once: CREATE TABLE IF NOT EXISTS is not
+		// safe to race on Postgres, so it waits for the lock too.
+		err := s.Tx(ctx, func(tx *Tx) error {
+			if _, err := tx.ExecContext(ctx, `SELECT pg_advisory_xact_lock(?)`, int64(migrationLock)); err != nil {
+				return err
+			}
+			_, err := tx.ExecContext(ctx, `CREATE TABLE IF NOT EXISTS schema_version (version BIGINT NOT NULL)`)
+			return err
+		})
+		if err != nil {
+			return fail.Infraf("store: %s: creating schema_version: %w", s.where, err)
+		}
+	} else if _, err := s.db.ExecContext(ctx, `CREATE TABLE IF NOT EXISTS schema_version (version INTEGER NOT NULL)`); err != nil {
+		return fail.Infraf("store: %s: creating schema_version: %w", s.where, err)
 	}
 	for {
-		tx, err := s.db.BeginTx(ctx, nil)
-		if err != nil {
-			return fail.Infraf("store: %s: %w", s.path, err)
-		}
-		v, err := versionTx(ctx, tx)
-		if err != nil {
-			tx.Rollback()
-			return fail.Infraf("store: %s: reading schema_version: %w", s.path, err)
-		}
-		if v > len(migrations) {
-			tx.Rollback()
-			return fail.Infraf("store: %s has schema version %d, newer than this patcheval knows (%d): upgrade patcheval or use another --db", s.path, v, len(migrations))
-		}
-		if v == len(migrations) {
-			return tx.Commit()
-		}
-		if _, err := tx.ExecContext(ctx, migrations[v]); err != nil {
-			tx.Rollback()
-			return fail.Infraf("store: %s: migration %d: %w", s.path, v+1, err)
-		}
-		if _, err := tx.ExecContext(ctx, `DELETE FROM schema_version`); err != nil {
-			tx.Rollback()
-			return fail.Infraf("store: %s: %w", s.path, err)
-		}
-		if _, err := tx.ExecContext(ctx, `INSERT INTO schema_version(version) VALUES (?)`, v+1); err != nil {
-			tx.Rollback()
-			return fail.Infraf("store: %s: %w", s.path, err)
-		}
-		if err := tx.Commit(); err != nil {
-			return fail.Infraf("store: %s: migration %d: %w", s.path, v+1, err)
+		done := false
+		err := s.Tx(ctx, func(tx *Tx) error {
+			if s.pool != nil {
+				if _, err := tx.ExecContext(ctx, `SELECT pg_advisory_xact_lock(?)`, int64(migrationLock)); err != nil {
+					return fail.Infraf("store: %s: %w", s.where, err)
+				}
+			}
+			v, err := versionTx(ctx, tx)
+			if err != nil {
+				return fail.Infraf("store: %s: reading schema_version: %w", s.where, err)
+			}
+			if v > len(migrations) {
+				return fail.Infraf("store: %s has schema version %d, newer than this patcheval knows (%d): upgrade patcheval or use another --db", s.where, v, len(migrations))
+			}
+			if v == len(migrations) {
+				done = true
+				return nil
+			}
+			m := migrations[v]
+			if s.pool != nil {
+				m = pgSchema(m)
+			}
+			if _, err := tx.ExecContext(ctx, m); err != nil {
+				return fail.Infraf("store: %s: migration %d: %w", s.where, v+1, err)
+			}
+			if _, err := tx.ExecContext(ctx, `DELETE FROM schema_version`); err != nil {
+				return fail.Infraf("store: %s: %w", s.where, err)
+			}
+			if _, err := tx.ExecContext(ctx, `INSERT INTO schema_version(version) VALUES (?)`, v+1); err != nil {
+				return fail.Infraf("store: %s: %w", s.where, err)
+			}
+			return nil
+		})
+		if err != nil || done {
+			return err
 		}
 	}
 }
 
-func versionTx(ctx context.Context, tx *sql.Tx) (int, error) {
+func versionTx(ctx context.Context, tx *Tx) (int, error) {
 	var v sql.NullInt64
 	err := tx.QueryRowContext(ctx, `SELECT MAX(version) FROM schema_version`).Scan(&v)
 	if err != nil {
@@ -359,7 +452,7 @@ func versionTx(ctx context.Context, tx *sql.Tx) (int, error) {
 func (s *Store) Version() (int, error) {
 	var v sql.NullInt64
 	if err := s.db.QueryRow(`SELECT MAX(version) FROM schema_version`).Scan(&v); err != nil {
-		return 0, fail.Infraf("store: %s: %w", s.path, err)
+		return 0, fail.Infraf("store: %s: %w", s.where, err)
 	}
 	return int(v.Int64), nil
 }
@@ -394,7 +487,7 @@ func b2i(b bool) int {
 func (s *Store) CreateOrResumeEvaluation(key string, meta EvaluationMeta) (*Evaluation, bool, error) {
 	var id int64
 	var resumed bool
-	err := s.Tx(context.Background(), func(tx *sql.Tx) error {
+	err := s.Tx(context.Background(), func(tx *Tx) error {
 		var err error
 		id, resumed, err = s.CreateOrResumeEvaluationTx(tx, key, meta)
 		return err
@@ -408,7 +501,7 @@ func (s *Store) CreateOrResumeEvaluation(key string, meta EvaluationMeta) (*Eval
 
 // CreateOrResumeEvaluationTx is CreateOrResumeEvaluation inside tx; it
 // returns the evaluation's id.
-func (s *Store) CreateOrResumeEvaluationTx(tx *sql.Tx, key string, meta EvaluationMeta) (id int64, resumed bool, err error) {
+func (s *Store) CreateOrResumeEvaluationTx(tx *Tx, key string, meta EvaluationMeta) (id int64, resumed bool, err error) {
 	if key == "" {
 		return 0, false, fail.Inputf("store: an evaluation needs a key")
 	}
@@ -418,16 +511,16 @@ func (s *Store) CreateOrResumeEvaluationTx(tx *sql.Tx, key string, meta Evaluati
 		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT(key) DO NOTHING`,
 		key, meta.Pipeline, meta.SeriesMsgID, meta.SeriesTitle, meta.SeriesVersion, meta.Tree, meta.Base, now, now, StatusRunning)
 	if err != nil {
-		return 0, false, fail.Infraf("store: %s: creating evaluation %s: %w", s.path, key, err)
+		return 0, false, fail.Infraf("store: %s: creating evaluation %s: %w", s.where, key, err)
 	}
 	n, _ := res.RowsAffected()
 	resumed = n == 0
 	if err := tx.QueryRow(`SELECT id FROM evaluations WHERE key = ?`, key).Scan(&id); err != nil {
-		return 0, false, fail.Infraf("store: %s: evaluation %s: %w", s.path, key, err)
+		return 0, false, fail.Infraf("store: %s: evaluation %s: %w", s.where, key, err)
 	}
 	if resumed {
 		if _, err := tx.Exec(`UPDATE evaluations SET status = ?, updated = ? WHERE id = ?`, StatusRunning, now, id); err != nil {
-			return 0, false, fail.Infraf("store: %s: %w", s.path, err)
+			return 0, false, fail.Infraf("store: %s: %w", s.where, err)
 		}
 	}
 	return id, resumed, nil
@@ -440,17 +533,17 @@ func (s *Store) SetEvaluationStatus(id int64, status string) error {
 }
 
 // SetEvaluationStatusTx is SetEvaluationStatus inside tx.
-func (s *Store) SetEvaluationStatusTx(tx *sql.Tx, id int64, status string) error {
+func (s *Store) SetEvaluationStatusTx(tx *Tx, id int64, status string) error {
 	return s.setEvaluationStatus(tx, id, status)
 }
 
 func (s *Store) setEvaluationStatus(q querier, id int64, status string) error {
 	res, err := q.Exec(`UPDATE evaluations SET status = ?, updated = ? WHERE id = ?`, status, fmtTime(time.Now()), id)
 	if err != nil {
-		return fail.Infraf("store: %s: %w", s.path, err)
+		return fail.Infraf("store: %s: %w", s.where, err)
 	}
 	if n, _ := res.RowsAffected(); n == 0 {
-		return fail.Inputf("store: %s: no evaluation %d", s.path, id)
+		return fail.Inputf("store: %s: no evaluation %d", s.where, id)
 	}
 	return nil
 }
@@ -480,10 +573,10 @@ func scanEvaluation(row scanner) (*Evaluation, error) {
 func (s *Store) Evaluation(id int64) (*Evaluation, error) {
 	e, err := scanEvaluation(s.db.QueryRow(`SELECT `+evalColumns+` FROM evaluations e WHERE e.id = ?`, id))
 	if errors.Is(err, sql.ErrNoRows) {
-		return nil, fail.Inputf("store: %s: no evaluation %d (see 'patcheval runs')", s.path, id)
+		return nil, fail.Inputf("store: %s: no evaluation %d (see 'patcheval runs')", s.where, id)
 	}
 	if err != nil {
-		return nil, fail.Infraf("store: %s: evaluation %d: %w", s.path, id, err)
+		return nil, fail.Infraf("store: %s: evaluation %d: %w", s.where, id, err)
 	}
 	return e, nil
 }
@@ -492,19 +585,19 @@ func (s *Store) Evaluation(id int64) (*Evaluation, error) {
 func (s *Store) ListEvaluations() ([]*Evaluation, error) {
 	rows, err := s.db.Query(`SELECT ` + evalColumns + ` FROM evaluations e ORDER BY e.id DESC`)
 	if err != nil {
-		return nil, fail.Infraf("store: %s: listing evaluations: %w", s.path, err)
+		return nil, fail.Infraf("store: %s: listing evaluations: %w", s.where, err)
 	}
 	defer rows.Close()
 	var out []*Evaluation
 	for rows.Next() {
 		e, err := scanEvaluation(rows)
 		if err != nil {
-			return nil, fail.Infraf("store: %s: %w", s.path, err)
+			return nil, fail.Infraf("store: %s: %w", s.where, err)
 		}
 		out = append(out, e)
 	}
 	if err := rows.Err(); err != nil {
-		return nil, fail.Infraf("store: %s: %w", s.path, err)
+		return nil, fail.Infraf("store: %s: %w", s.where, err)
 	}
 	return out, nil
 }
@@ -516,7 +609,7 @@ func (s *Store) RecordBuild(evalID int64, b Build) (int64, error) {
 }
 
 // RecordBuildTx is RecordBuild inside tx.
-func (s *Store) RecordBuildTx(tx *sql.Tx, evalID int64, b Build) (int64, error) {
+func (s *Store) RecordBuildTx(tx *Tx, evalID int64, b Build) (int64, error) {
 	return s.recordBuild(tx, evalID, b)
 }
 
@@ -546,7 +639,7 @@ func (s *Store) recordBuild(q querier, evalID int64, b Build) (int64, error) {
 		RETURNING id`,
 		evalID, b.Variant, b.Arch, b.Commit, b.ConfigHash, b.ArtifactDir, b.Status, b.ErrorKind, b.ErrorText, meta, fmtTime(b.Created)).Scan(&id)
 	if err != nil {
-		return 0, fail.Infraf("store: %s: recording build %s/%s of evaluation %d: %w", s.path, b.Variant, b.Arch, evalID, err)
+		return 0, fail.Infraf("store: %s: recording build %s/%s of evaluation %d: %w", s.where, b.Variant, b.Arch, evalID, err)
 	}
 	return id, nil
 }
@@ -556,7 +649,7 @@ func (s *Store) BuildsOf(evalID int64) ([]Build, error) {
 	rows, err := s.db.Query(`SELECT id, evaluation_id, variant, arch, commit_id, config_hash, artifact_dir,
 		status, error_kind, error_text, metadata, created FROM builds WHERE evaluation_id = ? ORDER BY id`, evalID)
 	if err != nil {
-		return nil, fail.Infraf("store: %s: builds of evaluation %d: %w", s.path, evalID, err)
+		return nil, fail.Infraf("store: %s: builds of evaluation %d: %w", s.where, evalID, err)
 	}
 	defer rows.Close()
 	var out []Build
@@ -565,7 +658,7 @@ func (s *Store) BuildsOf(evalID int64) ([]Build, error) {
 		var meta, created string
 		if err := rows.Scan(&b.ID, &b.EvaluationID, &b.Variant, &b.Arch, &b.Commit, &b.ConfigHash, &b.ArtifactDir,
 			&b.Status, &b.ErrorKind, &b.ErrorText, &meta, &created); err != nil {
-			return nil, fail.Infraf("store: %s: %w", s.path, err)
+			return nil, fail.Infraf("store: %s: %w", s.where, err)
 		}
 		if meta != "" {
 			b.Metadata = json.RawMessage(meta)
@@ -583,7 +676,7 @@ func (s *Store) BeginRun(evalID int64, variant string, boot int) (int64, error) 
 	err := s.db.QueryRow(`INSERT INTO runs (evaluation_id, variant, boot, status, started) VALUES (?, ?, ?, ?, ?) RETURNING id`,
 		evalID, variant, boot, string(RunRunning), fmtTime(time.Now())).Scan(&id)
 	if err != nil {
-		return 0, fail.Infraf("store: %s: beginning run %s#%d of evaluation %d: %w", s.path, variant, boot, evalID, err)
+		return 0, fail.Infraf("store: %s: beginning run %s#%d of evaluation %d: %w", s.where, variant, boot, evalID, err)
 	}
 	return id, nil
 }
@@ -598,7 +691,7 @@ func (s *Store) FinishRun(runID int64, status RunStatus, env evaluate.Environmen
 // FinishRunErr is FinishRun that also stores why the run failed: runErr's
 // kind (internal/fail) and text.
 func (s *Store) FinishRunErr(runID int64, status RunStatus, env evaluate.Environment, console []byte, samples []evaluate.Sample, runErr error) error {
-	return s.Tx(context.Background(), func(tx *sql.Tx) error {
+	return s.Tx(context.Background(), func(tx *Tx) error {
 		return s.FinishRunTx(tx, runID, status, env, console, samples, runErr)
 	})
 }
@@ -606,7 +699,7 @@ func (s *Store) FinishRunErr(runID int64, status RunStatus, env evaluate.Environ
 // FinishRunTx is FinishRunErr inside tx. A second finished run of the same
 // (variant, boot) — two workers booted it at once — is recorded as infra
 // "superseded" without samples: a boot's samples are never counted twice.
-func (s *Store) FinishRunTx(tx *sql.Tx, runID int64, status RunStatus, env evaluate.Environment, console []byte, samples []evaluate.Sample, runErr error) error {
+func (s *Store) FinishRunTx(tx *Tx, runID int64, status RunStatus, env evaluate.Environment, console []byte, samples []evaluate.Sample, runErr error) error {
 	if !status.valid() || status == RunRunning {
 		return fail.Inputf("store: run %d: cannot finish with status %q (want ok, failed or infra)", runID, status)
 	}
@@ -624,15 +717,29 @@ func (s *Store) FinishRunTx(tx *sql.Tx, runID int64, status RunStatus, env evalu
 		errKind, errText = fail.KindOf(runErr).String(), runErr.Error()
 	}
 	if status.Finished() {
+		// Two workers finishing the same boot at once: one after the other.
+		var evalID int64
+		var variant string
+		var boot int
+		err := tx.QueryRow(`SELECT evaluation_id, variant, boot FROM runs WHERE id = ?`, runID).Scan(&evalID, &variant, &boot)
+		if errors.Is(err, sql.ErrNoRows) {
+			return fail.Inputf("store: %s: run %d does not exist or is already finished", s.where, runID)
+		}
+		if err != nil {
+			return fail.Infraf("store: %s: finishing run %d: %w", s.where, runID, err)
+		}
+		if err := tx.Lock("boot", strconv.FormatInt(evalID, 10), variant, strconv.Itoa(boot)); err != nil {
+			return fail.Infraf("store: %s: finishing run %d: %w", s.where, runID, err)
+		}
 		var other int64
-		err := tx.QueryRow(`SELECT o.id FROM runs o JOIN runs r ON o.evaluation_id = r.evaluation_id
+		err = tx.QueryRow(`SELECT o.id FROM runs o JOIN runs r ON o.evaluation_id = r.evaluation_id
 			AND o.variant = r.variant AND o.boot = r.boot
 			WHERE r.id = ? AND o.id != r.id AND o.status IN ('ok', 'failed') LIMIT 1`, runID).Scan(&other)
 		if err == nil {
 			status, samples = RunInfra, nil
 			errKind, errText = fail.KindInfra.String(), fmt.Sprintf("superseded: run %d finished this boot first", other)
 		} else if !errors.Is(err, sql.ErrNoRows) {
-			return fail.Infraf("store: %s: finishing run %d: %w", s.path, runID, err)
+			return fail.Infraf("store: %s: finishing run %d: %w", s.where, runID, err)
 		}
 	}
 	res, err := tx.Exec(`UPDATE runs SET status = ?, kernel_release = ?, config_hash = ?, cmdline = ?, target = ?,
@@ -643,17 +750,11 @@ func (s *Store) FinishRunTx(tx *sql.Tx, runID int64, status RunStatus, env evalu
 		qemu, env.Host, env.AgentVersion, b2i(env.Deterministic), b2i(env.KVM), env.PerfEvents, fmtTime(time.Now()),
 		errKind, errText, blob, format, len(console), runID)
 	if err != nil {
-		return fail.Infraf("store: %s: finishing run %d: %w", s.path, runID, err)
+		return fail.Infraf("store: %s: finishing run %d: %w", s.where, runID, err)
 	}
 	if n, _ := res.RowsAffected(); n != 1 {
-		return fail.Inputf("store: %s: run %d does not exist or is already finished", s.path, runID)
+		return fail.Inputf("store: %s: run %d does not exist or is already finished", s.where, runID)
 	}
-	stmt, err := tx.Prepare(`INSERT INTO samples (run_id, benchmark, metric, unit, value, higher_is_better, iteration, extra, time)
-		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)`)
-	if err != nil {
-		return fail.Infraf("store: %s: %w", s.path, err)
-	}
-	defer stmt.Close()
 	for i, sm := range samples {
 		extra := ""
 		if len(sm.Extra) > 0 {
@@ -663,8 +764,10 @@ func (s *Store) FinishRunTx(tx *sql.Tx, runID int64, status RunStatus, env evalu
 			}
 			extra = string(b)
 		}
-		if _, err := stmt.Exec(runID, sm.Benchmark, sm.Metric, sm.Unit, sm.Value, b2i(sm.HigherIsBetter), sm.Iteration, extra, fmtTime(sm.Time)); err != nil {
-			return fail.Infraf("store: %s: run %d sample %d: %w", s.path, runID, i, err)
+		if _, err := tx.Exec(`INSERT INTO samples (run_id, benchmark, metric, unit, value, higher_is_better, iteration, extra, time)
+			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+			runID, sm.Benchmark, sm.Metric, sm.Unit, sm.Value, b2i(sm.HigherIsBetter), sm.Iteration, extra, fmtTime(sm.Time)); err != nil {
+			return fail.Infraf("store: %s: run %d sample %d: %w", s.where, runID, i, err)
 		}
 	}
 	return nil
@@ -697,14 +800,14 @@ func encodeConsole(c []byte) ([]byte, string, error) {
 func (s *Store) FinishedRuns(evalID int64) (map[evaluate.BootKey]bool, error) {
 	rows, err := s.db.Query(`SELECT DISTINCT variant, boot FROM runs WHERE evaluation_id = ? AND status IN ('ok', 'failed')`, evalID)
 	if err != nil {
-		return nil, fail.Infraf("store: %s: finished runs of evaluation %d: %w", s.path, evalID, err)
+		return nil, fail.Infraf("store: %s: finished runs of evaluation %d: %w", s.where, evalID, err)
 	}
 	defer rows.Close()
 	out := map[evaluate.BootKey]bool{}
 	for rows.Next() {
 		var k evaluate.BootKey
 		if err := rows.Scan(&k.Variant, &k.Boot); err != nil {
-			return nil, fail.Infraf("store: %s: %w", s.path, err)
+			return nil, fail.Infraf("store: %s: %w", s.where, err)
 		}
 		out[k] = true
 	}
@@ -720,7 +823,7 @@ func (s *Store) Samples(evalID int64) ([]evaluate.Sample, error) {
 		WHERE r.evaluation_id = ? AND r.status IN ('ok', 'failed')
 		ORDER BY r.id, s.id`, evalID)
 	if err != nil {
-		return nil, fail.Infraf("store: %s: samples of evaluation %d: %w", s.path, evalID, err)
+		return nil, fail.Infraf("store: %s: samples of evaluation %d: %w", s.where, evalID, err)
 	}
 	defer rows.Close()
 	var out []evaluate.Sample
@@ -730,12 +833,12 @@ func (s *Store) Samples(evalID int64) ([]evaluate.Sample, error) {
 		var extra, t string
 		if err := rows.Scan(&sm.Variant, &sm.Boot, &sm.Benchmark, &sm.Metric, &sm.Unit, &sm.Value, &hib,
 			&sm.Iteration, &extra, &t); err != nil {
-			return nil, fail.Infraf("store: %s: %w", s.path, err)
+			return nil, fail.Infraf("store: %s: %w", s.where, err)
 		}
 		sm.HigherIsBetter = hib != 0
 		if extra != "" {
 			if err := json.Unmarshal([]byte(extra), &sm.Extra); err != nil {
-				return nil, fail.Infraf("store: %s: sample extra %q: %w", s.path, extra, err)
+				return nil, fail.Infraf("store: %s: sample extra %q: %w", s.where, extra, err)
 			}
 		}
 		sm.Time = parseTime(t)
@@ -753,7 +856,7 @@ func (s *Store) RunsOf(evalID int64) ([]Run, error) {
 		(SELECT COUNT(*) FROM samples s WHERE s.run_id = r.id)
 		FROM runs r WHERE r.evaluation_id = ? ORDER BY r.id`, evalID)
 	if err != nil {
-		return nil, fail.Infraf("store: %s: runs of evaluation %d: %w", s.path, evalID, err)
+		return nil, fail.Infraf("store: %s: runs of evaluation %d: %w", s.where, evalID, err)
 	}
 	defer rows.Close()
 	var out []Run
@@ -764,7 +867,7 @@ func (s *Store) RunsOf(evalID int64) ([]Run, error) {
 		if err := rows.Scan(&r.ID, &r.EvaluationID, &r.Variant, &r.Boot, &status, &r.Env.KernelRelease, &r.Env.ConfigHash,
 			&r.Env.Cmdline, &r.Env.Target, &qemu, &r.Env.Host, &r.Env.AgentVersion, &det, &kvm, &r.Env.PerfEvents, &started, &finished,
 			&r.ErrorKind, &r.ErrorText, &r.ConsoleBytes, &r.Samples); err != nil {
-			return nil, fail.Infraf("store: %s: %w", s.path, err)
+			return nil, fail.Infraf("store: %s: %w", s.where, err)
 		}
 		r.Status = RunStatus(status)
 		r.Env.Deterministic, r.Env.KVM = det != 0, kvm != 0
@@ -783,10 +886,10 @@ func (s *Store) Console(runID int64) ([]byte, error) {
 	var format string
 	err := s.db.QueryRow(`SELECT console, console_format FROM runs WHERE id = ?`, runID).Scan(&blob, &format)
 	if errors.Is(err, sql.ErrNoRows) {
-		return nil, fail.Inputf("store: %s: no run %d (see 'patcheval runs show <evaluation>')", s.path, runID)
+		return nil, fail.Inputf("store: %s: no run %d (see 'patcheval runs show <evaluation>')", s.where, runID)
 	}
 	if err != nil {
-		return nil, fail.Infraf("store: %s: console of run %d: %w", s.path, runID, err)
+		return nil, fail.Infraf("store: %s: console of run %d: %w", s.where, runID, err)
 	}
 	switch format {
 	case "", "text":
@@ -794,14 +897,14 @@ func (s *Store) Console(runID int64) ([]byte, error) {
 	case "gzip":
 		zr, err := gzip.NewReader(bytes.NewReader(blob))
 		if err != nil {
-			return nil, fail.Infraf("store: %s: console of run %d: %w", s.path, runID, err)
+			return nil, fail.Infraf("store: %s: console of run %d: %w", s.where, runID, err)
 		}
 		out, err := io.ReadAll(zr)
 		if err != nil {
-			return nil, fail.Infraf("store: %s: console of run %d: %w", s.path, runID, err)
+			return nil, fail.Infraf("store: %s: console of run %d: %w", s.where, runID, err)
 		}
 		return out, nil
 	default:
-		return nil, fail.Infraf("store: %s: console of run %d has unknown format %q", s.path, runID, format)
+		return nil, fail.Infraf("store: %s: console of run %d has unknown format %q", s.where, runID, format)
 	}
 }

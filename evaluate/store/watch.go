@@ -4,7 +4,6 @@ import (
 	"database/sql"
 	"encoding/json"
 	"errors"
-	"strings"
 	"time"
 
 	"github.com/patcheval/patcheval/internal/fail"
@@ -165,10 +164,10 @@ func (s *Store) AddWatch(w Watch) (*Watch, error) {
 		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) RETURNING id`,
 		w.Name, w.Remote, w.Branch, w.Tags, w.Pipeline, w.SeriesID, w.Schedule, b2i(w.Bisect), w.Tree, w.Origin, fmtTime(w.Created)).Scan(&w.ID)
 	if err != nil {
-		if strings.Contains(err.Error(), "UNIQUE") {
+		if uniqueViolation(err) {
 			return nil, fail.Inputf("store: a watch named %q exists already (see 'patcheval watch list')", w.Name)
 		}
-		return nil, fail.Infraf("store: %s: adding watch %s: %w", s.path, w.Name, err)
+		return nil, fail.Infraf("store: %s: adding watch %s: %w", s.where, w.Name, err)
 	}
 	return &w, nil
 }
@@ -179,10 +178,10 @@ func (s *Store) UpdateWatch(w Watch) error {
 		bisect = ?, tree = ?, origin = ? WHERE id = ?`,
 		w.Remote, w.Branch, w.Tags, w.Pipeline, w.SeriesID, w.Schedule, b2i(w.Bisect), w.Tree, w.Origin, w.ID)
 	if err != nil {
-		return fail.Infraf("store: %s: updating watch %s: %w", s.path, w.Name, err)
+		return fail.Infraf("store: %s: updating watch %s: %w", s.where, w.Name, err)
 	}
 	if n, _ := res.RowsAffected(); n == 0 {
-		return fail.Inputf("store: %s: no watch %d", s.path, w.ID)
+		return fail.Inputf("store: %s: no watch %d", s.where, w.ID)
 	}
 	return nil
 }
@@ -191,14 +190,14 @@ func (s *Store) UpdateWatch(w Watch) error {
 func (s *Store) Watches() ([]*Watch, error) {
 	rows, err := s.db.Query(`SELECT ` + watchColumns + ` FROM watches ORDER BY id`)
 	if err != nil {
-		return nil, fail.Infraf("store: %s: listing watches: %w", s.path, err)
+		return nil, fail.Infraf("store: %s: listing watches: %w", s.where, err)
 	}
 	defer rows.Close()
 	var out []*Watch
 	for rows.Next() {
 		w, err := scanWatch(rows)
 		if err != nil {
-			return nil, fail.Infraf("store: %s: %w", s.path, err)
+			return nil, fail.Infraf("store: %s: %w", s.where, err)
 		}
 		out = append(out, w)
 	}
@@ -212,7 +211,7 @@ func (s *Store) FindWatch(ref string) (*Watch, error) {
 		return nil, fail.Inputf("no watch %q (see 'patcheval watch list')", ref)
 	}
 	if err != nil {
-		return nil, fail.Infraf("store: %s: watch %s: %w", s.path, ref, err)
+		return nil, fail.Infraf("store: %s: watch %s: %w", s.where, ref, err)
 	}
 	return w, nil
 }
@@ -222,10 +221,10 @@ func (s *Store) FindWatch(ref string) (*Watch, error) {
 func (s *Store) RemoveWatch(id int64) error {
 	res, err := s.db.Exec(`DELETE FROM watches WHERE id = ?`, id)
 	if err != nil {
-		return fail.Infraf("store: %s: removing watch %d: %w", s.path, id, err)
+		return fail.Infraf("store: %s: removing watch %d: %w", s.where, id, err)
 	}
 	if n, _ := res.RowsAffected(); n == 0 {
-		return fail.Inputf("store: %s: no watch %d", s.path, id)
+		return fail.Inputf("store: %s: no watch %d", s.where, id)
 	}
 	return nil
 }
@@ -242,7 +241,7 @@ func (s *Store) RecordCheck(id int64, at time.Time, checkErr error) error {
 			fmtTime(at), checkErr.Error(), fail.KindOf(checkErr).String(), id)
 	}
 	if err != nil {
-		return fail.Infraf("store: %s: watch %d: %w", s.path, id, err)
+		return fail.Infraf("store: %s: watch %d: %w", s.where, id, err)
 	}
 	return nil
 }
@@ -254,7 +253,7 @@ func (s *Store) AddWatchTag(watchID int64, tag, commit, status string) (t *Watch
 	res, err := s.db.Exec(`INSERT INTO watch_tags (watch_id, tag, commit_id, seen, status, updated) VALUES (?, ?, ?, ?, ?, ?)
 		ON CONFLICT(watch_id, tag) DO NOTHING`, watchID, tag, commit, now, status, now)
 	if err != nil {
-		return nil, false, fail.Infraf("store: %s: watch %d tag %s: %w", s.path, watchID, tag, err)
+		return nil, false, fail.Infraf("store: %s: watch %d tag %s: %w", s.where, watchID, tag, err)
 	}
 	n, _ := res.RowsAffected()
 	t, err = s.watchTag(`watch_id = ? AND tag = ?`, watchID, tag)
@@ -275,7 +274,7 @@ func (s *Store) SetWatchTag(id int64, status, commit string, evalID int64, tagEr
 		evaluation_id = COALESCE(?, evaluation_id), error_kind = ?, error_text = ?, updated = ? WHERE id = ?`,
 		status, commit, commit, ev, kind, text, fmtTime(time.Now()), id)
 	if err != nil {
-		return fail.Infraf("store: %s: watch tag %d: %w", s.path, id, err)
+		return fail.Infraf("store: %s: watch tag %d: %w", s.where, id, err)
 	}
 	return nil
 }
@@ -288,7 +287,7 @@ func (s *Store) watchTag(where string, args ...any) (*WatchTag, error) {
 		return nil, err
 	}
 	if len(rows) == 0 {
-		return nil, fail.Inputf("store: %s: no such watch tag", s.path)
+		return nil, fail.Inputf("store: %s: no such watch tag", s.where)
 	}
 	return rows[0], nil
 }
@@ -296,7 +295,7 @@ func (s *Store) watchTag(where string, args ...any) (*WatchTag, error) {
 func (s *Store) watchTags(where string, args ...any) ([]*WatchTag, error) {
 	rows, err := s.db.Query(`SELECT `+watchTagColumns+` FROM watch_tags WHERE `+where+` ORDER BY id`, args...)
 	if err != nil {
-		return nil, fail.Infraf("store: %s: watch tags: %w", s.path, err)
+		return nil, fail.Infraf("store: %s: watch tags: %w", s.where, err)
 	}
 	defer rows.Close()
 	var out []*WatchTag
@@ -304,7 +303,7 @@ func (s *Store) watchTags(where string, args ...any) ([]*WatchTag, error) {
 		var t WatchTag
 		var seen, upd string
 		if err := rows.Scan(&t.ID, &t.WatchID, &t.Tag, &t.Commit, &seen, &t.Status, &t.EvaluationID, &t.ErrorKind, &t.ErrorText, &upd); err != nil {
-			return nil, fail.Infraf("store: %s: %w", s.path, err)
+			return nil, fail.Infraf("store: %s: %w", s.where, err)
 		}
 		t.Seen, t.Updated = parseTime(seen), parseTime(upd)
 		out = append(out, &t)
@@ -329,7 +328,7 @@ func (s *Store) AddWatchEvent(e WatchEvent) (*WatchEvent, bool, error) {
 		ON CONFLICT(watch_id, from_tag, to_tag, variant, benchmark, metric) DO NOTHING`,
 		e.WatchID, e.From, e.To, e.Variant, e.Benchmark, e.Metric, e.Verdict, e.Change, e.CILow, e.CIHigh, e.Reason, fmtTime(e.Created))
 	if err != nil {
-		return nil, false, fail.Infraf("store: %s: watch %d event %s..%s: %w", s.path, e.WatchID, e.From, e.To, err)
+		return nil, false, fail.Infraf("store: %s: watch %d event %s..%s: %w", s.where, e.WatchID, e.From, e.To, err)
 	}
 	n, _ := res.RowsAffected()
 	evs, err := s.watchEvents(`watch_id = ? AND from_tag = ? AND to_tag = ? AND variant = ? AND benchmark = ? AND metric = ?`,
@@ -347,7 +346,7 @@ func (s *Store) SetEventBisect(id int64, v any) error {
 		return fail.Infraf("store: event %d: %w", id, err)
 	}
 	if _, err := s.db.Exec(`UPDATE watch_events SET bisect = ? WHERE id = ?`, string(b), id); err != nil {
-		return fail.Infraf("store: %s: event %d: %w", s.path, id, err)
+		return fail.Infraf("store: %s: event %d: %w", s.where, id, err)
 	}
 	return nil
 }
@@ -361,7 +360,7 @@ func (s *Store) watchEvents(where string, args ...any) ([]*WatchEvent, error) {
 	rows, err := s.db.Query(`SELECT id, watch_id, from_tag, to_tag, variant, benchmark, metric, verdict, change_pct,
 		ci_low, ci_high, reason, created, bisect FROM watch_events WHERE `+where+` ORDER BY id`, args...)
 	if err != nil {
-		return nil, fail.Infraf("store: %s: watch events: %w", s.path, err)
+		return nil, fail.Infraf("store: %s: watch events: %w", s.where, err)
 	}
 	defer rows.Close()
 	var out []*WatchEvent
@@ -370,7 +369,7 @@ func (s *Store) watchEvents(where string, args ...any) ([]*WatchEvent, error) {
 		var created, bis string
 		if err := rows.Scan(&e.ID, &e.WatchID, &e.From, &e.To, &e.Variant, &e.Benchmark, &e.Metric, &e.Verdict, &e.Change,
 			&e.CILow, &e.CIHigh, &e.Reason, &created, &bis); err != nil {
-			return nil, fail.Infraf("store: %s: %w", s.path, err)
+			return nil, fail.Infraf("store: %s: %w", s.where, err)
 		}
 		e.Created = parseTime(created)
 		if bis != "" {

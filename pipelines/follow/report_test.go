@@ -2,7 +2,6 @@ package follow
 
 import (
 	"context"
-	"database/sql"
 	"encoding/json"
 	"math"
 	"os"
@@ -128,7 +127,7 @@ func notifyFixture(t *testing.T) (st *store.Store, evalID int64, outDir string, 
 		Body: "kill ns/op: base -> patched +25%: regression\n", MessageID: "reply-1@example.com", Date: time.Now()}
 	b, _ := json.Marshal(d)
 	os.WriteFile(filepath.Join(outDir, "reply.json"), b, 0o644)
-	if err := st.Tx(context.Background(), func(tx *sql.Tx) error {
+	if err := st.Tx(context.Background(), func(tx *store.Tx) error {
 		return st.RecordAppliedTx(tx, ev.ID, store.Applied{Head: strings.Repeat("ab", 20), Tree: "/srv/linux.git", Branch: "patcheval/ppc/s1-v1"})
 	}); err != nil {
 		t.Fatal(err)

@@ -2,7 +2,6 @@ package runner
 
 import (
 	"context"
-	"database/sql"
 	"encoding/json"
 	"fmt"
 	"path/filepath"
@@ -60,7 +59,7 @@ func Apply(ctx context.Context, env Env, id int64) (err error) {
 	if err != nil {
 		return err
 	}
-	return env.Store.Tx(keep(ctx), func(tx *sql.Tx) error {
+	return env.Store.Tx(keep(ctx), func(tx *store.Tx) error {
 		if err := env.Store.RecordAppliedTx(tx, id, applied); err != nil {
 			return err
 		}

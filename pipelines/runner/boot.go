@@ -2,7 +2,6 @@ package runner
 
 import (
 	"context"
-	"database/sql"
 	"fmt"
 	"strings"
 	"time"
@@ -84,7 +83,7 @@ func Boot(ctx context.Context, env Env, id int64, b evaluate.BootKey) (err error
 	if land != nil && len(land.Versions) > 0 {
 		landNote = userlandVersions(land) // the reproducer names them
 	}
-	rec.Also = func(ctx context.Context, tx *sql.Tx, r evaluate.BootRecord) error {
+	rec.Also = func(ctx context.Context, tx *store.Tx, r evaluate.BootRecord) error {
 		return recordBoot(ctx, env, ev, tx, r, landTime, landNote)
 	}
 	var booted *evaluate.BootRecord
@@ -130,7 +129,7 @@ func plannedKernel(env Env, ev *evaluation, b evaluate.BootKey) (pipelines.BootP
 // recordBoot records, in the transaction that finishes a boot, the time it
 // took (and building the userland) and, unless the kernel under test
 // failed, which stops the evaluation, env.Record.
-func recordBoot(ctx context.Context, env Env, ev *evaluation, tx *sql.Tx, rec evaluate.BootRecord, landTime time.Duration, landNote string) error {
+func recordBoot(ctx context.Context, env Env, ev *evaluation, tx *store.Tx, rec evaluate.BootRecord, landTime time.Duration, landNote string) error {
 	if landTime > 0 {
 		if err := env.Store.AddTimingTx(tx, ev.id, "userland", landTime, landNote); err != nil {
 			return err
@@ -194,7 +193,7 @@ func More(ctx context.Context, env Env, id int64) ([]evaluate.BootKey, error) {
 		}
 	}
 	if env.Record != nil {
-		err = env.Store.Tx(ctx, func(tx *sql.Tx) error { return record(ctx, env, tx) })
+		err = env.Store.Tx(ctx, func(tx *store.Tx) error { return record(ctx, env, tx) })
 	}
 	return out, err
 }

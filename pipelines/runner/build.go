@@ -2,7 +2,6 @@ package runner
 
 import (
 	"context"
-	"database/sql"
 	"encoding/json"
 	"fmt"
 	"path/filepath"
@@ -79,7 +78,7 @@ func Build(ctx context.Context, env Env, id int64, key string) (err error) {
 	if buildErr == nil {
 		rctx = keep(ctx)
 	}
-	err = env.Store.Tx(rctx, func(tx *sql.Tx) error {
+	err = env.Store.Tx(rctx, func(tx *store.Tx) error {
 		if _, err := env.Store.RecordBuildTx(tx, id, b); err != nil {
 			return err
 		}

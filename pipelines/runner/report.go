@@ -3,7 +3,6 @@ package runner
 import (
 	"context"
 	"crypto/sha256"
-	"database/sql"
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
@@ -103,7 +102,7 @@ func Report(ctx context.Context, env Env, id int64, outDir string) (out *Outcome
 	if err := writeOutputs(r, ev, outDir, out); err != nil {
 		return out, err
 	}
-	return out, env.Store.Tx(ctx, func(tx *sql.Tx) error {
+	return out, env.Store.Tx(ctx, func(tx *store.Tx) error {
 		if err := env.Store.SetEvaluationStatusTx(tx, id, store.StatusDone); err != nil {
 			return err
 		}

@@ -22,7 +22,6 @@ import (
 	"bytes"
 	"context"
 	"crypto/sha256"
-	"database/sql"
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
@@ -51,7 +50,7 @@ type Env struct {
 	// Record, when non-nil, is called inside the SAME database transaction
 	// that records a stage's result (after the stage's own writes), so a
 	// queue can enqueue the next stage and complete its job atomically.
-	Record func(ctx context.Context, tx *sql.Tx) error
+	Record func(ctx context.Context, tx *store.Tx) error
 }
 
 func (e Env) progress() *progress.Reporter {
@@ -184,7 +183,7 @@ func Submit(ctx context.Context, env Env, p *pipelines.Pipeline, o Options) (id 
 		return 0, false, fail.Infraf("evaluation inputs: %w", err)
 	}
 	meta, key := keyOf(p, in, s)
-	err = env.Store.Tx(ctx, func(tx *sql.Tx) error {
+	err = env.Store.Tx(ctx, func(tx *store.Tx) error {
 		if id, resumed, err = env.Store.CreateOrResumeEvaluationTx(tx, key, meta); err != nil {
 			return err
 		}
@@ -315,7 +314,7 @@ func resolveSeries(in inputs) (*series.Series, error) {
 }
 
 // record calls env.Record inside tx.
-func record(ctx context.Context, env Env, tx *sql.Tx) error {
+func record(ctx context.Context, env Env, tx *store.Tx) error {
 	if env.Record == nil {
 		return nil
 	}

@@ -14,40 +14,54 @@ import (
 	"time"
 
 	"github.com/riverqueue/river/riverdriver"
+	"github.com/riverqueue/river/riverdriver/riverpgxv5"
 	"github.com/riverqueue/river/riverdriver/riversqlite"
 	"github.com/riverqueue/river/rivermigrate"
 	"github.com/riverqueue/river/rivertype"
 
 	"github.com/patcheval/patcheval/evaluate/store"
 	"github.com/patcheval/patcheval/internal/fail"
+	"github.com/patcheval/patcheval/internal/xdg"
 )
 
 // DB is the service's database: the evaluation store and River's job
-// tables in the same SQLite file.
+// tables in the same database, SQLite (a file) or Postgres.
 type DB struct {
-	// Store is the evaluation store (its own pool of connections).
+	// Store is the evaluation store.
 	Store *store.Store
-	// Pool is River's pool on the same file: one connection.
-	Pool *sql.DB
-	// Driver is River's driver over Pool.
-	Driver *riversqlite.Driver
-	// URL is the database as given (or the default path).
-	URL string
+	// URL is the database as given (a path, or a URL with its password);
+	// Where names it in messages (no password).
+	URL, Where string
+	// Dir is the state directory: reports go under it. SQLite: the
+	// database file's directory; Postgres: the XDG state directory.
+	Dir string
+
+	// SQLite: River's own pool on the file (one connection) and driver.
+	sqlitePool   *sql.DB
+	sqliteDriver *riversqlite.Driver
+	// Postgres: River's driver on the store's pgx pool.
+	pgDriver *riverpgxv5.Driver
 
 	lock *os.File
 }
 
-// ParseDatabase turns a --database value into the SQLite file path it
-// names: "" (the state directory's patcheval.db), a path, file:PATH or
-// sqlite:PATH / sqlite:///PATH. A postgres:// URL is recognised and
-// refused until the farm issue (14) adds riverpgxv5; anything else is a
-// bad-input error naming the flag.
+// Postgres reports whether the database is Postgres.
+func (db *DB) Postgres() bool { return db.pgDriver != nil }
+
+// ParseDatabase turns a --database value into the locator store.Open
+// takes: "" (the state directory's patcheval.db), a path, file:PATH or
+// sqlite:PATH / sqlite:///PATH for SQLite; a postgres:// or
+// postgresql:// URL as it is. Anything else is a bad-input error naming
+// the flag (and never its password).
 func ParseDatabase(u string) (string, error) {
 	switch {
 	case u == "":
 		return store.DefaultPath(), nil
-	case strings.HasPrefix(u, "postgres://"), strings.HasPrefix(u, "postgresql://"):
-		return "", fail.Inputf("--database %s: Postgres is not supported yet (farm issue 14); use a SQLite file path", redact(u))
+	case store.IsPostgres(u):
+		if _, err := url.Parse(u); err != nil {
+			return "", fail.Inputf("--database %s: not a URL", store.Redact(u))
+		}
+		return u, nil
 	case strings.HasPrefix(u, "sqlite:"), strings.HasPrefix(u, "file:"):
 		pu, err := url.Parse(u)
 		if err != nil {
@@ -62,32 +76,32 @@ func ParseDatabase(u string) (string, error) {
 		}
 		return p, nil
 	case strings.Contains(u, "://"):
-		return "", fail.Inputf("--database %q: unknown scheme (want a SQLite file path, sqlite:PATH, or postgres:// once issue 14 lands)", redact(u))
+		return "", fail.Inputf("--database %q: unknown scheme (want a SQLite file path, sqlite:PATH or postgres://...)", store.Redact(u))
 	default:
 		return u, nil
 	}
 }
 
-// redact drops a URL's password so that errors never print it.
-func redact(u string) string {
-	pu, err := url.Parse(u)
-	if err != nil {
-		return "(unparsable URL)"
-	}
-	return pu.Redacted()
-}
-
-// OpenDB opens the database named by u (see ParseDatabase), brings the
-// store's schema and River's up to date and takes the service lock: one
-// serve per SQLite database, so that any River job found "running" at
-// start was left so by a process that died (kill -9, power loss) and can
-// be made available again at once (RescueOrphans) instead of waiting for
-// River's stuck-job rescuer.
+// OpenDB opens the database named by u (see ParseDatabase) and brings the
+// store's schema and River's up to date.
+//
+// On SQLite it takes the service lock: one serve per database file, so
+// that any River job found "running" at start was left so by a process
+// that died (kill -9, power loss) and can be made available again at once
+// (RescueOrphans) instead of waiting for River's stuck-job rescuer.
+//
+// On Postgres many processes may share the database (serve, workers):
+// River's tables live beside the store's, and River runs on the store's
+// pgx pool (riverpgxv5), so that a stage's transaction holds both.
 func OpenDB(ctx context.Context, u string) (*DB, error) {
-	path, err := ParseDatabase(u)
+	loc, err := ParseDatabase(u)
 	if err != nil {
 		return nil, err
 	}
+	if store.IsPostgres(loc) {
+		return openPostgres(ctx, loc)
+	}
+	path := loc
 	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
 		return nil, fail.Infraf("database %s: %w", path, err)
 	}
@@ -114,22 +128,52 @@ func OpenDB(ctx context.Context, u string) (*DB, error) {
 	// (fetch, complete, leader election, maintenance) queue in-process
 	// instead of meeting SQLITE_BUSY.
 	pool.SetMaxOpenConns(1)
-	db := &DB{Store: st, Pool: pool, Driver: riversqlite.New(pool), URL: path, lock: lock}
-	m, err := rivermigrate.New(db.Driver, nil)
-	if err != nil {
-		db.Close()
-		return nil, fail.Infraf("database %s: River migrations: %w", path, err)
+	db := &DB{Store: st, URL: path, Where: path, Dir: filepath.Dir(path), sqlitePool: pool, sqliteDriver: riversqlite.New(pool), lock: lock}
+	m, err := rivermigrate.New(db.sqliteDriver, nil)
+	if err == nil {
+		_, err = m.Migrate(ctx, rivermigrate.DirectionUp, nil)
 	}
-	if _, err := m.Migrate(ctx, rivermigrate.DirectionUp, nil); err != nil {
+	if err != nil {
 		db.Close()
 		return nil, fail.Infraf("database %s: River migrations: %w", path, err)
 	}
 	return db, nil
 }
 
-// Close closes both pools and releases the service lock.
+// riverMigrationLock is the advisory lock River's migrations run under on
+// Postgres, so that processes starting together migrate in turn.
+const riverMigrationLock = 0x7269766572 // "river"
+
+func openPostgres(ctx context.Context, u string) (*DB, error) {
+	st, err := store.Open(u)
+	if err != nil {
+		return nil, err
+	}
+	db := &DB{Store: st, URL: u, Where: st.Where(), Dir: xdg.StateDir(), pgDriver: riverpgxv5.New(st.Postgres())}
+	m, err := rivermigrate.New(db.pgDriver, nil)
+	if err == nil {
+		err = st.Tx(ctx, func(tx *store.Tx) error {
+			if _, err := tx.ExecContext(ctx, `SELECT pg_advisory_xact_lock(?)`, int64(riverMigrationLock)); err != nil {
+				return err
+			}
+			_, err := m.MigrateTx(ctx, tx.Postgres(), rivermigrate.DirectionUp, nil)
+			return err
+		})
+	}
+	if err != nil {
+		st.Close()
+		return nil, fail.Infraf("database %s: River migrations: %w", db.Where, err)
+	}
+	return db, nil
+}
+
+// Close closes the database and releases the service lock.
 func (db *DB) Close() error {
-	err := errors.Join(db.Pool.Close(), db.Store.Close())
+	var err error
+	if db.sqlitePool != nil {
+		err = db.sqlitePool.Close()
+	}
+	err = errors.Join(err, db.Store.Close())
 	if db.lock != nil {
 		db.lock.Close()
 	}
@@ -140,9 +184,9 @@ func (db *DB) Close() error {
 // returns how many there were. Only call it holding the service lock
 // (OpenDB), before the River client starts: then no process runs them.
 func (db *DB) RescueOrphans(ctx context.Context) (int, error) {
-	rows, err := db.Pool.QueryContext(ctx, `SELECT id, attempt FROM river_job WHERE state = 'running'`)
+	rows, err := db.Store.Query(ctx, `SELECT id, attempt FROM river_job WHERE state = 'running'`)
 	if err != nil {
-		return 0, fail.Infraf("database %s: orphaned jobs: %w", db.URL, err)
+		return 0, fail.Infraf("database %s: orphaned jobs: %w", db.Where, err)
 	}
 	var p riverdriver.JobRescueManyParams
 	now := time.Now().UTC()
@@ -151,7 +195,7 @@ func (db *DB) RescueOrphans(ctx context.Context) (int, error) {
 		var attempt int
 		if err := rows.Scan(&id, &attempt); err != nil {
 			rows.Close()
-			return 0, fail.Infraf("database %s: %w", db.URL, err)
+			return 0, fail.Infraf("database %s: %w", db.Where, err)
 		}
 		e, _ := json.Marshal(rivertype.AttemptError{At: now, Attempt: attempt,
 			Error: "the process running this job died (found running when patcheval serve started)"})
@@ -168,10 +212,25 @@ func (db *DB) RescueOrphans(ctx context.Context) (int, error) {
 		return 0, nil
 	}
 	p.StuckHorizon = now.Add(time.Second)
-	if _, err := db.Driver.GetExecutor().JobRescueMany(ctx, &p); err != nil {
-		return 0, fail.Infraf("database %s: rescuing %d orphaned job(s): %w", db.URL, len(p.ID), err)
+	if err := db.rescueMany(ctx, &p); err != nil {
+		return 0, fail.Infraf("database %s: rescuing %d orphaned job(s): %w", db.Where, len(p.ID), err)
 	}
 	return len(p.ID), nil
 }
 
-func (db *DB) String() string { return fmt.Sprintf("sqlite %s", db.URL) }
+func (db *DB) rescueMany(ctx context.Context, p *riverdriver.JobRescueManyParams) error {
+	var err error
+	if db.pgDriver != nil {
+		_, err = db.pgDriver.GetExecutor().JobRescueMany(ctx, p)
+	} else {
+		_, err = db.sqliteDriver.GetExecutor().JobRescueMany(ctx, p)
+	}
+	return err
+}
+
+func (db *DB) String() string {
+	if db.pgDriver != nil {
+		return "postgres " + db.Where
+	}
+	return fmt.Sprintf("sqlite %s", db.URL)
+}

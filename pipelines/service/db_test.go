@@ -19,7 +19,10 @@ func TestParseDatabase(t *testing.T) {
 			t.Errorf("ParseDatabase(%q) = %q, %v; want %q", in, got, err, want)
 		}
 	}
-	for _, in := range []string{"postgres://u:secret@localhost/db", "mysql://x/y", "sqlite:"} {
+	if got, err := ParseDatabase("postgres://u:secret@127.0.0.1/db"); err != nil || got != "postgres://u:secret@127.0.0.1/db" {
+		t.Errorf("ParseDatabase(postgres://...) = %q, %v", got, err)
+	}
+	for _, in := range []string{"mysql://u:secret@x/y", "sqlite:"} {
 		_, err := ParseDatabase(in)
 		if err == nil || fail.KindOf(err) != fail.KindInput {
 			t.Errorf("ParseDatabase(%q) = %v, want a bad-input error", in, err)
@@ -43,7 +46,7 @@ func TestOpenDBSharesTheStore(t *testing.T) {
 	}
 	defer db.Close()
 	var n int
-	if err := db.Pool.QueryRow(`SELECT COUNT(*) FROM river_job`).Scan(&n); err != nil {
+	if err := db.Store.QueryRow(ctx, `SELECT COUNT(*) FROM river_job`).Scan(&n); err != nil {
 		t.Fatalf("River's tables are missing: %v", err)
 	}
 	if v, err := db.Store.Version(); err != nil || v != store.SchemaVersion() {
@@ -60,7 +63,7 @@ func TestOpenDBSharesTheStore(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer other.Close()
-	tx, err := db.Pool.BeginTx(ctx, nil)
+	tx, err := db.sqlitePool.BeginTx(ctx, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

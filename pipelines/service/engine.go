@@ -9,8 +9,13 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/riverqueue/river"
+	"github.com/riverqueue/river/riverdriver/riverpgxv5"
+	"github.com/riverqueue/river/riverdriver/riversqlite"
 	"github.com/riverqueue/river/rivertype"
+
+	"github.com/patcheval/patcheval/evaluate/store"
 
 	"github.com/patcheval/patcheval/internal/fail"
 )
@@ -27,11 +32,25 @@ const (
 // Queues lists the queues in stage order (the queue page's order).
 var Queues = []string{QueueApply, QueueBuild, QueueBoot, QueueMore, QueueReport}
 
-// Engine runs the stage jobs on River.
+// Engine runs the stage jobs on River, on either database: River's client
+// is generic over its driver's transaction type (*sql.Tx on SQLite, pgx.Tx
+// on Postgres), so the engine holds the one that fits and reaches it
+// through client for what does not involve a transaction, and through
+// the store's Tx (store.Tx.SQLite or .Postgres) for what does.
 type Engine struct {
 	db     *DB
-	client *river.Client[*sql.Tx]
+	client riverClient
+	sqlite *river.Client[*sql.Tx]
+	pg     *river.Client[pgx.Tx]
 	log    *slog.Logger
+}
+
+// riverClient is what River's clients share whatever their driver.
+type riverClient interface {
+	Start(ctx context.Context) error
+	Stop(ctx context.Context) error
+	JobList(ctx context.Context, params *river.JobListParams) (*river.JobListResult, error)
+	JobCancel(ctx context.Context, jobID int64) (*rivertype.JobRow, error)
 }
 
 // EngineConfig sizes the queues.
@@ -79,7 +98,7 @@ func newEngine(db *DB, cfg EngineConfig, workers *river.Workers) (*Engine, error
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	client, err := river.NewClient(db.Driver, &river.Config{
+	rc := &river.Config{
 		Queues: map[string]river.QueueConfig{
 			QueueApply:  {MaxWorkers: 2},
 			QueueBuild:  {MaxWorkers: cfg.BuildWorkers},
@@ -103,15 +122,51 @@ func newEngine(db *DB, cfg EngineConfig, workers *river.Workers) (*Engine, error
 		SoftStopTimeout:             cfg.Grace,
 		MaxAttempts:                 5,
 		Logger:                      log,
-	})
+	}
+	e := &Engine{db: db, log: log}
+	var err error
+	if db.pgDriver != nil {
+		e.pg, err = river.NewClient(db.pgDriver, rc)
+		e.client = e.pg
+	} else {
+		e.sqlite, err = river.NewClient(db.sqliteDriver, rc)
+		e.client = e.sqlite
+	}
 	if err != nil {
 		return nil, fail.Infraf("river: %w", err)
 	}
-	return &Engine{db: db, client: client, log: log}, nil
+	return e, nil
 }
 
-// Client is the River client (for tests and the queue page).
-func (e *Engine) Client() *river.Client[*sql.Tx] { return e.client }
+// insertManyTx inserts jobs in tx.
+func (e *Engine) insertManyTx(ctx context.Context, tx *store.Tx, params []river.InsertManyParams) error {
+	var err error
+	if e.pg != nil {
+		_, err = e.pg.InsertManyTx(ctx, tx.Postgres(), params)
+	} else {
+		_, err = e.sqlite.InsertManyTx(ctx, tx.SQLite(), params)
+	}
+	return err
+}
+
+// jobListTx lists jobs in tx.
+func (e *Engine) jobListTx(ctx context.Context, tx *store.Tx, params *river.JobListParams) (*river.JobListResult, error) {
+	if e.pg != nil {
+		return e.pg.JobListTx(ctx, tx.Postgres(), params)
+	}
+	return e.sqlite.JobListTx(ctx, tx.SQLite(), params)
+}
+
+// completeTx marks job completed in tx.
+func completeTx[T river.JobArgs](ctx context.Context, tx *store.Tx, job *river.Job[T]) error {
+	var err error
+	if ptx := tx.Postgres(); ptx != nil {
+		_, err = river.JobCompleteTx[*riverpgxv5.Driver](ctx, ptx, job)
+	} else {
+		_, err = river.JobCompleteTx[*riversqlite.Driver](ctx, tx.SQLite(), job)
+	}
+	return err
+}
 
 // Jobs lists River jobs, newest first, in the given states (all when
 // none) and, when evalID > 0, of that evaluation only.

@@ -2,15 +2,15 @@ package service
 
 import (
 	"context"
-	"database/sql"
 	"fmt"
 	"runtime"
+	"strconv"
 	"time"
 
 	"github.com/riverqueue/river"
-	"github.com/riverqueue/river/riverdriver/riversqlite"
 
 	"github.com/patcheval/patcheval/evaluate"
+	"github.com/patcheval/patcheval/evaluate/store"
 	"github.com/patcheval/patcheval/internal/fail"
 	"github.com/patcheval/patcheval/internal/progress"
 	"github.com/patcheval/patcheval/pipelines"
@@ -142,7 +142,7 @@ func bootJobs(id, gen int64, round int, boots []evaluate.BootKey) river.InsertMa
 }
 
 // next computes the jobs that follow the current one, inside tx.
-type next func(ctx context.Context, tx *sql.Tx) ([]river.InsertManyParams, error)
+type next func(ctx context.Context, tx *store.Tx) ([]river.InsertManyParams, error)
 
 // env is a stage's runner.Env; builds get their share of the -j budget.
 func (s *Service) env(id int64, kind string) runner.Env {
@@ -180,7 +180,7 @@ func work[T river.JobArgs](s *Service, ctx context.Context, job *river.Job[T], i
 			return err
 		}
 	}
-	advance := func(ctx context.Context, tx *sql.Tx) error {
+	advance := func(ctx context.Context, tx *store.Tx) error {
 		var params []river.InsertManyParams
 		if then != nil {
 			var err error
@@ -189,18 +189,18 @@ func work[T river.JobArgs](s *Service, ctx context.Context, job *river.Job[T], i
 			}
 		}
 		if len(params) > 0 {
-			if _, err := s.engine.client.InsertManyTx(ctx, tx, params); err != nil {
+			if err := s.engine.insertManyTx(ctx, tx, params); err != nil {
 				return fail.Infraf("river: enqueueing the next stage of evaluation %d: %w", id, err)
 			}
 		}
-		if _, err := river.JobCompleteTx[*riversqlite.Driver](ctx, tx, job); err != nil {
+		if err := completeTx(ctx, tx, job); err != nil {
 			return fail.Infraf("river: completing job %d: %w", job.ID, err)
 		}
 		return nil
 	}
 	recorded := false
 	env := s.env(id, job.Kind)
-	env.Record = func(ctx context.Context, tx *sql.Tx) error {
+	env.Record = func(ctx context.Context, tx *store.Tx) error {
 		recorded = true
 		return advance(ctx, tx)
 	}
@@ -223,7 +223,7 @@ func work[T river.JobArgs](s *Service, ctx context.Context, job *river.Job[T], i
 		return err
 	}
 	if !recorded {
-		return s.db.Store.Tx(ctx, func(tx *sql.Tx) error { return advance(ctx, tx) })
+		return s.db.Store.Tx(ctx, func(tx *store.Tx) error { return advance(ctx, tx) })
 	}
 	return nil
 }
@@ -233,12 +233,12 @@ func work[T river.JobArgs](s *Service, ctx context.Context, job *river.Job[T], i
 func (s *Service) evalFailed(id int64, kind string, err error) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	if terr := s.db.Store.Tx(ctx, func(tx *sql.Tx) error {
+	if terr := s.db.Store.Tx(ctx, func(tx *store.Tx) error {
 		if err := s.setStatus(tx, id, "failed"); err != nil {
 			return err
 		}
 		if n := s.notifyJobs(id, time.Now().UnixNano(), EventFailed); len(n) > 0 {
-			if _, err := s.engine.client.InsertManyTx(ctx, tx, n); err != nil {
+			if err := s.engine.insertManyTx(ctx, tx, n); err != nil {
 				return fail.Infraf("river: %w", err)
 			}
 		}
@@ -266,7 +266,7 @@ func (w *applyWorker) Work(ctx context.Context, job *river.Job[ApplyArgs]) error
 			return err
 		}
 		return runner.Apply(ctx, env, a.EvaluationID)
-	}, func(ctx context.Context, tx *sql.Tx) ([]river.InsertManyParams, error) {
+	}, func(ctx context.Context, tx *store.Tx) ([]river.InsertManyParams, error) {
 		if len(keys) == 0 {
 			return []river.InsertManyParams{moreJob(a.EvaluationID, a.Gen, 0, true)}, nil
 		}
@@ -287,12 +287,16 @@ func (w *buildWorker) Work(ctx context.Context, job *river.Job[BuildArgs]) error
 	a := job.Args
 	return work(w.s, ctx, job, a.EvaluationID, func(env runner.Env) error {
 		return runner.Build(ctx, env, a.EvaluationID, a.Key)
-	}, func(ctx context.Context, tx *sql.Tx) ([]river.InsertManyParams, error) {
+	}, func(ctx context.Context, tx *store.Tx) ([]river.InsertManyParams, error) {
 		// The last build of this generation to finish plans the boots.
-		// Transactions on SQLite are serialised (BEGIN IMMEDIATE), so
-		// exactly one build sees no other build unfinished; the boots'
-		// planning job is unique by its arguments besides.
-		res, err := w.s.engine.client.JobListTx(ctx, tx, river.NewJobListParams().Kinds(BuildArgs{}.Kind()).
+		// The builds' transactions take turns here (tx.Lock: SQLite
+		// serialises them anyway), so exactly one build sees no other
+		// build unfinished; the boots' planning job is unique by its
+		// arguments besides.
+		if err := tx.Lock("builds", strconv.FormatInt(a.EvaluationID, 10)); err != nil {
+			return nil, fail.Infraf("evaluation %d: %w", a.EvaluationID, err)
+		}
+		res, err := w.s.engine.jobListTx(ctx, tx, river.NewJobListParams().Kinds(BuildArgs{}.Kind()).
 			TagsAll(evalTag(a.EvaluationID)).States(unfinished...).First(1000))
 		if err != nil {
 			return nil, fail.Infraf("river: build jobs of evaluation %d: %w", a.EvaluationID, err)
@@ -315,7 +319,7 @@ func (w *bootWorker) Work(ctx context.Context, job *river.Job[BootArgs]) error {
 	a := job.Args
 	return work(w.s, ctx, job, a.EvaluationID, func(env runner.Env) error {
 		return runner.Boot(ctx, env, a.EvaluationID, a.Boot)
-	}, func(ctx context.Context, tx *sql.Tx) ([]river.InsertManyParams, error) {
+	}, func(ctx context.Context, tx *store.Tx) ([]river.InsertManyParams, error) {
 		return []river.InsertManyParams{bootJobs(a.EvaluationID, a.Gen, a.Round, a.Rest)}, nil
 	})
 }
@@ -337,7 +341,7 @@ func (w *moreWorker) Work(ctx context.Context, job *river.Job[MoreArgs]) error {
 			boots, err = runner.More(ctx, env, a.EvaluationID)
 		}
 		return err
-	}, func(ctx context.Context, tx *sql.Tx) ([]river.InsertManyParams, error) {
+	}, func(ctx context.Context, tx *store.Tx) ([]river.InsertManyParams, error) {
 		if len(boots) == 0 {
 			return []river.InsertManyParams{reportJob(a.EvaluationID, a.Gen)}, nil
 		}
@@ -358,7 +362,7 @@ func (w *reportWorker) Work(ctx context.Context, job *river.Job[ReportArgs]) err
 			env.Progress.Printf("done: %d regression(s); reports in %s", len(out.Regressions), w.s.OutDir(a.EvaluationID))
 		}
 		return err
-	}, func(ctx context.Context, tx *sql.Tx) ([]river.InsertManyParams, error) {
+	}, func(ctx context.Context, tx *store.Tx) ([]river.InsertManyParams, error) {
 		return w.s.notifyJobs(a.EvaluationID, a.Gen, EventDone), nil
 	})
 }
@@ -430,12 +434,12 @@ func (s *Service) Submit(ctx context.Context, p *pipelines.Pipeline, o runner.Op
 // enqueue queues evaluation id's chain from apply as a new generation.
 func (s *Service) enqueue(ctx context.Context, id int64) error {
 	gen := time.Now().UnixNano()
-	return s.db.Store.Tx(ctx, func(tx *sql.Tx) error {
+	return s.db.Store.Tx(ctx, func(tx *store.Tx) error {
 		if err := s.setStatus(tx, id, StatusQueued); err != nil {
 			return err
 		}
 		jobs := append([]river.InsertManyParams{applyJob(id, gen)}, s.notifyJobs(id, gen, EventQueued)...)
-		if _, err := s.engine.client.InsertManyTx(ctx, tx, jobs); err != nil {
+		if err := s.engine.insertManyTx(ctx, tx, jobs); err != nil {
 			return fail.Infraf("river: queueing evaluation %d: %w", id, err)
 		}
 		return nil

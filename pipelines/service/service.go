@@ -3,7 +3,6 @@ package service
 import (
 	"bytes"
 	"context"
-	"database/sql"
 	"errors"
 	"fmt"
 	"io"
@@ -124,7 +123,7 @@ func New(ctx context.Context, cfg Config) (*Service, error) {
 		db.Close()
 		return nil, err
 	}
-	s.dash, err = dashboard.New(source{s}, dashboard.Options{Where: db.URL, Lore: s.lore + "/all/", Pipelines: pipelines.List(),
+	s.dash, err = dashboard.New(source{s}, dashboard.Options{Where: db.Where, Lore: s.lore + "/all/", Pipelines: pipelines.List(),
 		Posts: cfg.Posts})
 	if err != nil {
 		db.Close()
@@ -142,13 +141,14 @@ func (s *Service) Store() *store.Store { return s.db.Store }
 // Engine is the job engine.
 func (s *Service) Engine() *Engine { return s.engine }
 
-// DatabasePath is the SQLite file.
-func (s *Service) DatabasePath() string { return s.db.URL }
+// DatabasePath names the database: the SQLite file, or the Postgres URL
+// without its password.
+func (s *Service) DatabasePath() string { return s.db.Where }
 
-// OutDir is where evaluation id's reports go: evaluations/<id> beside the
-// database.
+// OutDir is where evaluation id's reports go: evaluations/<id> in the
+// state directory (beside a SQLite database file).
 func (s *Service) OutDir(id int64) string {
-	return filepath.Join(filepath.Dir(s.db.URL), "evaluations", strconv.FormatInt(id, 10))
+	return filepath.Join(s.db.Dir, "evaluations", strconv.FormatInt(id, 10))
 }
 
 func (s *Service) logf(format string, a ...any) {
@@ -160,10 +160,14 @@ func (s *Service) logf(format string, a ...any) {
 // the rest (they are retried on the next start), stops the loops and
 // returns.
 func (s *Service) Run(ctx context.Context, ln net.Listener) error {
-	if n, err := s.db.RescueOrphans(ctx); err != nil {
-		return err
-	} else if n > 0 {
-		s.logf("%d job(s) were running when the previous serve died: queued again", n)
+	if !s.db.Postgres() {
+		// One serve per SQLite file (OpenDB's lock): a running job is an
+		// orphan. On Postgres other processes may be running theirs.
+		if n, err := s.db.RescueOrphans(ctx); err != nil {
+			return err
+		} else if n > 0 {
+			s.logf("%d job(s) were running when the previous serve died: queued again", n)
+		}
 	}
 	// River runs on its own context: shutdown goes through Stop, which
 	// lets running jobs finish within the grace period.
@@ -226,7 +230,7 @@ func (s *Service) Handler() http.Handler {
 // ---- evaluation state ----
 
 // setStatus records an evaluation's status, in tx when given.
-func (s *Service) setStatus(tx *sql.Tx, id int64, status string) error {
+func (s *Service) setStatus(tx *store.Tx, id int64, status string) error {
 	if tx != nil {
 		return s.db.Store.SetEvaluationStatusTx(tx, id, status)
 	}
