@@ -20,10 +20,10 @@ func init() {
 	register(&command{
 		name:    "runs",
 		summary: "list stored evaluations; show one (builds, runs, samples) or a run's console log",
-		usage:   "patcheval runs [--json] [--db PATH] | runs show <evaluation-id> [--json] | runs console <run-id>",
+		usage:   "patcheval runs [--json] [--db PATH|URL] | runs show <evaluation-id> [--json] | runs console <run-id>",
 		setup: func(fs *flag.FlagSet) func(ctx context.Context, env *Env, args []string) error {
 			asJSON := fs.Bool("json", false, "print JSON instead of a table")
-			db := fs.String("db", "", "database `path` (default <state dir>/"+store.FileName+"; PATCHEVAL_STATE_DIR moves the state dir)")
+			db := fs.String("db", "", "database: a SQLite `path` (default <state dir>/"+store.FileName+"; PATCHEVAL_STATE_DIR moves the state dir) or the service's postgres:// URL")
 			return func(ctx context.Context, env *Env, args []string) error {
 				return runsCommand(env.Stdout, *db, *asJSON, args)
 			}
@@ -90,7 +90,7 @@ func runsCommand(w io.Writer, db string, asJSON bool, args []string) error {
 		return runsWriteJSON(w, evs)
 	}
 	if len(evs) == 0 {
-		fmt.Fprintf(w, "no evaluations in %s\n", st.Path())
+		fmt.Fprintf(w, "no evaluations in %s\n", st.Where())
 		return nil
 	}
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)

@@ -46,7 +46,7 @@ func init() {
 		usage:   "patcheval serve [--listen 127.0.0.1:8080] [--public-url URL] [--database URL] [--workers N] [--token-file F] [--allow-tree PATH]...",
 		setup: func(fs *flag.FlagSet) func(ctx context.Context, env *Env, args []string) error {
 			listen := fs.String("listen", "127.0.0.1:8080", "`address` to listen on; anything but loopback needs --token-file")
-			database := fs.String("database", "", "database: a SQLite `file` or sqlite:PATH (default <state dir>/patcheval.db); postgres:// comes with the farm")
+			database := fs.String("database", "", "database: a SQLite `file` or sqlite:PATH (default <state dir>/patcheval.db), or postgres://USER@HOST/DB (password from ~/.pgpass or $PGPASSFILE, not the command line)")
 			workers := fs.Int("workers", 1, "boots run at once (boots beside each other disturb each other's timings)")
 			buildWorkers := fs.Int("build-workers", 1, "kernel builds run at once; they share the -j budget")
 			jobs := fs.Int("j", 0, "make -j budget shared by all kernel builds (default: number of CPUs)")

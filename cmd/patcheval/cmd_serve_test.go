@@ -27,7 +27,7 @@ func TestServeRefuses(t *testing.T) {
 		{[]string{"serve", "--public-read"}, "--public-read needs --token-file"},
 		{[]string{"serve", "--token-file", short}, "at least 16 characters"},
 		{[]string{"serve", "--token-file", filepath.Join(t.TempDir(), "missing")}, "--token-file"},
-		{[]string{"serve", "--database", "postgres://u:pw@127.0.0.1/x"}, "Postgres is not supported yet"},
+		{[]string{"serve", "--database", "mysql://u:pw@127.0.0.1/x"}, "unknown scheme"},
 		{[]string{"serve", "--workers", "0"}, "at least 1"},
 		{[]string{"serve", "extra"}, "unexpected arguments"},
 	} {

@@ -25,6 +25,7 @@ import (
 	"github.com/patcheval/patcheval/evaluate/store"
 	"github.com/patcheval/patcheval/internal/testenv"
 	"github.com/patcheval/patcheval/internal/testinbox"
+	"github.com/patcheval/patcheval/internal/testpg"
 )
 
 // The interruption tests run `patcheval lore --pipeline` as a child
@@ -47,7 +48,7 @@ func TestMain(m *testing.M) {
 	if a := os.Getenv(childArgsEnv); a != "" {
 		os.Exit(childMain(a))
 	}
-	os.Exit(m.Run())
+	os.Exit(testpg.Main(m))
 }
 
 // childMain is main() with the gate on stderr.

@@ -212,16 +212,25 @@ func openPostgres(ctx context.Context, u string) (*Store, error) {
 	if err != nil {
 		return nil, fail.Inputf("store: %s: %v", where, redactErr(err, u))
 	}
+	if !strings.Contains(u, "pool_max_conns") {
+		// pgx's default (4 on a small machine) is too few once a job queue
+		// shares the pool: River holds one for LISTEN and uses several
+		// more while stages hold their transactions.
+		cfg.MaxConns = 20
+	}
 	pool, err := pgxpool.NewWithConfig(ctx, cfg)
 	if err != nil {
 		return nil, fail.Infraf("store: %s: %w", where, err)
 	}
-	s := &Store{d: postgresDialect, path: u, where: where, pool: pool, reconnectFor: ReconnectFor}
+	// Opening fails at once when the server cannot be reached (a command
+	// says so instead of hanging); once open, the store reconnects.
+	s := &Store{d: postgresDialect, path: u, where: where, pool: pool}
 	s.db = pgQ{c: pool, pooled: true, s: s}
 	if err := s.migrate(ctx); err != nil {
 		pool.Close()
-		return nil, err
+		return nil, fail.Infraf("%s", redactErr(err, u))
 	}
+	s.reconnectFor = ReconnectFor
 	return s, nil
 }
 

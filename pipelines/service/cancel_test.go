@@ -18,10 +18,16 @@ import (
 // submit returns the running evaluation, cancel stops the running build
 // (its context) and the queued ones, a second cancel is 409, re-run
 // queues a new generation that finds the series applied and builds again.
+//
+// It runs on both databases: a SQLite file and a real PostgreSQL 15.
 func TestCancelAndRerun(t *testing.T) {
+	eachDatabase(t, testCancelAndRerun)
+}
+
+func testCancelAndRerun(t *testing.T, db string) {
 	repo := testenv.LinuxTree(t)
 	inbox := testinbox.Start(t, backport)
-	s, base := testService(t, Config{AllowTrees: []string{repo}, Lore: inbox.URL, CacheDir: t.TempDir(), Jobs: 1})
+	s, base := testService(t, Config{Database: db, AllowTrees: []string{repo}, Lore: inbox.URL, CacheDir: t.TempDir(), Jobs: 1})
 	req := SubmitRequest{MsgID: "20261102093000.4121-0-tester@example.org", Pipeline: "ppc-preempt-dynamic", Tree: repo, Boots: 1}
 	code, _, raw := call(t, "POST", base+"/api/v1/evaluations", "", req)
 	if code != 201 {

@@ -144,23 +144,35 @@ func OpenDB(ctx context.Context, u string) (*DB, error) {
 // Postgres, so that processes starting together migrate in turn.
 const riverMigrationLock = 0x7269766572 // "river"
 
+// migrateRiverPg brings River's tables up to date under a session
+// advisory lock (one process at a time). River's migrations need a
+// transaction each (one adds an enum value that the next one uses), so
+// they cannot share one transaction holding a transaction-scoped lock.
+func migrateRiverPg(ctx context.Context, db *DB) error {
+	m, err := rivermigrate.New(db.pgDriver, nil)
+	if err != nil {
+		return err
+	}
+	conn, err := db.Store.Postgres().Acquire(ctx)
+	if err != nil {
+		return err
+	}
+	defer conn.Release()
+	if _, err := conn.Exec(ctx, `SELECT pg_advisory_lock($1)`, int64(riverMigrationLock)); err != nil {
+		return err
+	}
+	defer conn.Exec(context.WithoutCancel(ctx), `SELECT pg_advisory_unlock($1)`, int64(riverMigrationLock))
+	_, err = m.Migrate(ctx, rivermigrate.DirectionUp, nil)
+	return err
+}
+
 func openPostgres(ctx context.Context, u string) (*DB, error) {
 	st, err := store.Open(u)
 	if err != nil {
 		return nil, err
 	}
 	db := &DB{Store: st, URL: u, Where: st.Where(), Dir: xdg.StateDir(), pgDriver: riverpgxv5.New(st.Postgres())}
-	m, err := rivermigrate.New(db.pgDriver, nil)
-	if err == nil {
-		err = st.Tx(ctx, func(tx *store.Tx) error {
-			if _, err := tx.ExecContext(ctx, `SELECT pg_advisory_xact_lock(?)`, int64(riverMigrationLock)); err != nil {
-				return err
-			}
-			_, err := m.MigrateTx(ctx, tx.Postgres(), rivermigrate.DirectionUp, nil)
-			return err
-		})
-	}
-	if err != nil {
+	if err := migrateRiverPg(ctx, db); err != nil {
 		st.Close()
 		return nil, fail.Infraf("database %s: River migrations: %w", db.Where, err)
 	}

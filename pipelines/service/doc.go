@@ -48,21 +48,30 @@
 //   - readers never wait: in WAL mode `patcheval runs` in another process,
 //     and the dashboard, read the last committed state while jobs write.
 //
-// One `patcheval serve` owns a database at a time (a lock file beside it);
-// any River job found "running" when it starts belongs to a serve that
-// died (kill -9, power loss) and is made available again at once
-// (DB.RescueOrphans). A `patcheval lore --pipeline` against the same file
-// is just another writer.
+// One `patcheval serve` owns a SQLite database at a time (a lock file
+// beside it); any River job found "running" when it starts belongs to a
+// serve that died (kill -9, power loss) and is made available again at
+// once (DB.RescueOrphans). A `patcheval lore --pipeline` against the same
+// file is just another writer.
 //
-// # Farm
+// # Postgres
 //
-// --database takes a URL (ParseDatabase); the River client is generic over
-// its driver's transaction type. Postgres (riverdriver/riverpgxv5, issue
-// 14) means another OpenDB branch and a store on pgx; the workers, the
-// chain, the API and the pages do not change. Two things to redo there:
-// the lock-file rescue becomes River's stuck-job rescuer (RescueStuckJobsAfter),
-// and the "last build plans the boots" check needs a row lock (SQLite
-// serialises it for free).
+// --database postgres://... puts the same store (evaluate/store: one
+// schema, the same numbered migrations) and River's tables in one
+// Postgres database. River runs on riverpgxv5 over the store's own pgx
+// pool, and a stage's transaction is a pgx.Tx that the store writes in
+// and River inserts the next job and completes the current one in
+// (store.Tx.Postgres); the Engine holds the River client for whichever
+// database it is (River's client is generic over the transaction type).
+// Many processes may share the database, so there is no lock file and no
+// RescueOrphans at start: a job left running by a dead process waits for
+// River's stuck-job rescuer (RescueStuckJobsAfter). "The last build plans
+// the boots" takes store.Tx.Lock (an advisory lock; SQLite serialises
+// writers anyway). When the server restarts, the pool reconnects: the
+// store repeats a transaction that lost its server before committing,
+// River's fetch loop and listener reconnect on their own, and a stage
+// whose result could not be recorded fails and is retried by River (its
+// work is idempotent).
 //
 // # Security
 //
@@ -85,6 +94,6 @@
 // issue 441: the standalone binary could not open a SQLite URL). The
 // dashboard's /queue page shows what the issue asks from River's own
 // JobList: running, queued, retrying, failed, retried and cancelled jobs
-// with their errors. With the farm's Postgres, mounting riverui's handler
+// with their errors. On Postgres, mounting riverui's handler
 // is a few lines.
 package service

@@ -22,6 +22,7 @@ import (
 	"github.com/patcheval/patcheval/evaluate/store"
 	"github.com/patcheval/patcheval/internal/progress"
 	"github.com/patcheval/patcheval/internal/testinbox"
+	"github.com/patcheval/patcheval/internal/testpg"
 	"github.com/patcheval/patcheval/mbox"
 	"github.com/patcheval/patcheval/pipelines"
 	"github.com/patcheval/patcheval/pipelines/runner"
@@ -38,7 +39,7 @@ func TestMain(m *testing.M) {
 	if v := os.Getenv(serveEnv); v != "" {
 		os.Exit(serveMain(v))
 	}
-	os.Exit(m.Run())
+	os.Exit(testpg.Main(m))
 }
 
 // serveMain runs a Service like `patcheval serve` does (SIGTERM ends it
