@@ -274,25 +274,14 @@ func (s *Store) NoteFollowSeriesAll(fs []FollowSeries, seen time.Time) error {
 		return nil
 	}
 	at := fmtTime(seen)
-	tx, err := s.db.Begin()
-	if err != nil {
-		return fail.Infraf("store: %s: %w", s.path, err)
-	}
-	defer tx.Rollback()
-	stmt, err := tx.Prepare(noteFollowSeries)
-	if err != nil {
-		return fail.Infraf("store: %s: %w", s.path, err)
-	}
-	defer stmt.Close()
-	for _, f := range fs {
-		if _, err := scanFollowSeries(stmt.QueryRow(noteArgs(f, at)...)); err != nil {
-			return fail.Infraf("store: %s: series %s v%d: %w", s.path, f.Root, f.Version, err)
+	return s.Tx(context.Background(), func(tx *Tx) error {
+		for _, f := range fs {
+			if _, err := scanFollowSeries(tx.QueryRow(noteFollowSeries, noteArgs(f, at)...)); err != nil {
+				return fail.Infraf("store: %s: series %s v%d: %w", s.where, f.Root, f.Version, err)
+			}
 		}
-	}
-	if err := tx.Commit(); err != nil {
-		return fail.Infraf("store: %s: %w", s.path, err)
-	}
-	return nil
+		return nil
+	})
 }
 
 // SetFollowSeries records a series' status, why, and its evaluation
@@ -339,7 +328,7 @@ func (s *Store) FollowSeriesOfEvaluation(evalID int64) (*FollowSeries, error) {
 		return nil, nil
 	}
 	if err != nil {
-		return nil, fail.Infraf("store: %s: the series of evaluation %d: %w", s.path, evalID, err)
+		return nil, fail.Infraf("store: %s: the series of evaluation %d: %w", s.where, evalID, err)
 	}
 	return f, nil
 }

@@ -62,7 +62,7 @@ func (s *Store) ClaimTriage(c TriageCommand) (id int64, claimed bool, err error)
 		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT(list, msgid, idx) DO NOTHING`,
 		c.List, c.MsgID, c.Index, c.Sender, c.Command, ev, TriageClaimed, now, now)
 	if err != nil {
-		return 0, false, fail.Infraf("store: %s: triage command: %w", s.path, err)
+		return 0, false, fail.Infraf("store: %s: triage command: %w", s.where, err)
 	}
 	if n, _ := res.RowsAffected(); n == 0 {
 		return 0, false, nil
@@ -75,7 +75,7 @@ func (s *Store) ClaimTriage(c TriageCommand) (id int64, claimed bool, err error)
 func (s *Store) FinishTriage(id int64, status, note string) error {
 	if _, err := s.db.Exec(`UPDATE triage_commands SET status = ?, note = ?, updated = ? WHERE id = ?`,
 		status, note, fmtTime(time.Now()), id); err != nil {
-		return fail.Infraf("store: %s: triage command %d: %w", s.path, id, err)
+		return fail.Infraf("store: %s: triage command %d: %w", s.where, id, err)
 	}
 	return nil
 }
@@ -85,7 +85,7 @@ func (s *Store) TriageCommands(list string) ([]TriageCommand, error) {
 	rows, err := s.db.Query(`SELECT id, list, msgid, idx, sender, command, COALESCE(evaluation_id, 0), status, note, created, updated
 		FROM triage_commands WHERE ? = '' OR list = ? ORDER BY id`, list, list)
 	if err != nil {
-		return nil, fail.Infraf("store: %s: triage commands: %w", s.path, err)
+		return nil, fail.Infraf("store: %s: triage commands: %w", s.where, err)
 	}
 	defer rows.Close()
 	var out []TriageCommand
@@ -93,7 +93,7 @@ func (s *Store) TriageCommands(list string) ([]TriageCommand, error) {
 		var c TriageCommand
 		var created, updated string
 		if err := rows.Scan(&c.ID, &c.List, &c.MsgID, &c.Index, &c.Sender, &c.Command, &c.EvaluationID, &c.Status, &c.Note, &created, &updated); err != nil {
-			return nil, fail.Infraf("store: %s: %w", s.path, err)
+			return nil, fail.Infraf("store: %s: %w", s.where, err)
 		}
 		c.Created, c.Updated = parseTime(created), parseTime(updated)
 		out = append(out, c)
