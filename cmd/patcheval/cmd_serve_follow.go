@@ -58,6 +58,8 @@ func setupBots(cfg *service.Config, o serveOptions, config string) (func(*servic
 			// one runs after (posting twice is a no-op).
 			f.Submitted = func(_ follow.List, _ *series.Series, id int64) error { return rep.Notify(ctx, id, follow.EventQueued) }
 		}
+		// Replies to the reports may command (#patcheval retest, ...).
+		f.Triage = follow.ServiceTriager{Service: s, Store: s.Store(), Reporting: rep}
 		return f.Run(ctx)
 	}})
 	if rep != nil {

@@ -121,19 +121,9 @@ func (r *Reporting) Notify(ctx context.Context, evalID int64, event string) erro
 	if err != nil {
 		return err
 	}
-	t, err := threadOf(r.Store, lr.l, fs.Root)
+	s, msgids, err := r.seriesOf(lr, fs, evalID)
 	if err != nil {
 		return err
-	}
-	s, err := series.Resolve(t, series.Options{Version: fs.Version})
-	if err != nil {
-		return fail.Inputf("evaluation %d: %s v%d: %v", evalID, fs.MsgID, fs.Version, err)
-	}
-	var msgids []string
-	for _, p := range s.Patches {
-		if p != nil {
-			msgids = append(msgids, p.MessageID)
-		}
 	}
 	link := fmt.Sprintf("%s/evaluations/%d", r.Dashboard, evalID)
 	switch event {
@@ -149,6 +139,26 @@ func (r *Reporting) Notify(ctx context.Context, evalID int64, event string) erro
 		return r.failed(lr, e, msgids, link)
 	}
 	return fail.Inputf("notify: event %q: want queued, done or failed", event)
+}
+
+// seriesOf is the followed series fs of evaluation evalID and its
+// patches' Message-IDs.
+func (r *Reporting) seriesOf(lr *listReporters, fs *store.FollowSeries, evalID int64) (*series.Series, []string, error) {
+	t, err := threadOf(r.Store, lr.l, fs.Root)
+	if err != nil {
+		return nil, nil, err
+	}
+	s, err := series.Resolve(t, series.Options{Version: fs.Version})
+	if err != nil {
+		return nil, nil, fail.Inputf("evaluation %d: %s v%d: %v", evalID, fs.MsgID, fs.Version, err)
+	}
+	var msgids []string
+	for _, p := range s.Patches {
+		if p != nil {
+			msgids = append(msgids, p.MessageID)
+		}
+	}
+	return s, msgids, nil
 }
 
 // maxDescription bounds a one-line description (Patchwork's field holds

@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/patcheval/patcheval/evaluate/mail"
 	"github.com/patcheval/patcheval/evaluate/store"
 	"github.com/patcheval/patcheval/internal/testgit"
 	"github.com/patcheval/patcheval/internal/testinbox"
@@ -68,8 +69,12 @@ func TestTriageOnPublicInbox(t *testing.T) {
 	}
 	defer st.Close()
 	tr := &triager{}
+	token := filepath.Join(root, "pw-token")
+	os.WriteFile(token, []byte("secret\n"), 0o600)
 	l := List{Name: "test", URL: srv.URL + "/" + srv.Inbox, Pipeline: "ppc-preempt-dynamic", Tree: tree, Base: "tree",
-		IncompleteAfter: time.Hour, Triage: []string{"boss@*"}}
+		IncompleteAfter: time.Hour, Triage: []string{"boss@*"}, Address: "test@example.org",
+		// Never reached: the posts are only queued (no outbox runs here).
+		Patchwork: &PatchworkConfig{URL: "http://127.0.0.1:9/api/1.2", TokenFile: token}, Mail: &MailConfig{Mode: "moderated"}}
 	f := &Follower{Store: st, Lists: []List{l}, Submit: ServiceSubmitter{Service: runnerService{st}}, Dir: filepath.Join(root, "mirrors"), Triage: tr}
 	ctx := context.Background()
 	if err := f.Poll(ctx); err != nil { // first use: starts now
@@ -88,7 +93,7 @@ func TestTriageOnPublicInbox(t *testing.T) {
 	// patcheval's report went out (the mail reporter's post, sent).
 	report := fmt.Sprintf("report-%d@patcheval.example", s.EvaluationID)
 	p, err := st.EnqueuePost(store.Post{Reporter: "mail", Target: "sss-v1-0@example.org ppc-preempt-dynamic", EvaluationID: s.EvaluationID,
-		Digest: "d", Payload: "{}"}, false)
+		Digest: "d", Payload: `{"from":{"name":"patcheval","email":"bot@patcheval.example"}}`}, false)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -99,19 +104,19 @@ func TestTriageOnPublicInbox(t *testing.T) {
 		t.Fatal(err)
 	}
 	cover := "sss-v1-0@example.org"
-	mail := func(id, from, irt, refs, body string) []byte {
+	msg := func(id, from, irt, refs, body string) []byte {
 		return []byte(fmt.Sprintf("From: %s\nTo: test@example.org\nSubject: Re: [PATCH 0/1] mm/slab: faster\nDate: %s\nMessage-ID: <%s>\n"+
 			"In-Reply-To: <%s>\nReferences: %s\n\n%s", from, g.date(), id, irt, refs, body))
 	}
 	refs := "<" + cover + "> <" + report + ">"
 	replies := [][]byte{
-		mail(report, "patcheval <bot@patcheval.example>", cover, "<"+cover+">", "Results: a regression.\n"),
-		mail("r1@example.org", sam, report, refs, "> #patcheval invalid\nPlease run it again:\n#patcheval retest selinux-tax\n"),
-		mail("r2@example.org", "Mallory <mallory@example.net>", report, refs, "#patcheval invalid\n"),
-		mail("r3@example.org", "Mae Maint <mae@example.org>", report, refs, "#patcheval bisect\n"),
-		mail("r4@example.org", "Big Boss <boss@example.com>", report, refs, "#patcheval test https://lore.kernel.org/r/x@example.org\n"),
-		mail("r5@example.org", sam, cover, "<"+cover+">", "#patcheval retest\n"), // not a reply to the report
-		mail("r6@example.org", "Rex Review <rex@example.org>", report, refs, "#patcheval frobnicate\n"),
+		msg(report, "patcheval <bot@patcheval.example>", cover, "<"+cover+">", "Results: a regression.\n"),
+		msg("r1@example.org", sam, report, refs, "> #patcheval invalid\nPlease run it again:\n#patcheval retest selinux-tax\n"),
+		msg("r2@example.org", "Mallory <mallory@example.net>", report, refs, "#patcheval invalid\n"),
+		msg("r3@example.org", "Mae Maint <mae@example.org>", report, refs, "#patcheval bisect\n"),
+		msg("r4@example.org", "Big Boss <boss@example.com>", report, refs, "#patcheval test https://lore.kernel.org/r/x@example.org\n"),
+		msg("r5@example.org", sam, cover, "<"+cover+">", "#patcheval retest\n"), // not a reply to the report
+		msg("r6@example.org", "Rex Review <rex@example.org>", report, refs, "#patcheval frobnicate\n"),
 	}
 	srv.Add(t, writeMbox(t, root, "replies.mbox", replies...))
 	if err := f.Poll(ctx); err != nil {
@@ -165,4 +170,67 @@ func TestTriageOnPublicInbox(t *testing.T) {
 	if cmds2, _ := st.TriageCommands("test"); len(cmds2) != len(cmds) {
 		t.Errorf("re-reading recorded %d commands, want %d", len(cmds2), len(cmds))
 	}
+
+	// The service's triager: retest, retest with another pipeline,
+	// invalid (Patchwork checks withdrawn), bisect (not yet); each
+	// acknowledged in the thread through the list's mail reporter.
+	rep, err := NewReporting(st, []List{l}, &mail.SMTPSettings{Host: "127.0.0.1"}, "http://127.0.0.1:8080", func(int64) string { return root }, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rs := &rerunService{runnerService: runnerService{st}}
+	f.Triage = ServiceTriager{Service: rs, Store: st, Reporting: rep}
+	srv.Add(t, writeMbox(t, root, "replies2.mbox",
+		msg("s1@example.org", sam, report, refs, "#patcheval retest\n#patcheval retest selinux-tax\n"),
+		msg("s2@example.org", "Mae Maint <mae@example.org>", report, refs, "#patcheval invalid\n#patcheval bisect\n")))
+	if err := f.Poll(ctx); err != nil {
+		t.Fatal(err)
+	}
+	cmds, _ = st.TriageCommands("test")
+	got = nil
+	for _, c := range cmds[len(cmds)-4:] {
+		got = append(got, c.Command+" "+c.Status+": "+c.Note)
+	}
+	wantRows = []string{
+		fmt.Sprintf("#patcheval retest done: evaluation %d queued again", ev),
+		"#patcheval retest selinux-tax done: evaluation 2: the series with pipeline selinux-tax",
+		"#patcheval invalid done: report withdrawn (1 Patchwork check(s) set to success \"withdrawn\")",
+		"#patcheval bisect failed: #patcheval bisect is not supported yet",
+	}
+	if !reflect.DeepEqual(got, wantRows) {
+		t.Errorf("service triage:\n  %s\nwant:\n  %s", strings.Join(got, "\n  "), strings.Join(wantRows, "\n  "))
+	}
+	if len(rs.reruns) != 1 || rs.reruns[0] != ev {
+		t.Errorf("reruns %v", rs.reruns)
+	}
+	if e2, err := st.Evaluation(2); err != nil || e2.Pipeline != "selinux-tax" {
+		t.Errorf("evaluation 2: %+v %v", e2, err)
+	}
+	posts, _ := st.Posts(0, "", 100)
+	var checks, acks int
+	for _, p := range posts {
+		switch {
+		case strings.HasPrefix(p.Reporter, "patchwork") && p.State == "success" && strings.Contains(p.Payload, "withdrawn by mae@example.org"):
+			checks++
+		case strings.HasPrefix(p.Reporter, "mail") && strings.HasPrefix(p.Target, "ack "):
+			acks++
+			if !strings.Contains(p.Payload, `"in_reply_to":"s`) || !strings.Contains(p.Payload, "patcheval: ") {
+				t.Errorf("ack: %s", p.Payload)
+			}
+		}
+	}
+	if checks != 1 || acks != 4 {
+		t.Errorf("%d withdrawn checks and %d acknowledgements queued, want 1 and 4", checks, acks)
+	}
+}
+
+// rerunService is runnerService with Rerun (queued again, recorded).
+type rerunService struct {
+	runnerService
+	reruns []int64
+}
+
+func (r *rerunService) Rerun(ctx context.Context, id int64) (int64, error) {
+	r.reruns = append(r.reruns, id)
+	return id, r.st.SetEvaluationStatus(id, "queued")
 }
