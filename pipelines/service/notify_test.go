@@ -199,4 +199,9 @@ func TestDashboardPostsAndApprove(t *testing.T) {
 	if code, _ := get("/posts?status=held"); code != 200 {
 		t.Errorf("/posts?status=held: %d", code)
 	}
+	// The evaluation's page lists its posts too.
+	if code, page := get(fmt.Sprintf("/evaluations/%d", e.ID)); code != 200 || !strings.Contains(page, "patchwork/ppc") ||
+		!strings.Contains(page, "not (yet) in Patchwork") {
+		t.Errorf("evaluation page: %d, no posts listed", code)
+	}
 }

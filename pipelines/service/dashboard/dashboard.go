@@ -389,8 +389,12 @@ func (d *Dashboard) evaluation(w http.ResponseWriter, r *http.Request) {
 		Runs       []runView
 		Draft      string
 		Jobs       []jobView
+		Posts      []postView
 	}{page: page{Title: fmt.Sprintf("#%d %s", e.ID, e.SeriesTitle), Where: d.opt.Where}, E: e, Active: Active(e.Status),
 		Lore: strings.TrimRight(d.opt.Lore, "/") + "/", Confidence: "95%"}
+	if ps, err := st.Posts(e.ID, "", 200); err == nil {
+		data.Posts = postViews(ps)
+	}
 	if data.Active {
 		data.Refresh = 10
 		data.Log = d.src.Log(e.ID)

@@ -40,32 +40,33 @@ func (d *Dashboard) posts(w http.ResponseWriter, r *http.Request) {
 		d.fail(w, err)
 		return
 	}
-	view := func(ps []*store.Post) []postView {
-		out := make([]postView, 0, len(ps))
-		for _, p := range ps {
-			v := postView{Post: p}
-			if strings.HasPrefix(p.RemoteID, "https://") || strings.HasPrefix(p.RemoteID, "http://") {
-				v.Link = p.RemoteID
-			}
-			if p.Status == store.PostHeld {
-				var dr report.Draft
-				if json.Unmarshal([]byte(p.Payload), &dr) == nil && dr.Subject != "" {
-					v.Mail = &dr
-				}
-			}
-			out = append(out, v)
-		}
-		return out
-	}
 	d.render(w, "posts", struct {
 		page
 		Held, All  []postView
 		CanApprove bool
 		Statuses   []string
 		Status     string
-	}{page{Title: "posts", Where: d.opt.Where, Refresh: 30}, view(held), view(all), d.opt.Posts != nil,
+	}{page{Title: "posts", Where: d.opt.Where, Refresh: 30}, postViews(held), postViews(all), d.opt.Posts != nil,
 		[]string{store.PostHeld, store.PostQueued, store.PostSending, store.PostSent, store.PostSkipped, store.PostFailed},
 		r.URL.Query().Get("status")})
+}
+
+func postViews(ps []*store.Post) []postView {
+	out := make([]postView, 0, len(ps))
+	for _, p := range ps {
+		v := postView{Post: p}
+		if strings.HasPrefix(p.RemoteID, "https://") || strings.HasPrefix(p.RemoteID, "http://") {
+			v.Link = p.RemoteID
+		}
+		if p.Status == store.PostHeld {
+			var dr report.Draft
+			if json.Unmarshal([]byte(p.Payload), &dr) == nil && dr.Subject != "" {
+				v.Mail = &dr
+			}
+		}
+		out = append(out, v)
+	}
+	return out
 }
 
 func (d *Dashboard) approve(w http.ResponseWriter, r *http.Request) {
