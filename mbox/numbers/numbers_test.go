@@ -343,3 +343,26 @@ func FuzzRead(f *testing.F) {
 		}
 	})
 }
+
+// BenchmarkRead reads the seed threads (the v4 thread: 18 messages, 2,218
+// lines, 30 numbers).
+func BenchmarkRead(b *testing.B) {
+	for _, name := range []string{"ppc-dynamic-preempt-v4.mbox", "rcu-gp-qs-v2.mbox"} {
+		path := filepath.Join("..", "testdata", "threads", name)
+		data, err := os.ReadFile(path)
+		if err != nil {
+			b.Fatal(err)
+		}
+		ms, err := mbox.ParseBytes(data, path)
+		if err != nil {
+			b.Fatal(err)
+		}
+		th := mbox.NewThread(ms, path)
+		b.Run(name, func(b *testing.B) {
+			b.SetBytes(int64(len(data)))
+			for b.Loop() {
+				Read(th)
+			}
+		})
+	}
+}

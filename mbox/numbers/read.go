@@ -186,8 +186,9 @@ type context struct {
 	text     string
 	b        strings.Builder
 	tool     string
-	bench    string // what the writer says was run ("synchronize_rcu")
-	perf     string // the perf bench whose output is being read ("syscall basic")
+	bench    string   // what the writer says was run ("synchronize_rcu")
+	perf     string   // the perf bench whose output is being read ("syscall basic")
+	cpus     []string // the CPU models the writer names, in order
 	platform string
 	last     tableMetric
 }
@@ -231,6 +232,7 @@ func readMessage(m *mbox.Message) []Number {
 	for _, c := range ctxs {
 		c.text = c.b.String()
 		c.tool = toolIn(c.text)
+		c.cpus = cpuRE.FindAllString(c.text, -1)
 		c.platform = platformIn(c.text)
 		if m := benchRE.FindStringSubmatch(c.text); m != nil {
 			c.bench = m[1] + m[2]
@@ -272,12 +274,12 @@ func toolIn(s string) string {
 // platformOf names the machine of a table: a CPU model in its caption,
 // else the one its writer names elsewhere when the caption names no other
 // arch ("POWER10" for a table captioned "... on ppc64le:"), else an arch.
-func platformOf(caption, voiceText string) string {
+func platformOf(caption string, c *context) string {
 	if m := cpuRE.FindString(caption); m != "" {
 		return platformIn(m)
 	}
 	arch := archRE.FindString(caption)
-	for _, m := range cpuRE.FindAllString(voiceText, -1) {
+	for _, m := range c.cpus {
 		if arch == "" || cpuArch(m) == archFamily(arch) {
 			return platformIn(m)
 		}
@@ -285,7 +287,7 @@ func platformOf(caption, voiceText string) string {
 	if arch != "" {
 		return arch
 	}
-	return platformIn(voiceText)
+	return c.platform
 }
 
 func archFamily(a string) string {

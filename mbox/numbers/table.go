@@ -3,6 +3,7 @@ package numbers
 import (
 	"regexp"
 	"strings"
+	"unicode/utf8"
 
 	"github.com/patcheval/patcheval/mbox"
 )
@@ -57,6 +58,15 @@ type cell struct {
 // value in parentheses is split ("-12.5 usecs/op (-3%)") and a first
 // cell "label: 1.5" is split.
 func cellsAt(s string) []cell {
+	if !strings.ContainsAny(s, "0123456789|\t") && !strings.Contains(s, "  ") {
+		// One cell without a digit: prose (most of a thread).
+		t := strings.TrimSpace(s)
+		if t == "" || strings.Trim(t, "-") == "" {
+			return nil
+		}
+		start := utf8.RuneCountInString(s[:strings.Index(s, t)])
+		return []cell{{text: t, start: start, end: start + utf8.RuneCountInString(t)}}
+	}
 	var raw []cell
 	rs := []rune(s)
 	if isPipe(s) {
@@ -262,7 +272,7 @@ func (r *reader) paragraph(p paragraph, prev *paragraph, c *context) {
 			tm.tool = c.last.tool
 		}
 	}
-	t.platform = platformOf(t.caption, c.text)
+	t.platform = platformOf(t.caption, c)
 	if tm.bench == "" && !headerMetric {
 		tm.bench = c.bench
 	}
@@ -567,6 +577,9 @@ func (r *reader) figures(p paragraph, c *context) {
 		}
 		if m := perfRunRE.FindStringSubmatch(text); m != nil {
 			c.perf = m[1] + " " + m[2]
+		}
+		if !strings.ContainsAny(text, "0123456789") {
+			continue
 		}
 		base := Number{Benchmark: c.bench, Tool: c.tool, Platform: c.platform, MessageID: r.msg.PublicID(), Author: p.voice.author,
 			Quoted: p.voice.depth > 0, Line: l.no, Text: text}
