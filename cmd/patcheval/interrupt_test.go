@@ -191,7 +191,8 @@ func runChild(t *testing.T, args []string, st *stop, sig syscall.Signal) childRe
 //	apply-end     the branch is written but not yet recorded
 //	build-start   before the first kernel is built
 //	build-end     the second kernel is built but not yet recorded
-//	boot-mid      one second into the second boot (QEMU running)
+//	boot-mid      300 ms into the second boot (QEMU running; a
+//	              deterministic boot takes 2-3 s)
 //	report-start  every boot recorded, no report written
 //
 // After each stop it checks what the store kept; the last run must
@@ -228,7 +229,7 @@ func interruptEveryStage(t *testing.T, repo string, sig syscall.Signal) {
 		{name: "apply-end", gate: `applied \d+ patch`, hold: true},
 		{name: "build-start", gate: `building ppc64le/`, hold: true},
 		{name: "build-end", gate: `built ppc64le/`, n: 2, hold: true},
-		{name: "boot-mid", gate: `boot \S+ #1 on`, n: 2, delay: time.Second},
+		{name: "boot-mid", gate: `boot \S+ #1 on`, n: 2, delay: 300 * time.Millisecond},
 		// The run after boot-mid boots the three left.
 		{name: "report-start", gate: `boot \S+ #1: `, n: 3, hold: true},
 	}
