@@ -1,6 +1,8 @@
 package store
 
 import (
+	"database/sql"
+	"errors"
 	"time"
 
 	"github.com/patcheval/patcheval/internal/fail"
@@ -58,17 +60,17 @@ func (s *Store) ClaimTriage(c TriageCommand) (id int64, claimed bool, err error)
 	if c.EvaluationID > 0 {
 		ev = c.EvaluationID
 	}
-	res, err := s.db.Exec(`INSERT INTO triage_commands (list, msgid, idx, sender, command, evaluation_id, status, created, updated)
-		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT(list, msgid, idx) DO NOTHING`,
-		c.List, c.MsgID, c.Index, c.Sender, c.Command, ev, TriageClaimed, now, now)
+	// RETURNING, not LastInsertId: the same statement runs on Postgres.
+	err = s.db.QueryRow(`INSERT INTO triage_commands (list, msgid, idx, sender, command, evaluation_id, status, created, updated)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT(list, msgid, idx) DO NOTHING RETURNING id`,
+		c.List, c.MsgID, c.Index, c.Sender, c.Command, ev, TriageClaimed, now, now).Scan(&id)
+	if errors.Is(err, sql.ErrNoRows) {
+		return 0, false, nil // read before
+	}
 	if err != nil {
 		return 0, false, fail.Infraf("store: %s: triage command: %w", s.where, err)
 	}
-	if n, _ := res.RowsAffected(); n == 0 {
-		return 0, false, nil
-	}
-	id, err = res.LastInsertId()
-	return id, err == nil, err
+	return id, true, nil
 }
 
 // FinishTriage sets a claimed command's status and note.
