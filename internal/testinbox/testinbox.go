@@ -247,7 +247,7 @@ func New(opt Options, mboxFiles ...string) (*Server, error) {
 	go func() { s.cmd.Wait(); close(s.done) }()
 	ln.Close()
 	lf.Close()
-	if err := s.waitReady(30 * time.Second); err != nil {
+	if err := s.waitReady(2 * time.Minute); err != nil {
 		return nil, err
 	}
 	ok = true
