@@ -33,13 +33,13 @@ func init() {
 	register(&command{
 		name:    "watch",
 		summary: "re-test a remote's new tags on a schedule, keep the history, bisect regressions",
-		usage: "patcheval watch add --remote URL [--branch B] --tags GLOB --pipeline NAME [--series MSGID] [--schedule SPEC] [--bisect] [--tree PATH] [--name N]\n" +
+		usage: "patcheval watch add --remote URL [--branch B] [--tags GLOB] --pipeline NAME [--series MSGID] [--schedule SPEC] [--bisect] [--tree PATH] [--name N]\n" +
 			"       patcheval watch list | show NAME [--svg FILE] | rm NAME | run-now NAME | daemon   [--json] [--db PATH]",
 		setup: func(fs *flag.FlagSet) func(ctx context.Context, env *Env, args []string) error {
 			var f watchFlags
 			fs.StringVar(&f.name, "name", "", "add: the watch's `name` (default: from the remote and the tag pattern)")
 			fs.StringVar(&f.remote, "remote", "", "add: the git remote `URL` to list tags from (https://, git://, file://)")
-			fs.StringVar(&f.branch, "branch", "", "add: the remote's `branch` the tags belong to (recorded with the watch)")
+			fs.StringVar(&f.branch, "branch", "", "add: also re-test this `branch`'s head whenever it moves (history entries branch@commit, after the tags); with --branch, --tags is optional")
 			fs.StringVar(&f.tags, "tags", "", "add: tag `glob`, e.g. 'v6.*-rc*' (ordered by version: rc10 after rc9)")
 			fs.StringVar(&f.pipeline, "pipeline", "", "add: pipeline `name` or TOML file evaluated on every new tag ("+strings.Join(pipelines.List(), ", ")+")")
 			fs.StringVar(&f.series, "series", "", "add: re-apply this series (`Message-ID`) on every new tag")
@@ -206,7 +206,7 @@ func (f *watchFlags) add(env *Env, st *store.Store) error {
 	w := store.Watch{Name: f.name, Remote: f.remote, Branch: f.branch, Tags: f.tags, Pipeline: f.pipeline, SeriesID: f.series,
 		Schedule: f.schedule, Bisect: f.bisect, Tree: f.tree}
 	if w.Name == "" {
-		w.Name = watch.DefaultName(w.Remote, w.Tags)
+		w.Name = watch.DefaultName(w.Remote, w.Tags+w.Branch)
 	}
 	if w.Tree == "" {
 		if p, err := pipelines.Find(w.Pipeline); err == nil {
@@ -231,7 +231,14 @@ func (f *watchFlags) add(env *Env, st *store.Store) error {
 	if f.asJSON {
 		return json.NewEncoder(env.Stdout).Encode(got)
 	}
-	fmt.Fprintf(env.Stdout, "added watch %s: %s tags %s, pipeline %s, schedule %s%s\n", got.Name, got.Remote, got.Tags, got.Pipeline,
+	what := "tags " + got.Tags
+	switch {
+	case got.Branch != "" && got.Tags != "":
+		what += " and branch " + got.Branch + "'s head"
+	case got.Branch != "":
+		what = "branch " + got.Branch + "'s head"
+	}
+	fmt.Fprintf(env.Stdout, "added watch %s: %s %s, pipeline %s, schedule %s%s\n", got.Name, got.Remote, what, got.Pipeline,
 		got.Schedule, map[bool]string{true: ", bisecting regressions"}[got.Bisect])
 	fmt.Fprintf(env.Stdout, "run it now with 'patcheval watch run-now %s'; 'patcheval watch daemon' (or serve) runs it on schedule\n", got.Name)
 	return nil

@@ -12,6 +12,7 @@ import (
 	"github.com/go-git/go-git/v5/plumbing"
 	"github.com/go-git/go-git/v5/storage/memory"
 
+	"github.com/patcheval/patcheval/evaluate/store"
 	"github.com/patcheval/patcheval/internal/fail"
 )
 
@@ -36,6 +37,12 @@ func ListTags(ctx context.Context, url, pattern string) ([]RemoteTag, error) {
 	if err != nil {
 		return nil, err
 	}
+	return tagsOf(refs, pattern), nil
+}
+
+// tagsOf picks the tags matching pattern out of a remote's refs, ordered
+// by version.
+func tagsOf(refs []*plumbing.Reference, pattern string) []RemoteTag {
 	byName := map[string]*RemoteTag{}
 	var names []string
 	for _, r := range refs {
@@ -69,7 +76,66 @@ func ListTags(ctx context.Context, url, pattern string) ([]RemoteTag, error) {
 	for _, n := range names {
 		out = append(out, *byName[n])
 	}
-	return out, nil
+	return out
+}
+
+// headOf is the commit refs/heads/<branch> points at among a remote's
+// refs ("" when the remote has no such branch).
+func headOf(refs []*plumbing.Reference, branch string) string {
+	want := plumbing.NewBranchReferenceName(branch)
+	for _, r := range refs {
+		if r.Name() == want && r.Type() == plumbing.HashReference {
+			return r.Hash().String()
+		}
+	}
+	return ""
+}
+
+// HeadEntry names a branch head in a watch's history: branch@<12 hex>.
+func HeadEntry(branch, commit string) string {
+	return branch + "@" + short(commit)
+}
+
+// IsHeadEntry reports whether a history entry of w is a branch head
+// (HeadEntry) rather than a tag.
+func IsHeadEntry(w *store.Watch, entry string) bool {
+	if w.Branch == "" || !strings.HasPrefix(entry, w.Branch+"@") {
+		return false
+	}
+	h := strings.TrimPrefix(entry, w.Branch+"@")
+	if len(h) != 12 {
+		return false
+	}
+	for _, c := range h {
+		if !strings.ContainsRune("0123456789abcdef", c) {
+			return false
+		}
+	}
+	return true
+}
+
+// FetchHead fetches branch from url into repoPath under local and returns
+// want, the head commit the listing saw. When the branch moved between
+// the listing and the fetch, want is still what is evaluated (the new
+// head normally contains it); a head that was force-pushed away and is
+// no longer fetchable is an infra error (the next tick sees the new head).
+func FetchHead(ctx context.Context, repoPath, url, branch, local, want string) (string, error) {
+	got, err := FetchRef(ctx, repoPath, url, plumbing.NewBranchReferenceName(branch).String(), local)
+	if err != nil {
+		return "", fmt.Errorf("branch %s: %w", branch, err)
+	}
+	if got == want {
+		return got, nil
+	}
+	repo, err := git.PlainOpen(repoPath)
+	if err != nil {
+		return "", fail.Inputf("local tree %s: not a git repository: %v", repoPath, err)
+	}
+	if _, err := repo.CommitObject(plumbing.NewHash(want)); err != nil {
+		return "", fail.Infraf("branch %s of %s moved from %s to %s and %s is no longer fetchable: %v",
+			branch, url, short(want), short(got), short(want), err)
+	}
+	return want, nil
 }
 
 func listRefs(ctx context.Context, url string) ([]*plumbing.Reference, error) {

@@ -14,6 +14,9 @@ import (
 func WriteText(w io.Writer, h *History) error {
 	x := h.Watch
 	fmt.Fprintf(w, "watch %s: %s tags %s, pipeline %s, schedule %s", x.Name, x.Remote, x.Tags, x.Pipeline, x.Schedule)
+	if x.Branch != "" {
+		fmt.Fprintf(w, ", branch %s's head", x.Branch)
+	}
 	if x.SeriesID != "" {
 		fmt.Fprintf(w, ", series %s", x.SeriesID)
 	}

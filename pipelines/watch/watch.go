@@ -27,6 +27,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/go-git/go-git/v5/plumbing"
+
 	"github.com/patcheval/patcheval/evaluate/stats"
 	"github.com/patcheval/patcheval/evaluate/store"
 	"github.com/patcheval/patcheval/internal/fail"
@@ -125,12 +127,22 @@ func (wr *Watcher) Tick(ctx context.Context, w *store.Watch) (*TickResult, error
 
 func (wr *Watcher) tick(ctx context.Context, w *store.Watch) (*TickResult, error) {
 	res := &TickResult{Watch: w.Name}
-	remote, err := ListTags(ctx, w.Remote, w.Tags)
+	refs, err := listRefs(ctx, w.Remote)
 	if err != nil {
 		wr.logf("watch %s: %v", w.Name, err)
 		return res, err
 	}
+	var remote []RemoteTag
+	if w.Tags != "" {
+		remote = tagsOf(refs, w.Tags)
+	}
 	res.Listed = len(remote)
+	head := ""
+	if w.Branch != "" {
+		if head = headOf(refs, w.Branch); head == "" {
+			return res, fail.Inputf("watch %s: remote %s has no branch %s", w.Name, w.Remote, w.Branch)
+		}
+	}
 	known, err := wr.Store.WatchTags(w.ID)
 	if err != nil {
 		return res, err
@@ -156,6 +168,19 @@ func (wr *Watcher) tick(ctx context.Context, w *store.Watch) (*TickResult, error
 			res.New = append(res.New, t.Name)
 		}
 	}
+	if head != "" {
+		// The branch head is re-tested whenever it moves (KernelCI's
+		// polling of branch heads): each head it had is a history entry
+		// branch@<commit>, after the tags, in the order seen.
+		entry := HeadEntry(w.Branch, head)
+		if !seen[entry] {
+			if _, added, err := wr.Store.AddWatchTag(w.ID, entry, head, store.TagQueued); err != nil {
+				return res, err
+			} else if added {
+				res.New = append(res.New, entry)
+			}
+		}
+	}
 	if len(res.New) > 0 {
 		wr.logf("watch %s: %d new tag(s): %s", w.Name, len(res.New), strings.Join(res.New, " "))
 	}
@@ -166,10 +191,15 @@ func (wr *Watcher) tick(ctx context.Context, w *store.Watch) (*TickResult, error
 	if err != nil {
 		return res, err
 	}
-	sort.SliceStable(tags, func(i, j int) bool { return CompareTags(tags[i].Tag, tags[j].Tag) < 0 })
+	sortEntries(w, tags)
 	onRemote := map[string]bool{}
 	for _, t := range remote {
 		onRemote[t.Name] = true
+	}
+	if head != "" {
+		// A head the branch has moved past is kept as it was, like a
+		// deleted tag: only the current head is worth a build.
+		onRemote[HeadEntry(w.Branch, head)] = true
 	}
 	for _, t := range tags {
 		if t.Status != store.TagQueued && t.Status != store.TagInfra && t.Status != store.TagRunning {
@@ -181,7 +211,12 @@ func (wr *Watcher) tick(ctx context.Context, w *store.Watch) (*TickResult, error
 		if err := ctx.Err(); err != nil {
 			return res, fail.Infra(err)
 		}
-		commit, err := FetchTag(ctx, w.Tree, w.Remote, t.Tag)
+		var commit string
+		if IsHeadEntry(w, t.Tag) {
+			commit, err = FetchHead(ctx, w.Tree, w.Remote, w.Branch, "refs/patcheval/watch/"+w.Name+"/heads/"+w.Branch, t.Commit)
+		} else {
+			commit, err = FetchTag(ctx, w.Tree, w.Remote, t.Tag)
+		}
 		if err != nil {
 			// The remote went away mid-tick: what is recorded stays, the
 			// tag stays queued for the next tick.
@@ -347,7 +382,7 @@ func Load(st *store.Store, w *store.Watch) (*History, error) {
 	if err != nil {
 		return nil, err
 	}
-	sort.SliceStable(tags, func(i, j int) bool { return CompareTags(tags[i].Tag, tags[j].Tag) < 0 })
+	sortEntries(w, tags)
 	h := &History{Watch: w}
 	type key struct{ v, b, m string }
 	idx := map[key]int{}
@@ -406,6 +441,22 @@ func point(tag string, xs []float64) Point {
 	return p
 }
 
+// sortEntries orders a watch's history: tags by version (CompareTags),
+// then the branch's heads in the order they were seen.
+func sortEntries(w *store.Watch, tags []*store.WatchTag) {
+	sort.SliceStable(tags, func(i, j int) bool {
+		a, b := tags[i], tags[j]
+		ha, hb := IsHeadEntry(w, a.Tag), IsHeadEntry(w, b.Tag)
+		switch {
+		case ha && hb:
+			return a.ID < b.ID
+		case ha != hb:
+			return hb
+		}
+		return CompareTags(a.Tag, b.Tag) < 0
+	})
+}
+
 var nameRe = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$`)
 
 // Validate checks a watch before it is stored; every problem is named.
@@ -420,8 +471,16 @@ func Validate(w *store.Watch, pipelineOK func(string) error) error {
 	} else if u, err := url.Parse(w.Remote); err != nil || (u.Scheme == "" && !strings.HasPrefix(w.Remote, "/")) {
 		errs = append(errs, fmt.Sprintf("remote %q: want a URL (https://..., git://..., file:///...) or an absolute path", w.Remote))
 	}
-	if err := ValidGlob(w.Tags); err != nil {
-		errs = append(errs, err.Error())
+	if w.Branch != "" {
+		if err := plumbing.NewBranchReferenceName(w.Branch).Validate(); err != nil || strings.HasPrefix(w.Branch, "refs/") {
+			errs = append(errs, fmt.Sprintf("branch %q: not a branch name (want e.g. master or for-next/core, without refs/heads/)", w.Branch))
+		}
+	}
+	if w.Tags != "" || w.Branch == "" {
+		// Without a branch the tags are all there is to watch.
+		if err := ValidGlob(w.Tags); err != nil {
+			errs = append(errs, err.Error())
+		}
 	}
 	if w.Schedule == "" {
 		w.Schedule = DefaultSchedule
