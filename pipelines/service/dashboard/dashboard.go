@@ -1,7 +1,8 @@
 // Package dashboard renders patcheval serve's web pages: the evaluations
 // list, one evaluation (verdicts with confidence intervals, a plot per
 // benchmark, the confound report, builds, boots, the reply draft, live
-// progress) and the job queue.
+// progress), the job queue and the watches (history per tag with CIs,
+// events, bisections).
 //
 // Pages are rendered on the server with html/template; the CSS is
 // embedded and the plots are SVG drawn with gonum.org/v1/plot, so the
@@ -95,7 +96,8 @@ type cachedReport struct {
 
 // New returns the dashboard's handler: GET /, /evaluations/{id},
 // /evaluations/{id}/runs/{run}/console, /evaluations/{id}/builds/{b}/log,
-// /evaluations/{id}/plots/{n}.svg, /queue, /posts; POST
+// /evaluations/{id}/plots/{n}.svg, /queue, /posts, /watches,
+// /watches/{name}, /watches/{name}/plot.svg; POST
 // /evaluations/{id}/cancel, /evaluations/{id}/rerun and, with
 // Options.Posts, /posts/{id}/approve (the caller wraps it in its
 // authentication).
@@ -131,6 +133,9 @@ func New(src Source, opt Options) (*Dashboard, error) {
 	d.mux.HandleFunc("POST /evaluations/{id}/rerun", d.act(src.Rerun))
 	d.mux.HandleFunc("GET /queue", d.queue)
 	d.mux.HandleFunc("GET /posts", d.posts)
+	d.mux.HandleFunc("GET /watches", d.watches)
+	d.mux.HandleFunc("GET /watches/{name}", d.watchPage)
+	d.mux.HandleFunc("GET /watches/{name}/plot.svg", d.watchPlot)
 	if opt.Posts != nil {
 		d.mux.HandleFunc("POST /posts/{id}/approve", d.approve)
 	}
