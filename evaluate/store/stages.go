@@ -290,3 +290,18 @@ func (s *Store) finishBootTx(tx *Tx, runID int64, rec evaluate.BootRecord) error
 	}
 	return s.FinishRunTx(tx, runID, StatusOf(rec.Err), env, console, rec.Samples, rec.Err)
 }
+
+// InterruptRuns ends the runs of boot (variant, boot) of evaluation evalID
+// still marked running, whose process died (kill -9, power loss, a worker
+// lost), as infrastructure failures saying why: the dashboard no longer
+// shows them running, and they never count as finished, so the boot is
+// redone. It returns how many it ended.
+func (s *Store) InterruptRuns(evalID int64, variant string, boot int, why string) (int64, error) {
+	res, err := s.db.Exec(`UPDATE runs SET status = ?, finished = ?, error_kind = ?, error_text = ?
+		WHERE evaluation_id = ? AND variant = ? AND boot = ? AND status = ?`,
+		string(RunInfra), fmtTime(time.Now()), fail.KindInfra.String(), why, evalID, variant, boot, string(RunRunning))
+	if err != nil {
+		return 0, fail.Infraf("store: %s: interrupted runs of evaluation %d: %w", s.where, evalID, err)
+	}
+	return res.RowsAffected()
+}

@@ -183,3 +183,37 @@ func TestBootRecorder(t *testing.T) {
 		}
 	})
 }
+
+// TestInterruptRuns: the runs of a boot left "running" by a process that
+// died end as infrastructure failures saying why; finished runs and other
+// boots are untouched; the boot is not finished, so it is redone.
+func TestInterruptRuns(t *testing.T) {
+	eachDB(t, func(t *testing.T, db string) {
+		s, _ := openTemp(t, db)
+		e, _, err := s.CreateOrResumeEvaluation("k", EvaluationMeta{Pipeline: "p"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		done, _ := s.BeginRun(e.ID, "v", 0)
+		if err := s.FinishRun(done, RunOK, evaluate.Environment{}, nil, nil); err != nil {
+			t.Fatal(err)
+		}
+		s.BeginRun(e.ID, "v", 1) // the dead process's run
+		other, _ := s.BeginRun(e.ID, "w", 1)
+		n, err := s.InterruptRuns(e.ID, "v", 1, "interrupted: serve died")
+		if err != nil || n != 1 {
+			t.Fatalf("InterruptRuns = %d, %v; want 1", n, err)
+		}
+		runs, _ := s.RunsOf(e.ID)
+		if runs[0].Status != RunOK || runs[1].Status != RunInfra || runs[1].ErrorText != "interrupted: serve died" ||
+			runs[1].Finished.IsZero() || runs[2].ID != other || runs[2].Status != RunRunning {
+			t.Errorf("runs after InterruptRuns: %+v", runs)
+		}
+		if fin, _ := s.FinishedRuns(e.ID); fin[evaluate.BootKey{Variant: "v", Boot: 1}] {
+			t.Error("an interrupted boot counts as finished")
+		}
+		if n, err := s.InterruptRuns(e.ID, "v", 1, "again"); err != nil || n != 0 {
+			t.Errorf("second InterruptRuns = %d, %v; want 0", n, err)
+		}
+	})
+}

@@ -51,6 +51,11 @@ type Env struct {
 	// that records a stage's result (after the stage's own writes), so a
 	// queue can enqueue the next stage and complete its job atomically.
 	Record func(ctx context.Context, tx *store.Tx) error
+	// Queued says a job queue runs the stages and owns the evaluation's
+	// status: a stage that fails leaves it as it is (the queue retries an
+	// infrastructure error and marks the evaluation failed only when it
+	// gives up), instead of marking it failed itself.
+	Queued bool
 }
 
 func (e Env) progress() *progress.Reporter {
@@ -328,9 +333,10 @@ func record(ctx context.Context, env Env, tx *store.Tx) error {
 func keep(ctx context.Context) context.Context { return context.WithoutCancel(ctx) }
 
 // failed marks the evaluation failed when a stage ends with an error that
-// is not a cancellation (the caller's defer).
+// is not a cancellation (the caller's defer), unless a queue owns its
+// status (Env.Queued).
 func failed(ctx context.Context, env Env, id int64, err *error) {
-	if *err != nil && ctx.Err() == nil {
+	if *err != nil && ctx.Err() == nil && !env.Queued {
 		_ = env.Store.SetEvaluationStatus(id, store.StatusFailed)
 	}
 }

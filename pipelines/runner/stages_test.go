@@ -67,9 +67,23 @@ func TestSubmitKey(t *testing.T) {
 	if _, err := Boots(ctx, env, id); err != nil {
 		t.Errorf("boots: %v", err)
 	}
+	// Under a queue (Env.Queued) a failing stage leaves the evaluation's
+	// status to the queue (which retries infrastructure errors: no
+	// "failed" between two attempts); on its own it marks it failed.
+	queued := env
+	queued.Queued = true
+	if err := Build(ctx, queued, id, p.Builds()[1].Key); err == nil {
+		t.Fatal("build before apply succeeded")
+	}
+	if e, _ := env.Store.Evaluation(id); e.Status != store.StatusRunning {
+		t.Errorf("a queued stage's failure left the evaluation %s, want it left running for the queue to decide", e.Status)
+	}
 	err = Build(ctx, env, id, p.Builds()[1].Key)
 	if fail.KindOf(err) != fail.KindInput || !bytes.Contains([]byte(err.Error()), []byte("not applied yet")) {
 		t.Errorf("build before apply: %v, want an input error saying the series is not applied yet", err)
+	}
+	if e, _ := env.Store.Evaluation(id); e.Status != store.StatusFailed {
+		t.Errorf("a stage's failure left the evaluation %s, want failed", e.Status)
 	}
 	if _, _, err := Submit(ctx, env, p, Options{Tree: repo}); fail.KindOf(err) != fail.KindInput {
 		t.Errorf("no series: %v, want an input error", err)

@@ -254,6 +254,13 @@ func TestServeEndToEnd(t *testing.T) {
 		if r.ID == running.ID && r.Status.Finished() {
 			t.Errorf("the boot killed with serve (run %d) counts as finished", r.ID)
 		}
+		// The dashboard must not show the dead serve's boot running.
+		if r.ID == running.ID && (r.Status != store.RunInfra || !strings.Contains(r.ErrorText, "interrupted")) {
+			t.Errorf("the boot killed with serve (run %d) is %s %q, want infra, interrupted", r.ID, r.Status, r.ErrorText)
+		}
+		if r.Status == store.RunRunning {
+			t.Errorf("run %d (%s#%d) is still running after the evaluation is done", r.ID, r.Variant, r.Boot)
+		}
 	}
 	planned, err := runner.Boots(context.Background(), runner.Env{Store: st}, id)
 	if err != nil {

@@ -213,11 +213,28 @@ func (e *Engine) CancelEvaluation(ctx context.Context, id int64) (int, error) {
 
 // Start starts working jobs. ctx bounds the client's life; Stop ends it
 // gracefully.
+//
+// On Postgres a server that cannot be reached at that moment (restarting)
+// is waited for, backing off, for up to store.ReconnectFor.
 func (e *Engine) Start(ctx context.Context) error {
-	if err := e.client.Start(ctx); err != nil {
-		return fail.Infraf("river: starting: %w", err)
+	deadline := time.Now().Add(store.ReconnectFor)
+	wait := 100 * time.Millisecond
+	for {
+		err := e.client.Start(ctx)
+		if err == nil {
+			return nil
+		}
+		if e.pg == nil || !store.Unreachable(err) || time.Now().After(deadline) {
+			return fail.Infraf("river: starting: %w", err)
+		}
+		e.log.Warn("river: starting: the database cannot be reached; trying again", "err", err, "in", wait)
+		select {
+		case <-ctx.Done():
+			return fail.Infraf("river: starting: %w", err)
+		case <-time.After(wait):
+		}
+		wait = min(2*wait, 2*time.Second)
 	}
-	return nil
 }
 
 // Stop stops fetching jobs, waits up to the grace period for running

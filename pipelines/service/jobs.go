@@ -153,7 +153,7 @@ func (s *Service) env(id int64, kind string) runner.Env {
 	if kind == "build" {
 		jobs = max(1, jobs/max(1, s.cfg.BuildWorkers))
 	}
-	return runner.Env{Store: s.db.Store, CacheDir: s.cfg.CacheDir, Jobs: jobs, Progress: progress.New(s.evalLog(id))}
+	return runner.Env{Store: s.db.Store, CacheDir: s.cfg.CacheDir, Jobs: jobs, Progress: progress.New(s.evalLog(id)), Queued: true}
 }
 
 // work runs one stage job: it refuses to start for a cancelled
@@ -317,6 +317,14 @@ type bootWorker struct {
 
 func (w *bootWorker) Work(ctx context.Context, job *river.Job[BootArgs]) error {
 	a := job.Args
+	if job.Attempt > 1 {
+		// The last attempt died (kill -9, a lost worker) or failed: a run
+		// of this boot it left "running" is over.
+		if _, err := w.s.db.Store.InterruptRuns(a.EvaluationID, a.Boot.Variant, a.Boot.Boot,
+			fmt.Sprintf("interrupted: attempt %d of job %d ended without finishing this boot", job.Attempt-1, job.ID)); err != nil {
+			return err
+		}
+	}
 	return work(w.s, ctx, job, a.EvaluationID, func(env runner.Env) error {
 		return runner.Boot(ctx, env, a.EvaluationID, a.Boot)
 	}, func(ctx context.Context, tx *store.Tx) ([]river.InsertManyParams, error) {

@@ -3,6 +3,7 @@ package service
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -163,6 +164,9 @@ func (s *Service) Run(ctx context.Context, ln net.Listener) error {
 	if !s.db.Postgres() {
 		// One serve per SQLite file (OpenDB's lock): a running job is an
 		// orphan. On Postgres other processes may be running theirs.
+		if err := s.interruptOrphanedBoots(ctx); err != nil {
+			return err
+		}
 		if n, err := s.db.RescueOrphans(ctx); err != nil {
 			return err
 		} else if n > 0 {
@@ -209,6 +213,31 @@ func (s *Service) Run(ctx context.Context, ln net.Listener) error {
 		err = nil
 	}
 	return err
+}
+
+// interruptOrphanedBoots ends the runs that the boot jobs found running
+// at start (their serve died) left "running": the dashboard shows them
+// interrupted at once, not running until the job runs again.
+func (s *Service) interruptOrphanedBoots(ctx context.Context) error {
+	jobs, err := s.engine.Jobs(ctx, 0, 1000, rivertype.JobStateRunning)
+	if err != nil {
+		return err
+	}
+	for _, j := range jobs {
+		var a BootArgs
+		if j.Kind != a.Kind() || json.Unmarshal(j.EncodedArgs, &a) != nil {
+			continue
+		}
+		n, err := s.db.Store.InterruptRuns(a.EvaluationID, a.Boot.Variant, a.Boot.Boot,
+			fmt.Sprintf("interrupted: the serve running job %d died (found running at the next start)", j.ID))
+		if err != nil {
+			return err
+		}
+		if n > 0 {
+			s.evalLog(a.EvaluationID).printf("boot %s #%d was interrupted by the last serve's death: it runs again", a.Boot.Variant, a.Boot.Boot+1)
+		}
+	}
+	return nil
 }
 
 func (s *Service) engineGrace() time.Duration {
