@@ -297,7 +297,17 @@ func (s *Store) finishBootTx(tx *Tx, runID int64, rec evaluate.BootRecord) error
 // shows them running, and they never count as finished, so the boot is
 // redone. It returns how many it ended.
 func (s *Store) InterruptRuns(evalID int64, variant string, boot int, why string) (int64, error) {
-	res, err := s.db.Exec(`UPDATE runs SET status = ?, finished = ?, error_kind = ?, error_text = ?
+	return s.interruptRuns(s.db, evalID, variant, boot, why)
+}
+
+// InterruptRunsTx is InterruptRuns in tx (a job rescued in the same
+// transaction).
+func (s *Store) InterruptRunsTx(tx *Tx, evalID int64, variant string, boot int, why string) (int64, error) {
+	return s.interruptRuns(tx, evalID, variant, boot, why)
+}
+
+func (s *Store) interruptRuns(q querier, evalID int64, variant string, boot int, why string) (int64, error) {
+	res, err := q.Exec(`UPDATE runs SET status = ?, finished = ?, error_kind = ?, error_text = ?
 		WHERE evaluation_id = ? AND variant = ? AND boot = ? AND status = ?`,
 		string(RunInfra), fmtTime(time.Now()), fail.KindInfra.String(), why, evalID, variant, boot, string(RunRunning))
 	if err != nil {

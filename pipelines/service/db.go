@@ -3,7 +3,6 @@ package service
 import (
 	"context"
 	"database/sql"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"net/url"
@@ -11,13 +10,10 @@ import (
 	"path/filepath"
 	"strings"
 	"syscall"
-	"time"
 
-	"github.com/riverqueue/river/riverdriver"
 	"github.com/riverqueue/river/riverdriver/riverpgxv5"
 	"github.com/riverqueue/river/riverdriver/riversqlite"
 	"github.com/riverqueue/river/rivermigrate"
-	"github.com/riverqueue/river/rivertype"
 
 	"github.com/patcheval/patcheval/evaluate/store"
 	"github.com/patcheval/patcheval/internal/fail"
@@ -88,11 +84,13 @@ func ParseDatabase(u string) (string, error) {
 // On SQLite it takes the service lock: one serve per database file, so
 // that any River job found "running" at start was left so by a process
 // that died (kill -9, power loss) and can be made available again at once
-// (RescueOrphans) instead of waiting for River's stuck-job rescuer.
+// (Service.RescueOrphans) instead of waiting for River's stuck-job rescuer.
 //
 // On Postgres many processes may share the database (serve, workers):
 // River's tables live beside the store's, and River runs on the store's
-// pgx pool (riverpgxv5), so that a stage's transaction holds both.
+// pgx pool (riverpgxv5), so that a stage's transaction holds both. Each
+// process names its River client and holds a presence lock on that name
+// (see orphans.go), which is how the others tell its jobs are orphans.
 func OpenDB(ctx context.Context, u string) (*DB, error) {
 	loc, err := ParseDatabase(u)
 	if err != nil {
@@ -188,54 +186,6 @@ func (db *DB) Close() error {
 	err = errors.Join(err, db.Store.Close())
 	if db.lock != nil {
 		db.lock.Close()
-	}
-	return err
-}
-
-// RescueOrphans makes every River job left "running" available again and
-// returns how many there were. Only call it holding the service lock
-// (OpenDB), before the River client starts: then no process runs them.
-func (db *DB) RescueOrphans(ctx context.Context) (int, error) {
-	rows, err := db.Store.Query(ctx, `SELECT id, attempt FROM river_job WHERE state = 'running'`)
-	if err != nil {
-		return 0, fail.Infraf("database %s: orphaned jobs: %w", db.Where, err)
-	}
-	var p riverdriver.JobRescueManyParams
-	now := time.Now().UTC()
-	for rows.Next() {
-		var id int64
-		var attempt int
-		if err := rows.Scan(&id, &attempt); err != nil {
-			rows.Close()
-			return 0, fail.Infraf("database %s: %w", db.Where, err)
-		}
-		e, _ := json.Marshal(rivertype.AttemptError{At: now, Attempt: attempt,
-			Error: "the process running this job died (found running when patcheval serve started)"})
-		p.ID = append(p.ID, id)
-		p.Error = append(p.Error, e)
-		p.FinalizedAt = append(p.FinalizedAt, nil)
-		// Scheduled a day back: they run before the jobs queued behind
-		// them, as they would have without the crash.
-		p.ScheduledAt = append(p.ScheduledAt, now.Add(-24*time.Hour))
-		p.State = append(p.State, string(rivertype.JobStateAvailable))
-	}
-	rows.Close()
-	if len(p.ID) == 0 {
-		return 0, nil
-	}
-	p.StuckHorizon = now.Add(time.Second)
-	if err := db.rescueMany(ctx, &p); err != nil {
-		return 0, fail.Infraf("database %s: rescuing %d orphaned job(s): %w", db.Where, len(p.ID), err)
-	}
-	return len(p.ID), nil
-}
-
-func (db *DB) rescueMany(ctx context.Context, p *riverdriver.JobRescueManyParams) error {
-	var err error
-	if db.pgDriver != nil {
-		_, err = db.pgDriver.GetExecutor().JobRescueMany(ctx, p)
-	} else {
-		_, err = db.sqliteDriver.GetExecutor().JobRescueMany(ctx, p)
 	}
 	return err
 }

@@ -88,7 +88,7 @@ func TestOpenDBSharesTheStore(t *testing.T) {
 	if err != nil || total != 1 || len(evs) != 1 {
 		t.Fatalf("the service's store does not see the other process's evaluation: %v, %d", err, total)
 	}
-	if n, err := db.RescueOrphans(ctx); err != nil || n != 0 {
-		t.Fatalf("RescueOrphans on an empty queue = %d, %v", n, err)
+	if o, err := db.orphans(ctx, "self"); err != nil || len(o) != 0 {
+		t.Fatalf("orphans on an empty queue = %v, %v", o, err)
 	}
 }

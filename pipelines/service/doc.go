@@ -51,7 +51,7 @@
 // One `patcheval serve` owns a SQLite database at a time (a lock file
 // beside it); any River job found "running" when it starts belongs to a
 // serve that died (kill -9, power loss) and is made available again at
-// once (DB.RescueOrphans). A `patcheval lore --pipeline` against the same
+// once (Service.RescueOrphans). A `patcheval lore --pipeline` against the same
 // file is just another writer.
 //
 // # Postgres
@@ -63,9 +63,16 @@
 // and River inserts the next job and completes the current one in
 // (store.Tx.Postgres); the Engine holds the River client for whichever
 // database it is (River's client is generic over the transaction type).
-// Many processes may share the database, so there is no lock file and no
-// RescueOrphans at start: a job left running by a dead process waits for
-// River's stuck-job rescuer (RescueStuckJobsAfter). "The last build plans
+// Many processes may share the database, so there is no lock file: each
+// process names its River client (Service.WorkerID) and holds a session
+// advisory lock on that name while it lives; a job still running whose
+// last attempt's worker holds no such lock was left by a dead process,
+// and every serve queues such jobs again (at start and every
+// Config.OrphanCheck, once seen twice Config.OrphanConfirm apart, since a
+// Postgres restart drops live processes' locks for a moment), ending the
+// boot run the dead process left running in the same transaction.
+// River's stuck-job rescuer (RescueStuckJobsAfter) stays the last resort.
+// "The last build plans
 // the boots" takes store.Tx.Lock (an advisory lock; SQLite serialises
 // writers anyway). When the server restarts, the pool reconnects: the
 // store repeats a transaction that lost its server before committing,

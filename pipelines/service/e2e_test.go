@@ -30,7 +30,9 @@ import (
 )
 
 // serveEnv, when set, makes the test binary a serve process (the kill -9
-// test needs a process to kill): database, lore, allowed tree and cache.
+// test needs a process to kill): database, lore, allowed tree, cache and
+// (optional) state directory (PATCHEVAL_STATE_DIR: where a serve on
+// Postgres writes its reports).
 const serveEnv = "PATCHEVAL_SERVICE_TEST_SERVE"
 
 var testFrom = mbox.Address{Name: "Kernel Tester", Email: "tester@example.org"}
@@ -45,10 +47,13 @@ func TestMain(m *testing.M) {
 // serveMain runs a Service like `patcheval serve` does (SIGTERM ends it
 // gracefully) and prints its address.
 func serveMain(spec string) int {
-	var cfg struct{ DB, Lore, Tree, Cache string }
+	var cfg struct{ DB, Lore, Tree, Cache, State string }
 	if err := json.Unmarshal([]byte(spec), &cfg); err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 2
+	}
+	if cfg.State != "" {
+		os.Setenv("PATCHEVAL_STATE_DIR", cfg.State)
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
 	defer stop()
@@ -64,7 +69,7 @@ func serveMain(spec string) int {
 		fmt.Fprintln(os.Stderr, err)
 		return 3
 	}
-	fmt.Printf("listening http://%s\n", ln.Addr())
+	fmt.Printf("listening http://%s as %s\n", ln.Addr(), s.WorkerID())
 	if err := s.Run(ctx, ln); err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 3
@@ -73,9 +78,10 @@ func serveMain(spec string) int {
 }
 
 type serveProc struct {
-	cmd  *exec.Cmd
-	base string
-	done chan error
+	cmd    *exec.Cmd
+	base   string
+	worker string // its River client (WorkerID)
+	done   chan error
 }
 
 func startServe(t *testing.T, spec string) *serveProc {
@@ -96,7 +102,12 @@ func startServe(t *testing.T, spec string) *serveProc {
 		cmd.Process.Kill()
 		t.Fatalf("serve did not start: %q %v", line, err)
 	}
-	p.base = strings.TrimSpace(strings.TrimPrefix(line, "listening "))
+	f := strings.Fields(line)
+	if len(f) != 4 || f[2] != "as" {
+		cmd.Process.Kill()
+		t.Fatalf("serve said %q, want listening URL as WORKER", line)
+	}
+	p.base, p.worker = f[1], f[3]
 	go func() { p.done <- cmd.Wait() }()
 	t.Cleanup(func() {
 		if cmd.ProcessState == nil {

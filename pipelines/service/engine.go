@@ -55,6 +55,8 @@ type riverClient interface {
 
 // EngineConfig sizes the queues.
 type EngineConfig struct {
+	// ID names the River client (River's default when empty).
+	ID string
 	// BootWorkers boot at once (default 1: boots that share the machine
 	// disturb each other's timings; an evaluation's own boots always run
 	// one after another, in their interleaving order).
@@ -99,6 +101,7 @@ func newEngine(db *DB, cfg EngineConfig, workers *river.Workers) (*Engine, error
 		log = slog.New(slog.DiscardHandler)
 	}
 	rc := &river.Config{
+		ID: cfg.ID,
 		Queues: map[string]river.QueueConfig{
 			QueueApply:  {MaxWorkers: 2},
 			QueueBuild:  {MaxWorkers: cfg.BuildWorkers},
@@ -111,8 +114,9 @@ func newEngine(db *DB, cfg EngineConfig, workers *river.Workers) (*Engine, error
 		// per-job timeout; cancellation and shutdown cancel through ctx.
 		JobTimeout: -1,
 		// A job still "running" this long after it started belongs to a
-		// worker that died. In embedded mode OpenDB's lock makes this
-		// moot (RescueOrphans at start); it matters on a farm (issue 14).
+		// worker that died. The service finds those sooner (orphans.go:
+		// at start on SQLite, by presence locks on Postgres); this is
+		// the last resort.
 		RescueStuckJobsAfter: 6 * time.Hour,
 		// Finished jobs stay a week for the queue page.
 		CompletedJobRetentionPeriod: 7 * 24 * time.Hour,

@@ -3,7 +3,6 @@ package service
 import (
 	"bytes"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -56,6 +55,11 @@ type Config struct {
 	BootWorkers, BuildWorkers int
 	// Grace is how long SIGTERM lets running jobs finish (default 30s).
 	Grace time.Duration
+	// OrphanCheck is how often a serve on Postgres looks for jobs left
+	// running by dead processes, and OrphanConfirm how long such a job
+	// must stay orphaned before it is queued again (defaults
+	// DefaultOrphanCheck, DefaultOrphanConfirm; see orphans.go).
+	OrphanCheck, OrphanConfirm time.Duration
 	// Token, when set, is required (Authorization: Bearer) on every
 	// mutating request, and on reads unless PublicRead.
 	Token      []byte
@@ -94,6 +98,9 @@ type Service struct {
 	dash   *dashboard.Dashboard
 	log    io.Writer
 	lore   string
+	// workerID names this process's River client (attempted_by of the
+	// jobs it runs); on Postgres its presence lock says it is alive.
+	workerID string
 
 	mu   sync.Mutex
 	logs map[int64]*evalLog
@@ -106,7 +113,7 @@ func New(ctx context.Context, cfg Config) (*Service, error) {
 	if err != nil {
 		return nil, err
 	}
-	s := &Service{cfg: cfg, db: db, log: cfg.Log, lore: mbox.LoreBase(cfg.Lore), logs: map[int64]*evalLog{}}
+	s := &Service{cfg: cfg, db: db, log: cfg.Log, lore: mbox.LoreBase(cfg.Lore), logs: map[int64]*evalLog{}, workerID: newWorkerID()}
 	if s.log == nil {
 		s.log = io.Discard
 	}
@@ -118,7 +125,7 @@ func New(ctx context.Context, cfg Config) (*Service, error) {
 	}
 	workers := river.NewWorkers()
 	s.addWorkers(workers)
-	s.engine, err = newEngine(db, EngineConfig{BootWorkers: cfg.BootWorkers, BuildWorkers: cfg.BuildWorkers, Grace: cfg.Grace,
+	s.engine, err = newEngine(db, EngineConfig{ID: s.workerID, BootWorkers: cfg.BootWorkers, BuildWorkers: cfg.BuildWorkers, Grace: cfg.Grace,
 		Logger: slog.New(slog.NewTextHandler(s.log, &slog.HandlerOptions{Level: slog.LevelWarn}))}, workers)
 	if err != nil {
 		db.Close()
@@ -142,6 +149,10 @@ func (s *Service) Store() *store.Store { return s.db.Store }
 // Engine is the job engine.
 func (s *Service) Engine() *Engine { return s.engine }
 
+// WorkerID names this process's River client: the jobs it runs list it
+// in attempted_by.
+func (s *Service) WorkerID() string { return s.workerID }
+
 // DatabasePath names the database: the SQLite file, or the Postgres URL
 // without its password.
 func (s *Service) DatabasePath() string { return s.db.Where }
@@ -161,18 +172,38 @@ func (s *Service) logf(format string, a ...any) {
 // the rest (they are retried on the next start), stops the loops and
 // returns.
 func (s *Service) Run(ctx context.Context, ln net.Listener) error {
-	if !s.db.Postgres() {
-		// One serve per SQLite file (OpenDB's lock): a running job is an
-		// orphan. On Postgres other processes may be running theirs.
-		if err := s.interruptOrphanedBoots(ctx); err != nil {
+	var watch sync.WaitGroup
+	var pres *presence
+	watchCtx, stopWatch := context.WithCancel(context.WithoutCancel(ctx))
+	defer func() {
+		stopWatch()
+		watch.Wait()
+		if pres != nil {
+			pres.release()
+		}
+	}()
+	if s.db.Postgres() {
+		// Other processes may share the database: this one's presence
+		// lock tells them its jobs are not orphans, held until River
+		// has stopped (see orphans.go).
+		p, err := s.db.holdPresence(ctx, s.workerID, s.logf)
+		if err != nil {
 			return err
 		}
-		if n, err := s.db.RescueOrphans(ctx); err != nil {
+		pres = p
+		watch.Add(2)
+		go func() { defer watch.Done(); p.keep(watchCtx) }()
+		go func() { defer watch.Done(); s.watchOrphans(watchCtx) }()
+	} else {
+		// One serve per SQLite file (OpenDB's lock): a running job is an
+		// orphan.
+		if n, err := s.RescueOrphans(ctx); err != nil {
 			return err
 		} else if n > 0 {
 			s.logf("%d job(s) were running when the previous serve died: queued again", n)
 		}
 	}
+	s.logf("jobs run as worker %s", s.workerID)
 	// River runs on its own context: shutdown goes through Stop, which
 	// lets running jobs finish within the grace period.
 	if err := s.engine.Start(context.WithoutCancel(ctx)); err != nil {
@@ -213,31 +244,6 @@ func (s *Service) Run(ctx context.Context, ln net.Listener) error {
 		err = nil
 	}
 	return err
-}
-
-// interruptOrphanedBoots ends the runs that the boot jobs found running
-// at start (their serve died) left "running": the dashboard shows them
-// interrupted at once, not running until the job runs again.
-func (s *Service) interruptOrphanedBoots(ctx context.Context) error {
-	jobs, err := s.engine.Jobs(ctx, 0, 1000, rivertype.JobStateRunning)
-	if err != nil {
-		return err
-	}
-	for _, j := range jobs {
-		var a BootArgs
-		if j.Kind != a.Kind() || json.Unmarshal(j.EncodedArgs, &a) != nil {
-			continue
-		}
-		n, err := s.db.Store.InterruptRuns(a.EvaluationID, a.Boot.Variant, a.Boot.Boot,
-			fmt.Sprintf("interrupted: the serve running job %d died (found running at the next start)", j.ID))
-		if err != nil {
-			return err
-		}
-		if n > 0 {
-			s.evalLog(a.EvaluationID).printf("boot %s #%d was interrupted by the last serve's death: it runs again", a.Boot.Variant, a.Boot.Boot+1)
-		}
-	}
-	return nil
 }
 
 func (s *Service) engineGrace() time.Duration {
