@@ -14,7 +14,6 @@ import (
 	"github.com/patcheval/patcheval/internal/progress"
 	"github.com/patcheval/patcheval/pipelines"
 	"github.com/patcheval/patcheval/pipelines/bisect"
-	"github.com/patcheval/patcheval/pipelines/watch"
 )
 
 func init() {
@@ -92,7 +91,7 @@ func init() {
 					variantName = p.Variants[0].Name
 				}
 				c := bisect.Context{Tree: *tree, Pipeline: p.Name, Variant: variantName, Arch: strings.Join(p.Arches, ",")}
-				files, err := watch.WriteBisection(dir, res, c, sender)
+				files, err := bisect.WriteReports(dir, res, c, sender)
 				if err != nil {
 					return err
 				}

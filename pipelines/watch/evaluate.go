@@ -2,13 +2,9 @@ package watch
 
 import (
 	"context"
-	"fmt"
-	"os"
 	"path/filepath"
 	"strings"
-	"time"
 
-	"github.com/patcheval/patcheval/evaluate/report"
 	"github.com/patcheval/patcheval/evaluate/stats"
 	"github.com/patcheval/patcheval/evaluate/store"
 	"github.com/patcheval/patcheval/internal/fail"
@@ -107,7 +103,7 @@ func (b *Bisection) Bisect(ctx context.Context, w *store.Watch, ev *store.WatchE
 	}
 	res.GoodRef, res.BadRef = good.Tag, bad.Tag
 	c := bisect.Context{Tree: w.Remote, Pipeline: p.Name, Variant: ev.Variant, Arch: strings.Join(p.Arches, ",")}
-	files, err := WriteBisection(dir, res, c, b.From)
+	files, err := bisect.WriteReports(dir, res, c, b.From)
 	if err != nil {
 		return nil, err
 	}
@@ -119,61 +115,9 @@ func (b *Bisection) Bisect(ctx context.Context, w *store.Watch, ev *store.WatchE
 	return out, nil
 }
 
-// WriteBisection writes a bisection's reports into dir and returns their
-// paths (report.txt first).
-func WriteBisection(dir string, r *bisect.Result, c bisect.Context, from mbox.Address) ([]string, error) {
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return nil, fail.Infra(err)
-	}
-	var files []string
-	write := func(name string, fn func(f *os.File) error) error {
-		path := filepath.Join(dir, name)
-		f, err := os.Create(path)
-		if err != nil {
-			return fail.Infra(err)
-		}
-		if err := fn(f); err != nil {
-			f.Close()
-			return err
-		}
-		files = append(files, path)
-		return f.Close()
-	}
-	for _, x := range []struct {
-		name string
-		fn   func(f *os.File) error
-	}{
-		{"report.txt", func(f *os.File) error { return bisect.WriteText(f, r, c) }},
-		{"report.md", func(f *os.File) error { return bisect.WriteMarkdown(f, r, c) }},
-		{"report.json", func(f *os.File) error { return bisect.WriteJSON(f, r, c) }},
-	} {
-		if err := write(x.name, x.fn); err != nil {
-			return files, err
-		}
-	}
-	if r.Status != bisect.Found {
-		return files, nil
-	}
-	if err := write("kcidb.json", func(f *os.File) error { return bisect.WriteKCIDB(f, r, c) }); err != nil {
-		return files, err
-	}
-	if from.Email != "" {
-		d, err := bisect.Draft(r, c, from, time.Time{})
-		if err != nil {
-			return files, err
-		}
-		if err := write("culprit.eml", func(f *os.File) error { return writeDraft(f, d) }); err != nil {
-			return files, fmt.Errorf("reply draft: %w", err)
-		}
-	}
-	return files, nil
-}
-
 func abs(x float64) float64 {
 	if x < 0 {
 		return -x
 	}
 	return x
 }
-
-func writeDraft(f *os.File, d *report.Draft) error { return report.WriteDraft(f, *d) }
