@@ -17,6 +17,8 @@ import (
 	"github.com/patcheval/patcheval/internal/progress"
 	"github.com/patcheval/patcheval/mbox"
 	"github.com/patcheval/patcheval/pipelines"
+	"github.com/patcheval/patcheval/pipelines/bisect"
+	"github.com/patcheval/patcheval/pipelines/perpatch"
 	"github.com/patcheval/patcheval/pipelines/runner"
 )
 
@@ -36,6 +38,8 @@ type pipelineFlags struct {
 	evaluate         bool
 	cover            bool
 	arch             string
+	perPatch         bool
+	noSeriesBisect   bool
 }
 
 func (pf *pipelineFlags) add(fs *flag.FlagSet) {
@@ -51,6 +55,8 @@ func (pf *pipelineFlags) add(fs *flag.FlagSet) {
 	fs.BoolVar(&pf.testedBy, "tested-by", false, "with --pipeline: add Tested-by: to the reply draft when nothing regressed")
 	fs.BoolVar(&pf.send, "send", false, "with --pipeline: mail the reply draft after a confirmation on the terminal (SMTP settings in $PATCHEVAL_CONFIG_DIR/config.toml)")
 	fs.BoolVar(&pf.failOnRegression, "fail-on-regression", false, "with --pipeline: exit 1 when a comparison finds a regression of at least the pipeline's threshold")
+	fs.BoolVar(&pf.perPatch, "per-patch", false, "with --pipeline: also measure after each patch of the series (every prefix of the applied commits, with the kernels of the variants that have the series) and report which patch moves each metric")
+	fs.BoolVar(&pf.noSeriesBisect, "no-series-bisect", false, "with --pipeline: when the whole series regresses, do not bisect inside the series to name the patch")
 	fs.BoolVar(&pf.verbose, "verbose", false, "with --pipeline: list every config difference in the printed report (mechanical consequences such as INLINE_* and *_BUILD, toolchain values) instead of counting them")
 }
 
@@ -129,7 +135,11 @@ func (pf *pipelineFlags) run(ctx context.Context, env *Env, lr *loreResult, af a
 	}
 	defer st.Close()
 	pr := progress.New(env.Stderr)
-	res, err := runner.Run(ctx, runner.Env{Store: st, Jobs: pf.jobs, Progress: pr}, p, opts)
+	renv := runner.Env{Store: st, Jobs: pf.jobs, Progress: pr}
+	res, err := runner.Run(ctx, renv, p, opts)
+	if err == nil {
+		err = pf.takeApart(ctx, renv, res, opts)
+	}
 	pr.Done()
 	if err != nil {
 		if res != nil {
@@ -150,6 +160,47 @@ func (pf *pipelineFlags) run(ctx context.Context, env *Env, lr *loreResult, af a
 		return fail.Failedf("%d regression(s): %s", len(res.Regressions), strings.Join(res.Regressions, "; "))
 	}
 	return nil
+}
+
+// takeApart measures the series patch by patch (--per-patch) and bisects
+// a whole-series regression inside the series (unless
+// --no-series-bisect), then writes the reports and the draft again with
+// the results. Every measurement is a stored evaluation: an interrupted
+// run resumes.
+func (pf *pipelineFlags) takeApart(ctx context.Context, renv runner.Env, res *runner.Outcome, o runner.Options) error {
+	if !pf.perPatch && pf.noSeriesBisect {
+		return nil
+	}
+	s, err := perpatch.Load(renv.Store, res.EvaluationID)
+	if err != nil {
+		return err
+	}
+	pairs := perpatch.SeriesPairs(s.Pipeline)
+	if len(pairs) == 0 && !pf.perPatch {
+		return nil
+	}
+	at, err := perpatch.AtCommit(s.Pipeline, pairs)
+	if err != nil {
+		return fail.Inputf("--per-patch: %v", err)
+	}
+	pr := renv.Progress
+	pp, err := perpatch.Run(ctx, s, perpatch.Options{
+		PerPatch: pf.perPatch,
+		Measurer: &perpatch.RunnerMeasurer{Env: renv, Pipeline: at, Repo: s.Repo, Boots: s.Boots, OutDir: filepath.Join(o.OutDir, "per-patch")},
+		Bisect:   !pf.noSeriesBisect,
+		BisectMeasurer: func(at *pipelines.Pipeline, variant, benchmark, metric string) bisect.Measurer {
+			return &bisect.PipelineMeasurer{Pipeline: at, Variant: variant, Benchmark: benchmark, Metric: metric, Repo: s.Repo,
+				OutDir: filepath.Join(o.OutDir, "series-bisect", "steps"), StorePath: pf.db, Jobs: pf.jobs, Progress: pr}
+		},
+		BisectDir: filepath.Join(o.OutDir, "series-bisect"),
+		Context:   bisect.Context{Tree: s.Repo, Arch: strings.Join(s.Pipeline.Arches, ",")},
+		Logf:      func(format string, a ...any) { pr.Printf(format, a...) },
+	})
+	if err != nil || pp == nil {
+		return err
+	}
+	res.Report.PerPatch = pp
+	return runner.Rewrite(renv, res.EvaluationID, res.Report, o.OutDir, res)
 }
 
 func printOutcome(w io.Writer, res *runner.Outcome, o report.TextOptions) {

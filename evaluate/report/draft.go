@@ -408,6 +408,11 @@ func draftBody(r *Report, parent *mbox.Message, o DraftOptions, d *Draft) string
 		p("")
 	}
 
+	if r.PerPatch != nil && r.PerPatch.Bisection != nil {
+		para(r.PerPatch.Bisection.Sentence())
+		p("")
+	}
+
 	for _, b := range r.Benchmarks {
 		para(b.heading() + ":")
 		p("")
@@ -434,6 +439,11 @@ func draftBody(r *Report, parent *mbox.Message, o DraftOptions, d *Draft) string
 			p(decompLines(dc, w, "")...)
 			p("")
 		}
+	}
+	if r.PerPatch != nil && len(r.PerPatch.Tables) > 0 {
+		pp := *r.PerPatch
+		pp.Bisection = nil // said above
+		p(perPatchLines(&pp, w, false)...)
 	}
 	if len(r.Confounds) > 0 {
 		para("Config differences between the compared kernels (requested by " +

@@ -194,6 +194,29 @@ func WriteMarkdown(w io.Writer, r *Report) error {
 			f("\n")
 		}
 	}
+	if pp := r.PerPatch; pp != nil {
+		f("## Per patch\n\n")
+		if pp.Bisection != nil {
+			f("%s\n\n", mdText(pp.Bisection.Sentence()))
+		}
+		for _, s := range pp.Steps {
+			f("- %s `%s` %s\n", mdText(s.Label), short(s.Commit, 12), mdText(s.Subject))
+		}
+		f("\n")
+		for _, t := range pp.Tables {
+			f("### %s, %s -> %s\n\n", mdText(t.heading()), mdText(t.Base), mdText(t.Variant))
+			mdTable(bw, statsTable(t.Benchmark, true))
+			f("\n")
+			mdTable(bw, compTable(t.Benchmark, true))
+			f("\n")
+			if m := t.Movers(); len(m) > 0 {
+				f("moved by: %s\n\n", mdText(strings.Join(m, "; ")))
+			}
+		}
+		for _, n := range pp.Notes {
+			f("- Note: %s\n", mdText(n))
+		}
+	}
 	if r.Rule != "" {
 		f("**Verdict rule:** %s\n\n", mdText(r.Rule))
 	}

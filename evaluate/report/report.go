@@ -66,6 +66,10 @@ type Report struct {
 	// (mbox/numbers); the renderers set the thread's changes beside the
 	// Comparisons of the same benchmark and metric (ThreadChanges).
 	Thread []numbers.Number `json:"thread_numbers,omitempty"`
+	// PerPatch is the series measured patch by patch and the bisection
+	// inside it (pipelines/perpatch), when asked for or when the whole
+	// series regressed.
+	PerPatch *PerPatch `json:"per_patch,omitempty"`
 }
 
 // SeriesInfo identifies the evaluated Series: plain data, filled by the

@@ -137,6 +137,9 @@ func WriteTextWith(w io.Writer, r *Report, o TextOptions) error {
 		}
 		p("")
 	}
+	if r.PerPatch != nil {
+		p(perPatchLines(r.PerPatch, width, true)...)
+	}
 	if r.Rule != "" {
 		p(Wrap("Verdict rule: "+r.Rule, width, "", "  ")...)
 		p("")

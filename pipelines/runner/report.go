@@ -495,3 +495,16 @@ func seriesInfo(s *series.Series, linkBase string) report.SeriesInfo {
 	}
 	return si
 }
+
+// Rewrite writes evaluation id's outputs again (reports, KCIDB, the reply
+// draft) from r, a report the Report stage made and a later step amended
+// (pipelines/perpatch adds the per-patch results), into outDir, and
+// updates out's files and draft.
+func Rewrite(env Env, id int64, r *report.Report, outDir string, out *Outcome) error {
+	ev, err := load(env, id)
+	if err != nil {
+		return err
+	}
+	out.Report = r
+	return writeOutputs(r, ev, outDir, out)
+}

@@ -1,0 +1,452 @@
+// Package perpatch takes a whole-series evaluation apart patch by patch.
+// The applied series is a commit range base..tip; the comparisons that
+// the series decides (a variant without the series against the same
+// kernel with it: SeriesPairs) are measured again at every prefix of the
+// range, one stored evaluation of AtCommit's pipeline per commit, so the
+// report shows which patch moves each metric (a table of each patch
+// against the one before it, and the decomposition chain base -> 1/n ->
+// ... -> n/n). When the whole series regressed and has more than one
+// patch, the regression is bisected inside the series with
+// pipelines/bisect over the applied commits, and the report and the
+// reply name the patch.
+//
+// Builds are reused: every prefix kernel is built with the evaluation's
+// own recipe (the same O= directory and kcc store: a prefix recompiles
+// only what its patch changed), the ends are the evaluation's own
+// kernels, and the bisection's first look at a commit the evaluation or
+// the per-patch run already measured takes those samples.
+//
+// The entry point is Run on a Series (Load reads one from the store).
+package perpatch
+
+import (
+	"context"
+	"fmt"
+	"maps"
+	"math"
+	"path/filepath"
+	"slices"
+
+	"github.com/patcheval/patcheval/evaluate"
+	"github.com/patcheval/patcheval/evaluate/report"
+	"github.com/patcheval/patcheval/evaluate/stats"
+	"github.com/patcheval/patcheval/evaluate/store"
+	"github.com/patcheval/patcheval/internal/fail"
+	"github.com/patcheval/patcheval/mbox"
+	"github.com/patcheval/patcheval/pipelines"
+	"github.com/patcheval/patcheval/pipelines/bisect"
+	"github.com/patcheval/patcheval/pipelines/runner"
+)
+
+// Pair is a comparison the series decides: Base's kernel lacks the
+// series, Other's is the same kernel with it.
+type Pair struct{ Base, Other string }
+
+// SeriesPairs are p's comparisons whose base variant applies no series
+// and whose other variant applies it to the same kernel (same symbols)
+// booted the same way (command line, sched_preempt, sysctls, CPUs).
+func SeriesPairs(p *pipelines.Pipeline) []Pair {
+	var out []Pair
+	for _, c := range p.Comparisons {
+		b, o := p.Variant(c.Base), p.Variant(c.Other)
+		if b == nil || o == nil {
+			continue
+		}
+		bk, ok := p.Variant(b.Kernel), p.Variant(o.Kernel)
+		if bk == nil || ok == nil || bk.ApplySeries || !ok.ApplySeries {
+			continue
+		}
+		if !maps.Equal(bk.Symbols, ok.Symbols) || b.Cmdline != o.Cmdline || b.SchedPreempt != o.SchedPreempt ||
+			!maps.Equal(b.Sysctls, o.Sysctls) || b.CPUs != o.CPUs {
+			continue
+		}
+		out = append(out, Pair{Base: c.Base, Other: c.Other})
+	}
+	return out
+}
+
+// AtCommit is p cut down to measuring a commit that already holds the
+// patches: the other variants of pairs (and the variants whose kernels
+// they boot) with apply_series off, nothing compared, no adaptive
+// sampling. Its kernels have the evaluation's build recipe (arch, config,
+// fragments, symbols), so they share its O= directories and kcc store.
+func AtCommit(p *pipelines.Pipeline, pairs []Pair) (*pipelines.Pipeline, error) {
+	if len(pairs) == 0 {
+		return nil, fail.Inputf("pipeline %s: no comparison of a variant without the series against the same kernel with it: nothing to measure patch by patch", p.Name)
+	}
+	c := *p
+	c.Name = p.Name + ".at-commit"
+	c.Variants = nil
+	keep := map[string]bool{}
+	for _, pr := range pairs {
+		o := p.Variant(pr.Other)
+		keep[o.Kernel], keep[o.Name] = true, true
+	}
+	for _, v := range p.Variants {
+		if keep[v.Name] {
+			v.ApplySeries = false
+			c.Variants = append(c.Variants, v)
+		}
+	}
+	c.Series.Apply = false
+	c.Comparisons, c.Chains = nil, nil
+	c.Repeats.MaxBoots = 0
+	return &c, nil
+}
+
+// Series is a whole-series evaluation to take apart.
+type Series struct {
+	EvaluationID int64
+	// Pipeline is the pipeline as evaluated.
+	Pipeline *pipelines.Pipeline
+	// Repo is the tree, Base the commit the series was applied to and
+	// Commits the applied patches, oldest first.
+	Repo, Base string
+	Commits    []report.Commit
+	// Samples are the evaluation's samples; Boots its boots per variant.
+	Samples []evaluate.Sample
+	Boots   int
+}
+
+// Load reads evaluation id as a Series.
+func Load(st *store.Store, id int64) (*Series, error) {
+	in, err := runner.Load(st, id)
+	if err != nil {
+		return nil, err
+	}
+	a, err := st.AppliedOf(id)
+	if err != nil {
+		return nil, err
+	}
+	if a == nil {
+		return nil, fail.Inputf("evaluation %d: the series is not applied", id)
+	}
+	s := &Series{EvaluationID: id, Pipeline: in.Pipeline, Repo: in.Options.Tree, Base: in.BaseHash, Boots: in.Options.Boots}
+	for _, c := range a.Commits {
+		s.Commits = append(s.Commits, report.Commit{Hash: c.Hash, Subject: c.Subject})
+	}
+	if s.Boots == 0 {
+		s.Boots = in.Pipeline.Repeats.Boots
+	}
+	if s.Samples, err = st.Samples(id); err != nil {
+		return nil, err
+	}
+	return s, nil
+}
+
+// Measurer measures AtCommit's pipeline at one commit of the series and
+// returns the samples (variants named as in the evaluation) and the
+// stored evaluation that holds them. An error of kind failed means the
+// commit's kernel does not build or boot.
+type Measurer interface {
+	Measure(ctx context.Context, commit string) (samples []evaluate.Sample, evaluationID int64, err error)
+}
+
+// Options steer Run.
+type Options struct {
+	// PerPatch measures every prefix (Measurer) and fills the tables.
+	PerPatch bool
+	Measurer Measurer
+	// Bisect bisects the largest whole-series regression inside the
+	// series (a series of more than one patch, pipelines of one arch).
+	// BisectMeasurer makes the bisection's measurer of a variant,
+	// benchmark and metric of the AtCommit pipeline.
+	Bisect         bool
+	BisectMeasurer func(atCommit *pipelines.Pipeline, variant, benchmark, metric string) bisect.Measurer
+	// BisectDir receives the bisection's reports (none when "").
+	BisectDir string
+	Context   bisect.Context
+	Logf      func(format string, a ...any)
+}
+
+func (o Options) logf(format string, a ...any) {
+	if o.Logf != nil {
+		o.Logf(format, a...)
+	}
+}
+
+// Run takes s apart as o asks. The result is nil when there is nothing
+// to do (no per-patch run asked for and no regression to bisect).
+func Run(ctx context.Context, s *Series, o Options) (*report.PerPatch, error) {
+	p := s.Pipeline
+	pairs := SeriesPairs(p)
+	if o.PerPatch && len(pairs) == 0 {
+		return nil, fail.Inputf("--per-patch: pipeline %s compares no variant without the series against the same kernel with it (e.g. the default pipeline's base -> patched)", p.Name)
+	}
+	if len(pairs) == 0 || len(s.Commits) == 0 {
+		return nil, nil
+	}
+	at, err := AtCommit(p, pairs)
+	if err != nil {
+		return nil, err
+	}
+	n := len(s.Commits)
+	pp := &report.PerPatch{Steps: []report.PatchStep{{Label: "base", Commit: s.Base, EvaluationID: s.EvaluationID}}}
+	for i, c := range s.Commits {
+		pp.Steps = append(pp.Steps, report.PatchStep{Label: fmt.Sprintf("%d/%d", i+1, n), Commit: c.Hash, Subject: c.Subject})
+	}
+	pp.Steps[n].EvaluationID = s.EvaluationID
+	labels := labelPairs(p, pairs)
+	// byStep[k] are the series variants' samples after patch k (0: the
+	// base variants'), named by the series variant.
+	byStep := make([][]evaluate.Sample, n+1)
+	measured := make([]bool, n+1)
+	measured[0], measured[n] = true, true
+	for _, sm := range s.Samples {
+		for _, lp := range labels {
+			switch sm.Variant {
+			case lp.Base:
+				sm.Variant = lp.Other
+				byStep[0] = append(byStep[0], sm)
+			case lp.Other:
+				byStep[n] = append(byStep[n], sm)
+			}
+		}
+	}
+	if o.PerPatch {
+		if o.Measurer == nil {
+			return nil, fail.Inputf("per-patch: no measurer")
+		}
+		for k := 1; k < n; k++ {
+			st := &pp.Steps[k]
+			o.logf("per-patch: measuring %s %s", st.Label, st.Subject)
+			samples, id, err := o.Measurer.Measure(ctx, st.Commit)
+			st.EvaluationID = id
+			if err != nil {
+				if fail.KindOf(err) != fail.KindFailed || ctx.Err() != nil {
+					return pp, err
+				}
+				pp.Notes = append(pp.Notes, fmt.Sprintf("%s %s does not build or boot, left out of the tables: %s", st.Label, short(st.Commit), firstLine(err.Error())))
+				continue
+			}
+			byStep[k], measured[k] = samples, true
+		}
+		if err := tables(pp, p, labels, byStep, measured); err != nil {
+			return pp, err
+		}
+	}
+	if o.Bisect && n > 1 {
+		if err := bisectSeries(ctx, s, at, labels, byStep, measured, pp, o); err != nil {
+			return pp, err
+		}
+	}
+	if !o.PerPatch && pp.Bisection == nil {
+		return nil, nil
+	}
+	return pp, nil
+}
+
+// labelPairs are pairs as the samples name the variants ("name/arch"
+// when the pipeline has several arches).
+func labelPairs(p *pipelines.Pipeline, pairs []Pair) []Pair {
+	if len(p.Arches) < 2 {
+		return pairs
+	}
+	var out []Pair
+	for _, a := range p.Arches {
+		for _, pr := range pairs {
+			out = append(out, Pair{Base: pr.Base + "/" + a, Other: pr.Other + "/" + a})
+		}
+	}
+	return out
+}
+
+// tables compares every measured step with the measured step before it
+// and decomposes the whole change along the steps, per series variant,
+// benchmark and metric.
+func tables(pp *report.PerPatch, p *pipelines.Pipeline, labels []Pair, byStep [][]evaluate.Sample, measured []bool) error {
+	for _, lp := range labels {
+		var samples []evaluate.Sample
+		var order []report.Variant
+		var chain []string
+		for k, ss := range byStep {
+			if !measured[k] {
+				continue
+			}
+			label := pp.Steps[k].Label
+			order = append(order, report.Variant{Name: label})
+			chain = append(chain, label)
+			for _, sm := range ss {
+				if sm.Variant == lp.Other {
+					sm.Variant = label
+					samples = append(samples, sm)
+				}
+			}
+		}
+		var pairs []report.Pair
+		for i := 1; i < len(chain); i++ {
+			pairs = append(pairs, report.Pair{Base: chain[i-1], Other: chain[i]})
+		}
+		r := &report.Report{Variants: order}
+		if err := r.AddResults(stats.Primary(samples), report.Spec{Comparisons: pairs, Chains: [][]string{chain},
+			Stats: stats.Options{Threshold: p.Threshold()}}); err != nil {
+			return err
+		}
+		for _, b := range r.Benchmarks {
+			t := report.PatchTable{Variant: lp.Other, Base: lp.Base, Benchmark: b}
+			for i := range r.Decompositions {
+				if d := &r.Decompositions[i]; d.Benchmark == b.Name && d.Metric == b.Metric {
+					t.Chain = d
+				}
+			}
+			pp.Tables = append(pp.Tables, t)
+		}
+		pp.Notes = append(pp.Notes, r.Notes...)
+	}
+	return nil
+}
+
+// regression is the whole series' worst regression of a series pair.
+type regression struct {
+	pair              Pair
+	benchmark, metric string
+	unit              string
+	higher            bool
+	change            float64
+}
+
+// worstRegression compares the series pairs on the whole evaluation's
+// samples as its report does and returns the largest regression of at
+// least the pipeline's threshold (nil: none).
+func worstRegression(p *pipelines.Pipeline, labels []Pair, samples []evaluate.Sample) *regression {
+	sets := stats.Sets(stats.Primary(samples))
+	var worst *regression
+	for _, lp := range labels {
+		for _, b := range sets {
+			if b.Variant != lp.Base {
+				continue
+			}
+			other := stats.Find(sets, b.Benchmark, b.Metric, lp.Other)
+			if other == nil {
+				continue
+			}
+			c := stats.CompareWith(b.Values, other.Values, stats.Options{HigherIsBetter: b.HigherIsBetter, Threshold: p.Threshold()})
+			if c.Verdict != stats.Regression || c.BelowThreshold {
+				continue
+			}
+			if worst == nil || math.Abs(c.Change) > math.Abs(worst.change) {
+				worst = &regression{pair: lp, benchmark: b.Benchmark, metric: b.Metric, unit: b.Unit, higher: b.HigherIsBetter, change: c.Change}
+			}
+		}
+	}
+	return worst
+}
+
+// bisectSeries bisects the worst whole-series regression over the
+// applied commits.
+func bisectSeries(ctx context.Context, s *Series, at *pipelines.Pipeline, labels []Pair, byStep [][]evaluate.Sample, measured []bool, pp *report.PerPatch, o Options) error {
+	reg := worstRegression(s.Pipeline, labels, s.Samples)
+	if reg == nil {
+		return nil
+	}
+	if len(s.Pipeline.Arches) > 1 {
+		pp.Notes = append(pp.Notes, fmt.Sprintf("the series regresses %s %s (%+.1f%%); it is not bisected inside the series: the pipeline has several arches",
+			reg.benchmark, reg.metric, reg.change))
+		return nil
+	}
+	if o.BisectMeasurer == nil {
+		return fail.Inputf("series bisection: no measurer")
+	}
+	known := map[string][]float64{}
+	for k, ss := range byStep {
+		if !measured[k] {
+			continue
+		}
+		for _, sm := range ss {
+			if sm.Variant == reg.pair.Other && sm.Benchmark == reg.benchmark && sm.Metric == reg.metric {
+				known[pp.Steps[k].Commit] = append(known[pp.Steps[k].Commit], sm.Value)
+			}
+		}
+	}
+	m := &knownMeasurer{m: o.BisectMeasurer(at, reg.pair.Other, reg.benchmark, reg.metric), known: known, unit: reg.unit}
+	o.logf("series bisection: %s %s %+.1f%% (%s -> %s) over %d patches", reg.benchmark, reg.metric, reg.change, reg.pair.Base, reg.pair.Other, len(s.Commits))
+	res, err := bisect.Run(ctx, bisect.Options{Repo: s.Repo, Good: s.Base, Bad: s.Commits[len(s.Commits)-1].Hash, Measurer: m,
+		Benchmark: reg.benchmark, Metric: reg.metric, HigherIsBetter: reg.higher, Deterministic: s.Pipeline.Deterministic,
+		Threshold: s.Pipeline.Threshold(), Logf: o.Logf})
+	if err != nil {
+		if fail.KindOf(err) == fail.KindInput && res != nil {
+			// The ends measured again did not show it (noise): say so.
+			pp.Notes = append(pp.Notes, "series bisection not done: "+err.Error())
+			return nil
+		}
+		return err
+	}
+	b := &report.SeriesBisection{Status: res.Status, Variant: reg.pair.Other, Benchmark: reg.benchmark, Metric: reg.metric,
+		Patches: len(s.Commits), Change: res.Change, CILow: res.CILow, CIHigh: res.CIHigh, Confirmed: res.Confirmed,
+		Builds: res.Builds, Bound: res.Bound}
+	if res.Culprit != nil {
+		b.Commit, b.Subject, b.Patch = res.Culprit.Hash, res.Culprit.Subject, res.Culprit.Index+1
+	}
+	for _, c := range res.Candidates {
+		b.Candidates = append(b.Candidates, fmt.Sprintf("%d/%d %s", c.Index+1, len(s.Commits), c.Subject))
+	}
+	if o.BisectDir != "" {
+		c := o.Context
+		c.Pipeline, c.Variant = s.Pipeline.Name, reg.pair.Other
+		files, err := bisect.WriteReports(o.BisectDir, res, c, mbox.Address{})
+		if err != nil {
+			return err
+		}
+		b.Report = files[0]
+	}
+	pp.Bisection = b
+	return nil
+}
+
+// knownMeasurer answers a commit's first measurement with the samples
+// the evaluation or the per-patch run already took; later ones (the
+// confirmation) measure again.
+type knownMeasurer struct {
+	m     bisect.Measurer
+	known map[string][]float64
+	unit  string
+}
+
+func (k *knownMeasurer) Measure(ctx context.Context, commit string, boots int) (*bisect.Measurement, error) {
+	if v, ok := k.known[commit]; ok && len(v) > 0 {
+		delete(k.known, commit)
+		return &bisect.Measurement{Values: v, Unit: k.unit, Note: "measured before"}, nil
+	}
+	return k.m.Measure(ctx, commit, boots)
+}
+
+// RunnerMeasurer measures AtCommit's pipeline with the runner: one
+// stored evaluation per commit, in the same store and cache as the
+// evaluation it takes apart.
+type RunnerMeasurer struct {
+	Env      runner.Env
+	Pipeline *pipelines.Pipeline
+	Repo     string
+	Boots    int
+	// OutDir receives one directory of reports per commit.
+	OutDir string
+}
+
+// Measure implements Measurer.
+func (m *RunnerMeasurer) Measure(ctx context.Context, commit string) ([]evaluate.Sample, int64, error) {
+	out, err := runner.Run(ctx, m.Env, m.Pipeline, runner.Options{Tree: m.Repo, Base: commit, Boots: m.Boots,
+		OutDir: filepath.Join(m.OutDir, short(commit))})
+	var id int64
+	if out != nil {
+		id = out.EvaluationID
+	}
+	if err != nil {
+		return nil, id, err
+	}
+	samples, err := m.Env.Store.Samples(id)
+	return samples, id, err
+}
+
+func short(h string) string {
+	if len(h) > 12 {
+		return h[:12]
+	}
+	return h
+}
+
+func firstLine(s string) string {
+	if i := slices.Index([]byte(s), '\n'); i >= 0 {
+		return s[:i]
+	}
+	return s
+}
