@@ -1,6 +1,8 @@
 package service
 
 import (
+	"context"
+	"encoding/json"
 	"fmt"
 	"math"
 	"os"
@@ -8,15 +10,20 @@ import (
 	"testing"
 	"time"
 
+	"github.com/riverqueue/river"
+	"github.com/riverqueue/river/riverdriver"
+	"github.com/riverqueue/river/rivertype"
+
 	"github.com/patcheval/patcheval/evaluate"
 	"github.com/patcheval/patcheval/evaluate/report"
 	"github.com/patcheval/patcheval/evaluate/store"
 )
 
 // recordEvaluations stores n finished evaluations the way the stages do
-// (store rows for builds, runs with consoles and samples, report.json and
-// reply.eml in the service's output directory): the dashboard's data
-// without booting kernels. Values are made up but shaped like the
+// (store rows for the applied series, builds, runs with consoles and
+// samples, stage timings; the completed River jobs of each stage;
+// report.json and reply.eml in the service's output directory): the
+// dashboard's data without booting kernels. Values are made up but shaped like the
 // ppc-preempt-dynamic pipeline's (kill and getppid ns/op, three variants,
 // voluntary+dyn slower on kill).
 func recordEvaluations(tb testing.TB, s *Service, n, boots int) []int64 {
@@ -68,6 +75,22 @@ func recordEvaluations(tb testing.TB, s *Service, n, boots int) []int64 {
 		if err := st.SetEvaluationStatus(e.ID, "done"); err != nil {
 			tb.Fatal(err)
 		}
+		err = st.Tx(context.Background(), func(tx *store.Tx) error {
+			if err := st.RecordAppliedTx(tx, e.ID, store.Applied{Head: "5d1e0c2b3a4f", Tree: "/srv/linux.git", Branch: fmt.Sprintf("patcheval/%d", e.ID),
+				Commits: []store.AppliedCommit{{Hash: "1a2b3c4d5e6f", Subject: "powerpc: add PREEMPT_DYNAMIC"}, {Hash: "5d1e0c2b3a4f", Subject: "powerpc: static calls for preempt"}}}); err != nil {
+				return err
+			}
+			for j, stage := range []string{"apply", "build", "boot", "report"} {
+				if err := st.AddTimingTx(tx, e.ID, stage, time.Duration(j+1)*7*time.Second, ""); err != nil {
+					return err
+				}
+			}
+			return nil
+		})
+		if err != nil {
+			tb.Fatal(err)
+		}
+		recordJobs(tb, s, e.ID, variants, boots)
 		r := &report.Report{Title: "ppc-preempt-dynamic", ID: fmt.Sprintf("ppc-preempt-dynamic-%d", e.ID), Generated: time.Now().UTC(),
 			Arch: "ppc64le", Interleaved: true,
 			Confounds: []report.Confound{{Base: "voluntary", Other: "voluntary+dyn", Deltas: []report.ConfigDelta{
@@ -99,4 +122,40 @@ func recordEvaluations(tb testing.TB, s *Service, n, boots int) []int64 {
 		}
 	}
 	return ids
+}
+
+// recordJobs stores the completed River jobs of a finished evaluation:
+// apply, a build per variant, a boot per variant and boot, the plan of
+// the boots, the report.
+func recordJobs(tb testing.TB, s *Service, id int64, variants []string, boots int) {
+	tb.Helper()
+	now := time.Now().UTC()
+	var jobs []*riverdriver.JobInsertFullParams
+	add := func(args river.JobArgs, queue string) {
+		enc, _ := json.Marshal(args)
+		jobs = append(jobs, &riverdriver.JobInsertFullParams{Attempt: 1, AttemptedAt: &now, AttemptedBy: []string{"patcheval_fixture"},
+			CreatedAt: &now, EncodedArgs: enc, FinalizedAt: &now, Kind: args.Kind(), MaxAttempts: 5, Metadata: []byte(`{}`),
+			Priority: 1, Queue: queue, ScheduledAt: &now, State: rivertype.JobStateCompleted, Tags: []string{evalTag(id)}})
+	}
+	add(ApplyArgs{EvaluationID: id, Gen: 1}, QueueApply)
+	for _, v := range variants {
+		add(BuildArgs{EvaluationID: id, Gen: 1, Key: "ppc64le-" + v}, QueueBuild)
+	}
+	add(MoreArgs{EvaluationID: id, Gen: 1, Initial: true}, QueueMore)
+	for b := 0; b < boots; b++ {
+		for _, v := range variants {
+			add(BootArgs{EvaluationID: id, Gen: 1, Boot: evaluate.BootKey{Variant: v, Boot: b}}, QueueBoot)
+		}
+	}
+	add(ReportArgs{EvaluationID: id, Gen: 1}, QueueReport)
+	p := &riverdriver.JobInsertFullManyParams{Jobs: jobs}
+	var err error
+	if s.db.Postgres() {
+		_, err = s.db.pgDriver.GetExecutor().JobInsertFullMany(context.Background(), p)
+	} else {
+		_, err = s.db.sqliteDriver.GetExecutor().JobInsertFullMany(context.Background(), p)
+	}
+	if err != nil {
+		tb.Fatal(err)
+	}
 }
