@@ -82,6 +82,79 @@ func NewDraft(r *Report, parent *mbox.Message, o DraftOptions) (*Draft, error) {
 	if r == nil {
 		return nil, fail.Inputf("draft: no report")
 	}
+	d, err := newReply(parent, o)
+	if err != nil {
+		return nil, err
+	}
+	regs := r.Regressions()
+	d.TestedBy = o.TestedBy && len(regs) == 0
+	if o.TestedBy && len(regs) > 0 {
+		d.Notes = append(d.Notes, "Tested-by left out: "+strings.Join(regs, "; "))
+	}
+	d.Body = draftBody(r, parent, o, d)
+	if err := CheckBody(d.Body); err != nil {
+		return nil, fmt.Errorf("draft: internal error: %w", err)
+	}
+	return d, nil
+}
+
+// NewNotice writes a reply to parent that tells something other than
+// results (the series does not apply, ...), addressed, threaded and
+// quoted like NewDraft's, never with a Tested-by. text is paragraphs
+// separated by blank lines, wrapped to the body width; a line that starts
+// with two spaces is kept as it is (a block of code or of an error),
+// tabs expanded and cut to the body width.
+func NewNotice(parent *mbox.Message, o DraftOptions, text string) (*Draft, error) {
+	d, err := newReply(parent, o)
+	if err != nil {
+		return nil, err
+	}
+	out := quoteBlock(parent, o)
+	var para []string
+	flush := func() {
+		if len(para) > 0 {
+			out = append(out, Wrap(strings.Join(para, " "), MaxBodyWidth, "", "")...)
+			para = nil
+		}
+	}
+	for _, l := range strings.Split(strings.TrimSpace(text), "\n") {
+		switch {
+		case strings.TrimSpace(l) == "":
+			flush()
+			out = append(out, "")
+		case strings.HasPrefix(l, "  "):
+			flush()
+			out = append(out, cutWidth(strings.TrimRight(cleanText(l), " "), MaxBodyWidth))
+		default:
+			para = append(para, strings.TrimSpace(l))
+		}
+	}
+	flush()
+	d.Body = strings.Join(out, "\n") + "\n"
+	if err := CheckBody(d.Body); err != nil {
+		return nil, fmt.Errorf("notice: internal error: %w", err)
+	}
+	return d, nil
+}
+
+// cutWidth cuts s to width columns, ending it with "..." when cut.
+func cutWidth(s string, width int) string {
+	if Width(s) <= width {
+		return s
+	}
+	w := 0
+	for i, r := range s {
+		if w+runeWidth(r) > width-3 {
+			return s[:i] + "..."
+		}
+		w += runeWidth(r)
+	}
+	return s
+}
+
+// newReply is the reply to parent without its body: addressing,
+// subject, threading and Message-ID.
+func newReply(parent *mbox.Message, o DraftOptions) (*Draft, error) {
 	if parent == nil {
 		return nil, fail.Inputf("draft: no message to answer")
 	}
@@ -171,16 +244,6 @@ func NewDraft(r *Report, parent *mbox.Message, o DraftOptions) (*Draft, error) {
 		return nil, fail.Infraf("draft: random Message-ID: %v", err)
 	}
 	d.MessageID = d.Date.UTC().Format("20060102150405") + "." + hex.EncodeToString(buf[:]) + "@" + domain
-
-	regs := r.Regressions()
-	d.TestedBy = o.TestedBy && len(regs) == 0
-	if o.TestedBy && len(regs) > 0 {
-		d.Notes = append(d.Notes, "Tested-by left out: "+strings.Join(regs, "; "))
-	}
-	d.Body = draftBody(r, parent, o, d)
-	if err := CheckBody(d.Body); err != nil {
-		return nil, fmt.Errorf("draft: internal error: %w", err)
-	}
 	return d, nil
 }
 
@@ -340,15 +403,14 @@ func isTrailer(l string) bool {
 	return i > 0 && trailerNames[strings.ToLower(l[:i])]
 }
 
-// draftBody composes the mail text.
-func draftBody(r *Report, parent *mbox.Message, o DraftOptions, d *Draft) string {
+// quoteBlock opens a reply: the greeting, the attribution and the quote
+// of parent, each followed by a blank line.
+func quoteBlock(parent *mbox.Message, o DraftOptions) []string {
 	const w = MaxBodyWidth
 	var out []string
-	p := func(lines ...string) { out = append(out, lines...) }
-	para := func(text string) { p(Wrap(text, w, "", "")...) }
 	if g := oneLine(o.Greeting); g != "" {
-		para(g)
-		p("")
+		out = append(out, Wrap(g, w, "", "")...)
+		out = append(out, "")
 	}
 	var quote []string
 	if o.Quote != "" {
@@ -360,10 +422,20 @@ func draftBody(r *Report, parent *mbox.Message, o DraftOptions, d *Draft) string
 	}
 	if len(quote) > 0 {
 		// Nothing worth quoting (a bare diff): no attribution either.
-		p(Attribution(parent)...)
-		p(quote...)
-		p("")
+		out = append(out, Attribution(parent)...)
+		out = append(out, quote...)
+		out = append(out, "")
 	}
+	return out
+}
+
+// draftBody composes the mail text.
+func draftBody(r *Report, parent *mbox.Message, o DraftOptions, d *Draft) string {
+	const w = MaxBodyWidth
+	var out []string
+	p := func(lines ...string) { out = append(out, lines...) }
+	para := func(text string) { p(Wrap(text, w, "", "")...) }
+	p(quoteBlock(parent, o)...)
 
 	// The answer first.
 	if o.Intro != "" {

@@ -135,12 +135,15 @@ type AppliedCommit struct {
 }
 
 // RecordAppliedTx records evaluation evalID's applied series (replacing a
-// previous record).
+// previous record, and an earlier apply failure).
 func (s *Store) RecordAppliedTx(tx *Tx, evalID int64, a Applied) error {
 	if _, err := tx.Exec(`INSERT INTO applied (evaluation_id, head, tree, branch, created) VALUES (?, ?, ?, ?, ?)
 		ON CONFLICT(evaluation_id) DO UPDATE SET head = excluded.head, tree = excluded.tree, branch = excluded.branch,
 		created = excluded.created`, evalID, a.Head, a.Tree, a.Branch, fmtTime(time.Now())); err != nil {
 		return fail.Infraf("store: %s: applied series of evaluation %d: %w", s.where, evalID, err)
+	}
+	if _, err := tx.Exec(`DELETE FROM apply_failures WHERE evaluation_id = ?`, evalID); err != nil {
+		return fail.Infraf("store: %s: apply failure of evaluation %d: %w", s.where, evalID, err)
 	}
 	if _, err := tx.Exec(`DELETE FROM applied_commits WHERE evaluation_id = ?`, evalID); err != nil {
 		return fail.Infraf("store: %s: applied series of evaluation %d: %w", s.where, evalID, err)

@@ -382,6 +382,9 @@ CREATE INDEX samples_by_run ON samples(run_id);
 	// 6: the `#patcheval` commands read in replies to patcheval's
 	// reports (see triage.go, pipelines/follow).
 	migrationTriage,
+	// 7: why an evaluation's series did not apply, and the reply that
+	// says so (see applyfail.go).
+	migrationApplyFailures,
 }
 
 // SchemaVersion is the schema version this code writes.

@@ -136,7 +136,7 @@ func (r *Reporting) Notify(ctx context.Context, evalID int64, event string) erro
 	case EventDone:
 		return r.done(lr, e, s, msgids, link)
 	case EventFailed:
-		return r.failed(lr, e, msgids, link)
+		return r.failed(lr, e, s, msgids, link)
 	}
 	return fail.Inputf("notify: event %q: want queued, done or failed", event)
 }
@@ -236,11 +236,7 @@ func (r *Reporting) done(lr *listReporters, e *store.Evaluation, s *series.Serie
 			if err := json.Unmarshal(b, &d); err != nil {
 				return fail.Infraf("evaluation %d: reply.json: %v", e.ID, err)
 			}
-			target := e.Pipeline
-			if first := s.First(); first != nil {
-				target = first.MessageID + " " + e.Pipeline
-			}
-			_, err := lr.mail.Queue(r.Store, e.ID, target, d, lr.l.Mail.Mode)
+			_, err := lr.mail.Queue(r.Store, e.ID, r.mailTarget(e, s), d, lr.l.Mail.Mode)
 			errs = append(errs, err)
 		}
 	}
@@ -259,10 +255,17 @@ func (r *Reporting) github(lr *listReporters, e *store.Evaluation, status, line,
 	return err
 }
 
-func (r *Reporting) failed(lr *listReporters, e *store.Evaluation, msgids []string, link string) error {
+func (r *Reporting) failed(lr *listReporters, e *store.Evaluation, s *series.Series, msgids []string, link string) error {
+	af, err := r.Store.ApplyFailureOf(e.ID)
+	if err != nil {
+		return err
+	}
+	if af != nil {
+		return r.applyFailed(lr, e, s, af, link)
+	}
 	// A kernel that does not build fails the series; anything else
-	// (apply conflicts, boots that all failed, the machine) is a warning
-	// for a person to look at.
+	// (boots that all failed, the machine) is a warning for a person to
+	// look at.
 	line, check := "patcheval could not finish the evaluation (see the dashboard)", reporters.CheckWarning
 	if bs, err := r.Store.BuildsOf(e.ID); err == nil {
 		for _, b := range bs {
@@ -282,6 +285,59 @@ func (r *Reporting) failed(lr *listReporters, e *store.Evaluation, msgids []stri
 		errs = append(errs, r.github(lr, e, reporters.StatusError, line, link, ""))
 	}
 	return errors.Join(errs...)
+}
+
+// applyFailed posts a series that did not apply: the patch that did not
+// apply fails its check with what failed where, against which base; the
+// others are warned that the series was not evaluated because of it; and
+// the reply the apply stage wrote (the whole hunk, the base, what to do)
+// goes to the list like a report. Nothing was applied, so GitHub gets
+// nothing.
+func (r *Reporting) applyFailed(lr *listReporters, e *store.Evaluation, s *series.Series, af *store.ApplyFailure, link string) error {
+	line := oneLine(af.Summary(), maxDescription)
+	var errs []error
+	if lr.pw != nil {
+		var failing, others []string
+		for i, p := range s.Patches {
+			switch {
+			case p == nil:
+			case i == af.Patch-1:
+				failing = append(failing, p.MessageID)
+			default:
+				others = append(others, p.MessageID)
+			}
+		}
+		if len(failing) == 0 {
+			// The patch is not in the series as resolved now: say it
+			// on every patch.
+			failing, others = others, nil
+		}
+		_, err := lr.pw.QueueChecks(r.Store, e.ID, e.Pipeline, failing, reporters.CheckFail, line, link)
+		errs = append(errs, err)
+		if len(others) > 0 {
+			_, err := lr.pw.QueueChecks(r.Store, e.ID, e.Pipeline, others, reporters.CheckWarning,
+				oneLine("not evaluated: "+af.Summary(), maxDescription), link)
+			errs = append(errs, err)
+		}
+	}
+	if lr.mail != nil && af.Reply != "" {
+		var d report.Draft
+		if err := json.Unmarshal([]byte(af.Reply), &d); err != nil {
+			return fail.Infraf("evaluation %d: the stored apply failure's reply: %v", e.ID, err)
+		}
+		_, err := lr.mail.Queue(r.Store, e.ID, r.mailTarget(e, s), d, lr.l.Mail.Mode)
+		errs = append(errs, err)
+	}
+	return errors.Join(errs...)
+}
+
+// mailTarget is what a list's reply about evaluation e of s is posted
+// for: the series and the pipeline (a later reply replaces an earlier).
+func (r *Reporting) mailTarget(e *store.Evaluation, s *series.Series) string {
+	if first := s.First(); first != nil {
+		return first.MessageID + " " + e.Pipeline
+	}
+	return e.Pipeline
 }
 
 // Approve releases a held reply mail and has the outbox send it now (the

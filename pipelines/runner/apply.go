@@ -3,10 +3,13 @@ package runner
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"path/filepath"
+	"strings"
 	"time"
 
+	"github.com/patcheval/patcheval/evaluate/report"
 	"github.com/patcheval/patcheval/evaluate/store"
 	"github.com/patcheval/patcheval/internal/fail"
 	"github.com/patcheval/patcheval/internal/gittree"
@@ -45,6 +48,12 @@ func Apply(ctx context.Context, env Env, id int64) (err error) {
 			ThreeWay:   ev.in.ThreeWay,
 		})
 		if err != nil {
+			var af *apply.Failure
+			if errors.As(err, &af) {
+				if rerr := recordApplyFailure(env, ev, af); rerr != nil {
+					return rerr // infra: the stage is retried
+				}
+			}
 			return err
 		}
 		applied = store.Applied{Head: res.Head, Branch: res.Branch}
@@ -75,6 +84,107 @@ func Apply(ctx context.Context, env Env, id int64) (err error) {
 		}
 		return record(ctx, env, tx)
 	})
+}
+
+// recordApplyFailure stores why ev's series did not apply, with the
+// reply that tells its author precisely (the patch, file and hunk, what
+// the patch expects and what the file has, the base): the bots' reporters
+// and the dashboard read it. No reply when there is nobody to answer or
+// nobody takes it (Options.Recipients); the failure is stored anyway.
+func recordApplyFailure(env Env, ev *evaluation, af *apply.Failure) error {
+	kind := "failed"
+	if fail.KindOf(af) == fail.KindInput {
+		kind = "input"
+	}
+	f := store.ApplyFailure{EvaluationID: ev.id, Patch: af.Patch, Total: len(ev.series.Patches), Label: af.Label,
+		MessageID: af.MessageID, Applied: af.Applied, File: af.File, Hunk: af.Hunk, HunkHeader: af.HunkHeader,
+		Reason: af.Reason, ErrorKind: kind, Tree: ev.in.Tree, Base: af.Base,
+		BaseSubject: af.BaseSubject, BaseReason: af.BaseReason, ThreeWay: af.ThreeWay}
+	if ev.in.Base != "" && af.BaseReason == "--base "+ev.in.BaseHash {
+		// Apply was given the resolved base: name it as it was asked.
+		f.BaseReason = "--base " + ev.in.Base
+	}
+	d, err := applyFailureReply(ev, &f)
+	switch {
+	case err != nil:
+		env.progress().Printf("no reply about the apply failure: %v", err)
+	case d != nil:
+		b, err := json.Marshal(d)
+		if err != nil {
+			return fail.Infraf("evaluation %d: reply: %w", ev.id, err)
+		}
+		f.Reply = string(b)
+	}
+	return env.Store.RecordApplyFailure(f)
+}
+
+// applyFailureReply is the reply to the patch that did not apply (the
+// series' first message when that patch has none).
+func applyFailureReply(ev *evaluation, f *store.ApplyFailure) (*report.Draft, error) {
+	parent := ev.series.First()
+	if i := f.Patch - 1; i >= 0 && i < len(ev.series.Patches) && ev.series.Patches[i].Msg != nil {
+		parent = ev.series.Patches[i].Msg
+	}
+	if parent == nil {
+		return nil, nil
+	}
+	o := report.DraftOptions{From: ev.in.From, Now: ev.in.Now}
+	if ev.in.Recipients != nil {
+		// A series that does not apply is a problem its author has to
+		// act on, like a regression: who gets regressions gets this.
+		a, err := addressing(ev, true)
+		if err != nil {
+			return nil, err
+		}
+		if len(a.To) == 0 {
+			return nil, nil // nobody takes this result
+		}
+		o.To, o.Cc = a.To, a.Cc
+	}
+	return report.NewNotice(parent, o, applyFailureText(f))
+}
+
+// applyFailureText is what a maintainer answers a series that does not
+// apply: which patch, where and why, on which base, and what to do.
+func applyFailureText(f *store.ApplyFailure) string {
+	patch, base := f.Where()
+	var b strings.Builder
+	if f.ErrorKind == "input" {
+		fmt.Fprintf(&b, "%s is not a valid patch, so patcheval could not apply the series and did not evaluate it:\n\n", upper(patch))
+	} else {
+		fmt.Fprintf(&b, "%s does not apply to %s, so patcheval did not evaluate this series:\n\n", upper(patch), base)
+	}
+	if f.File != "" {
+		b.WriteString("  " + f.File + ":\n")
+	}
+	for _, l := range strings.Split(f.Reason, "\n") {
+		b.WriteString("  " + l + "\n")
+	}
+	if f.ThreeWay != "" {
+		b.WriteString("\nThe 3-way fallback (git am -3) failed too:\n\n")
+		for _, l := range strings.Split(f.ThreeWay, "\n") {
+			b.WriteString("  " + l + "\n")
+		}
+	}
+	b.WriteString("\n")
+	switch {
+	case f.Applied == 1:
+		b.WriteString("The patch before it applied. ")
+	case f.Applied > 1:
+		fmt.Fprintf(&b, "The %d patches before it applied. ", f.Applied)
+	}
+	fmt.Fprintf(&b, "The base was %s, chosen as: %s.\n\n", base, f.BaseReason)
+	b.WriteString("If the series is meant for another tree or commit, please name it with git format-patch " +
+		"--base (a base-commit: line patcheval uses when its tree has that commit); otherwise please rebase " +
+		"the series and resend.\n")
+	return b.String()
+}
+
+func upper(s string) string {
+	if s == "" {
+		return s
+	}
+	return strings.ToUpper(s[:1]) + s[1:]
 }
 
 // seriesInputs are ev's inputs once the series is applied at head: notes

@@ -171,21 +171,22 @@ func Apply(ctx context.Context, repoPath string, commits []Commit, opt Options) 
 	}
 
 	parent := base
-	var applyErr error
+	var applyErr *Failure
 	for i, c := range commits {
 		if err := ctx.Err(); err != nil {
 			return nil, err
 		}
 		ac, next, err := applyOne(st, parent, c, committer, opt.Fuzz)
 		if err != nil {
-			applyErr = fmt.Errorf("patch %s: %w", c.Label, err)
-			if fail.KindOf(err) == fail.KindInput {
-				return nil, fail.Input(applyErr)
+			kind := fail.KindOf(err)
+			if kind != fail.KindInput && kind != fail.KindFailed && !errors.As(err, new(*hunkError)) {
+				return nil, fmt.Errorf("patch %s: %w", c.Label, err)
 			}
-			if !errors.As(err, new(*hunkError)) && fail.KindOf(err) != fail.KindFailed {
+			applyErr = newFailure(i, c, err, base, reason, len(res.Commits))
+			if kind == fail.KindInput {
+				applyErr.kind = fail.KindInput
 				return nil, applyErr
 			}
-			_ = i
 			break
 		}
 		res.Commits = append(res.Commits, *ac)
@@ -193,12 +194,14 @@ func Apply(ctx context.Context, repoPath string, commits []Commit, opt Options) 
 	}
 	if applyErr != nil {
 		if !opt.ThreeWay {
-			return nil, fail.Failed(fmt.Errorf("%w\nnothing written: fix the patch, pick another --base, or try --3way", applyErr))
+			applyErr.hint = "nothing written: fix the patch, pick another --base, or try --3way"
+			return nil, applyErr
 		}
 		res.Commits = nil
 		commitsHashes, err := threeWay(ctx, dirs, base.Hash, commits, committer)
 		if err != nil {
-			return nil, fail.Failed(fmt.Errorf("%w\n--3way: %v", applyErr, err))
+			applyErr.ThreeWay = err.Error()
+			return nil, applyErr
 		}
 		res.ThreeWay = true
 		res.Notes = append(res.Notes, fmt.Sprintf("direct apply failed (%v); applied with git am -3", firstLine(applyErr.Error())))
@@ -235,6 +238,91 @@ func Apply(ctx context.Context, repoPath string, commits []Commit, opt Options) 
 	res.BranchUpdated = true
 	return res, nil
 }
+
+// Failure is why a series did not apply: which patch, which file and
+// hunk, the reason in full, and the base it was tried on. Apply's error is
+// a *Failure whenever a patch of the series is at fault (errors.As); it
+// classifies itself as fail.KindFailed (the patch does not apply) or
+// fail.KindInput (the patch is no valid diff).
+type Failure struct {
+	// Patch is the 1-based position of the patch among the commits
+	// given; Label names it ("2/3 subject"); MessageID is its mail's.
+	Patch     int    `json:"patch"`
+	Label     string `json:"label"`
+	MessageID string `json:"message_id,omitempty"`
+	// Applied is how many patches before it applied.
+	Applied int `json:"applied"`
+	// File is the file the patch failed on ("" when not one file's
+	// fault, e.g. an empty patch); Hunk and HunkHeader the hunk (0, ""
+	// when no hunk was at fault: a missing file, a binary patch).
+	File       string `json:"file,omitempty"`
+	Hunk       int    `json:"hunk,omitempty"`
+	HunkHeader string `json:"hunk_header,omitempty"`
+	// Reason is the file's error in full (for a hunk: what the patch
+	// expects and what the file has, on several lines).
+	Reason string `json:"reason"`
+	// Base is the commit the series was applied on, BaseSubject its
+	// title and BaseReason why it was chosen ("--base v6.1", "base-commit
+	// ... given in the series", ...).
+	Base        string `json:"base"`
+	BaseSubject string `json:"base_subject,omitempty"`
+	BaseReason  string `json:"base_reason,omitempty"`
+	// ThreeWay is the error of the `git am -3` fallback when it was
+	// tried.
+	ThreeWay string `json:"three_way,omitempty"`
+
+	kind fail.Kind
+	hint string
+}
+
+func newFailure(i int, c Commit, err error, base *object.Commit, reason string, applied int) *Failure {
+	f := &Failure{Patch: i + 1, Label: c.Label, MessageID: c.MessageID, Applied: applied, Reason: err.Error(),
+		Base: base.Hash.String(), BaseSubject: firstLine(base.Message), BaseReason: reason, kind: fail.KindFailed}
+	var fe *fileError
+	if errors.As(err, &fe) {
+		f.File, f.Reason = fe.name, fe.err.Error()
+	}
+	var he *hunkError
+	if errors.As(err, &he) {
+		f.Hunk, f.HunkHeader = he.Index, strings.TrimSpace(he.Header)
+	}
+	return f
+}
+
+// Error is the whole story: "patch <label>: <file>: <reason>", then
+// what was tried and what to do.
+func (f *Failure) Error() string {
+	var b strings.Builder
+	b.WriteString("patch " + f.Label + ": ")
+	if f.File != "" {
+		b.WriteString(f.File + ": ")
+	}
+	b.WriteString(f.Reason)
+	if f.ThreeWay != "" {
+		b.WriteString("\n--3way: " + f.ThreeWay)
+	}
+	if f.hint != "" {
+		b.WriteString("\n" + f.hint)
+	}
+	return b.String()
+}
+
+// FailKind classifies the failure (internal/fail).
+func (f *Failure) FailKind() fail.Kind {
+	if f.kind == fail.KindInput {
+		return fail.KindInput
+	}
+	return fail.KindFailed
+}
+
+// fileError is a patch's error on one file.
+type fileError struct {
+	name string
+	err  error
+}
+
+func (e *fileError) Error() string { return e.name + ": " + e.err.Error() }
+func (e *fileError) Unwrap() error { return e.err }
 
 func firstLine(s string) string {
 	l, _, _ := strings.Cut(s, "\n")
@@ -378,7 +466,7 @@ func applyOne(st storer.EncodedObjectStorer, parent *object.Commit, c Commit, co
 			name = f.OldName
 		}
 		if err != nil {
-			return nil, nil, fmt.Errorf("%s: %w", name, err)
+			return nil, nil, &fileError{name, err}
 		}
 		for _, n := range notes {
 			ac.Notes = append(ac.Notes, name+": "+n)

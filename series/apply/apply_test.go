@@ -2,6 +2,7 @@ package apply
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -208,6 +209,17 @@ func TestApplyFailure(t *testing.T) {
 	}
 	if fail.KindOf(err) != fail.KindFailed {
 		t.Errorf("error kind %v, want failed", fail.KindOf(err))
+	}
+	// The same, as data to store and report.
+	var f *Failure
+	baseHash, _ := gitCmd(repo, nil, "rev-parse", "base")
+	if !errors.As(err, &f) {
+		t.Fatalf("error %T is no *Failure", err)
+	}
+	if f.Patch != 1 || f.Label != "2/3 drivers: change ten" || f.File != "drivers/x.c" || f.Hunk != 1 ||
+		f.HunkHeader != "@@ -7,7 +7,7 @@ line 6" || f.Base != strings.TrimSpace(baseHash) || f.BaseReason != "--base base" ||
+		f.BaseSubject == "" || f.Applied != 0 || !strings.HasPrefix(f.Reason, "hunk #1 @@ -7,7 +7,7 @@ line 6 does not apply") {
+		t.Errorf("failure %+v", f)
 	}
 	if _, err := gitCmd(repo, nil, "rev-parse", "--verify", "-q", "refs/heads/test/fail"); err == nil {
 		t.Error("the branch was written although the patch failed")
