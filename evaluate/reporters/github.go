@@ -125,26 +125,30 @@ func queueGitHub(st *store.Store, name string, evalID int64, r GitHubResult, app
 // only). Statuses never go back to pending and a status identical to the
 // newest one in its context is not posted again; comments carry a marker
 // so that a retry after a crash finds them.
+//
+// It authenticates with a plain token from a file (NewGitHub), or as a
+// GitHub App installation (NewGitHubApp): installation access tokens are
+// made from the App's private key and replaced before they expire (they
+// last an hour), and one GitHub refuses before its time is replaced at
+// once. Tokens and keys never appear in errors or logs.
 type GitHub struct {
 	Owner, Repo string
 	// GitURL is where branches are pushed (https://github.com/o/r.git).
 	GitURL string
-	// App says the token is a GitHub App installation token.
+	// App says the reporter posts as a GitHub App (check runs too).
 	App bool
 	// Instance tells this reporter's posts from other GitHub reporters'
 	// (the followed list's name); "" for the only one.
-	Instance string
-	token    string
-	client   *github.Client
+	Instance  string
+	auth      tokenSource
+	client    *github.Client
+	transport *tokenTransport
 }
 
 // NewGitHub reads the token from tokenFile. apiURL is "" for github.com,
-// else the API base URL (GitHub Enterprise, tests).
+// else the API base URL (GitHub Enterprise, tests). app says the token is
+// a GitHub App installation token someone else keeps fresh in the file.
 func NewGitHub(repo, gitURL, tokenFile, apiURL string, app bool) (*GitHub, error) {
-	owner, name, ok := strings.Cut(repo, "/")
-	if !ok || owner == "" || name == "" || strings.Contains(name, "/") {
-		return nil, fail.Inputf("github: repo %q: want owner/name", repo)
-	}
 	b, err := os.ReadFile(tokenFile)
 	if err != nil {
 		return nil, fail.Inputf("github: token file: %w", err)
@@ -153,8 +157,44 @@ func NewGitHub(repo, gitURL, tokenFile, apiURL string, app bool) (*GitHub, error
 	if tok == "" || strings.ContainsAny(tok, " \t\r\n") {
 		return nil, fail.Inputf("github: token file %s: want one token on one line", tokenFile)
 	}
-	c := github.NewClient(&http.Client{Timeout: 60 * time.Second}).WithAuthToken(tok)
+	g, err := newGitHub(repo, gitURL, apiURL)
+	if err != nil {
+		return nil, err
+	}
+	g.App, g.auth = app, staticToken(tok)
+	g.transport.src = g.auth
+	return g, nil
+}
+
+// NewGitHubApp posts as installation app.InstallationID of GitHub App
+// app.AppID, with the App's private key from app.PrivateKeyFile. now is
+// the clock (nil: time.Now).
+func NewGitHubApp(repo, gitURL string, app GitHubApp, apiURL string, now func() time.Time) (*GitHub, error) {
+	g, err := newGitHub(repo, gitURL, apiURL)
+	if err != nil {
+		return nil, err
+	}
+	if now == nil {
+		now = time.Now
+	}
+	a, err := newAppToken(app, g.client, now)
+	if err != nil {
+		return nil, err
+	}
+	g.App, g.auth = true, a
+	g.transport.src = g.auth
+	return g, nil
+}
+
+func newGitHub(repo, gitURL, apiURL string) (*GitHub, error) {
+	owner, name, ok := strings.Cut(repo, "/")
+	if !ok || owner == "" || name == "" || strings.Contains(name, "/") {
+		return nil, fail.Inputf("github: repo %q: want owner/name", repo)
+	}
+	tt := &tokenTransport{}
+	c := github.NewClient(&http.Client{Timeout: 60 * time.Second, Transport: tt})
 	if apiURL != "" {
+		var err error
 		if c, err = c.WithEnterpriseURLs(apiURL, apiURL); err != nil {
 			return nil, fail.Inputf("github: api url %q: %v", apiURL, err)
 		}
@@ -165,7 +205,7 @@ func NewGitHub(repo, gitURL, tokenFile, apiURL string, app bool) (*GitHub, error
 	if gitURL == "" {
 		gitURL = "https://github.com/" + repo + ".git"
 	}
-	return &GitHub{Owner: owner, Repo: name, GitURL: gitURL, App: app, token: tok, client: c}, nil
+	return &GitHub{Owner: owner, Repo: name, GitURL: gitURL, client: c, transport: tt}, nil
 }
 
 // Name implements Reporter.
@@ -225,7 +265,7 @@ func (g *GitHub) Deliver(ctx context.Context, p *store.Post, resumed bool) (stri
 		return g.comment(ctx, p, gp)
 	case "check":
 		if !g.App {
-			return "", Permanent(errors.New("github: check runs need a GitHub App installation token (set app = true); commit statuses work with a plain token"))
+			return "", Permanent(errors.New("github: check runs need a GitHub App (set app_id, installation_id and private_key_file); commit statuses work with a plain token"))
 		}
 		return g.check(ctx, gp)
 	}
@@ -243,13 +283,17 @@ func (g *GitHub) push(ctx context.Context, gp GitHubPost) (string, error) {
 	}
 	// An in-memory remote: the local tree's config is left alone.
 	rem := git.NewRemote(r.Storer, &gitconfig.RemoteConfig{Name: "patcheval-mirror", URLs: []string{g.GitURL}})
+	tok, _, err := g.auth.Token(ctx)
+	if err != nil {
+		return "", err
+	}
 	err = rem.PushContext(ctx, &git.PushOptions{
 		RemoteName: "patcheval-mirror",
 		RefSpecs:   []gitconfig.RefSpec{gitconfig.RefSpec("+" + local.String() + ":refs/heads/" + gp.Branch)},
-		Auth:       &githttp.BasicAuth{Username: "x-access-token", Password: g.token},
+		Auth:       &githttp.BasicAuth{Username: "x-access-token", Password: tok},
 	})
 	if err != nil && !errors.Is(err, git.NoErrAlreadyUpToDate) {
-		return "", fmt.Errorf("github: pushing %s to %s: %s", gp.Branch, g.GitURL, strings.ReplaceAll(err.Error(), g.token, "***"))
+		return "", fmt.Errorf("github: pushing %s to %s: %s", gp.Branch, g.GitURL, strings.ReplaceAll(err.Error(), tok, "***"))
 	}
 	return g.GitURL + "#" + gp.Branch, nil
 }

@@ -44,6 +44,8 @@ type fakeGitHub struct {
 	// "secondary"; limitN is how many.
 	limited string
 	limitN  int
+	// app, when set, makes installation access tokens (githubapp_test.go).
+	app *fakeApp
 }
 
 func newFakeGitHub(t *testing.T, token string) *fakeGitHub {
@@ -119,7 +121,7 @@ func newFakeGitHub(t *testing.T, token string) *fakeGitHub {
 		js(w, 200, map[string]any{"total_count": len(out), "check_runs": out})
 	})
 	mux.HandleFunc("POST /repos/{o}/{r}/check-runs", func(w http.ResponseWriter, r *http.Request) {
-		if !strings.HasPrefix(f.token, "ghs_") { // installation tokens
+		if !strings.HasPrefix(strings.TrimPrefix(r.Header.Get("Authorization"), "Bearer "), "ghs_") { // installation tokens
 			js(w, 403, map[string]any{"message": "You must authenticate via a GitHub App."})
 			return
 		}
@@ -133,7 +135,11 @@ func newFakeGitHub(t *testing.T, token string) *fakeGitHub {
 	f.Server = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		f.mu.Lock()
 		defer f.mu.Unlock()
-		if r.Header.Get("Authorization") != "Bearer "+f.token {
+		if f.app != nil && r.Method == "POST" && strings.HasPrefix(r.URL.Path, "/app/installations/") {
+			f.app.accessToken(w, r, js)
+			return
+		}
+		if r.Header.Get("Authorization") != "Bearer "+f.token && !f.app.valid(r.Header.Get("Authorization")) {
 			js(w, 401, map[string]any{"message": "Bad credentials"})
 			return
 		}

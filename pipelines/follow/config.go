@@ -7,6 +7,7 @@ import (
 	"net/url"
 	"path"
 	"regexp"
+	"strconv"
 	"strings"
 	"time"
 
@@ -57,7 +58,11 @@ import (
 //	repo = "owner/linux"
 //	mirror = "https://github.com/owner/linux.git"   # where branches go (default: the repo's)
 //	token_file = "/etc/patcheval/github.token"
-//	app = false                    # the token is a GitHub App installation token: check runs too
+//	# or, as a GitHub App (check runs too; installation tokens are made
+//	# from the App's key and renewed before they expire):
+//	# app_id = 123456              # the App's app ID or client ID
+//	# installation_id = 7890123
+//	# private_key_file = "/etc/patcheval/github-app.pem"
 //	api_url = ""                   # GitHub Enterprise: the API base URL
 //
 //	[list.mail]                    # the reply draft, over the [smtp] settings
@@ -112,13 +117,36 @@ type PatchworkConfig struct {
 	TokenFile string `toml:"token_file" json:"token_file"`
 }
 
-// GitHubConfig is a [list.github] table.
+// GitHubConfig is a [list.github] table: a plain token (TokenFile), or
+// a GitHub App installation (AppID, InstallationID, PrivateKeyFile).
 type GitHubConfig struct {
 	Repo      string `toml:"repo" json:"repo"`
 	Mirror    string `toml:"mirror" json:"mirror,omitempty"`
-	TokenFile string `toml:"token_file" json:"token_file"`
-	App       bool   `toml:"app" json:"app,omitempty"`
-	APIURL    string `toml:"api_url" json:"api_url,omitempty"`
+	TokenFile string `toml:"token_file" json:"token_file,omitempty"`
+	// App says TokenFile holds an App installation token that something
+	// else keeps fresh.
+	App            bool   `toml:"app" json:"app,omitempty"`
+	AppID          AppID  `toml:"app_id" json:"app_id,omitempty"`
+	InstallationID int64  `toml:"installation_id" json:"installation_id,omitempty"`
+	PrivateKeyFile string `toml:"private_key_file" json:"private_key_file,omitempty"`
+	APIURL         string `toml:"api_url" json:"api_url,omitempty"`
+}
+
+// AppID is a GitHub App's client ID ("Iv23li...") or numeric app ID; TOML
+// may give either as a string, the app ID as an integer.
+type AppID string
+
+// UnmarshalTOML implements toml.Unmarshaler.
+func (a *AppID) UnmarshalTOML(v any) error {
+	switch x := v.(type) {
+	case int64:
+		*a = AppID(strconv.FormatInt(x, 10))
+	case string:
+		*a = AppID(x)
+	default:
+		return fmt.Errorf("app_id: want the App's client ID or app ID, not %T", v)
+	}
+	return nil
 }
 
 // MailConfig is a [list.mail] table.
@@ -160,7 +188,7 @@ type configList struct {
 var tableKeys = map[string]string{
 	"list":            "url name paths subject allow deny rfc pipeline tree base since quiet incomplete_after poll address report recipients reviewers, tables patchwork github mail",
 	"list.patchwork":  "url project token_file",
-	"list.github":     "repo mirror token_file app api_url",
+	"list.github":     "repo mirror token_file app app_id installation_id private_key_file api_url",
 	"list.mail":       "mode archive",
 	"list.recipients": "match report",
 }
@@ -316,8 +344,16 @@ func (c configList) reporters(l *List) error {
 		if !ok || !nameRe.MatchString(owner) || !nameRe.MatchString(name) {
 			return fmt.Errorf("[list.github] repo %q: want owner/name", gh.Repo)
 		}
-		if gh.TokenFile == "" {
-			return fmt.Errorf("[list.github] token_file: missing (a file holding a token that may push and set statuses)")
+		app := gh.AppID != "" || gh.InstallationID != 0 || gh.PrivateKeyFile != ""
+		switch {
+		case app && gh.TokenFile != "":
+			return fmt.Errorf("[list.github] token_file and app_id/installation_id/private_key_file: give a token or a GitHub App, not both")
+		case app && (gh.AppID == "" || gh.InstallationID <= 0 || gh.PrivateKeyFile == ""):
+			return fmt.Errorf("[list.github] a GitHub App needs app_id, installation_id (positive) and private_key_file (got %q, %d, %q)",
+				gh.AppID, gh.InstallationID, gh.PrivateKeyFile)
+		case !app && gh.TokenFile == "":
+			return fmt.Errorf("[list.github] token_file: missing (a file holding a token that may push and set statuses), " +
+				"or app_id, installation_id and private_key_file for a GitHub App (check runs too)")
 		}
 		if gh.Mirror != "" && !httpURL(gh.Mirror) {
 			return fmt.Errorf("[list.github] mirror %q: want the repository's https git URL, without credentials", gh.Mirror)

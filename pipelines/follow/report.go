@@ -73,7 +73,14 @@ func NewReporting(st *store.Store, lists []List, smtp *mail.SMTPSettings, dashbo
 			}
 		}
 		if c := l.GitHub; c != nil {
-			gh, err := reporters.NewGitHub(c.Repo, c.Mirror, c.TokenFile, c.APIURL, c.App)
+			var gh *reporters.GitHub
+			var err error
+			if c.AppID != "" {
+				gh, err = reporters.NewGitHubApp(c.Repo, c.Mirror, reporters.GitHubApp{AppID: string(c.AppID),
+					InstallationID: c.InstallationID, PrivateKeyFile: c.PrivateKeyFile}, c.APIURL, nil)
+			} else {
+				gh, err = reporters.NewGitHub(c.Repo, c.Mirror, c.TokenFile, c.APIURL, c.App)
+			}
 			if err != nil {
 				errs = append(errs, fmt.Sprintf("[[list]] %s: [list.github]: %v", l.Name, err))
 			} else {

@@ -2,7 +2,11 @@ package follow
 
 import (
 	"context"
+	"crypto/rand"
+	"crypto/rsa"
+	"crypto/x509"
 	"encoding/json"
+	"encoding/pem"
 	"math"
 	"os"
 	"path/filepath"
@@ -46,12 +50,21 @@ app = true
 		l.Mail == nil || l.Mail.Mode != "moderated" || l.Mail.Archive != "https://lore.kernel.org/linuxppc-dev" {
 		t.Errorf("reporters: %+v %+v %+v", l.Patchwork, l.GitHub, l.Mail)
 	}
+	os.WriteFile(file, []byte("[[list]]\nurl = \"https://lore.kernel.org/a\"\npipeline = \"p\"\n[list.github]\nrepo = \"o/r\"\n"+
+		"app_id = 123456\ninstallation_id = 7890\nprivate_key_file = \"/etc/app.pem\"\n"), 0o644)
+	if ls, err := LoadConfig(file, nil); err != nil || ls[0].GitHub.AppID != "123456" || ls[0].GitHub.InstallationID != 7890 ||
+		ls[0].GitHub.PrivateKeyFile != "/etc/app.pem" {
+		t.Errorf("a GitHub App table: %+v %v", ls, err)
+	}
 	for _, tc := range []struct{ table, want string }{
 		{"[list.patchwork]\nurl = \"patchwork.ozlabs.org\"\ntoken_file = \"/t\"", `[list.patchwork] url "patchwork.ozlabs.org"`},
 		{"[list.patchwork]\nurl = \"https://pw.example.org\"", "[list.patchwork] token_file: missing"},
 		{"[list.patchwork]\nurl = \"https://pw.example.org\"\ntoken = \"s3cret\"", `[list.patchwork] has no key "token"`},
 		{"[list.github]\nrepo = \"linux\"\ntoken_file = \"/t\"", `[list.github] repo "linux": want owner/name`},
 		{"[list.github]\nrepo = \"o/r\"\ntoken_file = \"/t\"\nmirror = \"https://u:pw@github.com/o/r.git\"", "without credentials"},
+		{"[list.github]\nrepo = \"o/r\"\ntoken_file = \"/t\"\napp_id = 1\ninstallation_id = 2\nprivate_key_file = \"/k\"", "a token or a GitHub App, not both"},
+		{"[list.github]\nrepo = \"o/r\"\napp_id = 1\nprivate_key_file = \"/k\"", "a GitHub App needs app_id, installation_id (positive) and private_key_file"},
+		{"[list.github]\nrepo = \"o/r\"\napp_id = 1.5\ninstallation_id = 2\nprivate_key_file = \"/k\"", "app_id: want the App's client ID or app ID"},
 		{"[list.mail]\nmode = \"yolo\"", `[list.mail] mode "yolo"`},
 		{"[list.jenkins]\nurl = \"https://ci\"", `[list] has no table "jenkins`},
 	} {
@@ -262,4 +275,31 @@ func keys(m map[string]*store.Post) []string {
 		out = append(out, k)
 	}
 	return out
+}
+
+// A [list.github] table with app_id makes a GitHub App reporter (check
+// runs); a key file that is no key is bad input naming the list and the
+// file.
+func TestReportingGitHubApp(t *testing.T) {
+	dir := t.TempDir()
+	key, err := rsa.GenerateKey(rand.Reader, 2048)
+	if err != nil {
+		t.Fatal(err)
+	}
+	keyFile := filepath.Join(dir, "app.pem")
+	os.WriteFile(keyFile, pem.EncodeToMemory(&pem.Block{Type: "RSA PRIVATE KEY", Bytes: x509.MarshalPKCS1PrivateKey(key)}), 0o600)
+	l := List{Name: "ppc", URL: "https://lore.example.org/ppc", Pipeline: "p",
+		GitHub: &GitHubConfig{Repo: "o/linux", AppID: "123456", InstallationID: 7, PrivateKeyFile: keyFile}}
+	rep, err := NewReporting(nil, []List{l}, nil, "", nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if gh := rep.lists["ppc"].gh; gh == nil || !gh.App {
+		t.Errorf("reporter %+v, want a GitHub App's", gh)
+	}
+	os.WriteFile(keyFile, []byte("not a key\n"), 0o600)
+	if _, err := NewReporting(nil, []List{l}, nil, "", nil, nil); err == nil || !strings.Contains(err.Error(), "ppc") ||
+		!strings.Contains(err.Error(), keyFile) || strings.Contains(err.Error(), "not a key") {
+		t.Errorf("bad key file: %v", err)
+	}
 }
