@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"fmt"
 	"io"
 	"log/slog"
 	"path/filepath"
@@ -9,9 +10,12 @@ import (
 
 	"github.com/patcheval/patcheval/evaluate/mail"
 	"github.com/patcheval/patcheval/evaluate/store"
+	"github.com/patcheval/patcheval/internal/fail"
 	"github.com/patcheval/patcheval/internal/xdg"
 	"github.com/patcheval/patcheval/pipelines"
+	"github.com/patcheval/patcheval/pipelines/bisect"
 	"github.com/patcheval/patcheval/pipelines/follow"
+	"github.com/patcheval/patcheval/pipelines/perpatch"
 	"github.com/patcheval/patcheval/pipelines/service"
 	"github.com/patcheval/patcheval/series"
 )
@@ -59,7 +63,8 @@ func setupBots(cfg *service.Config, o serveOptions, config string) (func(*servic
 			f.Submitted = func(_ follow.List, _ *series.Series, id int64) error { return rep.Notify(ctx, id, follow.EventQueued) }
 		}
 		// Replies to the reports may command (#patcheval retest, ...).
-		f.Triage = follow.ServiceTriager{Service: s, Store: s.Store(), Reporting: rep}
+		f.Triage = follow.ServiceTriager{Service: s, Store: s.Store(), Reporting: rep, Log: log,
+			Bisect: seriesBisector(s, cfg.CacheDir, cfg.Jobs, log)}
 		return f.Run(ctx)
 	}})
 	if rep != nil {
@@ -96,5 +101,49 @@ func newFollower(log io.Writer, lists []follow.List, st *store.Store, svc follow
 		Submit: follow.ServiceSubmitter{Service: svc},
 		Dir:    filepath.Join(xdg.CacheDir(), "lists"),
 		Log:    slog.New(slog.NewTextHandler(log, nil)),
+	}
+}
+
+// seriesBisector is #patcheval bisect in serve: the bisection inside the
+// series of an evaluation's whole-series regression (pipelines/perpatch
+// over the applied commits, the ends and the evaluation's kernels
+// reused), run in the background in this process rather than through the
+// job queue; its reports go to the evaluation's output directory
+// (series-bisect/), its result to result.
+func seriesBisector(s *service.Service, cacheDir string, jobs int, log *slog.Logger) func(context.Context, int64, func(string)) (string, error) {
+	return func(ctx context.Context, id int64, result func(string)) (string, error) {
+		ser, err := perpatch.Load(s.Store(), id)
+		if err != nil {
+			return "", err
+		}
+		if len(perpatch.SeriesPairs(ser.Pipeline)) == 0 {
+			return "", fail.Inputf("pipeline %s compares no variant without the series against the same kernel with it: nothing to bisect inside the series", ser.Pipeline.Name)
+		}
+		if len(ser.Commits) < 2 {
+			return "", fail.Inputf("the series has %d patch: nothing to bisect inside it", len(ser.Commits))
+		}
+		dir := filepath.Join(s.OutDir(id), "series-bisect")
+		go func() {
+			pp, err := perpatch.Run(ctx, ser, perpatch.Options{Bisect: true, BisectDir: dir,
+				BisectMeasurer: func(at *pipelines.Pipeline, variant, benchmark, metric string) bisect.Measurer {
+					return &bisect.PipelineMeasurer{Pipeline: at, Variant: variant, Benchmark: benchmark, Metric: metric, Repo: ser.Repo,
+						OutDir: filepath.Join(dir, "steps"), Store: s.Store(), CacheDir: cacheDir, Jobs: jobs}
+				},
+				Context: bisect.Context{Tree: ser.Repo, Arch: strings.Join(ser.Pipeline.Arches, ",")},
+				Logf:    func(format string, a ...any) { log.Info(fmt.Sprintf(format, a...), "evaluation", id) }})
+			switch {
+			case err != nil:
+				result("failed: " + err.Error())
+			case pp == nil || pp.Bisection == nil:
+				note := "no whole-series regression of at least the pipeline's threshold to bisect"
+				if pp != nil && len(pp.Notes) > 0 {
+					note = strings.Join(pp.Notes, "; ")
+				}
+				result(note)
+			default:
+				result(pp.Bisection.Sentence())
+			}
+		}()
+		return fmt.Sprintf("bisection inside the series of evaluation %d started (%d patches); the result follows in this thread", id, len(ser.Commits)), nil
 	}
 }

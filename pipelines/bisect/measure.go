@@ -30,9 +30,12 @@ type PipelineMeasurer struct {
 	// OutDir receives one directory of reports per measurement.
 	OutDir    string
 	StorePath string
-	CacheDir  string
-	Jobs      int
-	Progress  *progress.Reporter
+	// Store, when set, is used instead of opening StorePath (a service's
+	// own store, SQLite or Postgres).
+	Store    *store.Store
+	CacheDir string
+	Jobs     int
+	Progress *progress.Reporter
 
 	mu  sync.Mutex
 	seq map[string]int
@@ -78,11 +81,11 @@ func Single(p *pipelines.Pipeline, variant, benchmark string) (*pipelines.Pipeli
 
 // run evaluates p in the measurer's store.
 func (m *PipelineMeasurer) run(ctx context.Context, p *pipelines.Pipeline, o runner.Options) (*runner.Outcome, error) {
-	st, err := store.Open(m.StorePath)
+	st, done, err := m.open()
 	if err != nil {
 		return nil, err
 	}
-	defer st.Close()
+	defer done()
 	return runner.Run(ctx, runner.Env{Store: st, CacheDir: m.CacheDir, Jobs: m.Jobs, Progress: m.Progress}, p, o)
 }
 
@@ -136,11 +139,11 @@ func (m *PipelineMeasurer) Measure(ctx context.Context, commit string, boots int
 		}
 		return meas, err
 	}
-	st, err := store.Open(m.StorePath)
+	st, done, err := m.open()
 	if err != nil {
 		return meas, err
 	}
-	defer st.Close()
+	defer done()
 	samples, err := st.Samples(o.EvaluationID)
 	if err != nil {
 		return meas, err
@@ -152,4 +155,16 @@ func (m *PipelineMeasurer) Measure(ctx context.Context, commit string, boots int
 	}
 	meas.Values, meas.Unit = set.Values, set.Unit
 	return meas, nil
+}
+
+// open is the measurer's store and what to call when done with it.
+func (m *PipelineMeasurer) open() (*store.Store, func(), error) {
+	if m.Store != nil {
+		return m.Store, func() {}, nil
+	}
+	st, err := store.Open(m.StorePath)
+	if err != nil {
+		return nil, nil, err
+	}
+	return st, func() { st.Close() }, nil
 }

@@ -21,8 +21,9 @@ import (
 //
 //	#patcheval retest [pipeline]   evaluate the series again (or with another pipeline)
 //	#patcheval invalid             withdraw the report
-//	#patcheval bisect              bisect the regression
-//	#patcheval test <lore URL | git URL branch>
+//	#patcheval bisect              bisect the regression inside the series
+//	#patcheval test <lore URL | Message-ID>  evaluate another series
+//	                               (a git URL and branch: not supported yet)
 //
 // Only the series' author, the maintainers and reviewers of the files it
 // touches (the base commit's MAINTAINERS) and the list's triage people

@@ -179,26 +179,45 @@ func TestTriageOnPublicInbox(t *testing.T) {
 		t.Fatal(err)
 	}
 	rs := &rerunService{runnerService: runnerService{st}}
-	f.Triage = ServiceTriager{Service: rs, Store: st, Reporting: rep}
+	var bisected []int64
+	bisector := func(ctx context.Context, id int64, result func(string)) (string, error) {
+		bisected = append(bisected, id)
+		result("patch 1/1 is the first with the kill ns/op regression")
+		return fmt.Sprintf("bisection inside the series of evaluation %d started", id), nil
+	}
+	f.Triage = ServiceTriager{Service: rs, Store: st, Reporting: rep, Bisect: bisector}
+	// #patcheval test names another series on the list's inbox.
+	srv.Add(t, writeMbox(t, root, "other.mbox", g.series("ttt", sam, "mm/slab: tidy", 1, 1, []string{"mm/slab.c"}, "")...))
 	srv.Add(t, writeMbox(t, root, "replies2.mbox",
 		msg("s1@example.org", sam, report, refs, "#patcheval retest\n#patcheval retest selinux-tax\n"),
-		msg("s2@example.org", "Mae Maint <mae@example.org>", report, refs, "#patcheval invalid\n#patcheval bisect\n")))
+		msg("s2@example.org", "Mae Maint <mae@example.org>", report, refs, "#patcheval invalid\n#patcheval bisect\n"),
+		msg("s3@example.org", sam, report, refs, "#patcheval test "+srv.URL+"/"+srv.Inbox+"/ttt-v1-0@example.org/\n"+
+			"#patcheval test git://git.example.org/linux.git topic\n#patcheval test /etc/passwd\n")))
 	if err := f.Poll(ctx); err != nil {
 		t.Fatal(err)
 	}
 	cmds, _ = st.TriageCommands("test")
 	got = nil
-	for _, c := range cmds[len(cmds)-4:] {
+	for _, c := range cmds[len(cmds)-7:] {
 		got = append(got, c.Command+" "+c.Status+": "+c.Note)
 	}
 	wantRows = []string{
 		fmt.Sprintf("#patcheval retest done: evaluation %d queued again", ev),
 		"#patcheval retest selinux-tax done: evaluation 2: the series with pipeline selinux-tax",
 		"#patcheval invalid done: report withdrawn (1 Patchwork check(s) set to success \"withdrawn\")",
-		"#patcheval bisect failed: #patcheval bisect is not supported yet",
+		fmt.Sprintf("#patcheval bisect done: bisection inside the series of evaluation %d started", ev),
+		"#patcheval test " + srv.URL + "/" + srv.Inbox + "/ttt-v1-0@example.org/ done: evaluation 3: \"mm/slab: tidy\" v1 (1 patch(es)) with pipeline ppc-preempt-dynamic",
+		"#patcheval test git://git.example.org/linux.git topic failed: #patcheval test git://git.example.org/linux.git topic: testing a git branch is not supported yet; give the lore URL of a series",
+		"#patcheval test /etc/passwd failed: #patcheval test /etc/passwd: want the lore URL (http or https) or the Message-ID of a series",
 	}
 	if !reflect.DeepEqual(got, wantRows) {
 		t.Errorf("service triage:\n  %s\nwant:\n  %s", strings.Join(got, "\n  "), strings.Join(wantRows, "\n  "))
+	}
+	if len(bisected) != 1 || bisected[0] != ev {
+		t.Errorf("bisections started %v, want evaluation %d", bisected, ev)
+	}
+	if e3, err := st.Evaluation(3); err != nil || e3.SeriesMsgID != "ttt-v1-0@example.org" || e3.Pipeline != "ppc-preempt-dynamic" {
+		t.Errorf("evaluation 3 (#patcheval test): %+v %v", e3, err)
 	}
 	if len(rs.reruns) != 1 || rs.reruns[0] != ev {
 		t.Errorf("reruns %v", rs.reruns)
@@ -207,7 +226,7 @@ func TestTriageOnPublicInbox(t *testing.T) {
 		t.Errorf("evaluation 2: %+v %v", e2, err)
 	}
 	posts, _ := st.Posts(0, "", 100)
-	var checks, acks int
+	var checks, acks, results int
 	for _, p := range posts {
 		switch {
 		case strings.HasPrefix(p.Reporter, "patchwork") && p.State == "success" && strings.Contains(p.Payload, "withdrawn by mae@example.org"):
@@ -217,10 +236,15 @@ func TestTriageOnPublicInbox(t *testing.T) {
 			if !strings.Contains(p.Payload, `"in_reply_to":"s`) || !strings.Contains(p.Payload, "patcheval: ") {
 				t.Errorf("ack: %s", p.Payload)
 			}
+		case strings.HasPrefix(p.Reporter, "mail") && strings.HasPrefix(p.Target, "bisect "):
+			results++
+			if !strings.Contains(p.Payload, `"in_reply_to":"s2@example.org"`) || !strings.Contains(p.Payload, "bisection: patch 1/1 is the first") {
+				t.Errorf("bisection result: %s", p.Payload)
+			}
 		}
 	}
-	if checks != 1 || acks != 4 {
-		t.Errorf("%d withdrawn checks and %d acknowledgements queued, want 1 and 4", checks, acks)
+	if checks != 1 || acks != 7 || results != 1 {
+		t.Errorf("%d withdrawn checks, %d acknowledgements and %d bisection results queued, want 1, 7 and 1", checks, acks, results)
 	}
 }
 

@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
+	"log/slog"
 	"strings"
 	"time"
 
@@ -16,6 +17,7 @@ import (
 	"github.com/patcheval/patcheval/mbox"
 	"github.com/patcheval/patcheval/pipelines"
 	"github.com/patcheval/patcheval/pipelines/runner"
+	"github.com/patcheval/patcheval/series"
 )
 
 // Rerunner is the part of the service a ServiceTriager uses besides
@@ -32,7 +34,13 @@ type Rerunner interface {
 //	retest <pipeline>  evaluates the series with that pipeline
 //	invalid            withdraws the report: the list's Patchwork checks
 //	                   become success "withdrawn"
-//	bisect, test       not carried out yet: answered as such
+//	bisect             starts the bisection inside the series of the
+//	                   evaluation's regression (Bisect, in the background);
+//	                   its result follows in the thread
+//	test <lore URL>    fetches that thread and evaluates its series as the
+//	                   list evaluates a new one (its pipeline, tree, base);
+//	                   a bare Message-ID is looked up in the list's inbox.
+//	                   A git URL and branch is refused as not supported yet
 //
 // and acknowledges each in the thread (a reply to the command, through
 // the list's mail reporter, when the list has one).
@@ -44,6 +52,16 @@ type ServiceTriager struct {
 	Reporting *Reporting
 	// Find resolves a pipeline name (default pipelines.Find).
 	Find func(string) (*pipelines.Pipeline, error)
+	// Bisect starts bisecting evaluation id's whole-series regression
+	// inside the series and returns at once with a note; it calls result
+	// once with the outcome (a sentence naming the patch, or why not).
+	// nil: this service runs no bisections.
+	Bisect func(ctx context.Context, id int64, result func(text string)) (string, error)
+	// Fetch is the thread fetcher of #patcheval test (default mbox.Fetch
+	// without the thread cache).
+	Fetch func(ctx context.Context, src mbox.Source) (*mbox.Thread, error)
+	// Log receives what cannot be answered in the thread (nil: dropped).
+	Log *slog.Logger
 }
 
 // Triage implements Triager.
@@ -99,15 +117,81 @@ func (t ServiceTriager) do(ctx context.Context, r TriageRequest) (string, error)
 			return "", err
 		}
 		return fmt.Sprintf("report withdrawn (%d Patchwork check(s) set to success \"withdrawn\")", n), nil
-	case "bisect", "test":
-		return "", fail.Inputf("#patcheval %s is not supported yet", r.Command.Name)
+	case "bisect":
+		if t.Bisect == nil {
+			return "", fail.Inputf("#patcheval bisect: this service runs no bisections")
+		}
+		return t.Bisect(ctx, r.EvaluationID, func(text string) {
+			if err := t.post(r, "bisect", "bisection: "+text); err != nil && t.Log != nil {
+				t.Log.Warn("follow: bisection result not queued", "evaluation", r.EvaluationID, "err", err)
+			}
+		})
+	case "test":
+		return t.test(ctx, r)
 	}
 	return "", fail.Inputf("unknown command %q", r.Command.Name)
 }
 
+// test evaluates the series of a lore thread as the list evaluates a new
+// series.
+func (t ServiceTriager) test(ctx context.Context, r TriageRequest) (string, error) {
+	args := r.Command.Args
+	if len(args) == 0 {
+		return "", fail.Inputf("#patcheval test: give the lore URL of a series")
+	}
+	arg := args[0]
+	var src mbox.Source
+	switch {
+	case len(args) > 1 || strings.HasPrefix(arg, "git://") || strings.HasPrefix(arg, "ssh://") || strings.HasSuffix(arg, ".git"):
+		return "", fail.Inputf("#patcheval test %s: testing a git branch is not supported yet; give the lore URL of a series", strings.Join(args, " "))
+	case strings.HasPrefix(arg, "http://") || strings.HasPrefix(arg, "https://"):
+		var err error
+		if src, err = mbox.ParseSource(arg); err != nil {
+			return "", err
+		}
+	case strings.Contains(arg, "@") && !strings.ContainsAny(arg, "/ "):
+		// A bare Message-ID: the list's own inbox (never a local file).
+		base, inbox := r.List.URL, ""
+		if i := strings.LastIndex(strings.TrimRight(base, "/"), "/"); i > 0 {
+			base, inbox = base[:i], strings.Trim(base[i+1:], "/")
+		}
+		src = mbox.Source{Kind: mbox.SourceLore, MsgID: strings.Trim(arg, "<>"), Base: base, Inbox: inbox}
+	default:
+		return "", fail.Inputf("#patcheval test %s: want the lore URL (http or https) or the Message-ID of a series", arg)
+	}
+	fetch := t.Fetch
+	if fetch == nil {
+		fetch = func(ctx context.Context, src mbox.Source) (*mbox.Thread, error) {
+			return mbox.Fetch(ctx, src, mbox.FetchOptions{NoCache: true})
+		}
+	}
+	th, err := fetch(ctx, src)
+	if err != nil {
+		return "", err
+	}
+	s, err := series.Resolve(th, series.Options{})
+	if err != nil {
+		return "", err
+	}
+	in, err := runner.Load(t.Store, r.EvaluationID)
+	if err != nil {
+		return "", err
+	}
+	sub := ServiceSubmitter{Service: t.Service, From: in.Options.From, TestedBy: in.Options.TestedBy, Find: t.Find}
+	id, err := sub.Submit(ctx, r.List, s, th)
+	if err != nil {
+		return "", err
+	}
+	return fmt.Sprintf("evaluation %d: %q v%d (%d patch(es)) with pipeline %s", id, s.Title, s.Version, len(s.Patches), r.List.Pipeline), nil
+}
+
 // ack queues the acknowledgement: a reply to the command's message from
 // the report's sender, to the commander, Cc the list.
-func (t ServiceTriager) ack(r TriageRequest, text string) error {
+func (t ServiceTriager) ack(r TriageRequest, text string) error { return t.post(r, "", text) }
+
+// post queues a reply to the command's message (what "" for the
+// acknowledgement; another name for a later result of the same command).
+func (t ServiceTriager) post(r TriageRequest, what, text string) error {
 	if t.Reporting == nil {
 		return nil
 	}
@@ -124,10 +208,16 @@ func (t ServiceTriager) ack(r TriageRequest, text string) error {
 		return nil // no sender known to answer as
 	}
 	d := AckDraft(rep.From, r.Reply, r.Command, text, time.Now())
+	key := "ack " + r.Reply.MessageID + " " + r.Command.String()
+	if what != "" {
+		sum := sha256.Sum256([]byte(d.MessageID + "\x00" + what))
+		d.MessageID = what + "-" + hex.EncodeToString(sum[:8]) + d.MessageID[strings.Index(d.MessageID, "@"):]
+		key = what + " " + r.Reply.MessageID + " " + r.Command.String()
+	}
 	if addr := r.List.Policy(nil).List; addr != "" {
 		d.Cc = []mbox.Address{{Email: addr}}
 	}
-	_, err = lr.mail.Queue(t.Store, r.EvaluationID, "ack "+r.Reply.MessageID+" "+r.Command.String(), *d, lr.l.Mail.Mode)
+	_, err = lr.mail.Queue(t.Store, r.EvaluationID, key, *d, lr.l.Mail.Mode)
 	return err
 }
 
