@@ -59,7 +59,7 @@ func (t PatchTable) Movers() []string {
 // whole series shows (pipelines/bisect over the applied commits).
 type SeriesBisection struct {
 	// Status is "found" or "ambiguous" (bisect.Found, bisect.Ambiguous).
-	Status            string `json:"status"`
+	Status    string `json:"status"`
 	Variant   string `json:"variant"`
 	Benchmark string `json:"benchmark"`
 	Metric    string `json:"metric"`
