@@ -16,6 +16,7 @@ import (
 	"github.com/patcheval/patcheval/internal/fail"
 	"github.com/patcheval/patcheval/internal/progress"
 	"github.com/patcheval/patcheval/internal/xdg"
+	"github.com/patcheval/patcheval/mbox"
 	"github.com/patcheval/patcheval/pipelines"
 	"github.com/patcheval/patcheval/pipelines/service"
 	"github.com/patcheval/patcheval/pipelines/watch"
@@ -58,18 +59,18 @@ func init() {
 }
 
 func init() {
-	// patcheval serve runs every watch on its schedule beside its workers,
-	// on the service's store (the same database watch add writes).
-	serveLoops = append(serveLoops, service.Loop{Name: "watch", Run: func(ctx context.Context, s *service.Service) error {
-		if err := syncConfig(os.Stderr, s.Store()); err != nil {
-			return err
-		}
-		wr, err := newWatcher(os.Stderr, s.Store(), "", "", 0)
-		if err != nil {
-			return err
-		}
-		return watch.Loop(ctx, wr, time.Minute)
-	}})
+	// patcheval serve runs the watches as queue work on the service's
+	// database (the one watch add writes): the scheduler queues ticks, the
+	// watch queue's jobs re-test and bisect step by step.
+	serveSetups = append(serveSetups, func(cfg *service.Config, o serveOptions) (func(*service.Service), error) {
+		return func(s *service.Service) {
+			if err := syncConfig(o.Log, s.Store()); err != nil {
+				fmt.Fprintf(o.Log, "watches: %v\n", err)
+			}
+			ev, b := pipelineWatch(o.Log, s.Store(), filepath.Join(s.StateDir(), "watches"), cfg.CacheDir, cfg.Jobs, cfg.From)
+			s.Watch(service.WatchConfig{Eval: ev, Bisection: b, Deterministic: watch.Deterministic})
+		}, nil
+	})
 }
 
 func (f *watchFlags) run(ctx context.Context, env *Env, fs *flag.FlagSet, args []string) error {
@@ -248,10 +249,10 @@ func (f *watchFlags) watcher(env *Env, st *store.Store) (*watch.Watcher, error) 
 	return newWatcher(env.Stderr, st, f.out, f.from, f.jobs)
 }
 
-// newWatcher is the Watcher of `watch run-now` and `watch daemon`, and what
-// `patcheval serve` runs as a background loop (watch.Loop): evaluations and
-// bisections through the runner, reports under out (default <state
-// dir>/watches), bisection drafts signed by from, progress and log on log.
+// newWatcher is the Watcher of `watch run-now` and `watch daemon`:
+// evaluations and bisections through the runner in this process, reports
+// under out (default <state dir>/watches), bisection drafts signed by
+// from, progress and log on log.
 func newWatcher(log io.Writer, st *store.Store, out, from string, jobs int) (*watch.Watcher, error) {
 	if out == "" {
 		out = filepath.Join(xdg.StateDir(), "watches")
@@ -260,13 +261,18 @@ func newWatcher(log io.Writer, st *store.Store, out, from string, jobs int) (*wa
 	if err != nil {
 		return nil, err
 	}
-	pr := progress.New(log)
-	ev := &watch.PipelineEvaluator{OutDir: out, StorePath: st.Path(), Jobs: jobs, Progress: pr}
+	ev, b := pipelineWatch(log, st, out, "", jobs, sender)
+	return &watch.Watcher{Store: st, Eval: ev, Bisect: b.Bisect, Deterministic: watch.Deterministic, Logf: b.Logf}, nil
+}
+
+// pipelineWatch is the evaluator and bisection of real watches: the
+// runner on st's database, reports under out.
+func pipelineWatch(log io.Writer, st *store.Store, out, cacheDir string, jobs int, from mbox.Address) (*watch.PipelineEvaluator, *watch.Bisection) {
+	ev := &watch.PipelineEvaluator{OutDir: filepath.Clean(out), StorePath: st.Path(), CacheDir: cacheDir, Jobs: jobs, Progress: progress.New(log)}
 	logf := func(format string, a ...any) {
 		fmt.Fprintf(log, "%s %s\n", time.Now().UTC().Format("15:04:05"), fmt.Sprintf(format, a...))
 	}
-	b := &watch.Bisection{Eval: ev, From: sender, Logf: logf}
-	return &watch.Watcher{Store: st, Eval: ev, Bisect: b.Bisect, Deterministic: watch.Deterministic, Logf: logf}, nil
+	return ev, &watch.Bisection{Eval: ev, From: from, Logf: logf}
 }
 
 func watchList(w io.Writer, st *store.Store, asJSON bool) error {

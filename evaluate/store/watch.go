@@ -340,16 +340,41 @@ func (s *Store) AddWatchEvent(e WatchEvent) (*WatchEvent, bool, error) {
 }
 
 // SetEventBisect stores an event's bisection state or result (JSON).
-func (s *Store) SetEventBisect(id int64, v any) error {
+func (s *Store) SetEventBisect(id int64, v any) error { return s.setEventBisect(s.db, id, v) }
+
+// SetEventBisectTx is SetEventBisect in tx (a bisection step records its
+// measurement and queues the next step together).
+func (s *Store) SetEventBisectTx(tx *Tx, id int64, v any) error { return s.setEventBisect(tx, id, v) }
+
+func (s *Store) setEventBisect(q querier, id int64, v any) error {
 	b, err := json.Marshal(v)
 	if err != nil {
 		return fail.Infraf("store: event %d: %w", id, err)
 	}
-	if _, err := s.db.Exec(`UPDATE watch_events SET bisect = ? WHERE id = ?`, string(b), id); err != nil {
+	res, err := q.Exec(`UPDATE watch_events SET bisect = ? WHERE id = ?`, string(b), id)
+	if err != nil {
 		return fail.Infraf("store: %s: event %d: %w", s.where, id, err)
+	}
+	if n, _ := res.RowsAffected(); n == 0 {
+		return fail.Inputf("store: %s: no watch event %d (its watch was removed?)", s.where, id)
 	}
 	return nil
 }
+
+// WatchEvent returns event id.
+func (s *Store) WatchEvent(id int64) (*WatchEvent, error) {
+	evs, err := s.watchEvents(`id = ?`, id)
+	if err != nil {
+		return nil, err
+	}
+	if len(evs) == 0 {
+		return nil, fail.Inputf("store: %s: no watch event %d", s.where, id)
+	}
+	return evs[0], nil
+}
+
+// WatchTag returns tag id of a watch.
+func (s *Store) WatchTag(id int64) (*WatchTag, error) { return s.watchTag(`id = ?`, id) }
 
 // WatchEvents lists a watch's events, oldest first.
 func (s *Store) WatchEvents(watchID int64) ([]*WatchEvent, error) {

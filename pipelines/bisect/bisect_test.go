@@ -258,3 +258,65 @@ func TestReportNamesCulpritInEveryFormat(t *testing.T) {
 		t.Fatalf("draft:\n%s", eml.String())
 	}
 }
+
+// TestResumeReplaysRecordsAndMeasuresEachStepOnce bisects one measurement
+// at a time, as the service's jobs do: every Resume replays the records so
+// far and asks for the next one. The steps, the culprit and the counts are
+// those of an uninterrupted Run (also with a skipped commit and noisy
+// values that need more boots), and no measurement is asked for twice.
+func TestResumeReplaysRecordsAndMeasuresEachStepOnce(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		vals  []string
+		noise float64
+	}{{"deterministic with a skip", values(24, 15, 11), 0}, {"noisy", values(16, 9), 0.03}} {
+		t.Run(tc.name, func(t *testing.T) {
+			repo, good, bad, _ := history(t, tc.vals)
+			o := Options{Repo: repo, Good: good, Bad: bad, Benchmark: "getppid", Metric: "ns/op",
+				Deterministic: tc.noise == 0, MinBoots: 3, MaxBoots: 10}
+			direct := o
+			direct.Measurer = &treeMeasurer{repo: repo, built: map[string]bool{}, noise: tc.noise, rng: rand.New(rand.NewSource(1))}
+			want, err := Run(context.Background(), direct)
+			if err != nil {
+				t.Fatal(err)
+			}
+			m := &treeMeasurer{repo: repo, built: map[string]bool{}, noise: tc.noise, rng: rand.New(rand.NewSource(1))}
+			started := time.Now()
+			var recs []Record
+			asked := map[Need]bool{}
+			var got *Result
+			for i := 0; ; i++ {
+				res, need, err := Resume(context.Background(), o, recs, started)
+				if err != nil {
+					t.Fatalf("resume %d: %v", i, err)
+				}
+				if need == nil {
+					got = res
+					break
+				}
+				if asked[*need] {
+					t.Fatalf("measurement %+v asked for twice", *need)
+				}
+				asked[*need] = true
+				rec, err := Measure(context.Background(), m, *need)
+				if err != nil {
+					t.Fatal(err)
+				}
+				recs = append(recs, rec)
+			}
+			if got.Status != want.Status || got.Culprit == nil || got.Culprit.Hash != want.Culprit.Hash || got.Confirmed != want.Confirmed ||
+				got.Builds != want.Builds || got.Boots != want.Boots || got.Skipped != want.Skipped || len(got.Steps) != len(want.Steps) {
+				t.Fatalf("resumed %+v\nwant %+v", got, want)
+			}
+			if m.calls != direct.Measurer.(*treeMeasurer).calls || len(recs) != m.calls {
+				t.Fatalf("%d measurements resumed, %d direct, %d records", m.calls, direct.Measurer.(*treeMeasurer).calls, len(recs))
+			}
+			// A record that does not fit the search (the options changed)
+			// is an error, not a silent re-measurement.
+			recs[1].Commit = recs[0].Commit
+			if _, _, err := Resume(context.Background(), o, recs, started); fail.KindOf(err) != fail.KindInput {
+				t.Fatalf("diverging records: %v, want a bad-input error", err)
+			}
+		})
+	}
+}

@@ -89,8 +89,24 @@ func (m *PipelineMeasurer) run(ctx context.Context, p *pipelines.Pipeline, o run
 	return runner.Run(ctx, runner.Env{Store: st, CacheDir: m.CacheDir, Jobs: m.Jobs, Progress: m.Progress}, p, o)
 }
 
-// Measure implements Measurer.
+// Measure implements Measurer: the nth call for a commit is its nth
+// measurement (MeasureNth).
 func (m *PipelineMeasurer) Measure(ctx context.Context, commit string, boots int) (*Measurement, error) {
+	m.mu.Lock()
+	if m.seq == nil {
+		m.seq = map[string]int{}
+	}
+	n := m.seq[commit]
+	m.seq[commit]++
+	m.mu.Unlock()
+	return m.MeasureNth(ctx, commit, boots, n)
+}
+
+// MeasureNth implements NthMeasurer: measurement n of a commit is one
+// stored evaluation, so measuring it again after a crash resumes that
+// evaluation (finished builds and boots are kept) instead of starting
+// over.
+func (m *PipelineMeasurer) MeasureNth(ctx context.Context, commit string, boots, n int) (*Measurement, error) {
 	p, err := Single(m.Pipeline, m.Variant, m.Benchmark)
 	if err != nil {
 		return nil, err
@@ -99,13 +115,6 @@ func (m *PipelineMeasurer) Measure(ctx context.Context, commit string, boots int
 	if variant == "" {
 		variant = m.Pipeline.Variants[0].Name
 	}
-	m.mu.Lock()
-	if m.seq == nil {
-		m.seq = map[string]int{}
-	}
-	n := m.seq[commit]
-	m.seq[commit]++
-	m.mu.Unlock()
 	// The name is part of the evaluation key: the nth measurement of a
 	// commit is a new evaluation with fresh boots, not the stored one.
 	p.Name = fmt.Sprintf("%s.bisect", m.Pipeline.Name)

@@ -25,6 +25,7 @@ import (
 	"github.com/patcheval/patcheval/pipelines"
 	"github.com/patcheval/patcheval/pipelines/repro"
 	"github.com/patcheval/patcheval/pipelines/runner"
+	"github.com/patcheval/patcheval/pipelines/watch"
 	"github.com/patcheval/patcheval/series"
 )
 
@@ -113,6 +114,8 @@ func (s *Service) api() http.Handler {
 	mux.HandleFunc("POST /api/v1/evaluations/{id}/cancel", s.apiCancel)
 	mux.HandleFunc("POST /api/v1/evaluations/{id}/rerun", s.apiRerun)
 	mux.HandleFunc("GET /api/v1/jobs", s.apiJobs)
+	mux.HandleFunc("GET /api/v1/watches/{name}", s.apiWatch)
+	mux.HandleFunc("POST /api/v1/watches/{name}/tick", s.apiWatchTick)
 	mux.HandleFunc("/api/v1/", func(w http.ResponseWriter, r *http.Request) {
 		apiError(w, http.StatusNotFound, "", fmt.Sprintf("no API endpoint %s %s", r.Method, r.URL.Path))
 	})
@@ -639,4 +642,51 @@ func jobsOf(rows []*rivertype.JobRow) []Job {
 			Created: j.CreatedAt, Attempted: j.AttemptedAt, Finalized: j.FinalizedAt})
 	}
 	return out
+}
+
+// apiWatch is a watch's history (watch show --json).
+func (s *Service) apiWatch(w http.ResponseWriter, r *http.Request) {
+	x, ok := s.watchOfPath(w, r)
+	if !ok {
+		return
+	}
+	h, err := watch.Load(s.db.Store, x)
+	if err != nil {
+		writeErr(w, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, h)
+}
+
+// apiWatchTick queues a tick of the watch now (watch run-now through the
+// service): 202 with the job's id.
+func (s *Service) apiWatchTick(w http.ResponseWriter, r *http.Request) {
+	x, ok := s.watchOfPath(w, r)
+	if !ok {
+		return
+	}
+	id, err := s.TickWatch(r.Context(), x.ID)
+	if err != nil {
+		if fail.KindOf(err) == fail.KindInput {
+			apiError(w, http.StatusConflict, "name", err.Error())
+			return
+		}
+		writeErr(w, err)
+		return
+	}
+	writeJSON(w, http.StatusAccepted, map[string]any{"watch": x.Name, "job": id})
+}
+
+// watchOfPath is the watch the path names (404 if none).
+func (s *Service) watchOfPath(w http.ResponseWriter, r *http.Request) (*store.Watch, bool) {
+	x, err := s.db.Store.FindWatch(r.PathValue("name"))
+	if err != nil {
+		if fail.KindOf(err) == fail.KindInput {
+			apiError(w, http.StatusNotFound, "name", err.Error())
+		} else {
+			writeErr(w, err)
+		}
+		return nil, false
+	}
+	return x, true
 }

@@ -26,6 +26,12 @@
 // period, then cancels them; River records them as retryable and they run
 // again on the next start.
 //
+// Watches (Service.Watch, pipelines/watch) are jobs too, in their own
+// queue: the scheduler queues a tick when a watch is due, the tick queues
+// the re-tests of new tags one after another, and a regression's
+// bisection is one job per measurement, resumable after a crash
+// (watchjobs.go).
+//
 // # One SQLite database, two pools
 //
 // The store (evaluate/store) and River's tables (migrated by rivermigrate

@@ -47,7 +47,12 @@ func TestMain(m *testing.M) {
 // serveMain runs a Service like `patcheval serve` does (SIGTERM ends it
 // gracefully) and prints its address.
 func serveMain(spec string) int {
-	var cfg struct{ DB, Lore, Tree, Cache, State string }
+	var cfg struct {
+		DB, Lore, Tree, Cache, State string
+		// Watch, when set, enables the watches with the test's evaluator
+		// and measurer (watchjobs_test.go), logging to Watch.Log.
+		Watch *testWatchSpec
+	}
 	if err := json.Unmarshal([]byte(spec), &cfg); err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 2
@@ -64,6 +69,9 @@ func serveMain(spec string) int {
 		return 3
 	}
 	defer s.Close()
+	if cfg.Watch != nil {
+		s.Watch(cfg.Watch.config(s))
+	}
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)

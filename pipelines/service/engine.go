@@ -30,7 +30,7 @@ const (
 )
 
 // Queues lists the queues in stage order (the queue page's order).
-var Queues = []string{QueueApply, QueueBuild, QueueBoot, QueueMore, QueueReport}
+var Queues = []string{QueueApply, QueueBuild, QueueBoot, QueueMore, QueueReport, QueueWatch}
 
 // Engine runs the stage jobs on River, on either database: River's client
 // is generic over its driver's transaction type (*sql.Tx on SQLite, pgx.Tx
@@ -108,6 +108,8 @@ func newEngine(db *DB, cfg EngineConfig, workers *river.Workers) (*Engine, error
 			QueueBoot:   {MaxWorkers: cfg.BootWorkers},
 			QueueMore:   {MaxWorkers: 2},
 			QueueReport: {MaxWorkers: 2},
+			// Re-tests and bisection steps build and boot: one at a time.
+			QueueWatch: {MaxWorkers: 1},
 		},
 		Workers: workers,
 		// Stages take minutes (a cold kernel build, tens of boots): no
@@ -151,6 +153,22 @@ func (e *Engine) insertManyTx(ctx context.Context, tx *store.Tx, params []river.
 		_, err = e.sqlite.InsertManyTx(ctx, tx.SQLite(), params)
 	}
 	return err
+}
+
+// insertTx inserts one job in tx and returns its id (that of the
+// existing job when it is a duplicate by its unique options).
+func (e *Engine) insertTx(ctx context.Context, tx *store.Tx, p river.InsertManyParams) (int64, error) {
+	var res *rivertype.JobInsertResult
+	var err error
+	if e.pg != nil {
+		res, err = e.pg.InsertTx(ctx, tx.Postgres(), p.Args, p.InsertOpts)
+	} else {
+		res, err = e.sqlite.InsertTx(ctx, tx.SQLite(), p.Args, p.InsertOpts)
+	}
+	if err != nil {
+		return 0, err
+	}
+	return res.Job.ID, nil
 }
 
 // jobListTx lists jobs in tx.

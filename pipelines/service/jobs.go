@@ -402,6 +402,9 @@ func (s *Service) addWorkers(w *river.Workers) {
 	river.AddWorker(w, &moreWorker{s: s})
 	river.AddWorker(w, &reportWorker{s: s})
 	river.AddWorker(w, &notifyWorker{s: s})
+	river.AddWorker(w, &watchTickWorker{s: s})
+	river.AddWorker(w, &retestWorker{s: s})
+	river.AddWorker(w, &bisectStepWorker{s: s})
 }
 
 // Submit records an evaluation of p with o (runner.Submit: the same inputs

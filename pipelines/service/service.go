@@ -22,6 +22,7 @@ import (
 	"github.com/patcheval/patcheval/mbox"
 	"github.com/patcheval/patcheval/pipelines"
 	"github.com/patcheval/patcheval/pipelines/service/dashboard"
+	"github.com/patcheval/patcheval/pipelines/watch"
 )
 
 // Evaluation statuses the service adds to the store's running, done and
@@ -33,8 +34,8 @@ const (
 	StatusCancelled = "cancelled"
 )
 
-// Loop is a background loop serve runs beside the workers (the re-test
-// scheduler of issue 12 is one): Run gets a context cancelled at shutdown
+// Loop is a background loop serve runs beside the workers (the watches'
+// scheduler is one, see Watch): Run gets a context cancelled at shutdown
 // and the Service to submit evaluations with (Service.Submit). A loop that
 // returns an error is logged and not restarted; one that returns nil is
 // done.
@@ -104,6 +105,10 @@ type Service struct {
 
 	mu   sync.Mutex
 	logs map[int64]*evalLog
+
+	// watchCfg and watcher are set by Watch (nil: no watches).
+	watchCfg *WatchConfig
+	watcher  *watch.Watcher
 }
 
 // New opens the database (see OpenDB: one serve per database) and sets up
@@ -163,6 +168,10 @@ func (s *Service) OutDir(id int64) string {
 	return filepath.Join(s.db.Dir, "evaluations", strconv.FormatInt(id, 10))
 }
 
+// StateDir is the service's state directory (beside a SQLite database
+// file): evaluations/ and watches/ hold the reports.
+func (s *Service) StateDir() string { return s.db.Dir }
+
 func (s *Service) logf(format string, a ...any) {
 	fmt.Fprintf(s.log, "%s %s\n", time.Now().UTC().Format("15:04:05"), fmt.Sprintf(format, a...))
 }
@@ -213,7 +222,13 @@ func (s *Service) Run(ctx context.Context, ln net.Listener) error {
 		BaseContext: func(net.Listener) context.Context { return ctx }}
 	loopCtx, stopLoops := context.WithCancel(ctx)
 	var wg sync.WaitGroup
-	for _, l := range s.cfg.Loops {
+	loops := s.cfg.Loops
+	if s.watchCfg != nil {
+		loops = append(loops[:len(loops):len(loops)], Loop{Name: "watch scheduler", Run: func(ctx context.Context, s *Service) error {
+			return s.scheduleWatches(ctx)
+		}})
+	}
+	for _, l := range loops {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()

@@ -3,21 +3,38 @@ package watch
 import (
 	"context"
 	"time"
+
+	"github.com/patcheval/patcheval/evaluate/store"
 )
 
-// Loop runs every stored watch on its schedule until ctx ends. Every
-// resync (default one minute) it re-reads the watches, so watches added,
-// changed or removed by other processes (`patcheval watch add`) take
-// effect without a restart. It is what `patcheval serve` starts as a
-// background loop and what `patcheval watch daemon` runs in the
-// foreground.
+// Loop runs every stored watch on its schedule until ctx ends, ticking
+// it in this process (Tick). Every resync (default one minute) it re-reads
+// the watches, so watches added, changed or removed by other processes
+// (`patcheval watch add`) take effect without a restart. It is what
+// `patcheval watch daemon` runs in the foreground; `patcheval serve` runs
+// Schedule with a fire function that queues a tick job instead.
 func Loop(ctx context.Context, wr *Watcher, resync time.Duration) error {
+	return Schedule(ctx, wr.Store, wr.logf, resync, func(ctx context.Context, w *store.Watch) {
+		if _, err := wr.Tick(ctx, w); err != nil {
+			wr.logf("watch %s: tick: %v", w.Name, err)
+		}
+	})
+}
+
+// Schedule calls fire for every stored watch on the watch's schedule
+// (Scheduler: robfig/cron with Recover and SkipIfStillRunning) until ctx
+// ends, re-reading the watches every resync (default one minute). fire
+// gets the watch as stored when it fires; a removed watch is not fired.
+func Schedule(ctx context.Context, st *store.Store, logf func(string, ...any), resync time.Duration, fire func(ctx context.Context, w *store.Watch)) error {
 	if resync <= 0 {
 		resync = time.Minute
 	}
-	s := NewScheduler(wr.logf)
+	if logf == nil {
+		logf = func(string, ...any) {}
+	}
+	s := NewScheduler(logf)
 	sync := func() error {
-		ws, err := wr.Store.Watches()
+		ws, err := st.Watches()
 		if err != nil {
 			return err
 		}
@@ -26,16 +43,14 @@ func Loop(ctx context.Context, wr *Watcher, resync time.Duration) error {
 			w := w
 			keep[w.ID] = true
 			err := s.Set(w.ID, w.Schedule, func() {
-				cur, err := wr.Store.FindWatch(w.Name)
-				if err != nil {
+				cur, err := st.FindWatch(w.Name)
+				if err != nil || cur.ID != w.ID {
 					return // removed since
 				}
-				if _, err := wr.Tick(ctx, cur); err != nil {
-					wr.logf("watch %s: tick: %v", cur.Name, err)
-				}
+				fire(ctx, cur)
 			})
 			if err != nil {
-				wr.logf("watch %s: %v (not scheduled)", w.Name, err)
+				logf("watch %s: %v (not scheduled)", w.Name, err)
 			}
 		}
 		for _, id := range s.IDs() {
@@ -59,7 +74,7 @@ func Loop(ctx context.Context, wr *Watcher, resync time.Duration) error {
 			return nil
 		case <-t.C:
 			if err := sync(); err != nil {
-				wr.logf("watch: re-reading the watches: %v", err)
+				logf("watch: re-reading the watches: %v", err)
 			}
 		}
 	}

@@ -82,37 +82,99 @@ type Bisection struct {
 	Eval *PipelineEvaluator
 	From mbox.Address
 	Logf func(format string, a ...any)
+	// NewMeasurer, when set, makes the measurer of a plan (default: a
+	// bisect.PipelineMeasurer building and booting the pipeline's
+	// variant); tests set it to measure without kernels.
+	NewMeasurer func(p *pipelines.Pipeline, w *store.Watch, ev *store.WatchEvent, dir string) (bisect.Measurer, error)
 }
 
-// Bisect implements Bisector.
-func (b *Bisection) Bisect(ctx context.Context, w *store.Watch, ev *store.WatchEvent, good, bad *store.WatchTag) (any, error) {
+// BisectPlan is how one event is bisected: the options (with the
+// measurer), the report context and the report directory.
+type BisectPlan struct {
+	Options bisect.Options
+	Context bisect.Context
+	Dir     string
+	// Good and Bad are the tags.
+	Good, Bad string
+}
+
+// Plan plans the bisection of ev between the good and bad tags.
+func (b *Bisection) Plan(w *store.Watch, ev *store.WatchEvent, good, bad *store.WatchTag) (*BisectPlan, error) {
 	p, err := pipelines.Find(w.Pipeline)
 	if err != nil {
 		return nil, err
 	}
 	dir := filepath.Join(b.Eval.OutDir, w.Name, "bisect-"+good.Tag+".."+bad.Tag+"-"+ev.Benchmark+"-"+strings.ReplaceAll(ev.Metric, "/", "_"))
-	m := &bisect.PipelineMeasurer{Pipeline: p, Variant: ev.Variant, Benchmark: ev.Benchmark, Metric: ev.Metric, Repo: w.Tree,
-		OutDir: filepath.Join(dir, "steps"), StorePath: b.Eval.StorePath, CacheDir: b.Eval.CacheDir, Jobs: b.Eval.Jobs,
-		Progress: b.Eval.Progress}
+	var m bisect.Measurer
+	if b.NewMeasurer != nil {
+		if m, err = b.NewMeasurer(p, w, ev, dir); err != nil {
+			return nil, err
+		}
+	} else {
+		m = &bisect.PipelineMeasurer{Pipeline: p, Variant: ev.Variant, Benchmark: ev.Benchmark, Metric: ev.Metric, Repo: w.Tree,
+			OutDir: filepath.Join(dir, "steps"), StorePath: b.Eval.StorePath, CacheDir: b.Eval.CacheDir, Jobs: b.Eval.Jobs,
+			Progress: b.Eval.Progress}
+	}
 	higher, _ := stats.HigherIsBetter(ev.Metric)
-	res, err := bisect.Run(ctx, bisect.Options{Repo: w.Tree, Good: good.Commit, Bad: bad.Commit, Measurer: m,
-		Benchmark: ev.Benchmark, Metric: ev.Metric, HigherIsBetter: higher, Deterministic: p.Deterministic,
-		Threshold: max(0.5, abs(ev.Change)/4), Logf: b.Logf})
+	return &BisectPlan{
+		Options: bisect.Options{Repo: w.Tree, Good: good.Commit, Bad: bad.Commit, Measurer: m,
+			Benchmark: ev.Benchmark, Metric: ev.Metric, HigherIsBetter: higher, Deterministic: p.Deterministic,
+			Threshold: max(0.5, abs(ev.Change)/4), Logf: b.Logf},
+		Context: bisect.Context{Tree: w.Remote, Pipeline: p.Name, Variant: ev.Variant, Arch: strings.Join(p.Arches, ",")},
+		Dir: dir, Good: good.Tag, Bad: bad.Tag,
+	}, nil
+}
+
+// BisectState is what a watch event stores of its bisection (JSON): the
+// result so far or in the end, the report's path, why it failed, and, for
+// a bisection run as jobs (pipelines/service), the measurements recorded
+// so far and the one being made.
+type BisectState struct {
+	bisect.Result
+	Report string `json:"report,omitempty"`
+	Error  string `json:"error,omitempty"`
+	Kind   string `json:"kind,omitempty"`
+	// Records are the measurements made, oldest first (bisect.Resume
+	// replays them); Next is the one being made.
+	Records []bisect.Record `json:"records,omitempty"`
+	Next    *bisect.Need    `json:"next,omitempty"`
+}
+
+// Statuses of a BisectState besides bisect.Found and bisect.Ambiguous.
+const (
+	BisectQueued  = "queued"
+	BisectRunning = "running"
+	BisectFailed  = "failed"
+)
+
+// Ended says the bisection is over (found, ambiguous or failed).
+func (s *BisectState) Ended() bool {
+	return s.Status == bisect.Found || s.Status == bisect.Ambiguous || s.Status == BisectFailed
+}
+
+// Finish writes a finished bisection's reports into the plan's directory
+// and returns the state stored on the event.
+func (b *Bisection) Finish(pl *BisectPlan, res *bisect.Result) (*BisectState, error) {
+	res.GoodRef, res.BadRef = pl.Good, pl.Bad
+	files, err := bisect.WriteReports(pl.Dir, res, pl.Context, b.From)
 	if err != nil {
 		return nil, err
 	}
-	res.GoodRef, res.BadRef = good.Tag, bad.Tag
-	c := bisect.Context{Tree: w.Remote, Pipeline: p.Name, Variant: ev.Variant, Arch: strings.Join(p.Arches, ",")}
-	files, err := bisect.WriteReports(dir, res, c, b.From)
+	return &BisectState{Result: *res, Report: files[0]}, nil
+}
+
+// Bisect implements Bisector, in this process (`watch run-now`, `watch
+// daemon`); `patcheval serve` bisects step by step as jobs.
+func (b *Bisection) Bisect(ctx context.Context, w *store.Watch, ev *store.WatchEvent, good, bad *store.WatchTag) (any, error) {
+	pl, err := b.Plan(w, ev, good, bad)
 	if err != nil {
 		return nil, err
 	}
-	out := map[string]any{"status": res.Status, "confirmed": res.Confirmed, "builds": res.Builds, "bound": res.Bound,
-		"wall_seconds": res.Wall.Seconds(), "report": files[0]}
-	if res.Culprit != nil {
-		out["culprit"], out["subject"], out["change_pct"] = res.Culprit.Hash, res.Culprit.Subject, res.Change
+	res, err := bisect.Run(ctx, pl.Options)
+	if err != nil {
+		return nil, err
 	}
-	return out, nil
+	return b.Finish(pl, res)
 }
 
 func abs(x float64) float64 {

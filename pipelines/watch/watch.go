@@ -7,9 +7,11 @@
 // evaluate/stats: a significant change is an event, and a regression can
 // start a bisection (pipelines/bisect).
 //
-// The entry point is Watcher.Tick (one look at one watch); Scheduler runs
-// ticks on each watch's cron schedule (robfig/cron with Recover and
-// SkipIfStillRunning). Tags are ordered by version (CompareTags), not by
+// The entry point is Watcher.Tick (one look at one watch, in this
+// process); Scheduler runs ticks on each watch's cron schedule
+// (robfig/cron with Recover and SkipIfStillRunning). `patcheval serve`
+// splits a tick into queue work: Watcher.Check (list and record), one
+// Watcher.Retest per entry, and a bisection step by step (bisect.Resume). Tags are ordered by version (CompareTags), not by
 // name. A remote that cannot be reached is an infra error recorded on the
 // watch; the next tick retries and nothing recorded before is lost.
 package watch
@@ -126,11 +128,56 @@ func (wr *Watcher) Tick(ctx context.Context, w *store.Watch) (*TickResult, error
 }
 
 func (wr *Watcher) tick(ctx context.Context, w *store.Watch) (*TickResult, error) {
+	res, todo, err := wr.check(ctx, w)
+	if err != nil {
+		return res, err
+	}
+	for _, t := range todo {
+		r, err := wr.Retest(ctx, w, t)
+		res.Evaluated = append(res.Evaluated, r.Evaluated...)
+		res.Failed = append(res.Failed, r.Failed...)
+		if err != nil {
+			return res, err
+		}
+		for _, ev := range r.Events {
+			res.Events = append(res.Events, ev.Event)
+			if ev.Bisect && wr.Bisect != nil {
+				out, berr := wr.Bisect(ctx, w, ev.Event, ev.Good, ev.Bad)
+				if berr != nil {
+					out = map[string]string{"status": "failed", "error": berr.Error(), "kind": fail.KindOf(berr).String()}
+					wr.logf("watch %s: bisection %s..%s: %v", w.Name, ev.Event.From, ev.Event.To, berr)
+				} else {
+					res.Bisected = append(res.Bisected, ev.Event.From+".."+ev.Event.To)
+				}
+				if err := wr.Store.SetEventBisect(ev.Event.ID, out); err != nil {
+					return res, err
+				}
+			}
+		}
+	}
+	return res, nil
+}
+
+// Check looks at w's remote once without evaluating anything: new
+// matching tags (and the branch's new head) are recorded, and the entries
+// to evaluate are returned in version order: queued ones, and those an
+// infrastructure failure or a dead process left, that the remote still
+// has. The outcome of reaching the remote is recorded on the watch.
+// `patcheval serve` queues one re-test job per returned entry.
+func (wr *Watcher) Check(ctx context.Context, w *store.Watch) (*TickResult, []*store.WatchTag, error) {
+	res, todo, err := wr.check(ctx, w)
+	if rerr := wr.Store.RecordCheck(w.ID, time.Now(), err); rerr != nil && err == nil {
+		err = rerr
+	}
+	return res, todo, err
+}
+
+func (wr *Watcher) check(ctx context.Context, w *store.Watch) (*TickResult, []*store.WatchTag, error) {
 	res := &TickResult{Watch: w.Name}
 	refs, err := listRefs(ctx, w.Remote)
 	if err != nil {
 		wr.logf("watch %s: %v", w.Name, err)
-		return res, err
+		return res, nil, err
 	}
 	var remote []RemoteTag
 	if w.Tags != "" {
@@ -140,12 +187,12 @@ func (wr *Watcher) tick(ctx context.Context, w *store.Watch) (*TickResult, error
 	head := ""
 	if w.Branch != "" {
 		if head = headOf(refs, w.Branch); head == "" {
-			return res, fail.Inputf("watch %s: remote %s has no branch %s", w.Name, w.Remote, w.Branch)
+			return res, nil, fail.Inputf("watch %s: remote %s has no branch %s", w.Name, w.Remote, w.Branch)
 		}
 	}
 	known, err := wr.Store.WatchTags(w.ID)
 	if err != nil {
-		return res, err
+		return res, nil, err
 	}
 	seen := map[string]bool{}
 	for _, t := range known {
@@ -163,7 +210,7 @@ func (wr *Watcher) tick(ctx context.Context, w *store.Watch) (*TickResult, error
 			status = store.TagKnown
 		}
 		if _, added, err := wr.Store.AddWatchTag(w.ID, t.Name, t.Commit, status); err != nil {
-			return res, err
+			return res, nil, err
 		} else if added {
 			res.New = append(res.New, t.Name)
 		}
@@ -175,7 +222,7 @@ func (wr *Watcher) tick(ctx context.Context, w *store.Watch) (*TickResult, error
 		entry := HeadEntry(w.Branch, head)
 		if !seen[entry] {
 			if _, added, err := wr.Store.AddWatchTag(w.ID, entry, head, store.TagQueued); err != nil {
-				return res, err
+				return res, nil, err
 			} else if added {
 				res.New = append(res.New, entry)
 			}
@@ -185,11 +232,10 @@ func (wr *Watcher) tick(ctx context.Context, w *store.Watch) (*TickResult, error
 		wr.logf("watch %s: %d new tag(s): %s", w.Name, len(res.New), strings.Join(res.New, " "))
 	}
 
-	// Evaluate what is queued (and what infra failures left), in version
-	// order.
+	// What is queued (and what infra failures left), in version order.
 	tags, err := wr.Store.WatchTags(w.ID)
 	if err != nil {
-		return res, err
+		return res, nil, err
 	}
 	sortEntries(w, tags)
 	onRemote := map[string]bool{}
@@ -201,6 +247,7 @@ func (wr *Watcher) tick(ctx context.Context, w *store.Watch) (*TickResult, error
 		// deleted tag: only the current head is worth a build.
 		onRemote[HeadEntry(w.Branch, head)] = true
 	}
+	var todo []*store.WatchTag
 	for _, t := range tags {
 		if t.Status != store.TagQueued && t.Status != store.TagInfra && t.Status != store.TagRunning {
 			continue
@@ -208,20 +255,55 @@ func (wr *Watcher) tick(ctx context.Context, w *store.Watch) (*TickResult, error
 		if !onRemote[t.Tag] {
 			continue // deleted upstream since; kept in the history as it was
 		}
+		todo = append(todo, t)
+	}
+	return res, todo, nil
+}
+
+// Regression is an event found by a re-test; Bisect says it is a
+// regression of a watch that bisects and has no bisection yet.
+type Regression struct {
+	Event     *store.WatchEvent
+	Good, Bad *store.WatchTag
+	Bisect    bool
+}
+
+// RetestResult is what one re-test did.
+type RetestResult struct {
+	Evaluated []string
+	Failed    []string
+	Events    []Regression
+}
+
+// Retest fetches one history entry's objects, evaluates it and compares
+// it with the previous evaluated entry; every significant change is
+// recorded as an event (and returned). It is idempotent: an entry that is
+// done already is not evaluated again, only compared (the events exist;
+// those still without a bisection come back with Bisect set). A fetch or
+// infrastructure failure is recorded on the entry (queued again or
+// infra: the next check retries it) and returned as an error; one of
+// kind failed (does not apply, build or boot) is the entry's result.
+func (wr *Watcher) Retest(ctx context.Context, w *store.Watch, t *store.WatchTag) (*RetestResult, error) {
+	res := &RetestResult{}
+	if t.Status != store.TagDone && t.Status != store.TagFailed {
 		if err := ctx.Err(); err != nil {
 			return res, fail.Infra(err)
 		}
 		var commit string
+		var err error
 		if IsHeadEntry(w, t.Tag) {
 			commit, err = FetchHead(ctx, w.Tree, w.Remote, w.Branch, "refs/patcheval/watch/"+w.Name+"/heads/"+w.Branch, t.Commit)
 		} else {
 			commit, err = FetchTag(ctx, w.Tree, w.Remote, t.Tag)
 		}
 		if err != nil {
-			// The remote went away mid-tick: what is recorded stays, the
-			// tag stays queued for the next tick.
+			// The remote went away: what is recorded stays, the entry
+			// stays queued for the next check.
 			wr.logf("watch %s: %v", w.Name, err)
-			_ = wr.Store.SetWatchTag(t.ID, store.TagQueued, "", 0, err)
+			if ctx.Err() == nil {
+				_ = wr.Store.SetWatchTag(t.ID, store.TagQueued, "", 0, err)
+				_ = wr.Store.RecordCheck(w.ID, time.Now(), err)
+			}
 			return res, err
 		}
 		if err := wr.Store.SetWatchTag(t.ID, store.TagRunning, commit, 0, nil); err != nil {
@@ -229,6 +311,11 @@ func (wr *Watcher) tick(ctx context.Context, w *store.Watch) (*TickResult, error
 		}
 		wr.logf("watch %s: evaluating %s (%s) with %s", w.Name, t.Tag, short(commit), w.Pipeline)
 		evID, evErr := wr.Eval.Evaluate(ctx, w, t.Tag, commit)
+		if evErr != nil && ctx.Err() != nil {
+			// Shut down mid-evaluation: the entry stays running; the
+			// evaluation resumes when it is retried.
+			return res, evErr
+		}
 		status := store.TagDone
 		switch {
 		case evErr == nil:
@@ -243,6 +330,7 @@ func (wr *Watcher) tick(ctx context.Context, w *store.Watch) (*TickResult, error
 		if err := wr.Store.SetWatchTag(t.ID, status, commit, evID, evErr); err != nil {
 			return res, err
 		}
+		t.Status = status
 		if status == store.TagInfra {
 			wr.logf("watch %s: %s: %v (retried next tick)", w.Name, t.Tag, evErr)
 			return res, evErr
@@ -250,30 +338,24 @@ func (wr *Watcher) tick(ctx context.Context, w *store.Watch) (*TickResult, error
 		if status == store.TagFailed {
 			res.Failed = append(res.Failed, fmt.Sprintf("%v", evErr))
 			wr.logf("watch %s: %v", w.Name, evErr)
-			continue
+			return res, nil
 		}
 		res.Evaluated = append(res.Evaluated, t.Tag)
-		evs, err := wr.events(w, t.Tag)
-		if err != nil {
-			return res, err
-		}
-		for _, ev := range evs {
-			res.Events = append(res.Events, ev.event)
+	}
+	if t.Status != store.TagDone {
+		return res, nil
+	}
+	evs, err := wr.events(w, t.Tag)
+	if err != nil {
+		return res, err
+	}
+	for _, ev := range evs {
+		if ev.added {
 			wr.logf("watch %s: %s %s..%s %s %s %s %+.1f%%", w.Name, ev.event.Verdict, ev.event.From, ev.event.To,
 				ev.event.Variant, ev.event.Benchmark, ev.event.Metric, ev.event.Change)
-			if ev.event.Verdict == string(stats.Regression) && w.Bisect && wr.Bisect != nil && len(ev.event.Bisect) == 0 {
-				out, berr := wr.Bisect(ctx, w, ev.event, ev.good, ev.bad)
-				if berr != nil {
-					out = map[string]string{"status": "failed", "error": berr.Error(), "kind": fail.KindOf(berr).String()}
-					wr.logf("watch %s: bisection %s..%s: %v", w.Name, ev.event.From, ev.event.To, berr)
-				} else {
-					res.Bisected = append(res.Bisected, ev.event.From+".."+ev.event.To)
-				}
-				if err := wr.Store.SetEventBisect(ev.event.ID, out); err != nil {
-					return res, err
-				}
-			}
 		}
+		res.Events = append(res.Events, Regression{Event: ev.event, Good: ev.good, Bad: ev.bad,
+			Bisect: ev.event.Verdict == string(stats.Regression) && w.Bisect && len(ev.event.Bisect) == 0})
 	}
 	return res, nil
 }
@@ -281,6 +363,7 @@ func (wr *Watcher) tick(ctx context.Context, w *store.Watch) (*TickResult, error
 type newEvent struct {
 	event     *store.WatchEvent
 	good, bad *store.WatchTag
+	added     bool
 }
 
 // events compares tag with the previous evaluated tag (by version) and
@@ -329,13 +412,13 @@ func (wr *Watcher) events(w *store.Watch, tag string) ([]newEvent, error) {
 		if !c.Verdict.Significant() || minChange > 0 && c.BelowThreshold {
 			continue
 		}
-		ev, _, err := wr.Store.AddWatchEvent(store.WatchEvent{WatchID: w.ID, From: h.Tags[prev].Tag, To: tag,
+		ev, added, err := wr.Store.AddWatchEvent(store.WatchEvent{WatchID: w.ID, From: h.Tags[prev].Tag, To: tag,
 			Variant: s.Variant, Benchmark: s.Benchmark, Metric: s.Metric, Verdict: string(c.Verdict),
 			Change: c.Change, CILow: c.CILow, CIHigh: c.CIHigh, Reason: c.Reason})
 		if err != nil {
 			return nil, err
 		}
-		out = append(out, newEvent{event: ev, good: h.Tags[prev].WatchTag, bad: h.Tags[idx].WatchTag})
+		out = append(out, newEvent{event: ev, good: h.Tags[prev].WatchTag, bad: h.Tags[idx].WatchTag, added: added})
 	}
 	return out, nil
 }
