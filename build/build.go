@@ -69,9 +69,11 @@ type Options struct {
 	// CacheDir holds builds/ (artifacts, workspaces) and ccache/; default
 	// xdg.CacheDir().
 	CacheDir string
-	// Jobs is the make -j budget shared by all concurrent builds
-	// (default: the number of CPUs).
-	Jobs     int
+	// Jobs is one build's make -j (default: the number of CPUs).
+	Jobs int
+	// Budget, when set, is the -j budget this build shares with the
+	// builds running beside it (Jobs is then unused); BuildAll makes one.
+	Budget   *Budget
 	Progress *progress.Reporter
 	// Timeout bounds one build (0: none).
 	Timeout time.Duration
@@ -116,92 +118,112 @@ func (a *Artifact) ConfigHash() string { return a.Meta.Patcheval.ConfigHash }
 
 // Build builds one kernel, or returns the cached artifact at once.
 func Build(ctx context.Context, req Request, opts Options) (*Artifact, error) {
-	return build(ctx, req, opts, nil)
+	return build(ctx, req, opts)
 }
 
 // BuildAll builds several kernels concurrently within one -j budget
-// (opts.Jobs): a GNU make jobserver shared by all makes. Results are in
-// request order; errs[i] is nil when arts[i] built.
-//
-// Up to Jobs+1 builds run at once. Every make has one implicit job slot,
-// so Jobs+1 builds keep one compile more than there are cores: while one
-// build is in a serial step (checkout, olddefconfig, the vmlinux link and
-// kallsyms passes) the others keep every core busy, instead of the last
-// builds running alone with idle cores. The jobserver pipe holds the slots
-// that the running makes' implicit ones leave of the budget: none while
-// Jobs or more builds run, one more each time a finishing build leaves
-// fewer, so the last build runs with the whole budget.
+// (opts.Jobs, or opts.Budget when set): see Budget. Results are in request
+// order; errs[i] is nil when arts[i] built.
 func BuildAll(ctx context.Context, reqs []Request, opts Options) ([]*Artifact, []error) {
 	arts := make([]*Artifact, len(reqs))
 	errs := make([]error, len(reqs))
-	jobs := opts.Jobs
-	if jobs <= 0 {
-		jobs = defaultJobs()
-	}
-	if len(reqs) <= 1 || jobs <= 1 {
-		for i, r := range reqs {
-			arts[i], errs[i] = build(ctx, r, opts, nil)
+	if opts.Budget == nil && len(reqs) > 1 {
+		b, err := NewBudget(opts.Jobs)
+		if err != nil {
+			for i := range errs {
+				errs[i] = fail.Infra(err)
+			}
+			return arts, errs
 		}
-		return arts, errs
+		defer b.Close()
+		opts.Budget = b
 	}
-	conc := min(len(reqs), jobs+1)
-	sched := newSlots(jobs, conc, len(reqs))
-	js, err := newJobserver(sched.initial())
-	if err != nil {
-		for i := range errs {
-			errs[i] = fail.Infra(err)
-		}
-		return arts, errs
-	}
-	defer js.close()
 	var wg sync.WaitGroup
-	next := make(chan int)
-	for w := 0; w < conc; w++ {
+	for i := range reqs {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			for i := range next {
-				arts[i], errs[i] = build(ctx, reqs[i], opts, js)
-				js.add(sched.finished())
-			}
+			arts[i], errs[i] = build(ctx, reqs[i], opts)
 		}()
 	}
-	for i := range reqs {
-		next <- i
-	}
-	close(next)
 	wg.Wait()
 	return arts, errs
 }
 
-// slots accounts for BuildAll's jobserver tokens: the budget minus one
-// implicit slot per running make, never below zero.
-type slots struct {
-	mu                    sync.Mutex
-	jobs, conc, remaining int
-	added                 int
+// Budget is one -j budget shared by kernel builds that run at the same
+// time, in one process: a GNU make jobserver pipe that every build's make
+// joins (--jobserver-auth), so that whichever builds run keep every job
+// slot busy until the last link, and never more than the budget.
+//
+// Up to Jobs+1 builds run at once (more wait for a turn). Every make has
+// one implicit job slot, so Jobs+1 builds keep one compile more than there
+// are cores: while one build is in a serial step (checkout, olddefconfig,
+// the vmlinux link and kallsyms passes) the others keep every core busy.
+// The pipe holds the slots that the running makes' implicit ones leave of
+// the budget: none while Jobs or more builds run, one more each time a
+// finishing build leaves fewer (so the last build runs with the whole
+// budget), one fewer when a build starts (taken back as soon as a running
+// make returns it).
+type Budget struct {
+	jobs int
+	js   *jobserver
+	turn chan struct{} // one element per running build (cap Jobs+1)
+
+	mu      sync.Mutex
+	running int // builds between start and finish
+	added   int // tokens put in the pipe and not taken back
 }
 
-func newSlots(jobs, conc, n int) *slots { return &slots{jobs: jobs, conc: conc, remaining: n} }
-
-// running is how many builds run while remaining are left.
-func (s *slots) running() int { return min(s.conc, s.remaining) }
-
-func (s *slots) initial() int {
-	s.added = max(0, s.jobs-s.running())
-	return s.added
+// NewBudget makes a shared budget of jobs slots (<= 0: the number of
+// CPUs). Close it when its builds are done.
+func NewBudget(jobs int) (*Budget, error) {
+	if jobs <= 0 {
+		jobs = defaultJobs()
+	}
+	js, err := newJobserver(jobs)
+	if err != nil {
+		return nil, err
+	}
+	return &Budget{jobs: jobs, js: js, turn: make(chan struct{}, jobs+1), added: jobs}, nil
 }
 
-// finished records one finished build and returns how many tokens to add.
-func (s *slots) finished() int {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.remaining--
-	want := max(0, s.jobs-s.running())
-	n := max(0, want-s.added)
-	s.added += n
-	return n
+// Jobs is the budget's size.
+func (b *Budget) Jobs() int { return b.jobs }
+
+// Close releases the pipe.
+func (b *Budget) Close() { b.js.close() }
+
+// start waits for a build's turn and accounts for its make's implicit
+// slot; finish (the returned function) gives both back.
+func (b *Budget) start(ctx context.Context) (finish func(), err error) {
+	select {
+	case b.turn <- struct{}{}:
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+	b.mu.Lock()
+	b.running++
+	take := max(0, b.added-b.want())
+	b.added -= take
+	b.mu.Unlock()
+	// Taken back in the background: the tokens may be out with running
+	// makes' compiles (or lost with a killed make, when Close ends the
+	// wait), and this build need not wait for them.
+	go b.js.take(take)
+	return func() {
+		b.mu.Lock()
+		b.running--
+		give := max(0, b.want()-b.added)
+		b.added += give
+		b.mu.Unlock()
+		b.js.add(give)
+		<-b.turn
+	}, nil
 }
+
+// want is how many tokens belong in the pipe: the budget left by the
+// running makes' implicit slots.
+func (b *Budget) want() int { return max(0, b.jobs-b.running) }
 
 func defaultJobs() int {
 	n := numCPU()
@@ -238,17 +260,25 @@ type job struct {
 	js             *jobserver
 }
 
-func build(ctx context.Context, req Request, opts Options, js *jobserver) (*Artifact, error) {
+func build(ctx context.Context, req Request, opts Options) (*Artifact, error) {
 	j, err := prepare(ctx, req, opts)
 	if err != nil {
 		return nil, err
 	}
-	j.js = js
 	if !opts.NoCache && !opts.ConfigOnly {
 		if a := j.lookupIndex(); a != nil {
 			opts.Progress.Printf("%s: cached %s", j.label, a.Dir)
 			return a, nil
 		}
+	}
+	if b := opts.Budget; b != nil {
+		opts.Progress.Status("%s: waiting for a turn in the -j %d budget", j.label, b.jobs)
+		finish, err := b.start(ctx)
+		if err != nil {
+			return nil, &InfraError{Reason: "interrupted", Msg: "build interrupted", Err: err}
+		}
+		defer finish()
+		j.js = b.js
 	}
 	if opts.Timeout > 0 {
 		var cancel context.CancelFunc

@@ -357,6 +357,17 @@ func (j *jobserver) add(n int) {
 	}
 }
 
+// take reads n tokens back out of the pipe, waiting for running makes to
+// return them (or for close, whose closing of the write end ends the wait).
+func (j *jobserver) take(n int) {
+	buf := make([]byte, 1)
+	for ; n > 0; n-- {
+		if _, err := j.r.Read(buf); err != nil {
+			return
+		}
+	}
+}
+
 func (j *jobserver) close() {
 	j.r.Close()
 	j.w.Close()

@@ -8,7 +8,10 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
+	"time"
+	"unsafe"
 
 	"github.com/patcheval/patcheval/internal/arch"
 	"github.com/patcheval/patcheval/internal/fail"
@@ -313,37 +316,148 @@ func tableArch(t *testing.T, name string) arch.Arch {
 	return a
 }
 
-// BuildAll's jobserver never lets the running makes (one implicit slot
-// each) plus the tokens exceed the budget once fewer builds than Jobs run,
-// and gives the last build the whole budget.
-func TestBuildAllSlots(t *testing.T) {
-	for _, c := range []struct {
-		jobs, n int
-		want    []int // tokens in the pipe at the start and after each finish
-	}{
-		{2, 3, []int{0, 0, 1, 2}},
-		{2, 2, []int{0, 1, 2}},
-		{2, 5, []int{0, 0, 0, 0, 1, 2}},
-		{4, 3, []int{1, 2, 3, 4}},
-		{8, 2, []int{6, 7, 8}},
-	} {
-		conc := min(c.n, c.jobs+1)
-		s := newSlots(c.jobs, conc, c.n)
-		got := []int{s.initial()}
-		for i := 0; i < c.n; i++ {
-			got = append(got, got[len(got)-1]+s.finished())
+// pipeTokens is how many tokens b's pipe holds once the background takes
+// settle at want (it fails the test after a few seconds).
+func pipeTokens(t *testing.T, b *Budget, want int) {
+	t.Helper()
+	rc, err := b.js.r.SyscallConn()
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := -1
+	for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
+		rc.Control(func(fd uintptr) {
+			var v int32
+			if _, _, e := syscall.Syscall(syscall.SYS_IOCTL, fd, syscall.TIOCINQ, uintptr(unsafe.Pointer(&v))); e == 0 {
+				n = int(v)
+			}
+		})
+		if n == want {
+			return
 		}
-		if fmt.Sprint(got) != fmt.Sprint(c.want) {
-			t.Errorf("jobs %d, %d builds: tokens %v, want %v", c.jobs, c.n, got, c.want)
+	}
+	t.Fatalf("%d tokens in the pipe, want %d", n, want)
+}
+
+// A Budget's pipe holds what the running builds' implicit slots leave of
+// it: none while Jobs or more run, the whole budget for the last; a build
+// beyond Jobs+1 waits for a turn.
+func TestBudgetTokens(t *testing.T) {
+	b, err := NewBudget(2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	ctx := context.Background()
+	pipeTokens(t, b, 2)
+	var fins []func()
+	for i, want := range []int{1, 0, 0} { // tokens once 1, 2, 3 builds run
+		f, err := b.start(ctx)
+		if err != nil {
+			t.Fatal(err)
 		}
-		// running builds' implicit slots + tokens never exceed max(jobs, conc)
-		// and equal jobs whenever fewer than jobs builds run.
-		for i, tok := range got {
-			running := min(conc, c.n-i)
-			if running > 0 && running < c.jobs && running+tok != c.jobs {
-				t.Errorf("jobs %d, %d builds, after %d finished: %d running + %d tokens != budget", c.jobs, c.n, i, running, tok)
+		fins = append(fins, f)
+		pipeTokens(t, b, want)
+		_ = i
+	}
+	short, cancel := context.WithTimeout(ctx, 100*time.Millisecond)
+	defer cancel()
+	if _, err := b.start(short); err == nil {
+		t.Fatal("a fourth build started beside three in a budget of 2")
+	}
+	for i, want := range []int{0, 1, 2} { // after 1, 2, 3 finished
+		fins[i]()
+		pipeTokens(t, b, want)
+	}
+	// A build starting while the tokens are out (with a make) takes one
+	// back when it is returned.
+	f1, _ := b.start(ctx)
+	pipeTokens(t, b, 1)
+	buf := make([]byte, 1)
+	b.js.r.Read(buf) // a make takes the last token
+	f2, _ := b.start(ctx)
+	pipeTokens(t, b, 0)
+	b.js.add(1) // the make returns it: the second build's start takes it
+	pipeTokens(t, b, 0)
+	f2()
+	pipeTokens(t, b, 1)
+	f1()
+	pipeTokens(t, b, 2)
+}
+
+// Builds sharing a Budget keep every slot busy: with real makes under a
+// budget of 2, a short and a long "build" never run more than 3 jobs
+// (Jobs+1) together, and once the short one is done the long one runs 2
+// at once (the whole budget), not 1.
+func TestBudgetKeepsSlotsBusy(t *testing.T) {
+	b, err := NewBudget(2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	dir := t.TempDir()
+	logp := filepath.Join(dir, "log")
+	for name, n := range map[string]int{"short": 2, "long": 12} {
+		var targets []string
+		for i := 0; i < n; i++ {
+			targets = append(targets, fmt.Sprintf("%s%d", name, i))
+		}
+		mk := "all: " + strings.Join(targets, " ") + "\n" + strings.Join(targets, " ") +
+			":\n\t@echo \"+ " + name + "\" >> " + logp + "; sleep 0.2; echo \"- " + name + "\" >> " + logp + "\n"
+		if err := os.MkdirAll(filepath.Join(dir, name), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(dir, name, "Makefile"), []byte(mk), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	errs := make(chan error, 2)
+	for _, name := range []string{"short", "long"} {
+		go func() {
+			finish, err := b.start(context.Background())
+			if err != nil {
+				errs <- err
+				return
+			}
+			defer finish()
+			cmd := exec.Command("make", "-s", "-C", filepath.Join(dir, name))
+			cmd.Env = append(os.Environ(), "MAKEFLAGS=-j --jobserver-auth=3,4")
+			cmd.ExtraFiles = []*os.File{b.js.r, b.js.w}
+			out, err := cmd.CombinedOutput()
+			if err != nil {
+				err = fmt.Errorf("%v: %s", err, out)
+			}
+			errs <- err
+		}()
+	}
+	for i := 0; i < 2; i++ {
+		if err := <-errs; err != nil {
+			t.Fatal(err)
+		}
+	}
+	data, _ := os.ReadFile(logp)
+	cur, peak, shortLeft, alonePeak := 0, 0, 2, 0
+	lines := strings.Split(strings.TrimSpace(string(data)), "\n")
+	for _, l := range lines {
+		sign, name, _ := strings.Cut(l, " ")
+		if sign == "+" {
+			cur++
+		} else {
+			cur--
+			if name == "short" {
+				shortLeft--
 			}
 		}
+		peak = max(peak, cur)
+		if shortLeft == 0 {
+			alonePeak = max(alonePeak, cur)
+		}
+	}
+	if peak > 3 {
+		t.Errorf("peak concurrency %d, want at most 3 (Jobs+1)", peak)
+	}
+	if alonePeak != 2 {
+		t.Errorf("the long build alone ran %d jobs at once, want 2 (the whole budget): %q", alonePeak, lines)
 	}
 }
 
