@@ -432,16 +432,18 @@ func (c *compile) run(cc string, args []string, store string) (int, error) {
 		return runCC(cc, c.rewrite(args, true, c.output, c.input), nil), nil
 	}
 	obj := filepath.Join(store, key[:2], key+".o")
-	if err := copyFile(obj, c.output); err == nil {
-		now := time.Now()
-		os.Chtimes(obj, now, now) // LRU for Trim
-		if msg, err := os.ReadFile(obj + ".stderr"); err == nil {
-			os.Stderr.Write(msg)
-		}
-		logf("hit %s %s", c.output, key)
-		return 0, nil
-	} else if !os.IsNotExist(err) {
+	if hit, err := c.fetch(obj, key); hit || err != nil {
 		return 0, err
+	}
+	// Builds that run at the same time (BuildAll, an evaluation's
+	// kernels) miss on the same objects at about the same time: one
+	// compiles while the others wait for its object instead of compiling
+	// it again.
+	if unlock := lockKey(store, key); unlock != nil {
+		defer unlock()
+		if hit, err := c.fetch(obj, key); hit || err != nil {
+			return 0, err
+		}
 	}
 
 	// Miss: compile what was preprocessed (saves running cpp twice). With
@@ -471,6 +473,56 @@ func (c *compile) run(cc string, args []string, store string) (int, error) {
 	}
 	logf("miss %s %s", c.output, key)
 	return 0, nil
+}
+
+// fetch copies the stored object (and replays its diagnostics) when there
+// is one.
+func (c *compile) fetch(obj, key string) (bool, error) {
+	err := copyFile(obj, c.output)
+	if err != nil {
+		if os.IsNotExist(err) {
+			return false, nil
+		}
+		return false, err
+	}
+	now := time.Now()
+	os.Chtimes(obj, now, now) // LRU for Trim
+	if msg, err := os.ReadFile(obj + ".stderr"); err == nil {
+		os.Stderr.Write(msg)
+	}
+	logf("hit %s %s", c.output, key)
+	return true, nil
+}
+
+// lockKey takes the store's lock for key: one of 4,096 lock files
+// (<store>/locks/<first three hex digits>), so their number stays bounded;
+// two keys that share one wait for each other's compile, rarely. It
+// returns nil when there is no lock to take (the compile then goes ahead
+// unlocked); the kernel drops the lock if the wrapper dies.
+func lockKey(store, key string) (unlock func()) {
+	dir := filepath.Join(store, "locks")
+	p := filepath.Join(dir, key[:3])
+	f, err := os.OpenFile(p, os.O_RDWR|os.O_CREATE, 0o644)
+	if os.IsNotExist(err) {
+		if os.MkdirAll(dir, 0o755) != nil {
+			return nil
+		}
+		f, err = os.OpenFile(p, os.O_RDWR|os.O_CREATE, 0o644)
+	}
+	if err != nil {
+		return nil
+	}
+	for {
+		err = syscall.Flock(int(f.Fd()), syscall.LOCK_EX)
+		if err != syscall.EINTR {
+			break
+		}
+	}
+	if err != nil {
+		f.Close()
+		return nil
+	}
+	return func() { f.Close() }
 }
 
 // key hashes what decides the object: the compiler, the arguments (minus

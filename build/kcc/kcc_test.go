@@ -2,6 +2,7 @@ package kcc
 
 import (
 	"bytes"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -172,6 +173,55 @@ func TestMissThenHitAcrossLineShifts(t *testing.T) {
 	p.compileCheck(args)
 	if s := p.stats(); s.Misses != 2 {
 		t.Fatalf("after a token change: %+v, want a miss", s)
+	}
+}
+
+// A wrapper that misses while another compiles the same key (builds
+// running at the same time) waits for that object instead of compiling it
+// again: here the test holds the key's lock, stores the object and lets
+// go, and the waiting wrapper answers from the store.
+func TestConcurrentMissWaitsForTheObject(t *testing.T) {
+	p := newProject(t, baseFiles)
+	args := p.args("a.c", "a.o")
+	p.compileCheck(args)
+	data, _ := os.ReadFile(p.log)
+	f := strings.Fields(string(data))
+	if len(f) != 3 || f[0] != "miss" {
+		t.Fatalf("log %q, want one miss with its key", data)
+	}
+	key := f[2]
+	stored := filepath.Join(p.store, key[:2], key+".o")
+	obj, err := os.ReadFile(stored)
+	if err != nil {
+		t.Fatal(err)
+	}
+	os.Remove(stored) // as if never compiled; another build is at it
+	unlock := lockKey(p.store, key)
+	if unlock == nil {
+		t.Fatal("no lock")
+	}
+	done := make(chan string)
+	go func() {
+		st, stderr := p.viaKCC(args)
+		done <- fmt.Sprintf("%d %s", st, stderr)
+	}()
+	select {
+	case r := <-done:
+		t.Fatalf("the wrapper finished (%s) while the key was locked", r)
+	case <-time.After(500 * time.Millisecond):
+	}
+	if err := storeObject(stored, filepath.Join(p.out, "a.o"), nil); err != nil {
+		t.Fatal(err)
+	}
+	unlock()
+	if r := <-done; r != "0 " {
+		t.Fatalf("wrapper: %s", r)
+	}
+	if s := p.stats(); s.Misses != 1 || s.Hits != 1 {
+		t.Fatalf("%+v, want the waiting wrapper's hit", s)
+	}
+	if got := p.read("a.o"); !bytes.Equal(got, obj) {
+		t.Fatal("object differs from the stored one")
 	}
 }
 
