@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"path/filepath"
+	"sync"
 	"time"
 
 	"github.com/patcheval/patcheval/build"
@@ -61,7 +62,7 @@ func Build(ctx context.Context, env Env, id int64, key string) (err error) {
 	start := time.Now()
 	pr := env.progress()
 	pr.Status("building %s/%s", spec.Arch, spec.Variant)
-	art, buildErr := build.Build(ctx, req, build.Options{CacheDir: env.CacheDir, Jobs: env.Jobs, Progress: pr, NoNetwork: true})
+	art, buildErr := build.Build(ctx, req, build.Options{CacheDir: env.CacheDir, Jobs: env.Jobs, Budget: env.Budget, Progress: pr, NoNetwork: true})
 	b := store.Build{Variant: spec.Variant, Arch: spec.Arch, Commit: req.Commit, Status: "ok"}
 	m := buildMeta{Key: key}
 	if art != nil {
@@ -94,6 +95,39 @@ func Build(ctx context.Context, env Env, id int64, key string) (err error) {
 		return buildErr
 	}
 	return err
+}
+
+// buildAll builds evaluation id's kernels keys at the same time within
+// one -j budget (env.Budget, or one of env.Jobs), so that one kernel's
+// serial steps (checkout, configuration, the link) leave no core idle
+// while another compiles. Every build runs to its end, also when another
+// failed (what built is cached and recorded for a rerun); the error is the
+// first failed kernel's in keys' order.
+func buildAll(ctx context.Context, env Env, id int64, keys []string) error {
+	if len(keys) > 1 && env.Budget == nil {
+		b, err := build.NewBudget(env.Jobs)
+		if err != nil {
+			return fail.Infra(err)
+		}
+		defer b.Close()
+		env.Budget = b
+	}
+	errs := make([]error, len(keys))
+	var wg sync.WaitGroup
+	for i, k := range keys {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			errs[i] = Build(ctx, env, id, k)
+		}()
+	}
+	wg.Wait()
+	for _, err := range errs {
+		if err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 func specByKey(p *pipelines.Pipeline, key string) (pipelines.BuildSpec, bool) {

@@ -28,6 +28,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/patcheval/patcheval/build"
 	"github.com/patcheval/patcheval/evaluate/report"
 	"github.com/patcheval/patcheval/evaluate/store"
 	"github.com/patcheval/patcheval/internal/fail"
@@ -45,7 +46,11 @@ type Env struct {
 	// default).
 	CacheDir string
 	// Jobs is the make -j budget (0: number of CPUs).
-	Jobs     int
+	Jobs int
+	// Budget, when set, is the -j budget the builds share with the
+	// builds running beside them (build.Budget; Jobs is then unused for
+	// builds). Run makes one for an evaluation's kernels.
+	Budget   *build.Budget
 	Progress *progress.Reporter
 	// Record, when non-nil, is called inside the SAME database transaction
 	// that records a stage's result (after the stage's own writes), so a
@@ -367,10 +372,8 @@ func Run(ctx context.Context, env Env, p *pipelines.Pipeline, o Options) (*Outco
 	if err != nil {
 		return out, err
 	}
-	for _, k := range keys {
-		if err := Build(ctx, env, id, k); err != nil {
-			return out, err
-		}
+	if err := buildAll(ctx, env, id, keys); err != nil {
+		return out, err
 	}
 	boots, err := Boots(ctx, env, id)
 	// Rounds are bounded: a round whose boots all failed for

@@ -61,8 +61,8 @@ type EngineConfig struct {
 	// disturb each other's timings; an evaluation's own boots always run
 	// one after another, in their interleaving order).
 	BootWorkers int
-	// BuildWorkers build at once (default 1). The make -j budget is split
-	// between them, so that all builds share one budget.
+	// BuildWorkers build at once (default 1). They share one make -j
+	// budget (build.Budget): a build running alone gets all of it.
 	BuildWorkers int
 	// Grace is how long Stop lets running jobs finish before it cancels
 	// them (they are then retried on the next start).

@@ -144,16 +144,19 @@ func bootJobs(id, gen int64, round int, boots []evaluate.BootKey) river.InsertMa
 // next computes the jobs that follow the current one, inside tx.
 type next func(ctx context.Context, tx *store.Tx) ([]river.InsertManyParams, error)
 
-// env is a stage's runner.Env; builds get their share of the -j budget.
+// env is a stage's runner.Env; builds share the service's -j budget, so
+// that whichever builds run keep every slot busy (a build running alone
+// gets all of it).
 func (s *Service) env(id int64, kind string) runner.Env {
 	jobs := s.cfg.Jobs
 	if jobs <= 0 {
 		jobs = runtime.NumCPU()
 	}
+	e := runner.Env{Store: s.db.Store, CacheDir: s.cfg.CacheDir, Jobs: jobs, Progress: progress.New(s.evalLog(id)), Queued: true}
 	if kind == "build" {
-		jobs = max(1, jobs/max(1, s.cfg.BuildWorkers))
+		e.Budget = s.budget
 	}
-	return runner.Env{Store: s.db.Store, CacheDir: s.cfg.CacheDir, Jobs: jobs, Progress: progress.New(s.evalLog(id)), Queued: true}
+	return e
 }
 
 // work runs one stage job: it refuses to start for a cancelled

@@ -17,6 +17,7 @@ import (
 	"github.com/riverqueue/river"
 	"github.com/riverqueue/river/rivertype"
 
+	"github.com/patcheval/patcheval/build"
 	"github.com/patcheval/patcheval/evaluate/store"
 	"github.com/patcheval/patcheval/internal/fail"
 	"github.com/patcheval/patcheval/mbox"
@@ -103,6 +104,9 @@ type Service struct {
 	// jobs it runs); on Postgres its presence lock says it is alive.
 	workerID string
 
+	// budget is the -j budget the running builds share (Config.Jobs).
+	budget *build.Budget
+
 	mu   sync.Mutex
 	logs map[int64]*evalLog
 
@@ -128,25 +132,34 @@ func New(ctx context.Context, cfg Config) (*Service, error) {
 			return nil, fail.Inputf("--allow-tree %s: %v", t, err)
 		}
 	}
+	if s.budget, err = build.NewBudget(cfg.Jobs); err != nil {
+		db.Close()
+		return nil, fail.Infra(err)
+	}
 	workers := river.NewWorkers()
 	s.addWorkers(workers)
 	s.engine, err = newEngine(db, EngineConfig{ID: s.workerID, BootWorkers: cfg.BootWorkers, BuildWorkers: cfg.BuildWorkers, Grace: cfg.Grace,
 		Logger: slog.New(slog.NewTextHandler(s.log, &slog.HandlerOptions{Level: slog.LevelWarn}))}, workers)
 	if err != nil {
-		db.Close()
+		s.Close()
 		return nil, err
 	}
 	s.dash, err = dashboard.New(source{s}, dashboard.Options{Where: db.Where, Lore: s.lore + "/all/", Pipelines: pipelines.List(),
 		Posts: cfg.Posts})
 	if err != nil {
-		db.Close()
+		s.Close()
 		return nil, err
 	}
 	return s, nil
 }
 
 // Close closes the database.
-func (s *Service) Close() error { return s.db.Close() }
+func (s *Service) Close() error {
+	if s.budget != nil {
+		s.budget.Close()
+	}
+	return s.db.Close()
+}
 
 // Store is the evaluation store.
 func (s *Service) Store() *store.Store { return s.db.Store }
