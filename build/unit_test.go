@@ -211,6 +211,38 @@ func TestLockFileSerialises(t *testing.T) {
 	un2()
 }
 
+// runMakes runs make -s in each of dirs at the same time, joined to js
+// (each as a build of b when b is set).
+func runMakes(t *testing.T, js *jobserver, b *Budget, dirs ...string) {
+	t.Helper()
+	errs := make(chan error, len(dirs))
+	for _, dir := range dirs {
+		go func() {
+			if b != nil {
+				finish, err := b.start(context.Background())
+				if err != nil {
+					errs <- err
+					return
+				}
+				defer finish()
+			}
+			cmd := exec.Command("make", "-s", "-C", dir)
+			cmd.Env = append(os.Environ(), "MAKEFLAGS=-j --jobserver-auth=3,4")
+			cmd.ExtraFiles = []*os.File{js.r, js.w}
+			out, err := cmd.CombinedOutput()
+			if err != nil {
+				err = fmt.Errorf("%v: %s", err, out)
+			}
+			errs <- err
+		}()
+	}
+	for range dirs {
+		if err := <-errs; err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
 // Two makes sharing one jobserver never run more jobs together than the
 // budget: tokens + one implicit slot per make.
 func TestJobserverSharesBudget(t *testing.T) {
@@ -224,24 +256,7 @@ func TestJobserverSharesBudget(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer js.close()
-	errs := make(chan error, 2)
-	for i := 0; i < 2; i++ {
-		go func() {
-			cmd := exec.Command("make", "-s", "-C", dir)
-			cmd.Env = append(os.Environ(), "MAKEFLAGS=-j --jobserver-auth=3,4")
-			cmd.ExtraFiles = []*os.File{js.r, js.w}
-			out, err := cmd.CombinedOutput()
-			if err != nil {
-				err = fmt.Errorf("%v: %s", err, out)
-			}
-			errs <- err
-		}()
-	}
-	for i := 0; i < 2; i++ {
-		if err := <-errs; err != nil {
-			t.Fatal(err)
-		}
-	}
+	runMakes(t, js, nil, dir, dir)
 	data, _ := os.ReadFile(filepath.Join(dir, "log"))
 	cur, peak := 0, 0
 	for _, l := range strings.Fields(string(data)) {
@@ -411,30 +426,7 @@ func TestBudgetKeepsSlotsBusy(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	errs := make(chan error, 2)
-	for _, name := range []string{"short", "long"} {
-		go func() {
-			finish, err := b.start(context.Background())
-			if err != nil {
-				errs <- err
-				return
-			}
-			defer finish()
-			cmd := exec.Command("make", "-s", "-C", filepath.Join(dir, name))
-			cmd.Env = append(os.Environ(), "MAKEFLAGS=-j --jobserver-auth=3,4")
-			cmd.ExtraFiles = []*os.File{b.js.r, b.js.w}
-			out, err := cmd.CombinedOutput()
-			if err != nil {
-				err = fmt.Errorf("%v: %s", err, out)
-			}
-			errs <- err
-		}()
-	}
-	for i := 0; i < 2; i++ {
-		if err := <-errs; err != nil {
-			t.Fatal(err)
-		}
-	}
+	runMakes(t, b.js, b, filepath.Join(dir, "short"), filepath.Join(dir, "long"))
 	data, _ := os.ReadFile(logp)
 	cur, peak, shortLeft, alonePeak := 0, 0, 2, 0
 	lines := strings.Split(strings.TrimSpace(string(data)), "\n")
