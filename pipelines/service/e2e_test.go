@@ -135,16 +135,42 @@ func startServe(t *testing.T, spec string) *serveProc {
 // duplicated. A real browser then reads the dashboard, and `lore
 // --pipeline`'s in-process path on the same inputs finds the same
 // evaluation and writes the same report.
+//
+// It runs on SQLite and on a real PostgreSQL 15 (`serve --database
+// postgres://...`), where the restarted serve finds the killed one's boot
+// job by its presence lock (orphans.go). Both reuse the same kernel
+// builds; the Postgres run boots once per variant and skips the browser
+// (the pages are the same code) to keep its cost to the apply and a few
+// boots.
 func TestServeEndToEnd(t *testing.T) {
 	repo := buildtest.Repo(t)
 	cache := buildtest.Options(t).CacheDir
 	inbox := testinbox.Start(t, backport)
-	dir := t.TempDir()
-	db := filepath.Join(dir, "patcheval.db")
-	specJSON, _ := json.Marshal(map[string]string{"DB": db, "Lore": inbox.URL, "Tree": repo, "Cache": cache})
+	t.Run("sqlite", func(t *testing.T) {
+		dir := t.TempDir()
+		serveEndToEnd(t, e2e{repo: repo, cache: cache, lore: inbox.URL, db: filepath.Join(dir, "patcheval.db"), dir: dir, boots: 2, browser: true})
+	})
+	t.Run("postgres", func(t *testing.T) {
+		dir := t.TempDir()
+		serveEndToEnd(t, e2e{repo: repo, cache: cache, lore: inbox.URL, db: testpg.URL(t), dir: dir, state: dir, boots: 1})
+	})
+}
+
+// e2e is one end-to-end run: the tree, the kernel cache, the
+// public-inbox, the database, the directory the reports land in (beside
+// a SQLite file; the state directory on Postgres), boots per variant, and
+// whether a browser reads the dashboard.
+type e2e struct {
+	repo, cache, lore, db, dir, state string
+	boots                             int
+	browser                           bool
+}
+
+func serveEndToEnd(t *testing.T, c e2e) {
+	repo, cache, db, dir, boots := c.repo, c.cache, c.db, c.dir, c.boots
+	specJSON, _ := json.Marshal(map[string]string{"DB": db, "Lore": c.lore, "Tree": repo, "Cache": cache, "State": c.state})
 	spec := string(specJSON)
 	const msgid = "20261102093000.4121-0-tester@example.org"
-	const boots = 2
 
 	srv := startServe(t, spec)
 	req := SubmitRequest{MsgID: "<" + msgid + ">", Pipeline: "ppc-preempt-dynamic", Tree: repo, Boots: boots}
@@ -330,15 +356,17 @@ func TestServeEndToEnd(t *testing.T) {
 	}
 
 	// The dashboard in a real browser.
-	shots := os.Getenv("PATCHEVAL_SCREENSHOTS")
-	if shots == "" {
-		shots = t.TempDir()
+	if c.browser {
+		shots := os.Getenv("PATCHEVAL_SCREENSHOTS")
+		if shots == "" {
+			shots = t.TempDir()
+		}
+		visitDashboard(t, srv2.base, id, shots)
 	}
-	visitDashboard(t, srv2.base, id, shots)
 
 	// lore --pipeline's path on the same inputs: the same evaluation,
 	// nothing booted again, the same report.
-	thread, err := mbox.Fetch(context.Background(), mbox.Source{Kind: mbox.SourceLore, MsgID: msgid}, mbox.FetchOptions{Lore: inbox.URL, NoCache: true})
+	thread, err := mbox.Fetch(context.Background(), mbox.Source{Kind: mbox.SourceLore, MsgID: msgid}, mbox.FetchOptions{Lore: c.lore, NoCache: true})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -353,7 +381,7 @@ func TestServeEndToEnd(t *testing.T) {
 	out := t.TempDir()
 	res, err := runner.Run(context.Background(), runner.Env{Store: st, CacheDir: cache, Progress: progress.New(os.Stderr)}, p, runner.Options{
 		Mbox: runner.ThreadMbox(thread), Version: s.Version, ThreadSource: thread.Source, AM: series.AMOptions{LinkMask: series.DefaultLinkMask},
-		Tree: repo, Boots: boots, From: testFrom, Lore: inbox.URL, OutDir: out})
+		Tree: repo, Boots: boots, From: testFrom, Lore: c.lore, OutDir: out})
 	if err != nil {
 		t.Fatalf("lore --pipeline path: %v", err)
 	}
