@@ -21,6 +21,7 @@ import (
 	"context"
 	"fmt"
 	"math"
+	"slices"
 	"strings"
 	"time"
 
@@ -30,6 +31,7 @@ import (
 
 	"github.com/patcheval/patcheval/evaluate/stats"
 	"github.com/patcheval/patcheval/internal/fail"
+	"github.com/patcheval/patcheval/series/maintainers"
 )
 
 // Measurement is what one measurement of a commit gave.
@@ -88,6 +90,10 @@ type Commit struct {
 	Date    string `json:"date,omitempty"`
 	// Link is the commit message's Link: trailer (lore), when present.
 	Link string `json:"link,omitempty"`
+	// Lists are the mailing lists MAINTAINERS (L:) names for the files
+	// the commit changes (set on the culprit when the tree has a
+	// MAINTAINERS file).
+	Lists []string `json:"lists,omitempty"`
 	// Index is the position in the range (0 = oldest after Good); -1 is
 	// Good itself.
 	Index int `json:"index"`
@@ -288,6 +294,11 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 		parent = commits[hi-1]
 	}
 	r.res.Status = Found
+	if lists, err := culpritLists(o.Repo, culprit.Hash); err != nil {
+		r.res.Notes = append(r.res.Notes, fmt.Sprintf("the culprit's mailing lists are unknown: %v", err))
+	} else {
+		culprit.Lists = lists
+	}
 	r.res.Culprit, r.res.Parent = &culprit, &parent
 
 	// Confirm: the parent good and the culprit bad again, each with a
@@ -547,6 +558,59 @@ func firstParentRange(repoPath, goodRef, badRef string, limit int) (good, bad Co
 	}
 	bad = commits[len(commits)-1]
 	return good, bad, commits, nil
+}
+
+// culpritLists is what MAINTAINERS (the culprit's own) lists (L:) for
+// the files the commit changes against its first parent, as
+// get_maintainer.pl --no-git would; none when the tree has no
+// MAINTAINERS file.
+func culpritLists(repoPath, hash string) ([]string, error) {
+	repo, err := git.PlainOpenWithOptions(repoPath, &git.PlainOpenOptions{DetectDotGit: false})
+	if err != nil {
+		return nil, err
+	}
+	c, err := repo.CommitObject(plumbing.NewHash(hash))
+	if err != nil {
+		return nil, err
+	}
+	if _, err := c.File("MAINTAINERS"); err != nil {
+		return nil, nil
+	}
+	p, err := c.Parent(0)
+	if err != nil {
+		return nil, err
+	}
+	from, err := p.Tree()
+	if err != nil {
+		return nil, err
+	}
+	to, err := c.Tree()
+	if err != nil {
+		return nil, err
+	}
+	changes, err := object.DiffTree(from, to)
+	if err != nil {
+		return nil, err
+	}
+	var files []string
+	for _, ch := range changes {
+		for _, name := range []string{ch.From.Name, ch.To.Name} {
+			if name != "" && !slices.Contains(files, name) {
+				files = append(files, name)
+			}
+		}
+	}
+	m, err := maintainers.FromCommit(c)
+	if err != nil {
+		return nil, err
+	}
+	var lists []string
+	for _, rc := range m.ForFiles(files) {
+		if rc.Kind == maintainers.List && !slices.Contains(lists, rc.Email) {
+			lists = append(lists, rc.Email)
+		}
+	}
+	return lists, nil
 }
 
 func info(c *object.Commit, idx int) Commit {

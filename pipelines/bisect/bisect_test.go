@@ -2,9 +2,11 @@ package bisect
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"math/rand"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -318,5 +320,110 @@ func TestResumeReplaysRecordsAndMeasuresEachStepOnce(t *testing.T) {
 				t.Fatalf("diverging records: %v, want a bad-input error", err)
 			}
 		})
+	}
+}
+
+// kcidbIssueProps are the issue and incident properties of KCIDB I/O
+// v5.3 (kernelci/kcidb-io kcidb_io/schema: objects allow no other
+// properties; required ones second).
+var kcidbIssueProps = map[string][2][]string{
+	"issues": {{"_timestamp", "id", "version", "origin", "report_url", "report_subject", "culprit", "build_valid",
+		"test_status", "comment", "misc"}, {"id", "version", "origin"}},
+	"incidents": {{"_timestamp", "id", "origin", "issue_id", "issue_version", "build_id", "test_id", "present",
+		"comment", "misc"}, {"id", "origin", "issue_id", "issue_version"}},
+}
+
+// TestDraftCopiesTheListsAndKCIDBHasTheIssue: the reply draft goes to
+// the culprit's author, copied to the lists the culprit's MAINTAINERS
+// names for the files it changes (not those of files it leaves alone),
+// in reply to the message its Link: names; the KCIDB data carries the
+// tree URL and an issue with its incident on the culprit's failing test,
+// with only the properties KCIDB v5.3 allows.
+func TestDraftCopiesTheListsAndKCIDBHasTheIssue(t *testing.T) {
+	repo := testgit.InitBare(t, filepath.Join(t.TempDir(), "r.git"))
+	const maint = "SYSTEM CALLS\nM:\tSys Maintainer <sys@example.org>\nL:\tlinux-kernel@vger.kernel.org\nS:\tMaintained\nF:\tkernel/\n\n" +
+		"MEMORY MANAGEMENT\nM:\tMm Maintainer <mm@example.org>\nL:\tlinux-mm@kvack.org\nS:\tMaintained\nF:\tmm/\n"
+	good := testgit.Commit(t, repo, "", "base", "2026-11-02T09:00:00Z", map[string]string{"MAINTAINERS": maint,
+		"bench/getppid": "1000\n", "kernel/sys.c": "/* 0 */\n", "mm/mmap.c": "/* 0 */\n"})
+	parent := good
+	var commits []string
+	for i := 0; i < 8; i++ {
+		v, msg := "1000", fmt.Sprintf("mm: change %d", i)
+		files := map[string]string{"mm/mmap.c": fmt.Sprintf("/* %d */\n", i)}
+		if i >= 5 {
+			v = "1250"
+		}
+		if i == 5 {
+			msg = "sys: slow down getppid\n\nLink: https://lore.kernel.org/r/20261102.1234-1-dev@example.org"
+			files = map[string]string{"kernel/sys.c": "/* slow */\n"}
+		}
+		files["bench/getppid"] = v + "\n"
+		parent = testgit.Commit(t, repo, parent, msg, fmt.Sprintf("2026-11-02T10:%02d:00Z", i), files)
+		commits = append(commits, parent)
+	}
+	m := &treeMeasurer{repo: repo, built: map[string]bool{}}
+	res, err := Run(context.Background(), Options{Repo: repo, Good: good, Bad: parent, Measurer: m,
+		Benchmark: "getppid", Metric: "ns/op", Deterministic: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Culprit == nil || res.Culprit.Hash != commits[5] || !slices.Equal(res.Culprit.Lists, []string{"linux-kernel@vger.kernel.org"}) {
+		t.Fatalf("culprit %+v, want %s with the list of kernel/ only", res.Culprit, commits[5])
+	}
+	c := Context{Tree: "https://git.example.org/linux.git", Pipeline: "x86-getppid", Variant: "base", Arch: "x86_64"}
+	d, err := Draft(res, c, mbox.Address{Name: "Tester", Email: "tester@example.org"}, time.Date(2026, 12, 1, 10, 0, 0, 0, time.UTC))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var eml strings.Builder
+	if err := report.WriteDraft(&eml, *d); err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"To: Patch Author <author@patcheval.invalid>", "Cc: linux-kernel@vger.kernel.org",
+		"In-Reply-To: <20261102.1234-1-dev@example.org>", "a +25.0% regression of getppid ns/op"} {
+		if !strings.Contains(eml.String(), want) {
+			t.Errorf("draft lacks %q:\n%s", want, eml.String())
+		}
+	}
+	if strings.Contains(eml.String(), "linux-mm") {
+		t.Errorf("draft copies the list of files the culprit does not touch:\n%s", eml.String())
+	}
+	var kc strings.Builder
+	if err := WriteKCIDB(&kc, res, c); err != nil {
+		t.Fatal(err)
+	}
+	var raw map[string]json.RawMessage
+	if err := json.Unmarshal([]byte(kc.String()), &raw); err != nil {
+		t.Fatalf("%v\n%s", err, kc.String())
+	}
+	doc := map[string][]map[string]any{}
+	for _, kind := range []string{"checkouts", "tests", "issues", "incidents"} {
+		var list []map[string]any
+		if err := json.Unmarshal(raw[kind], &list); err != nil {
+			t.Fatalf("%s: %v", kind, err)
+		}
+		doc[kind] = list
+	}
+	for kind, props := range kcidbIssueProps {
+		if len(doc[kind]) != 1 {
+			t.Fatalf("%d %s, want one:\n%s", len(doc[kind]), kind, kc.String())
+		}
+		for k := range doc[kind][0] {
+			if !slices.Contains(props[0], k) {
+				t.Errorf("%s: property %q is not in KCIDB v5.3", kind, k)
+			}
+		}
+		for _, k := range props[1] {
+			if _, ok := doc[kind][0][k]; !ok {
+				t.Errorf("%s: required %q missing", kind, k)
+			}
+		}
+	}
+	inc, iss, test := doc["incidents"][0], doc["issues"][0], doc["tests"][0]
+	if inc["issue_id"] != iss["id"] || inc["test_id"] != test["id"] || inc["present"] != true || test["status"] != "FAIL" {
+		t.Errorf("incident %v does not tie issue %v to the failing test %v", inc, iss["id"], test)
+	}
+	if co := doc["checkouts"][0]; co["git_repository_url"] != c.Tree || co["git_commit_hash"] != commits[5] {
+		t.Errorf("checkout %v", co)
 	}
 }

@@ -213,12 +213,19 @@ func WriteKCIDB(w io.Writer, r *Result, c Context) error {
 	issue := o + ":bisect-" + id
 	path := kcidbPath(r.Benchmark) + "." + kcidbPath(r.Metric)
 	cv := r.valuesOf(r.Culprit.Hash)
+	co := map[string]any{
+		"id": checkout, "origin": o, "git_commit_hash": r.Culprit.Hash, "valid": true,
+		"comment": r.Culprit.Subject, "misc": map[string]any{"tree": orDash(c.Tree, r.Repo), "parent": r.Parent.Hash},
+	}
+	if strings.HasPrefix(c.Tree, "https://") || strings.HasPrefix(c.Tree, "git://") {
+		co["git_repository_url"] = c.Tree
+	}
+	if !r.Started.IsZero() {
+		co["start_time"] = r.Started.UTC().Format("2006-01-02T15:04:05.000000+00:00")
+	}
 	data := map[string]any{
 		"version": map[string]int{"major": 5, "minor": 3},
-		"checkouts": []map[string]any{{
-			"id": checkout, "origin": o, "git_commit_hash": r.Culprit.Hash, "valid": true,
-			"comment": r.Culprit.Subject, "misc": map[string]any{"tree": orDash(c.Tree, r.Repo), "parent": r.Parent.Hash},
-		}},
+		"checkouts": []map[string]any{co},
 		"builds": []map[string]any{{
 			"id": build, "checkout_id": checkout, "origin": o, "status": "PASS", "architecture": c.Arch,
 			"comment": c.Pipeline + " " + c.Variant,
@@ -232,6 +239,7 @@ func WriteKCIDB(w io.Writer, r *Result, c Context) error {
 			"id": issue, "version": 1, "origin": o,
 			"report_subject": fmt.Sprintf("%s: %s", short(r.Culprit.Hash), r.Headline()),
 			"culprit":        map[string]bool{"code": true, "tool": false, "harness": false},
+			"test_status":    "FAIL",
 			"comment":        fmt.Sprintf("bisected %s..%s (%d commits, %d builds); confirmed %v", r.GoodRef, r.BadRef, r.Commits, r.Builds, r.Confirmed),
 			"misc": map[string]any{"change_pct": r.Change, "ci_low_pct": r.CILow, "ci_high_pct": r.CIHigh,
 				"culprit": r.Culprit.Hash, "parent": r.Parent.Hash},
@@ -258,8 +266,9 @@ func kcidbPath(s string) string {
 	return b.String()
 }
 
-// Draft is the mail to the culprit's author (and the list of its Link:
-// when that is a lore link, replying to that message), never sent.
+// Draft is the mail to the culprit's author, copied to the mailing lists
+// MAINTAINERS names for the files it changes (Commit.Lists), replying to
+// the message its Link: names when that is a lore link; never sent.
 func Draft(r *Result, c Context, from mbox.Address, now time.Time) (*report.Draft, error) {
 	if r.Status != Found {
 		return nil, fmt.Errorf("bisect: no single culprit: no reply draft")
@@ -270,6 +279,9 @@ func Draft(r *Result, c Context, from mbox.Address, now time.Time) (*report.Draf
 	d := &report.Draft{From: from, Date: now,
 		To:      []mbox.Address{{Name: r.Culprit.Author, Email: r.Culprit.Email}},
 		Subject: fmt.Sprintf("[bisected] %s: %s", clip(r.Culprit.Subject, 60), r.Headline())}
+	for _, l := range r.Culprit.Lists {
+		d.Cc = append(d.Cc, mbox.Address{Email: l})
+	}
 	sum := sha256.Sum256([]byte(r.Culprit.Hash + now.String()))
 	domain := "patcheval.local"
 	if _, dom, ok := strings.Cut(from.Email, "@"); ok && dom != "" {
