@@ -224,7 +224,7 @@ func WriteKCIDB(w io.Writer, r *Result, c Context) error {
 		co["start_time"] = r.Started.UTC().Format("2006-01-02T15:04:05.000000+00:00")
 	}
 	data := map[string]any{
-		"version": map[string]int{"major": 5, "minor": 3},
+		"version":   map[string]int{"major": 5, "minor": 3},
 		"checkouts": []map[string]any{co},
 		"builds": []map[string]any{{
 			"id": build, "checkout_id": checkout, "origin": o, "status": "PASS", "architecture": c.Arch,
