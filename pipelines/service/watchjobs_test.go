@@ -17,6 +17,7 @@ import (
 	"github.com/patcheval/patcheval/evaluate/store"
 	"github.com/patcheval/patcheval/internal/fail"
 	"github.com/patcheval/patcheval/internal/testgit"
+	"github.com/patcheval/patcheval/internal/testpg"
 	"github.com/patcheval/patcheval/pipelines"
 	"github.com/patcheval/patcheval/pipelines/bisect"
 	"github.com/patcheval/patcheval/pipelines/watch"
@@ -131,8 +132,20 @@ func (m *treeStepMeasurer) MeasureNth(ctx context.Context, commit string, boots,
 // is measured again as the same measurement), skips the commit that does
 // not build and names the culprit, confirmed, in at most ceil(log2(16)) +
 // 2 builds plus the skipped one.
+//
+// It runs on SQLite and on a real PostgreSQL 15, where the restarted
+// serve finds the killed one's step job by its presence lock.
 func TestServeWatchJobsResumeBisectionAfterKill(t *testing.T) {
-	root := t.TempDir()
+	t.Run("sqlite", func(t *testing.T) {
+		root := t.TempDir()
+		watchJobsAfterKill(t, root, filepath.Join(root, "state", "patcheval.db"))
+	})
+	t.Run("postgres", func(t *testing.T) {
+		watchJobsAfterKill(t, t.TempDir(), testpg.URL(t))
+	})
+}
+
+func watchJobsAfterKill(t *testing.T, root, db string) {
 	upstream := testgit.InitBare(t, filepath.Join(root, "served", "linux.git"))
 	srvGit := testgit.Serve(t, filepath.Join(root, "served"))
 	local := testgit.InitBare(t, filepath.Join(root, "local.git"))
@@ -143,7 +156,6 @@ func TestServeWatchJobsResumeBisectionAfterKill(t *testing.T) {
 	rc1 := commit("", 0, "1000")
 	testgit.Tag(t, upstream, "v6.2-rc1", rc1)
 
-	db := filepath.Join(root, "state", "patcheval.db")
 	st, err := store.Open(db)
 	if err != nil {
 		t.Fatal(err)
@@ -157,7 +169,7 @@ func TestServeWatchJobsResumeBisectionAfterKill(t *testing.T) {
 	}
 	logPath := filepath.Join(root, "watch.log")
 	spec := func(blockAt int) string {
-		b, _ := json.Marshal(map[string]any{"DB": db, "Tree": local, "Cache": t.TempDir(),
+		b, _ := json.Marshal(map[string]any{"DB": db, "Tree": local, "Cache": t.TempDir(), "State": filepath.Join(root, "state"),
 			"Watch": testWatchSpec{Log: logPath, Out: filepath.Join(root, "watches"), BlockAt: blockAt}})
 		return string(b)
 	}
