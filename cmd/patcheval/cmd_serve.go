@@ -7,6 +7,7 @@ import (
 	"io"
 	"net"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"time"
 
@@ -43,7 +44,7 @@ func init() {
 	register(&command{
 		name:    "serve",
 		summary: "run the service: job queue (River), HTTP API under /api/v1 and the dashboard",
-		usage:   "patcheval serve [--listen 127.0.0.1:8080] [--public-url URL] [--database URL] [--workers N] [--token-file F] [--allow-tree PATH]...",
+		usage:   "patcheval serve [--listen 127.0.0.1:8080] [--public-url URL] [--database URL] [--workers N] [--work all|coordinator|detect] [--token-file F] [--allow-tree PATH]...",
 		setup: func(fs *flag.FlagSet) func(ctx context.Context, env *Env, args []string) error {
 			listen := fs.String("listen", "127.0.0.1:8080", "`address` to listen on; anything but loopback needs --token-file")
 			database := fs.String("database", "", "database: a SQLite `file` or sqlite:PATH (default <state dir>/patcheval.db), or postgres://USER@HOST/DB (password from ~/.pgpass or $PGPASSFILE, not the command line)")
@@ -58,6 +59,7 @@ func init() {
 			from := fs.String("from", "", "reply drafts' sender \"Name <email>\" (default: git config)")
 			grace := fs.Duration("grace", 30*time.Second, "on SIGTERM, how long running jobs may finish before they are cancelled (and retried on the next start)")
 			cacheDir := fs.String("cache-dir", "", "cache directory (default $PATCHEVAL_CACHE_DIR or ~/.cache/patcheval)")
+			work := fs.String("work", "all", "the stages serve runs itself: all (every arch and SSH target: no workers needed), coordinator (apply, more and report: builds and boots wait for `patcheval worker`s), or detect (coordinator plus what this machine's toolchains and QEMU can run)")
 			publicURL := fs.String("public-url", "", "the dashboard's `URL` as others reach it, for the links in Patchwork checks, GitHub statuses and mails (default http://<listen>)")
 			return func(ctx context.Context, env *Env, args []string) error {
 				if len(args) > 0 {
@@ -66,7 +68,22 @@ func init() {
 				if *workers < 1 || *buildWorkers < 1 {
 					return fail.Inputf("--workers and --build-workers must be at least 1")
 				}
-				cfg := service.Config{Database: *database, CacheDir: *cacheDir, Jobs: *jobs, BootWorkers: *workers,
+				var caps *service.Capabilities
+				switch *work {
+				case "all":
+				case "coordinator":
+					caps = &service.Capabilities{Coordinator: true, Cores: runtime.NumCPU()}
+				case "detect":
+					c, err := service.DetectCapabilities(ctx, nil)
+					if err != nil {
+						return err
+					}
+					c.Coordinator = true
+					caps = &c
+				default:
+					return fail.Inputf("--work %q: want all, coordinator or detect", *work)
+				}
+				cfg := service.Config{Work: caps, Database: *database, CacheDir: *cacheDir, Jobs: *jobs, BootWorkers: *workers,
 					BuildWorkers: *buildWorkers, Grace: *grace, PublicRead: *publicRead, AllowTrees: allow, Lore: *lore,
 					Log: env.Stderr, Loops: serveLoops}
 				if *tokenFile != "" {

@@ -385,6 +385,9 @@ CREATE INDEX samples_by_run ON samples(run_id);
 	// 7: why an evaluation's series did not apply, and the reply that
 	// says so (see applyfail.go).
 	migrationApplyFailures,
+	// 8: the processes that work jobs and their heartbeats (see
+	// workers.go, pipelines/service).
+	migrationWorkers,
 }
 
 // SchemaVersion is the schema version this code writes.

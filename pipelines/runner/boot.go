@@ -106,6 +106,20 @@ func Boot(ctx context.Context, env Env, id int64, b evaluate.BootKey) (err error
 	return nil
 }
 
+// BootPlanOf is evaluation id's plan of boot b (its arch and target): a
+// queue routes the boot by it.
+func BootPlanOf(ctx context.Context, env Env, id int64, b evaluate.BootKey) (pipelines.BootPlan, error) {
+	ev, err := load(env, id)
+	if err != nil {
+		return pipelines.BootPlan{}, err
+	}
+	bp, ok := planOf(ev.p, b)
+	if !ok {
+		return bp, fail.Inputf("evaluation %d: pipeline %s plans no boot %d of %q", id, ev.p.Name, b.Boot, b.Variant)
+	}
+	return bp, nil
+}
+
 // plannedKernel is planned boot b of ev: the pipeline's plan of it, and
 // the boot of its built kernel.
 func plannedKernel(env Env, ev *evaluation, b evaluate.BootKey) (pipelines.BootPlan, evaluate.PlannedBoot, error) {

@@ -25,15 +25,22 @@ type buildMeta struct {
 // Builds returns the keys of evaluation id's kernels (pipelines.BuildSpec
 // keys), in the pipeline's order.
 func Builds(ctx context.Context, env Env, id int64) ([]string, error) {
+	specs, err := BuildSpecs(ctx, env, id)
+	var keys []string
+	for _, s := range specs {
+		keys = append(keys, s.Key)
+	}
+	return keys, err
+}
+
+// BuildSpecs returns evaluation id's kernels (what Builds names), in the
+// pipeline's order: a queue routes each build by its arch.
+func BuildSpecs(ctx context.Context, env Env, id int64) ([]pipelines.BuildSpec, error) {
 	ev, err := load(env, id)
 	if err != nil {
 		return nil, err
 	}
-	var keys []string
-	for _, s := range ev.p.Builds() {
-		keys = append(keys, s.Key)
-	}
-	return keys, nil
+	return ev.p.Builds(), nil
 }
 
 // Build builds evaluation id's kernel key (the series must be applied when

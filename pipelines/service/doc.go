@@ -7,7 +7,10 @@
 //
 // Job kinds follow the stages: apply, build (one per kernel), boot (one
 // per planned boot), more (plans the boots, then adaptive rounds) and
-// report, each in its own queue with its own concurrency (EngineConfig).
+// report. apply, more and report (with notify) have a queue each; builds
+// go to build-<arch> and boots to boot-<arch> or, on an SSH target,
+// boot-ssh-<host> (Capabilities.Queues), each with its own concurrency
+// (EngineConfig) and one slot budget per process across the arches.
 // An evaluation's boots form a chain, each inserting the next, so they run
 // one at a time in the pipeline's interleaving order while other
 // evaluations' boots may run beside them. Builds share one make -j budget
@@ -85,6 +88,20 @@
 // River's fetch loop and listener reconnect on their own, and a stage
 // whose result could not be recorded fails and is retried by River (its
 // work is idempotent).
+//
+// # Farm: serve and workers
+//
+// On Postgres, `patcheval worker --database postgres://...` (NewWorker)
+// on any machine works the build and boot queues its capabilities name
+// (DetectCapabilities: a toolchain per arch, QEMU per arch, KVM, the SSH
+// targets it owns, its cores); serve runs every queue itself unless told
+// otherwise (--work coordinator: only apply, more and report). Every
+// process heartbeats into the store's workers table (name, capabilities,
+// queues, current jobs, last seen); the dashboard's /workers page lists
+// them, and a job whose queue no live worker works is shown waiting with
+// what it needs (WaitReasons), not failed: it runs when such a worker
+// joins. A worker killed mid-job leaves its job running until River's
+// stuck-job rescuer (RescueStuckJobsAfter) makes it available again.
 //
 // # Security
 //

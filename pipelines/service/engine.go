@@ -6,7 +6,10 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"strconv"
+	"strings"
+	"sync"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -20,7 +23,10 @@ import (
 	"github.com/patcheval/patcheval/internal/fail"
 )
 
-// Queue names: one per job kind, each with its own concurrency.
+// Queue names. apply, more and report (with notify) are the
+// coordinator's; builds and boots go to a queue per arch or SSH target,
+// build-<arch>, boot-<arch> and boot-ssh-<host> (Capabilities.Queues),
+// so that a worker takes only the jobs it can run.
 const (
 	QueueApply  = "apply"
 	QueueBuild  = "build"
@@ -28,9 +34,6 @@ const (
 	QueueMore   = "more"
 	QueueReport = "report"
 )
-
-// Queues lists the queues in stage order (the queue page's order).
-var Queues = []string{QueueApply, QueueBuild, QueueBoot, QueueMore, QueueReport, QueueWatch}
 
 // Engine runs the stage jobs on River, on either database: River's client
 // is generic over its driver's transaction type (*sql.Tx on SQLite, pgx.Tx
@@ -43,6 +46,14 @@ type Engine struct {
 	sqlite *river.Client[*sql.Tx]
 	pg     *river.Client[pgx.Tx]
 	log    *slog.Logger
+	cfg    EngineConfig
+
+	// builds and boots bound this process's builds and boots across the
+	// per-arch queues (River's MaxWorkers is per queue).
+	builds, boots chan struct{}
+
+	mu     sync.Mutex
+	queues map[string]bool // the queues this process works
 }
 
 // riverClient is what River's clients share whatever their driver.
@@ -69,6 +80,11 @@ type EngineConfig struct {
 	Grace time.Duration
 	// Logger gets River's own warnings (default: discard below warn).
 	Logger *slog.Logger
+	// Capabilities choose the queues this process works (Queues). With
+	// AnySSH it also works every boot-ssh-<host> queue a job of its own
+	// is inserted into (the embedded default owns every target).
+	Capabilities Capabilities
+	AnySSH       bool
 }
 
 // evalTag is the River tag naming an evaluation's jobs (cancel lists them
@@ -100,17 +116,19 @@ func newEngine(db *DB, cfg EngineConfig, workers *river.Workers) (*Engine, error
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
+	e := &Engine{db: db, log: log, cfg: cfg, queues: map[string]bool{},
+		builds: make(chan struct{}, cfg.BuildWorkers), boots: make(chan struct{}, cfg.BootWorkers)}
+	queues := map[string]river.QueueConfig{}
+	for _, q := range cfg.Capabilities.Queues() {
+		queues[q] = e.queueConfig(q)
+		e.queues[q] = true
+	}
+	if len(queues) == 0 {
+		return nil, fail.Inputf("this process can run no stage: no toolchain, QEMU or SSH target found, and not the coordinator")
+	}
 	rc := &river.Config{
-		ID: cfg.ID,
-		Queues: map[string]river.QueueConfig{
-			QueueApply:  {MaxWorkers: 2},
-			QueueBuild:  {MaxWorkers: cfg.BuildWorkers},
-			QueueBoot:   {MaxWorkers: cfg.BootWorkers},
-			QueueMore:   {MaxWorkers: 2},
-			QueueReport: {MaxWorkers: 2},
-			// Re-tests and bisection steps build and boot: one at a time.
-			QueueWatch: {MaxWorkers: 1},
-		},
+		ID:      cfg.ID,
+		Queues:  queues,
 		Workers: workers,
 		// Stages take minutes (a cold kernel build, tens of boots): no
 		// per-job timeout; cancellation and shutdown cancel through ctx.
@@ -129,7 +147,6 @@ func newEngine(db *DB, cfg EngineConfig, workers *river.Workers) (*Engine, error
 		MaxAttempts:                 5,
 		Logger:                      log,
 	}
-	e := &Engine{db: db, log: log}
 	var err error
 	if db.pgDriver != nil {
 		e.pg, err = river.NewClient(db.pgDriver, rc)
@@ -144,8 +161,95 @@ func newEngine(db *DB, cfg EngineConfig, workers *river.Workers) (*Engine, error
 	return e, nil
 }
 
+// queueConfig sizes queue q: builds and boots by the configuration (and
+// the process-wide slots, see slot), the coordinator's stages two at once.
+func (e *Engine) queueConfig(q string) river.QueueConfig {
+	switch {
+	case strings.HasPrefix(q, QueueBuild+"-"):
+		return river.QueueConfig{MaxWorkers: e.cfg.BuildWorkers}
+	case strings.HasPrefix(q, QueueBoot+"-"):
+		return river.QueueConfig{MaxWorkers: e.cfg.BootWorkers}
+	case q == QueueWatch:
+		// Re-tests and bisection steps build and boot: one at a time.
+		return river.QueueConfig{MaxWorkers: 1}
+	}
+	return river.QueueConfig{MaxWorkers: 2}
+}
+
+// slot takes one of this process's build or boot slots (kind "build" or
+// "boot"; other kinds need none) until release is called: builds share
+// one -j budget and boots must not disturb each other, whichever arch's
+// queue they came from.
+func (e *Engine) slot(ctx context.Context, kind string) (release func(), err error) {
+	var c chan struct{}
+	switch kind {
+	case BuildArgs{}.Kind():
+		c = e.builds
+	case BootArgs{}.Kind():
+		c = e.boots
+	default:
+		return func() {}, nil
+	}
+	select {
+	case c <- struct{}{}:
+		return func() { <-c }, nil
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+}
+
+// Works reports whether this process works queue q.
+func (e *Engine) Works(q string) bool {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return e.queues[q]
+}
+
+// WorkedQueues are the queues this process works, sorted.
+func (e *Engine) WorkedQueues() []string {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	var out []string
+	for q := range e.queues {
+		out = append(out, q)
+	}
+	slices.Sort(out)
+	return out
+}
+
+// adopt starts working the boot-ssh-<host> queues of params that this
+// process does not work yet, when it owns every SSH target (AnySSH).
+func (e *Engine) adopt(params []river.InsertManyParams) error {
+	if !e.cfg.AnySSH {
+		return nil
+	}
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	for _, p := range params {
+		q := p.InsertOpts.Queue
+		if e.queues[q] || !strings.HasPrefix(q, QueueBoot+"-ssh-") {
+			continue
+		}
+		if err := e.queueBundle().Add(q, e.queueConfig(q)); err != nil {
+			return fail.Infraf("river: working queue %s: %w", q, err)
+		}
+		e.queues[q] = true
+	}
+	return nil
+}
+
+func (e *Engine) queueBundle() *river.QueueBundle {
+	if e.pg != nil {
+		return e.pg.Queues()
+	}
+	return e.sqlite.Queues()
+}
+
 // insertManyTx inserts jobs in tx.
 func (e *Engine) insertManyTx(ctx context.Context, tx *store.Tx, params []river.InsertManyParams) error {
+	if err := e.adopt(params); err != nil {
+		return err
+	}
 	var err error
 	if e.pg != nil {
 		_, err = e.pg.InsertManyTx(ctx, tx.Postgres(), params)

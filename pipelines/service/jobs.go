@@ -111,8 +111,8 @@ func applyJob(id, gen int64) river.InsertManyParams {
 	return river.InsertManyParams{Args: ApplyArgs{id, gen}, InsertOpts: jobOpts(QueueApply, id, 3)}
 }
 
-func buildJob(id, gen int64, key string) river.InsertManyParams {
-	return river.InsertManyParams{Args: BuildArgs{id, gen, key}, InsertOpts: jobOpts(QueueBuild, id, 3)}
+func buildJob(id, gen int64, spec pipelines.BuildSpec) river.InsertManyParams {
+	return river.InsertManyParams{Args: BuildArgs{id, gen, spec.Key}, InsertOpts: jobOpts(BuildQueue(spec.Arch), id, 3)}
 }
 
 func moreJob(id, gen int64, round int, initial bool) river.InsertManyParams {
@@ -124,21 +124,30 @@ func reportJob(id, gen int64) river.InsertManyParams {
 }
 
 // notifyJobs is the notify job of an event, none without Config.Notify.
+// A worker cannot know the coordinator's Notify: it always inserts the
+// job (the coordinator's notify worker does nothing without one).
 func (s *Service) notifyJobs(id, gen int64, event string) []river.InsertManyParams {
-	if s.cfg.Notify == nil {
+	if s.cfg.Notify == nil && !s.worker {
 		return nil
 	}
 	return []river.InsertManyParams{{Args: NotifyArgs{id, gen, event},
 		InsertOpts: &river.InsertOpts{Queue: QueueReport, MaxAttempts: 10, UniqueOpts: river.UniqueOpts{ByArgs: true}}}}
 }
 
-// bootJobs is the job for the first of boots (the rest ride along), or
-// more for the next round when there are none.
-func bootJobs(id, gen int64, round int, boots []evaluate.BootKey) river.InsertManyParams {
+// bootJobs is the job for the first of boots (the rest ride along), in
+// its queue (BootQueue: its arch's or its SSH target's), or more for the
+// next round when there are none.
+func (s *Service) bootJobs(ctx context.Context, id, gen int64, round int, boots []evaluate.BootKey) (river.InsertManyParams, error) {
 	if len(boots) == 0 {
-		return moreJob(id, gen, round+1, false)
+		return moreJob(id, gen, round+1, false), nil
 	}
-	return river.InsertManyParams{Args: BootArgs{id, gen, round, boots[0], boots[1:]}, InsertOpts: jobOpts(QueueBoot, id, 5)}
+	env := s.env(id, "plan")
+	env.Progress = progress.Discard()
+	bp, err := runner.BootPlanOf(ctx, env, id, boots[0])
+	if err != nil {
+		return river.InsertManyParams{}, err
+	}
+	return river.InsertManyParams{Args: BootArgs{id, gen, round, boots[0], boots[1:]}, InsertOpts: jobOpts(BootQueue(bp), id, 5)}, nil
 }
 
 // next computes the jobs that follow the current one, inside tx.
@@ -178,6 +187,13 @@ func work[T river.JobArgs](s *Service, ctx context.Context, job *river.Job[T], i
 	if e.Status == StatusCancelled {
 		return river.JobCancel(fmt.Errorf("evaluation %d was cancelled", id))
 	}
+	release, err := s.engine.slot(ctx, job.Kind)
+	if err != nil {
+		return err
+	}
+	defer release()
+	s.beat.begin(job.ID, fmt.Sprintf("%s of evaluation %d (attempt %d)", job.Kind, id, job.Attempt))
+	defer s.beat.end(job.ID)
 	if e.Status != "running" {
 		if err := s.setStatus(nil, id, "running"); err != nil {
 			return err
@@ -262,10 +278,10 @@ type applyWorker struct {
 
 func (w *applyWorker) Work(ctx context.Context, job *river.Job[ApplyArgs]) error {
 	a := job.Args
-	var keys []string
+	var keys []pipelines.BuildSpec
 	return work(w.s, ctx, job, a.EvaluationID, func(env runner.Env) error {
 		var err error
-		if keys, err = runner.Builds(ctx, env, a.EvaluationID); err != nil {
+		if keys, err = runner.BuildSpecs(ctx, env, a.EvaluationID); err != nil {
 			return err
 		}
 		return runner.Apply(ctx, env, a.EvaluationID)
@@ -331,7 +347,8 @@ func (w *bootWorker) Work(ctx context.Context, job *river.Job[BootArgs]) error {
 	return work(w.s, ctx, job, a.EvaluationID, func(env runner.Env) error {
 		return runner.Boot(ctx, env, a.EvaluationID, a.Boot)
 	}, func(ctx context.Context, tx *store.Tx) ([]river.InsertManyParams, error) {
-		return []river.InsertManyParams{bootJobs(a.EvaluationID, a.Gen, a.Round, a.Rest)}, nil
+		next, err := w.s.bootJobs(ctx, a.EvaluationID, a.Gen, a.Round, a.Rest)
+		return []river.InsertManyParams{next}, err
 	})
 }
 
@@ -356,7 +373,8 @@ func (w *moreWorker) Work(ctx context.Context, job *river.Job[MoreArgs]) error {
 		if len(boots) == 0 {
 			return []river.InsertManyParams{reportJob(a.EvaluationID, a.Gen)}, nil
 		}
-		return []river.InsertManyParams{bootJobs(a.EvaluationID, a.Gen, a.Round, boots)}, nil
+		next, err := w.s.bootJobs(ctx, a.EvaluationID, a.Gen, a.Round, boots)
+		return []river.InsertManyParams{next}, err
 	})
 }
 

@@ -10,6 +10,7 @@ import (
 	"net"
 	"net/http"
 	"path/filepath"
+	"runtime"
 	"strconv"
 	"sync"
 	"time"
@@ -89,6 +90,14 @@ type Config struct {
 	// Posts, when set, backs the dashboard's /posts page: the reporters'
 	// outbox and its Approve button for held mails.
 	Posts dashboard.Posts
+	// Work, when set, are the stages this process runs itself (its
+	// queues, Capabilities.Queues); the others wait for `patcheval
+	// worker`s. nil: every stage of every arch and SSH target, the
+	// embedded default (AllLocal).
+	Work *Capabilities
+	// Name names this process on the workers page (default
+	// serve@<hostname>).
+	Name string
 }
 
 // Service is patcheval serve: the database, the River engine and its
@@ -113,6 +122,11 @@ type Service struct {
 	// watchCfg and watcher are set by Watch (nil: no watches).
 	watchCfg *WatchConfig
 	watcher  *watch.Watcher
+
+	// worker: a `patcheval worker` (no API, no dashboard; its progress
+	// goes to its log). beat is its heartbeat on the workers page.
+	worker bool
+	beat   *heartbeat
 }
 
 // New opens the database (see OpenDB: one serve per database) and sets up
@@ -136,11 +150,7 @@ func New(ctx context.Context, cfg Config) (*Service, error) {
 		db.Close()
 		return nil, fail.Infra(err)
 	}
-	workers := river.NewWorkers()
-	s.addWorkers(workers)
-	s.engine, err = newEngine(db, EngineConfig{ID: s.workerID, BootWorkers: cfg.BootWorkers, BuildWorkers: cfg.BuildWorkers, Grace: cfg.Grace,
-		Logger: slog.New(slog.NewTextHandler(s.log, &slog.HandlerOptions{Level: slog.LevelWarn}))}, workers)
-	if err != nil {
+	if err := s.newEngine(); err != nil {
 		s.Close()
 		return nil, err
 	}
@@ -151,6 +161,30 @@ func New(ctx context.Context, cfg Config) (*Service, error) {
 		return nil, err
 	}
 	return s, nil
+}
+
+// newEngine makes the River engine working the queues of s.cfg.Work (nil:
+// all of them) and the heartbeat that shows them on the workers page.
+func (s *Service) newEngine() error {
+	caps, anySSH := AllLocal(runtime.NumCPU()), true
+	if s.cfg.Work != nil {
+		caps, anySSH = *s.cfg.Work, false
+	}
+	name := s.cfg.Name
+	if name == "" {
+		name = defaultName(map[bool]string{true: "worker", false: "serve"}[s.worker])
+	}
+	workers := river.NewWorkers()
+	s.addWorkers(workers)
+	var err error
+	s.engine, err = newEngine(s.db, EngineConfig{BootWorkers: s.cfg.BootWorkers, BuildWorkers: s.cfg.BuildWorkers, Grace: s.cfg.Grace,
+		Logger:       slog.New(slog.NewTextHandler(s.log, &slog.HandlerOptions{Level: slog.LevelWarn})),
+		Capabilities: caps, AnySSH: anySSH, ID: s.workerID}, workers)
+	if err != nil {
+		return err
+	}
+	s.beat = newHeartbeat(s.db.Store, name, caps, s.engine)
+	return nil
 }
 
 // Close closes the database.
@@ -231,6 +265,7 @@ func (s *Service) Run(ctx context.Context, ln net.Listener) error {
 	if err := s.engine.Start(context.WithoutCancel(ctx)); err != nil {
 		return err
 	}
+	beatDone := s.beat.run(ctx)
 	srv := &http.Server{Handler: s.Handler(), ReadHeaderTimeout: 10 * time.Second,
 		BaseContext: func(net.Listener) context.Context { return ctx }}
 	loopCtx, stopLoops := context.WithCancel(ctx)
@@ -267,6 +302,8 @@ func (s *Service) Run(ctx context.Context, ln net.Listener) error {
 	if serr := s.engine.Stop(stopCtx); serr != nil && err == nil {
 		err = serr
 	}
+	<-beatDone
+	s.beat.stopped()
 	wg.Wait()
 	if errors.Is(err, http.ErrServerClosed) {
 		err = nil
@@ -417,6 +454,14 @@ func (src source) Rerun(ctx context.Context, id int64) error {
 	_, err := src.s.Rerun(ctx, id)
 	return err
 }
+func (src source) Waiting(jobs []*rivertype.JobRow) map[int64]string {
+	ws, err := src.s.db.Store.Workers()
+	if err != nil {
+		return nil
+	}
+	return WaitReasons(ws, jobs, time.Now())
+}
+func (src source) Live(w store.Worker) bool { return Live(w, time.Now()) }
 func (src source) Jobs(ctx context.Context, evalID int64, limit int, states ...rivertype.JobState) ([]*rivertype.JobRow, error) {
 	return src.s.engine.Jobs(ctx, evalID, limit, states...)
 }

@@ -61,6 +61,12 @@ type Source interface {
 	// Cancel and Rerun act on an evaluation (the page's buttons).
 	Cancel(ctx context.Context, id int64) error
 	Rerun(ctx context.Context, id int64) error
+	// Waiting says why each of jobs that no live worker can take waits
+	// (by job id; the others are absent): such a job is waiting, not
+	// failed.
+	Waiting(jobs []*rivertype.JobRow) map[int64]string
+	// Live reports whether a worker's heartbeat is recent.
+	Live(w store.Worker) bool
 }
 
 // Options tune the pages.
@@ -132,6 +138,7 @@ func New(src Source, opt Options) (*Dashboard, error) {
 	d.mux.HandleFunc("POST /evaluations/{id}/cancel", d.act(src.Cancel))
 	d.mux.HandleFunc("POST /evaluations/{id}/rerun", d.act(src.Rerun))
 	d.mux.HandleFunc("GET /queue", d.queue)
+	d.mux.HandleFunc("GET /workers", d.workers)
 	d.mux.HandleFunc("GET /posts", d.posts)
 	d.mux.HandleFunc("GET /watches", d.watches)
 	d.mux.HandleFunc("GET /watches/{name}", d.watchPage)
@@ -353,6 +360,8 @@ type jobView struct {
 	Attempt, MaxAttempts int
 	Created              time.Time
 	Errors               []string
+	// Waiting: no live worker takes the job's queue, and what it needs.
+	Waiting string
 }
 
 func (d *Dashboard) evalID(w http.ResponseWriter, r *http.Request) (*store.Evaluation, bool) {
@@ -394,6 +403,7 @@ func (d *Dashboard) evaluation(w http.ResponseWriter, r *http.Request) {
 		Runs       []runView
 		Draft      string
 		Jobs       []jobView
+		Waiting    []string
 		Posts      []postView
 	}{page: page{Title: fmt.Sprintf("#%d %s", e.ID, e.SeriesTitle), Where: d.opt.Where}, E: e, Active: Active(e.Status),
 		Lore: strings.TrimRight(d.opt.Lore, "/") + "/", Confidence: "95%"}
@@ -461,7 +471,12 @@ func (d *Dashboard) evaluation(w http.ResponseWriter, r *http.Request) {
 		data.Runs = append(data.Runs, v)
 	}
 	if jobs, err := d.src.Jobs(r.Context(), e.ID, 50); err == nil {
-		data.Jobs = jobViews(jobs)
+		data.Jobs = d.jobViews(jobs)
+		for _, j := range data.Jobs {
+			if j.Waiting != "" {
+				data.Waiting = append(data.Waiting, fmt.Sprintf("%s job %d: %s", j.Kind, j.ID, j.Waiting))
+			}
+		}
 	}
 	d.render(w, "evaluation", data)
 }
@@ -669,11 +684,12 @@ func (d *Dashboard) actionFailed(w http.ResponseWriter, err error) {
 
 // ---- queue ----
 
-func jobViews(jobs []*rivertype.JobRow) []jobView {
+func (d *Dashboard) jobViews(jobs []*rivertype.JobRow) []jobView {
 	out := make([]jobView, 0, len(jobs))
+	waiting := d.src.Waiting(jobs)
 	for _, j := range jobs {
 		v := jobView{ID: j.ID, Kind: j.Kind, State: string(j.State), Eval: evalOf(j), Attempt: j.Attempt,
-			MaxAttempts: j.MaxAttempts, Created: j.CreatedAt, Args: string(j.EncodedArgs)}
+			MaxAttempts: j.MaxAttempts, Created: j.CreatedAt, Args: string(j.EncodedArgs), Waiting: waiting[j.ID]}
 		for _, e := range j.Errors {
 			v.Errors = append(v.Errors, fmt.Sprintf("attempt %d: %s", e.Attempt, firstLine(e.Error)))
 		}
@@ -728,7 +744,7 @@ func (d *Dashboard) queue(w http.ResponseWriter, r *http.Request) {
 				sel = append(sel, j)
 			}
 		}
-		return jobViews(sel)
+		return d.jobViews(sel)
 	}
 	in := func(ss ...rivertype.JobState) func(*rivertype.JobRow) bool {
 		return func(j *rivertype.JobRow) bool {
@@ -759,6 +775,66 @@ func (d *Dashboard) queue(w http.ResponseWriter, r *http.Request) {
 		{"Completed (latest)", pick(30, in(rivertype.JobStateCompleted))},
 	}}
 	d.render(w, "queue", data)
+}
+
+// ---- workers ----
+
+// workerView is one row of the workers page.
+type workerView struct {
+	store.Worker
+	Live    bool
+	Caps    string
+	Current []string
+}
+
+func (d *Dashboard) workers(w http.ResponseWriter, r *http.Request) {
+	ws, err := d.src.Store().Workers()
+	if err != nil {
+		d.fail(w, err)
+		return
+	}
+	var rows []workerView
+	for _, x := range ws {
+		v := workerView{Worker: x, Live: d.src.Live(x), Caps: capsText(x.Capabilities)}
+		if x.Current != "" {
+			v.Current = strings.Split(x.Current, "\n")
+		}
+		rows = append(rows, v)
+	}
+	d.render(w, "workers", struct {
+		page
+		Rows []workerView
+	}{page{Title: "workers", Where: d.opt.Where, Refresh: 15}, rows})
+}
+
+// capsText is a worker's capabilities (JSON) as a line.
+func capsText(raw string) string {
+	var c struct {
+		Build       []string `json:"build"`
+		QEMU        []string `json:"qemu"`
+		KVM         bool     `json:"kvm"`
+		SSH         []string `json:"ssh"`
+		Cores       int      `json:"cores"`
+		Coordinator bool     `json:"coordinator"`
+	}
+	if json.Unmarshal([]byte(raw), &c) != nil {
+		return raw
+	}
+	var parts []string
+	if c.Coordinator {
+		parts = append(parts, "coordinator stages")
+	}
+	if len(c.Build) > 0 {
+		parts = append(parts, "builds "+strings.Join(c.Build, " "))
+	}
+	if len(c.QEMU) > 0 {
+		parts = append(parts, "QEMU "+strings.Join(c.QEMU, " ")+map[bool]string{true: " (KVM)"}[c.KVM])
+	}
+	if len(c.SSH) > 0 {
+		parts = append(parts, "SSH "+strings.Join(c.SSH, " "))
+	}
+	parts = append(parts, fmt.Sprintf("%d cores", c.Cores))
+	return strings.Join(parts, "; ")
 }
 
 // ---- helpers ----
