@@ -100,8 +100,9 @@
 // queues, current jobs, last seen); the dashboard's /workers page lists
 // them, and a job whose queue no live worker works is shown waiting with
 // what it needs (WaitReasons), not failed: it runs when such a worker
-// joins. A worker killed mid-job leaves its job running until River's
-// stuck-job rescuer (RescueStuckJobsAfter) makes it available again.
+// joins. A worker holds a presence lock like serve (orphans.go): killed
+// mid-job, its job is found orphaned by serve's watch and queued again
+// for another worker.
 //
 // # Security
 //
