@@ -23,6 +23,7 @@ import (
 	"github.com/patcheval/patcheval/internal/fail"
 	"github.com/patcheval/patcheval/mbox"
 	"github.com/patcheval/patcheval/pipelines"
+	"github.com/patcheval/patcheval/pipelines/artifact"
 	"github.com/patcheval/patcheval/pipelines/service/dashboard"
 	"github.com/patcheval/patcheval/pipelines/watch"
 )
@@ -318,11 +319,23 @@ func (s *Service) engineGrace() time.Duration {
 	return 30 * time.Second
 }
 
+// ArtifactsPath is where serve mounts the artifact store.
+const ArtifactsPath = "/api/v1/artifacts/"
+
+// Artifacts is the coordinator's artifact store: artifacts/ in the state
+// directory.
+func (s *Service) Artifacts() artifact.Dir {
+	return artifact.Dir{Path: filepath.Join(s.db.Dir, "artifacts")}
+}
+
 // Handler is the service's HTTP handler: /api/v1/ and the dashboard,
 // behind the token check.
 func (s *Service) Handler() http.Handler {
 	mux := http.NewServeMux()
 	mux.Handle("/api/v1/", s.api())
+	// The farm's content-addressed artifact store (pipelines/artifact):
+	// writes need the token, whatever else is open.
+	mux.Handle(ArtifactsPath, artifact.Handler(ArtifactsPath, s.Artifacts(), s.cfg.Token))
 	mux.Handle("/", s.dash)
 	return s.auth(mux)
 }
