@@ -3,6 +3,9 @@ package follow
 import (
 	"context"
 	"encoding/json"
+	"fmt"
+	"html"
+	"io"
 	"net"
 	"net/http"
 	"os"
@@ -195,6 +198,20 @@ func TestApplyFailureStoredAndReported(t *testing.T) {
 	}
 	if strings.Contains(d.Body, "Tested-by") {
 		t.Errorf("a reply about a series that did not apply carries a Tested-by:\n%s", d.Body)
+	}
+
+	// The dashboard's page of the evaluation says it too.
+	resp, err := http.Get(fmt.Sprintf("http://%s/evaluations/%d", ln.Addr(), ev.ID))
+	if err != nil {
+		t.Fatal(err)
+	}
+	page, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	text := html.UnescapeString(string(page))
+	for _, want := range []string{"The series does not apply", wantLine, "|#ifndef _ASM_TIME_H", "chosen as: --base HEAD"} {
+		if !strings.Contains(text, want) {
+			t.Errorf("the evaluation's page (%d) lacks %q", resp.StatusCode, want)
+		}
 	}
 
 	// Approved, it reaches the list in the thread.

@@ -405,11 +405,18 @@ func (d *Dashboard) evaluation(w http.ResponseWriter, r *http.Request) {
 		Jobs       []jobView
 		Waiting    []string
 		Posts      []postView
+		Apply      *store.ApplyFailure
 	}{page: page{Title: fmt.Sprintf("#%d %s", e.ID, e.SeriesTitle), Where: d.opt.Where}, E: e, Active: Active(e.Status),
 		Lore: strings.TrimRight(d.opt.Lore, "/") + "/", Confidence: "95%"}
 	if ps, err := st.Posts(e.ID, "", 200); err == nil {
 		data.Posts = postViews(ps)
 	}
+	apply, err := st.ApplyFailureOf(e.ID)
+	if err != nil {
+		d.fail(w, err)
+		return
+	}
+	data.Apply = apply
 	if data.Active {
 		data.Refresh = 10
 		data.Log = d.src.Log(e.ID)
