@@ -11,6 +11,11 @@
 #
 # The import itself (public-inbox's own indexing) is timed apart and not
 # part of the figure.
+#
+# Last measured (2026-12-01, 2 cores at load ~20, 1001 messages and 155
+# series per round): round 1 9.09 s, round 2 8.41 s (target < 10 s); Go
+# heap in use after GC 2.9 MB then 3.0 MB (flat); runtime Sys 29.6 MB then
+# 41.6 MB; imports 222 s and 234 s (public-inbox, not in the figure).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 exec go test -run '^$' -bench BenchmarkFollowerThroughput -benchtime 1x -v ./pipelines/follow/
