@@ -7,6 +7,7 @@ import (
 	"math/rand"
 	"path/filepath"
 	"slices"
+	"sort"
 	"strconv"
 	"strings"
 	"sync"
@@ -379,7 +380,7 @@ func TestDraftCopiesTheListsAndKCIDBHasTheIssue(t *testing.T) {
 	if err := report.WriteDraft(&eml, *d); err != nil {
 		t.Fatal(err)
 	}
-	for _, want := range []string{"To: Patch Author <author@patcheval.invalid>", "Cc: linux-kernel@vger.kernel.org",
+	for _, want := range []string{"To: Patch Author <author@patcheval.invalid>", "Cc: Sys Maintainer <sys@example.org>, linux-kernel@vger.kernel.org",
 		"In-Reply-To: <20261102.1234-1-dev@example.org>", "a +25.0% regression of getppid ns/op"} {
 		if !strings.Contains(eml.String(), want) {
 			t.Errorf("draft lacks %q:\n%s", want, eml.String())
@@ -425,5 +426,42 @@ func TestDraftCopiesTheListsAndKCIDBHasTheIssue(t *testing.T) {
 	}
 	if co := doc["checkouts"][0]; co["git_repository_url"] != c.Tree || co["git_commit_hash"] != commits[5] {
 		t.Errorf("checkout %v", co)
+	}
+}
+
+// TestCulpritDraftGoesToItsMaintainers: the culprit's mail goes to its
+// author, Cc the maintainers of the files it changes and their lists
+// (MAINTAINERS), not to the maintainers, reviewers or lists of files it
+// leaves alone or the commit's own Cc trailer.
+func TestCulpritDraftGoesToItsMaintainers(t *testing.T) {
+	repo := testgit.InitBare(t, filepath.Join(t.TempDir(), "r.git"))
+	maint := "List of maintainers\n\nMEMORY MANAGEMENT\nM:\tMia Mem <mia@example.org>\nL:\tlinux-mm@example.org\nS:\tMaintained\nF:\tmm/\n\n" +
+		"SYSCALLS\nM:\tSam Sys <sam@example.org>\nR:\tRita Review <rita@example.org>\nL:\tlinux-sys@example.org\nS:\tMaintained\nF:\tkernel/sys.c\n\n" +
+		"THE REST\nM:\tLinus Torvalds <torvalds@linux-foundation.org>\nL:\tlinux-kernel@vger.kernel.org\nS:\tBuried alive in reporters\nF:\t*\nF:\t*/\n"
+	good := testgit.Commit(t, repo, "", "base", "2026-11-02T09:00:00Z", map[string]string{"MAINTAINERS": maint,
+		"bench/getppid": "1000\n", "kernel/sys.c": "/* sys */\n", "mm/slab.c": "/* slab */\n"})
+	mm := testgit.Commit(t, repo, good, "mm: tidy", "2026-11-02T10:00:00Z", map[string]string{"mm/slab.c": "/* tidy */\n"})
+	bad := testgit.Commit(t, repo, mm, "sys: slow getppid\n\nCc: everyone@example.net", "2026-11-02T10:01:00Z",
+		map[string]string{"kernel/sys.c": "/* slow */\n", "bench/getppid": "1250\n"})
+	res, err := Run(context.Background(), Options{Repo: repo, Good: good, Bad: bad, Measurer: &treeMeasurer{repo: repo, built: map[string]bool{}},
+		Benchmark: "getppid", Metric: "ns/op", Deterministic: true})
+	if err != nil || res.Culprit == nil || res.Culprit.Hash != bad {
+		t.Fatalf("bisect: %+v %v", res, err)
+	}
+	d, err := Draft(res, Context{Pipeline: "x86-getppid"}, mbox.Address{Name: "Tester", Email: "tester@example.org"}, time.Date(2026, 12, 1, 10, 0, 0, 0, time.UTC))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var cc []string
+	for _, a := range d.Cc {
+		cc = append(cc, a.Email)
+	}
+	sort.Strings(cc)
+	if len(d.To) != 1 || d.To[0].Email != "author@patcheval.invalid" ||
+		strings.Join(cc, " ") != "linux-kernel@vger.kernel.org linux-sys@example.org sam@example.org" {
+		t.Errorf("culprit draft to %v, Cc %v; want the author, Cc Sam, linux-sys and THE REST's list", d.To, cc)
+	}
+	if strings.Contains(d.Body, "not addressed") {
+		t.Errorf("body: %s", d.Body)
 	}
 }

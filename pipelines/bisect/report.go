@@ -7,11 +7,13 @@ import (
 	"fmt"
 	"io"
 	"math"
+	"slices"
 	"strings"
 	"time"
 
 	"github.com/patcheval/patcheval/evaluate/report"
 	"github.com/patcheval/patcheval/mbox"
+	"github.com/patcheval/patcheval/pipelines/recipients"
 )
 
 // Context says what was bisected, for the report.
@@ -266,9 +268,11 @@ func kcidbPath(s string) string {
 	return b.String()
 }
 
-// Draft is the mail to the culprit's author, copied to the mailing lists
-// MAINTAINERS names for the files it changes (Commit.Lists), replying to
-// the message its Link: names when that is a lore link; never sent.
+// Draft is the mail to the culprit's author, Cc the maintainers of the
+// files it changes (its parent's MAINTAINERS, recipients.ForCommit) and
+// the mailing lists MAINTAINERS names for them (Commit.Lists), never the
+// commit's own Cc trailers; it replies to the message its Link: names
+// when that is a lore link. It is never sent.
 func Draft(r *Result, c Context, from mbox.Address, now time.Time) (*report.Draft, error) {
 	if r.Status != Found {
 		return nil, fmt.Errorf("bisect: no single culprit: no reply draft")
@@ -276,11 +280,20 @@ func Draft(r *Result, c Context, from mbox.Address, now time.Time) (*report.Draf
 	if now.IsZero() {
 		now = time.Now()
 	}
-	d := &report.Draft{From: from, Date: now,
-		To:      []mbox.Address{{Name: r.Culprit.Author, Email: r.Culprit.Email}},
+	author := mbox.Address{Name: r.Culprit.Author, Email: r.Culprit.Email}
+	d := &report.Draft{From: from, Date: now, To: []mbox.Address{author},
 		Subject: fmt.Sprintf("[bisected] %s: %s", clip(r.Culprit.Subject, 60), r.Headline())}
+	var left string
+	if ms, err := recipients.ForCommit(r.Repo, r.Culprit.Hash); err == nil {
+		a := recipients.Resolve(recipients.Policy{}, author, ms, true)
+		d.To, d.Cc = a.To, a.Cc
+	} else {
+		left = "The culprit's maintainers are not addressed: " + err.Error() + "\n"
+	}
 	for _, l := range r.Culprit.Lists {
-		d.Cc = append(d.Cc, mbox.Address{Email: l})
+		if !slices.ContainsFunc(append(d.To, d.Cc...), func(a mbox.Address) bool { return strings.EqualFold(a.Email, l) }) {
+			d.Cc = append(d.Cc, mbox.Address{Email: l})
+		}
 	}
 	sum := sha256.Sum256([]byte(r.Culprit.Hash + now.String()))
 	domain := "patcheval.local"
@@ -308,6 +321,7 @@ func Draft(r *Result, c Context, from mbox.Address, now time.Time) (*report.Draf
 		b.WriteString(l + "\n")
 	}
 	b.WriteString("\nThe measurement is reproducible: the same command rebuilds the same\nkernels and, in deterministic QEMU, gives the same values.\n")
+	b.WriteString(left)
 	d.Body = b.String()
 	return d, nil
 }

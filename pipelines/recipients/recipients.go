@@ -193,6 +193,39 @@ func ForSeries(treePath, base string, patches [][]byte) ([]maintainers.Recipient
 	return rs, nil
 }
 
+// ForCommit is the maintainers (and reviewers and lists) of the files
+// and keywords that commit changes against its first parent, from the
+// parent's MAINTAINERS in the git tree at treePath: whom a bisected
+// culprit concerns, rather than the commit's own Cc trailers.
+func ForCommit(treePath, commit string) ([]maintainers.Recipient, error) {
+	repo, st, _, err := gittree.Open(treePath, 16)
+	if err != nil {
+		return nil, err
+	}
+	defer st.Close()
+	c, err := gittree.ResolveIn(repo, commit)
+	if err != nil {
+		return nil, err
+	}
+	if c.NumParents() == 0 {
+		return nil, fail.Inputf("commit %s has no parent: no change to find maintainers for", commit)
+	}
+	parent, err := c.Parent(0)
+	if err != nil {
+		return nil, fail.Infraf("parent of %s: %w", commit, err)
+	}
+	f, err := maintainers.FromCommit(parent)
+	if err != nil {
+		return nil, err
+	}
+	patch, err := parent.Patch(c)
+	if err != nil {
+		return nil, fail.Infraf("diff of %s: %w", commit, err)
+	}
+	rs, _ := f.ForPatch([]byte(patch.String()))
+	return rs, nil
+}
+
 // ListAddress guesses the posting address of list name from a message's
 // To and Cc: the address whose local part is the name
 // (linuxppc-dev@lists.ozlabs.org for linuxppc-dev); "" when none is.
