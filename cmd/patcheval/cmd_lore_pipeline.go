@@ -118,6 +118,13 @@ func (pf *pipelineFlags) run(ctx context.Context, env *Env, lr *loreResult, af a
 	for _, w := range p.Warnings {
 		fmt.Fprintf(env.Stderr, "warning: %s\n", w)
 	}
+	if pf.perPatch {
+		// Before anything is built: the per-patch run needs a comparison
+		// the series decides.
+		if _, err := perpatch.AtCommit(p, perpatch.SeriesPairs(p)); err != nil {
+			return fail.Inputf("--per-patch: %v", err)
+		}
+	}
 	if af.tree == "" && p.Tree.Path == "" {
 		return fail.Inputf("--pipeline %s needs --tree PATH: the kernel git repository (scripts/linux-tree.sh imports Debian's 6.1 tree)", p.Name)
 	}

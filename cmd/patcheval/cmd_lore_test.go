@@ -77,6 +77,10 @@ func TestLoreBadInput(t *testing.T) {
 		{[]string{"-m", backport, "not-an-id"}, "must be a Message-ID"},
 		{[]string{"-m", backport, "-v", "3"}, "no v3 patches"},
 		{[]string{"not a msgid"}, "not a Message-ID"},
+		// Config comparisons only (every variant has the series): caught
+		// before the evaluation, not after it.
+		{[]string{"-m", backport, "--pipeline", "ppc-preempt-dynamic", "--per-patch", "--tree", "/nonexistent/linux.git"},
+			"--per-patch: pipeline ppc-preempt-dynamic: no comparison of a variant without the series"},
 	} {
 		_, errs, code := loreCLI(t, "", c.args...)
 		if code != 2 || !strings.Contains(errs, c.want) {
