@@ -25,6 +25,18 @@
 # run without it set (it would build kernels into ~/.cache, slowly). Needs
 # the 6.1 tree (scripts/linux-tree.sh, in that cache), public-inbox, QEMU.
 # Run it at a low priority on a shared machine: nice -n 10 bench/serve.sh wall
+#
+# Measured 2026-12-01 on 2 shared cores (load 14-17, nice 10, so upper
+# bounds rather than idle figures):
+#   pages (BENCHTIME=100x), p50 / p99 ms, target p99 < 50:
+#               list        list p10  filtered  evaluation  plot   queue    api-eval
+#     sqlite    4.8/28.9    4.0/21.8  4.9/27.0  38.4/134.8  1.3/19  119/311  19.1/85.2
+#     postgres  476/940(*)  30/81     13/46     15.5/55.8   1.1/9   20/252   4.9/13.8
+#   (*) the first case after storing 1,000 evaluations on Postgres; the
+#   next list case is 30/81. Inline SVG plots: 9,438 and 9,164 bytes.
+#   wall (BOOTS=2, ROUNDS=2, /work/cold3/.test-cache): lore --pipeline
+#   70.3 / 52.9 s, serve + submit --wait 87.6 / 66.5 s; medians 61.6 vs
+#   77.0 s, ratio 1.25 (target <= 1.05: not met).
 set -euo pipefail
 what=${1:-all}
 boots=${BOOTS:-2}
