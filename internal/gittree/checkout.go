@@ -19,7 +19,6 @@ import (
 	"github.com/go-git/go-git/v5/plumbing"
 	"github.com/go-git/go-git/v5/plumbing/filemode"
 	"github.com/go-git/go-git/v5/plumbing/object"
-	"github.com/go-git/go-git/v5/plumbing/storer"
 
 	"github.com/patcheval/patcheval/internal/fail"
 )
@@ -87,7 +86,8 @@ type checkoutState struct {
 // completed by the next one (StateFile records the pending commit).
 func Checkout(ctx context.Context, repoPath, commit, dir string) (*CheckoutStats, error) {
 	start := time.Now()
-	repo, st, dirs, err := Open(repoPath, 16)
+	// The object cache holds the delta bases the blob decoders share.
+	repo, st, dirs, err := Open(repoPath, 48)
 	if err != nil {
 		return nil, err
 	}
@@ -243,7 +243,7 @@ func writeState(dir string, s *checkoutState) error {
 type checkouter struct {
 	ctx         context.Context
 	repoPath    string
-	st          storer.EncodedObjectStorer
+	st          *Storage
 	dirs        Dirs
 	stats       *CheckoutStats
 	incremental bool
@@ -276,18 +276,7 @@ func (co *checkouter) run(walk func() error) error {
 		n = w
 	}
 	co.jobs = make(chan blobJob, 1024)
-	// The decoders' loose-object fallback gets its own go-git storage: the
-	// walker reads trees from co.st at the same time.
-	_, fst, _, err := Open(co.repoPath, 4)
-	if err != nil {
-		return err
-	}
-	defer fst.Close()
-	objs, err := newObjectReader(co.dirs, fst, 48<<20)
-	if err != nil {
-		return fail.Infraf("tree %s: %v", co.repoPath, err)
-	}
-	defer objs.Close()
+	objs := co.st.objs
 	type decoded struct {
 		j    blobJob
 		data []byte
@@ -324,7 +313,7 @@ func (co *checkouter) run(walk func() error) error {
 			co.written.Add(1)
 		}
 	}()
-	err = walk()
+	err := walk()
 	close(co.jobs)
 	wg.Wait()
 	close(writes)

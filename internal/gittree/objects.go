@@ -13,52 +13,47 @@ import (
 	"sync"
 
 	"github.com/go-git/go-git/v5/plumbing"
-	"github.com/go-git/go-git/v5/plumbing/format/idxfile"
+	"github.com/go-git/go-git/v5/plumbing/format/objfile"
 	"github.com/go-git/go-git/v5/plumbing/format/packfile"
-	"github.com/go-git/go-git/v5/plumbing/storer"
 )
 
-// objectReader reads whole objects from a repository's pack files and is
-// safe for concurrent use: the pack indexes are go-git's, the packs are
-// read with ReadAt, and decoded delta bases are shared in one cache keyed
-// by pack offset (no hashing of what is read). Objects not in a pack
-// (loose objects) come from the fallback go-git storage.
+// objectReader reads whole objects from a repository's pack files and
+// loose objects and is safe for concurrent use: pack indexes are read in
+// place (packIndex), packs with ReadAt, and decoded delta bases are shared
+// in one cache keyed by pack offset (no hashing of what is read). A miss
+// looks again for packs written since (a fetch, a repack) before it says
+// the object is missing.
 //
-// It exists because go-git's storage is not safe for concurrent readers
-// and hashes every object it caches, which made a 78k-file checkout
-// several times slower than git.
+// It exists because go-git's storage is not safe for concurrent readers,
+// hashes every object it caches (which made a 78k-file checkout several
+// times slower than git), and loads every pack index whole on open.
 type objectReader struct {
-	packs    []*packReader
-	fallback storer.EncodedObjectStorer
-	fbMu     sync.Mutex
-	cache    *baseCache
+	mu      sync.RWMutex
+	packs   []*packReader
+	known   map[string]bool // pack index paths opened
+	objdirs []string        // the repository's objects directory, then its alternates
+	cache   *baseCache
 }
 
 type packReader struct {
-	idx  *idxfile.MemoryIndex
+	idx  *packIndex
 	f    *os.File
 	size int64
 }
 
-// newObjectReader opens the pack files of the objects directories
+// newObjectReader opens the pack indexes of the objects directories
 // (the repository's and its alternates).
-func newObjectReader(d Dirs, fallback storer.EncodedObjectStorer, cacheBytes int) (*objectReader, error) {
-	r := &objectReader{fallback: fallback, cache: newBaseCache(cacheBytes)}
+func newObjectReader(d Dirs, cacheBytes int) (*objectReader, error) {
+	r := &objectReader{cache: newBaseCache(cacheBytes), known: map[string]bool{}}
 	seen := map[string]bool{}
-	var addDir func(objdir string, depth int) error
-	addDir = func(objdir string, depth int) error {
+	var addDir func(objdir string, depth int)
+	addDir = func(objdir string, depth int) {
 		objdir = filepath.Clean(objdir)
 		if seen[objdir] || depth > 5 {
-			return nil
+			return
 		}
 		seen[objdir] = true
-		idxs, _ := filepath.Glob(filepath.Join(objdir, "pack", "*.idx"))
-		for _, ip := range idxs {
-			pp := strings.TrimSuffix(ip, ".idx") + ".pack"
-			if err := r.addPack(ip, pp); err != nil {
-				return err
-			}
-		}
+		r.objdirs = append(r.objdirs, objdir)
 		if b, err := os.ReadFile(filepath.Join(objdir, "info", "alternates")); err == nil {
 			for _, l := range strings.Split(string(b), "\n") {
 				l = strings.TrimSpace(l)
@@ -68,99 +63,169 @@ func newObjectReader(d Dirs, fallback storer.EncodedObjectStorer, cacheBytes int
 				if !filepath.IsAbs(l) {
 					l = filepath.Join(objdir, l)
 				}
-				if err := addDir(l, depth+1); err != nil {
-					return err
-				}
+				addDir(l, depth+1)
 			}
 		}
-		return nil
 	}
-	if err := addDir(filepath.Join(d.CommonDir, "objects"), 0); err != nil {
+	addDir(filepath.Join(d.CommonDir, "objects"), 0)
+	if _, err := r.rescan(); err != nil {
 		r.Close()
 		return nil, err
 	}
 	return r, nil
 }
 
-func (r *objectReader) addPack(idxPath, packPath string) error {
+// rescan opens the packs not opened yet; it reports whether it found any.
+func (r *objectReader) rescan() (bool, error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	added := false
+	for _, objdir := range r.objdirs {
+		idxs, _ := filepath.Glob(filepath.Join(objdir, "pack", "*.idx"))
+		for _, ip := range idxs {
+			if r.known[ip] {
+				continue
+			}
+			pp := strings.TrimSuffix(ip, ".idx") + ".pack"
+			ok, err := r.addPack(ip, pp)
+			if err != nil {
+				return added, err
+			}
+			if ok {
+				r.known[ip] = true
+				added = true
+			}
+		}
+	}
+	return added, nil
+}
+
+func (r *objectReader) addPack(idxPath, packPath string) (bool, error) {
 	f, err := os.Open(packPath)
 	if errors.Is(err, os.ErrNotExist) {
-		return nil // an .idx without its pack (being written or removed)
+		return false, nil // an .idx without its pack (being written or removed)
 	}
 	if err != nil {
-		return objErr(err)
+		return false, objErr(err)
 	}
 	fi, err := f.Stat()
 	if err != nil {
 		f.Close()
-		return objErr(err)
+		return false, objErr(err)
 	}
-	ib, err := os.Open(idxPath)
+	idx, err := openPackIndex(idxPath)
 	if err != nil {
 		f.Close()
-		return objErr(err)
-	}
-	defer ib.Close()
-	idx := idxfile.NewMemoryIndex()
-	if err := idxfile.NewDecoder(bufio.NewReaderSize(ib, 1<<16)).Decode(idx); err != nil {
-		f.Close()
-		return fmt.Errorf("pack index %s: %v", idxPath, err)
+		if errors.Is(err, os.ErrNotExist) {
+			return false, nil
+		}
+		return false, err
 	}
 	r.packs = append(r.packs, &packReader{idx: idx, f: f, size: fi.Size()})
-	return nil
+	return true, nil
 }
 
 func objErr(err error) error { return fmt.Errorf("read objects: %w", err) }
 
 // Close closes the pack files.
 func (r *objectReader) Close() {
+	r.mu.Lock()
+	defer r.mu.Unlock()
 	for _, p := range r.packs {
 		p.f.Close()
+		p.idx.close()
 	}
 	r.packs = nil
 }
 
-// Object returns the type and the content of the object h.
-func (r *objectReader) Object(h plumbing.Hash) (plumbing.ObjectType, []byte, error) {
+func (r *objectReader) pack(i int) *packReader {
+	r.mu.RLock()
+	defer r.mu.RUnlock()
+	return r.packs[i]
+}
+
+// locate finds h in the packs: (pack number, offset).
+func (r *objectReader) locate(h plumbing.Hash) (int, int64, bool) {
+	r.mu.RLock()
+	defer r.mu.RUnlock()
 	for i, p := range r.packs {
-		off, err := p.idx.FindOffset(h)
-		if err == nil {
+		if off, ok := p.idx.find(h); ok {
+			return i, off, true
+		}
+	}
+	return 0, 0, false
+}
+
+// Has reports whether the repository has the object h (in a pack or
+// loose), without reading it.
+func (r *objectReader) Has(h plumbing.Hash) bool {
+	if _, _, ok := r.locate(h); ok {
+		return true
+	}
+	for _, d := range r.objdirs {
+		if _, err := os.Stat(looseName(d, h)); err == nil {
+			return true
+		}
+	}
+	if added, _ := r.rescan(); added {
+		_, _, ok := r.locate(h)
+		return ok
+	}
+	return false
+}
+
+func looseName(objdir string, h plumbing.Hash) string {
+	s := h.String()
+	return filepath.Join(objdir, s[:2], s[2:])
+}
+
+// Object returns the type and the content of the object h. The content
+// may be shared with the cache: callers must not modify it.
+func (r *objectReader) Object(h plumbing.Hash) (plumbing.ObjectType, []byte, error) {
+	if i, off, ok := r.locate(h); ok {
+		return r.readAt(i, off, 0)
+	}
+	t, b, err := r.loose(h)
+	if err != plumbing.ErrObjectNotFound {
+		return t, b, err
+	}
+	if added, err := r.rescan(); err != nil {
+		return 0, nil, err
+	} else if added {
+		if i, off, ok := r.locate(h); ok {
 			return r.readAt(i, off, 0)
 		}
 	}
-	if r.fallback == nil {
-		return 0, nil, plumbing.ErrObjectNotFound
-	}
-	r.fbMu.Lock()
-	defer r.fbMu.Unlock()
-	o, err := r.fallback.EncodedObject(plumbing.AnyObject, h)
-	if err != nil {
-		return 0, nil, err
-	}
-	rd, err := o.Reader()
-	if err != nil {
-		return 0, nil, err
-	}
-	defer rd.Close()
-	b := make([]byte, 0, o.Size())
-	b, err = readAllInto(rd, b)
-	return o.Type(), b, err
+	return 0, nil, plumbing.ErrObjectNotFound
 }
 
-func readAllInto(rd io.Reader, b []byte) ([]byte, error) {
-	for {
-		if len(b) == cap(b) {
-			b = append(b, 0)[:len(b)]
-		}
-		n, err := rd.Read(b[len(b):cap(b)])
-		b = b[:len(b)+n]
-		if err == io.EOF {
-			return b, nil
+// loose reads a loose object.
+func (r *objectReader) loose(h plumbing.Hash) (plumbing.ObjectType, []byte, error) {
+	for _, d := range r.objdirs {
+		f, err := os.Open(looseName(d, h))
+		if errors.Is(err, os.ErrNotExist) {
+			continue
 		}
 		if err != nil {
-			return b, err
+			return 0, nil, objErr(err)
 		}
+		defer f.Close()
+		or, err := objfile.NewReader(f)
+		if err != nil {
+			return 0, nil, fmt.Errorf("loose object %s: %v", h, err)
+		}
+		defer or.Close()
+		t, size, err := or.Header()
+		if err != nil {
+			return 0, nil, fmt.Errorf("loose object %s: %v", h, err)
+		}
+		b := make([]byte, size)
+		if _, err := io.ReadFull(or, b); err != nil {
+			return 0, nil, fmt.Errorf("loose object %s: %v", h, err)
+		}
+		return t, b, nil
 	}
+	return 0, nil, plumbing.ErrObjectNotFound
 }
 
 type cacheKey struct {
@@ -178,7 +243,7 @@ func (r *objectReader) readAt(i int, off int64, depth int) (plumbing.ObjectType,
 	if depth > 10000 {
 		return 0, nil, fmt.Errorf("delta chain too deep at offset %d", off)
 	}
-	p := r.packs[i]
+	p := r.pack(i)
 	var hdr [64]byte
 	n, err := p.f.ReadAt(hdr[:], off)
 	if n == 0 && err != nil {

@@ -11,7 +11,10 @@
 package gittree
 
 import (
+	"bytes"
+	"encoding/hex"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"strings"
@@ -95,10 +98,11 @@ func isGitDir(p string) bool {
 	return err == nil && fi.IsDir()
 }
 
-// Open opens the repository at path with go-git. Pack file descriptors
-// are kept open (close the storage when done); cacheMiB sizes the object
-// cache (delta bases).
-func Open(path string, cacheMiB int) (*git.Repository, *filesystem.Storage, Dirs, error) {
+// Open opens the repository at path with go-git, on a Storage whose
+// object reads cost the same whatever the repository's size (see
+// Storage). Close the storage when done; cacheMiB sizes the cache of
+// decoded objects (delta bases).
+func Open(path string, cacheMiB int) (*git.Repository, *Storage, Dirs, error) {
 	d, err := findRepo(path)
 	if err != nil {
 		return nil, nil, d, err
@@ -107,9 +111,16 @@ func Open(path string, cacheMiB int) (*git.Repository, *filesystem.Storage, Dirs
 	if d.CommonDir != d.GitDir {
 		fs = dotgit.NewRepositoryFilesystem(fs, osfs.New(d.CommonDir))
 	}
-	st := filesystem.NewStorageWithOptions(fs, cache.NewObjectLRU(cache.FileSize(cacheMiB)*cache.MiByte),
+	objs, err := newObjectReader(d, max(cacheMiB, 1)<<20)
+	if err != nil {
+		return nil, nil, d, fail.Infraf("tree %s: %v", path, err)
+	}
+	// go-git's own object storage only writes loose objects here (and
+	// serves what Storage does not override); its cache stays small.
+	fst := filesystem.NewStorageWithOptions(fs, cache.NewObjectLRU(cache.MiByte),
 		filesystem.Options{KeepDescriptors: true})
-	r, err := git.Open(lenientStorage{st}, nil)
+	st := &Storage{Storage: fst, objs: objs, dot: dotgit.New(fs)}
+	r, err := git.Open(st, nil)
 	if err != nil {
 		st.Close()
 		return nil, nil, d, fail.Inputf("tree %s: open repository: %v", path, err)
@@ -117,13 +128,115 @@ func Open(path string, cacheMiB int) (*git.Repository, *filesystem.Storage, Dirs
 	return r, st, d, nil
 }
 
-// lenientStorage hides repository extensions that only matter to a
-// worktree (worktreeConfig, set by `git sparse-checkout`) or to pruning
-// (preciousObjects): go-git refuses to open such repositories although
-// reading objects and writing new ones is safe there.
-type lenientStorage struct{ *filesystem.Storage }
+// Storage is go-git's filesystem storage with the object reads done by
+// objectReader: pack indexes read in place instead of decoded whole, no
+// offset -> hash map of every object, delta bases cached by pack offset.
+// Opening it and reading an object cost the same on a linux.git of
+// millions of objects as on a one-commit tree; go-git's storage loads
+// every pack index on the first read and hashes the offsets of every
+// object on the first delta. Writing (loose objects, references,
+// config) is go-git's. It also hides repository extensions that only
+// matter to a worktree (worktreeConfig, set by `git sparse-checkout`) or
+// to pruning (preciousObjects): go-git refuses to open such repositories
+// although reading objects and writing new ones is safe there.
+type Storage struct {
+	*filesystem.Storage
+	objs *objectReader
+	dot  *dotgit.DotGit
+}
 
-func (s lenientStorage) Config() (*config.Config, error) {
+// Close closes the pack files.
+func (s *Storage) Close() error {
+	s.objs.Close()
+	return s.Storage.Close()
+}
+
+// EncodedObject returns the object h (of type t, or any type for
+// plumbing.AnyObject).
+func (s *Storage) EncodedObject(t plumbing.ObjectType, h plumbing.Hash) (plumbing.EncodedObject, error) {
+	typ, b, err := s.objs.Object(h)
+	if err != nil {
+		return nil, err
+	}
+	if t != plumbing.AnyObject && typ != t {
+		return nil, plumbing.ErrObjectNotFound
+	}
+	return &readObject{t: typ, h: h, b: b}, nil
+}
+
+// HasEncodedObject returns nil when the repository has h.
+func (s *Storage) HasEncodedObject(h plumbing.Hash) error {
+	if s.objs.Has(h) {
+		return nil
+	}
+	return plumbing.ErrObjectNotFound
+}
+
+// EncodedObjectSize returns the size of the object h.
+func (s *Storage) EncodedObjectSize(h plumbing.Hash) (int64, error) {
+	_, b, err := s.objs.Object(h)
+	if err != nil {
+		return 0, err
+	}
+	return int64(len(b)), nil
+}
+
+// HashesWithPrefix lists the objects whose names start with prefix (an
+// abbreviated hash): a search in each pack index and one loose objects
+// directory, not a walk over every object.
+func (s *Storage) HashesWithPrefix(prefix []byte) ([]plumbing.Hash, error) {
+	if len(prefix) == 0 {
+		return nil, nil
+	}
+	var out []plumbing.Hash
+	s.objs.mu.RLock()
+	for _, p := range s.objs.packs {
+		out = p.idx.withPrefix(prefix, out)
+	}
+	s.objs.mu.RUnlock()
+	for _, d := range s.objs.objdirs {
+		ents, _ := os.ReadDir(filepath.Join(d, fmt.Sprintf("%02x", prefix[0])))
+		for _, e := range ents {
+			h, ok := parseHash(fmt.Sprintf("%02x", prefix[0]) + e.Name())
+			if ok && bytes.HasPrefix(h[:], prefix) {
+				out = append(out, h)
+			}
+		}
+	}
+	seen := map[plumbing.Hash]bool{}
+	uniq := out[:0]
+	for _, h := range out {
+		if !seen[h] {
+			seen[h] = true
+			uniq = append(uniq, h)
+		}
+	}
+	return uniq, nil
+}
+
+func parseHash(s string) (plumbing.Hash, bool) {
+	var h plumbing.Hash
+	if len(s) != 40 {
+		return h, false
+	}
+	b, err := hex.DecodeString(s)
+	if err != nil {
+		return h, false
+	}
+	copy(h[:], b)
+	return h, true
+}
+
+// PackfileWriter takes a fetched pack: it is written with its index to
+// objects/pack (go-git's pack writer) and found by the next read. go-git's
+// own PackfileWriter first loads every existing pack index.
+func (s *Storage) PackfileWriter() (io.WriteCloser, error) {
+	return s.dot.NewObjectPack()
+}
+
+// Config is the repository's config without the extensions go-git does
+// not need to refuse (see Storage).
+func (s *Storage) Config() (*config.Config, error) {
 	cfg, err := s.Storage.Config()
 	if err != nil || cfg.Raw == nil || !cfg.Raw.HasSection("extensions") {
 		return cfg, err
@@ -142,6 +255,24 @@ func (s lenientStorage) Config() (*config.Config, error) {
 		cfg.Raw.RemoveSection("extensions")
 	}
 	return cfg, nil
+}
+
+// readObject is an object read by objectReader: its hash is known (no
+// hashing on read) and its content is shared with the cache (read-only).
+type readObject struct {
+	t plumbing.ObjectType
+	h plumbing.Hash
+	b []byte
+}
+
+func (o *readObject) Hash() plumbing.Hash            { return o.h }
+func (o *readObject) Type() plumbing.ObjectType      { return o.t }
+func (o *readObject) SetType(plumbing.ObjectType)    {}
+func (o *readObject) Size() int64                    { return int64(len(o.b)) }
+func (o *readObject) SetSize(int64)                  {}
+func (o *readObject) Reader() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(o.b)), nil }
+func (o *readObject) Writer() (io.WriteCloser, error) {
+	return nil, fmt.Errorf("object %s is read-only", o.h)
 }
 
 // ShortHash is the first 12 hex digits of a hash.
