@@ -7,13 +7,13 @@ import (
 	"path"
 	"time"
 
-	git "github.com/go-git/go-git/v5"
 	"github.com/go-git/go-git/v5/plumbing"
 	"github.com/go-git/go-git/v5/plumbing/filemode"
 	"github.com/go-git/go-git/v5/plumbing/object"
 
 	"github.com/patcheval/patcheval/build/kconfig"
 	"github.com/patcheval/patcheval/internal/fail"
+	"github.com/patcheval/patcheval/internal/gittree"
 )
 
 // KconfigAt reads the Kconfig files of commit in the repository at repo,
@@ -23,10 +23,11 @@ func KconfigAt(repo, commit, arch string) (*kconfig.Kconfig, error) {
 	if err != nil {
 		return nil, err
 	}
-	fsys, err := TreeFS(repo, commit)
+	fsys, done, err := TreeFS(repo, commit)
 	if err != nil {
 		return nil, err
 	}
+	defer done()
 	kc, err := kconfig.ParseFS(fsys, ai.SrcArch)
 	if err != nil {
 		return nil, fail.Inputf("Kconfig of %s at %s: %w", repo, commit, err)
@@ -35,28 +36,32 @@ func KconfigAt(repo, commit, arch string) (*kconfig.Kconfig, error) {
 }
 
 // TreeFS is a read-only fs.FS over the tree of commit (any revision) in
-// the git repository at repo.
-func TreeFS(repo, commit string) (fs.FS, error) {
-	r, err := git.PlainOpen(repo)
+// the git repository at repo; call done when finished with it (it closes
+// the pack files). The repository is opened with gittree.Open, whose
+// reads do not grow with the repository's size.
+func TreeFS(repo, commit string) (fsys fs.FS, done func(), err error) {
+	r, st, _, err := gittree.Open(repo, 16)
 	if err != nil {
-		r, err = git.PlainOpenWithOptions(repo, &git.PlainOpenOptions{DetectDotGit: true})
+		return nil, nil, fail.Inputf("kernel tree %s: %w", repo, err)
 	}
-	if err != nil {
-		return nil, fail.Inputf("kernel tree %s: %w", repo, err)
-	}
+	defer func() {
+		if err != nil {
+			st.Close()
+		}
+	}()
 	h, err := r.ResolveRevision(plumbing.Revision(commit))
 	if err != nil {
-		return nil, fail.Inputf("kernel tree %s: revision %q: %w", repo, commit, err)
+		return nil, nil, fail.Inputf("kernel tree %s: revision %q: %w", repo, commit, err)
 	}
 	c, err := r.CommitObject(*h)
 	if err != nil {
-		return nil, fail.Inputf("kernel tree %s: %s: %w", repo, commit, err)
+		return nil, nil, fail.Inputf("kernel tree %s: %s: %w", repo, commit, err)
 	}
 	t, err := c.Tree()
 	if err != nil {
-		return nil, fail.Inputf("kernel tree %s: tree of %s: %w", repo, commit, err)
+		return nil, nil, fail.Inputf("kernel tree %s: tree of %s: %w", repo, commit, err)
 	}
-	return &treeFS{root: t, when: c.Committer.When}, nil
+	return &treeFS{root: t, when: c.Committer.When}, func() { st.Close() }, nil
 }
 
 type treeFS struct {

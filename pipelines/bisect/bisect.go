@@ -25,12 +25,12 @@ import (
 	"strings"
 	"time"
 
-	"github.com/go-git/go-git/v5"
 	"github.com/go-git/go-git/v5/plumbing"
 	"github.com/go-git/go-git/v5/plumbing/object"
 
 	"github.com/patcheval/patcheval/evaluate/stats"
 	"github.com/patcheval/patcheval/internal/fail"
+	"github.com/patcheval/patcheval/internal/gittree"
 	"github.com/patcheval/patcheval/series/maintainers"
 )
 
@@ -223,7 +223,7 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 		o.MaxCommits = 100000
 	}
 	start := time.Now()
-	good, bad, commits, err := firstParentRange(o.Repo, o.Good, o.Bad, o.MaxCommits)
+	good, bad, commits, err := FirstParentRange(o.Repo, o.Good, o.Bad, o.MaxCommits)
 	if err != nil {
 		return nil, err
 	}
@@ -507,13 +507,18 @@ func (r *run) classify(values []float64) (verdict, reason string, more bool) {
 		vsGood.Short(), vsBad.Short()), true
 }
 
-// firstParentRange resolves good and bad and lists the first-parent
-// commits in (good, bad], oldest first.
-func firstParentRange(repoPath, goodRef, badRef string, limit int) (good, bad Commit, commits []Commit, err error) {
-	repo, err := git.PlainOpenWithOptions(repoPath, &git.PlainOpenOptions{DetectDotGit: false})
+// FirstParentRange resolves good and bad and lists the first-parent
+// commits in (good, bad], oldest first (`git rev-list --first-parent
+// --reverse good..bad` when good is a first-parent ancestor of bad): the
+// commits a bisection steps through. It reads only the commits of the
+// range (gittree.Open's storage: no step that grows with the repository),
+// and gives up after limit commits.
+func FirstParentRange(repoPath, goodRef, badRef string, limit int) (good, bad Commit, commits []Commit, err error) {
+	repo, st, _, err := gittree.Open(repoPath, 8)
 	if err != nil {
-		return good, bad, nil, fail.Inputf("bisect: %s: not a git repository: %v", repoPath, err)
+		return good, bad, nil, fail.Inputf("bisect: %s: %v", repoPath, err)
 	}
+	defer st.Close()
 	resolve := func(ref, what string) (*object.Commit, error) {
 		h, err := repo.ResolveRevision(plumbing.Revision(ref))
 		if err != nil {
@@ -565,10 +570,11 @@ func firstParentRange(repoPath, goodRef, badRef string, limit int) (good, bad Co
 // get_maintainer.pl --no-git would; none when the tree has no
 // MAINTAINERS file.
 func culpritLists(repoPath, hash string) ([]string, error) {
-	repo, err := git.PlainOpenWithOptions(repoPath, &git.PlainOpenOptions{DetectDotGit: false})
+	repo, st, _, err := gittree.Open(repoPath, 8)
 	if err != nil {
 		return nil, err
 	}
+	defer st.Close()
 	c, err := repo.CommitObject(plumbing.NewHash(hash))
 	if err != nil {
 		return nil, err

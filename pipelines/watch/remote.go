@@ -14,6 +14,7 @@ import (
 
 	"github.com/patcheval/patcheval/evaluate/store"
 	"github.com/patcheval/patcheval/internal/fail"
+	"github.com/patcheval/patcheval/internal/gittree"
 )
 
 // RemoteTag is one tag a remote advertises.
@@ -127,10 +128,11 @@ func FetchHead(ctx context.Context, repoPath, url, branch, local, want string) (
 	if got == want {
 		return got, nil
 	}
-	repo, err := git.PlainOpen(repoPath)
+	repo, st, _, err := gittree.Open(repoPath, 8)
 	if err != nil {
-		return "", fail.Inputf("local tree %s: not a git repository: %v", repoPath, err)
+		return "", fail.Inputf("local tree %s: %v", repoPath, err)
 	}
+	defer st.Close()
 	if _, err := repo.CommitObject(plumbing.NewHash(want)); err != nil {
 		return "", fail.Infraf("branch %s of %s moved from %s to %s and %s is no longer fetchable: %v",
 			branch, url, short(want), short(got), short(want), err)
@@ -166,10 +168,13 @@ func FetchRef(ctx context.Context, repoPath, url, ref, local string) (string, er
 		ctx, cancel = context.WithTimeout(ctx, 30*time.Minute)
 		defer cancel()
 	}
-	repo, err := git.PlainOpenWithOptions(repoPath, &git.PlainOpenOptions{DetectDotGit: false})
+	// gittree's storage: go-git's own loads every pack index of the
+	// local tree before it writes the fetched pack.
+	repo, st, _, err := gittree.Open(repoPath, 8)
 	if err != nil {
-		return "", fail.Inputf("local tree %s: not a git repository: %v", repoPath, err)
+		return "", fail.Inputf("local tree %s: %v", repoPath, err)
 	}
+	defer st.Close()
 	spec := config.RefSpec("+" + ref + ":" + local)
 	if err := spec.Validate(); err != nil {
 		return "", fail.Inputf("fetching %s from %s: bad ref: %v", ref, url, err)
