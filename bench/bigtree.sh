@@ -1,0 +1,118 @@
+#!/usr/bin/env bash
+# Make (once) a repository with the shape of a maintainer's linux.git on top
+# of the imported 6.1 tree, and print its path:
+#
+#   bench/bigtree.sh                  # 10^6 commits
+#   bench/bigtree.sh -n 100000        # the opt-in test's size
+#   bench/bigtree.sh -n 10000 -r 20   # -r releases (8 tags each), -s stable tags per release
+#
+# scripts/bigtree generates the history (see its doc comment: commits
+# touching one or two files of the real tree, topic branches merged into a
+# first-parent mainline, "Linux X.Y-rcN" commits with annotated tags, stable
+# branches with vX.Y.Z tags), `git fast-import` writes it, the refs are
+# packed, and `git repack -adf --depth=50 --window=250` packs it like
+# kernel.org. The backport series of the seed thread touches files the
+# generator never edits, so it applies on every generated tag.
+#
+# Cached in $PATCHEVAL_SCALE_DIR (default $CACHE/scale) under a name made of
+# the parameters and the generator's source hash: re-running prints the
+# path at once. bigtree.json beside the repository records how long each
+# step took, its peak RSS, and the size (commits, objects, pack bytes).
+# Run it niced on a shared machine: nice -n 10 bench/bigtree.sh.
+set -euo pipefail
+root=$(cd "$(dirname "$0")/.." && pwd)
+n=1000000 releases=100 stable=12 seed=1
+window=${BIGTREE_WINDOW:-250} depth=${BIGTREE_DEPTH:-50}
+while getopts n:r:s:S: opt; do
+	case $opt in
+	n) n=$OPTARG ;;
+	r) releases=$OPTARG ;;
+	s) stable=$OPTARG ;;
+	S) seed=$OPTARG ;;
+	*) echo "usage: bigtree.sh [-n commits] [-r releases] [-s stable-per-release] [-S seed]" >&2; exit 2 ;;
+	esac
+done
+cache=${PATCHEVAL_CACHE_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/patcheval}
+scale=${PATCHEVAL_SCALE_DIR:-$cache/scale}
+base=$("$root/scripts/linux-tree.sh")
+command -v go >/dev/null || PATH="$PATH:/usr/local/go/bin"
+[ -x /usr/bin/time ] || { echo "bigtree.sh: /usr/bin/time missing (apt-get install time)" >&2; exit 3; }
+
+backport=$root/mbox/testdata/threads/ppc-dynamic-preempt-v6.1-backport.mbox
+exclude=$(sed -n 's|^diff --git a/\([^ ]*\) b/.*|\1|p' "$backport" | sort -u | paste -sd, -)
+gensum=$(sha256sum <"$root/scripts/bigtree/main.go" | cut -c1-10)
+basesum=$(git --git-dir="$base" rev-parse --short=10 v6.1-debian)
+name="linux-shape-n$n-r$releases-s$stable-S$seed-w$window-d$depth-$basesum-$gensum"
+repo=$scale/$name.git
+if [ -f "$repo/bigtree.json" ]; then
+	echo "$repo"
+	exit 0
+fi
+mkdir -p "$scale"
+exec 9>"$scale/.$name.lock"
+flock 9
+if [ -f "$repo/bigtree.json" ]; then
+	echo "$repo"
+	exit 0
+fi
+
+tmp=$(mktemp -d "$scale/make.XXXXXX")
+trap 'rm -rf "$tmp"' EXIT
+(cd "$root" && go build -o "$tmp/bigtree" ./scripts/bigtree)
+new=$tmp/repo.git
+git init -q --bare "$new"
+git --git-dir="$new" config gc.auto 0
+# The base objects: the imported tree's packs, hard-linked (no copy).
+for f in "$base"/objects/pack/pack-*.{pack,idx}; do
+	ln "$f" "$new/objects/pack/" 2>/dev/null || cp "$f" "$new/objects/pack/"
+done
+git --git-dir="$new" update-ref refs/tags/v6.1-debian "$(git --git-dir="$base" rev-parse v6.1-debian)"
+
+now() { date +%s.%N; }
+secs() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%.1f", b - a }'; }
+# /usr/bin/time -f '%U %S %M' output: CPU seconds (user + system), peak RSS.
+cpu() { tail -1 "$1" | awk '{ printf "%.1f", $1 + $2 }'; }
+rss() { tail -1 "$1" | awk '{ print $3 }'; }
+echo "bigtree.sh: generating $n commits into $repo" >&2
+t0=$(now)
+# The generator and fast-import run side by side (one core each);
+# /usr/bin/time reports each one's CPU time and peak RSS (wall time on a
+# shared machine says little: the CPU seconds are what extrapolates).
+/usr/bin/time -f '%U %S %M' -o "$tmp/gen.rss" "$tmp/bigtree" -repo "$base" -base v6.1-debian \
+	-commits "$n" -releases "$releases" -stable "$stable" -seed "$seed" -exclude "$exclude" |
+	/usr/bin/time -f '%U %S %M' -o "$tmp/fi.rss" git --git-dir="$new" fast-import --done --quiet --active-branches=16
+t1=$(now)
+for r in $(git --git-dir="$new" for-each-ref --format='%(refname)' refs/heads/gen/); do
+	git --git-dir="$new" update-ref -d "$r"
+done
+git --git-dir="$new" symbolic-ref HEAD refs/heads/master
+git --git-dir="$new" pack-refs --all
+echo "bigtree.sh: fast-import done in $(secs "$t0" "$t1") s; repacking (window $window, depth $depth)" >&2
+/usr/bin/time -f '%U %S %M' -o "$tmp/repack.rss" git --git-dir="$new" repack -adf -q --depth="$depth" --window="$window"
+t2=$(now)
+git --git-dir="$new" prune-packed
+commits=$(git --git-dir="$new" rev-list --all --count)
+merges=$(git --git-dir="$new" rev-list --all --merges --count)
+firstparent=$(git --git-dir="$new" rev-list --first-parent --count master)
+tags=$(git --git-dir="$new" tag -l | wc -l)
+objects=$(git --git-dir="$new" count-objects -v | sed -n 's/^in-pack: //p')
+packbytes=$(stat -c %s "$new"/objects/pack/*.pack | awk '{s += $1} END {print s}')
+idxbytes=$(stat -c %s "$new"/objects/pack/*.idx | awk '{s += $1} END {print s}')
+cat >"$new/bigtree.json" <<EOF
+{
+  "commits_requested": $n, "releases": $releases, "stable_per_release": $stable, "seed": $seed,
+  "window": $window, "depth": $depth, "base": "$basesum", "generator": "$gensum",
+  "commits": $commits, "merges": $merges, "first_parent_commits": $firstparent, "tags": $tags,
+  "objects": $objects, "pack_bytes": $packbytes, "idx_bytes": $idxbytes,
+  "fast_import_seconds": $(secs "$t0" "$t1"),
+  "generator_cpu_seconds": $(cpu "$tmp/gen.rss"), "generator_peak_rss_kb": $(rss "$tmp/gen.rss"),
+  "fast_import_cpu_seconds": $(cpu "$tmp/fi.rss"), "fast_import_peak_rss_kb": $(rss "$tmp/fi.rss"),
+  "repack_seconds": $(secs "$t1" "$t2"),
+  "repack_cpu_seconds": $(cpu "$tmp/repack.rss"), "repack_peak_rss_kb": $(rss "$tmp/repack.rss"),
+  "made": "$(date -u +%Y-%m-%dT%H:%M:%SZ)", "host_cpus": $(nproc)
+}
+EOF
+cat "$new/bigtree.json" >&2
+rm -rf "$repo"
+mv "$new" "$repo"
+echo "$repo"

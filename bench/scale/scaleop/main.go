@@ -1,0 +1,146 @@
+// Command scaleop runs one of patcheval's git operations once, in its own
+// process, so that bench/scale.sh can time it and read its peak RSS beside
+// the git CLI doing the same. It prints the operation's result on one line
+// (a hash, a count, a tree) for the script to check against git's.
+//
+//	scaleop resolve REPO REV            # commit hash
+//	scaleop apply REPO BASE BRANCH MBOX # tree of the applied commit
+//	scaleop checkout REPO REV DIR       # files written, removed
+//	scaleop range REPO GOOD BAD         # first-parent commits in GOOD..BAD
+//	scaleop tags URL                    # version tags (ls-remote), in order
+//	scaleop fetch REPO URL TAG          # commit fetched
+//	scaleop serve ROOT                  # smart-HTTP server (git http-backend) on loopback; prints its URL
+package main
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"net/http"
+	"net/http/cgi"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/patcheval/patcheval/internal/gittree"
+	"github.com/patcheval/patcheval/mbox"
+	"github.com/patcheval/patcheval/pipelines/bisect"
+	"github.com/patcheval/patcheval/pipelines/watch"
+	"github.com/patcheval/patcheval/series"
+	"github.com/patcheval/patcheval/series/apply"
+)
+
+func main() {
+	if err := run(os.Args[1:]); err != nil {
+		fmt.Fprintf(os.Stderr, "scaleop: %v\n", err)
+		os.Exit(1)
+	}
+}
+
+func need(args []string, n int, usage string) error {
+	if len(args) != n {
+		return fmt.Errorf("usage: scaleop %s", usage)
+	}
+	return nil
+}
+
+func run(args []string) error {
+	if len(args) == 0 {
+		return fmt.Errorf("usage: scaleop resolve|apply|checkout|range|tags|fetch|serve ...")
+	}
+	ctx := context.Background()
+	op, args := args[0], args[1:]
+	switch op {
+	case "resolve":
+		if err := need(args, 2, "resolve REPO REV"); err != nil {
+			return err
+		}
+		c, err := gittree.Resolve(args[0], args[1])
+		if err != nil {
+			return err
+		}
+		fmt.Println(c.Hash)
+	case "apply":
+		if err := need(args, 4, "apply REPO BASE BRANCH MBOX"); err != nil {
+			return err
+		}
+		f, err := os.Open(args[3])
+		if err != nil {
+			return err
+		}
+		msgs, err := mbox.Parse(f, args[3])
+		f.Close()
+		if err != nil {
+			return err
+		}
+		s, err := series.Resolve(mbox.NewThread(msgs, args[3]), series.Options{})
+		if err != nil {
+			return err
+		}
+		res, err := apply.Apply(ctx, args[0], apply.FromSeries(s, series.DefaultAMOptions()), apply.Options{
+			Base: args[1], Branch: args[2], CommitterName: "Bench Committer", CommitterEmail: "committer@example.org",
+			CommitterDate: time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC),
+		})
+		if err != nil {
+			return err
+		}
+		fmt.Println(res.Commits[len(res.Commits)-1].Tree)
+	case "checkout":
+		if err := need(args, 3, "checkout REPO REV DIR"); err != nil {
+			return err
+		}
+		st, err := gittree.Checkout(ctx, args[0], args[1], args[2])
+		if err != nil {
+			return err
+		}
+		fmt.Printf("%d written, %d removed\n", st.Written, st.Removed)
+	case "range":
+		if err := need(args, 3, "range REPO GOOD BAD"); err != nil {
+			return err
+		}
+		_, _, cs, err := bisect.FirstParentRange(args[0], args[1], args[2], 1<<30)
+		if err != nil {
+			return err
+		}
+		fmt.Println(len(cs), cs[0].Hash, cs[len(cs)-1].Hash)
+	case "tags":
+		if err := need(args, 1, "tags URL"); err != nil {
+			return err
+		}
+		tags, err := watch.ListTags(ctx, args[0], "v*")
+		if err != nil {
+			return err
+		}
+		var names []string
+		for _, t := range tags {
+			if _, ok := watch.ParseVersion(t.Name); ok {
+				names = append(names, t.Name)
+			}
+		}
+		fmt.Println(strings.Join(names, " "))
+	case "fetch":
+		if err := need(args, 3, "fetch REPO URL TAG"); err != nil {
+			return err
+		}
+		c, err := watch.FetchTag(ctx, args[0], args[1], args[2])
+		if err != nil {
+			return err
+		}
+		fmt.Println(c)
+	case "serve":
+		if err := need(args, 1, "serve ROOT"); err != nil {
+			return err
+		}
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			return err
+		}
+		fmt.Printf("http://%s\n", ln.Addr())
+		h := &cgi.Handler{Path: "/usr/lib/git-core/git-http-backend",
+			Env: []string{"GIT_PROJECT_ROOT=" + args[0], "GIT_HTTP_EXPORT_ALL=1"}}
+		return http.Serve(ln, h)
+	default:
+		return fmt.Errorf("unknown operation %q", op)
+	}
+	return nil
+}
