@@ -23,17 +23,18 @@
 # Writes $BENCH_DIR/summary.txt (the table) and results.txt (every run).
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
-n=1000000
-while getopts n: opt; do
+n=1000000 tree=
+while getopts n:t: opt; do
 	case $opt in
 	n) n=$OPTARG ;;
-	*) echo "usage: scale.sh [-n commits]" >&2; exit 2 ;;
+	t) tree=$OPTARG ;; # an existing repository instead (a real linux.git clone)
+	*) echo "usage: scale.sh [-n commits | -t repository]" >&2; exit 2 ;;
 	esac
 done
 RUNS=${RUNS:-3}
 command -v go >/dev/null || PATH="$PATH:/usr/local/go/bin"
 [ -x /usr/bin/time ] || { echo "scale.sh: /usr/bin/time missing (apt-get install time)" >&2; exit 3; }
-big=$("$root/bench/bigtree.sh" -n "$n")
+if [ -n "$tree" ]; then big=$tree; else big=$("$root/bench/bigtree.sh" -n "$n"); fi
 bench=${BENCH_DIR:-$(mktemp -d /tmp/patcheval-bench-scale.XXXXXX)}
 mkdir -p "$bench"
 op=$bench/scaleop
@@ -170,7 +171,7 @@ rm -rf "$f"
 
 {
 	echo "tree: $big"
-	sed -n 's/^  //p' "$big/bigtree.json" | tr -d '\n'
+	if [ -f "$big/bigtree.json" ]; then sed -n 's/^  //p' "$big/bigtree.json" | tr -d '\n'; fi
 	echo
 	echo "deep tag $deep; incremental $prev -> $nextrc; range $good..$deep = $rangen first-parent commits; $RUNS runs, medians"
 	printf '%-24s %12s %12s %12s %12s %8s\n' operation patcheval_s patcheval_MB git_s git_MB time_x

@@ -7,7 +7,9 @@
 // bisection, ls-remote and fetch of a new tag over smart HTTP.
 //
 // The test (PATCHEVAL_SCALE_TESTS=1; PATCHEVAL_SCALE_COMMITS sets the size,
-// default 100000) compares every result with git's; bench/scale.sh times
+// default 100000; PATCHEVAL_SCALE_TREE names an existing repository to use
+// instead, e.g. a real linux.git clone with tags) compares every result
+// with git's; bench/scale.sh times
 // each operation (wall and peak RSS) beside git with the scaleop command.
 package scale
 

@@ -29,6 +29,11 @@ func bigTree(t *testing.T) string {
 		t.Skip("PATCHEVAL_SCALE_TESTS=1 runs the scale test (makes a ~10^5-commit tree once: tens of minutes)")
 	}
 	testenv.SkipIfSlow(t, "a generated linux.git-shaped tree")
+	if p := os.Getenv("PATCHEVAL_SCALE_TREE"); p != "" {
+		// An existing tree of the same shape (a real linux.git clone).
+		t.Logf("tree %s (PATCHEVAL_SCALE_TREE)", p)
+		return p
+	}
 	n := 100000
 	if s := os.Getenv("PATCHEVAL_SCALE_COMMITS"); s != "" {
 		v, err := strconv.Atoi(s)
