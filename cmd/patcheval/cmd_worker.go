@@ -23,9 +23,11 @@ func init() {
 	register(&command{
 		name:    "worker",
 		summary: "work build and boot jobs of a patcheval serve's Postgres database on this machine (a farm)",
-		usage:   "patcheval worker --database postgres://USER@HOST/DB [--name N] [--ssh-target ssh://user@host]... [--build ARCHES] [--boot ARCHES] [--capabilities [--json]]",
+		usage:   "patcheval worker --database postgres://USER@HOST/DB [--server URL --token-file F] [--name N] [--ssh-target ssh://user@host]... [--build ARCHES] [--boot ARCHES] [--capabilities [--json]]",
 		setup: func(fs *flag.FlagSet) func(ctx context.Context, env *Env, args []string) error {
 			database := fs.String("database", "", "the coordinator's `postgres://USER@HOST/DB` (password from ~/.pgpass or $PGPASSFILE)")
+			server := fs.String("server", "", "the coordinator's `URL`: kernels built here go to its artifact store and kernels built elsewhere come from it (without it, builds and boots must share a filesystem)")
+			tokenFile := fs.String("token-file", "", "`file` holding the coordinator's token (artifact uploads need it)")
 			name := fs.String("name", "", "this worker's name on the workers page (default worker@<host>-<pid>)")
 			workers := fs.Int("workers", 1, "boots run at once")
 			buildWorkers := fs.Int("build-workers", 1, "kernel builds run at once; they share the -j budget")
@@ -76,7 +78,15 @@ func init() {
 				if *database == "" {
 					return fail.Inputf("worker: --database postgres://... is required (the coordinator's database)")
 				}
-				w, err := service.NewWorker(ctx, service.WorkerConfig{Database: *database, Name: *name, CacheDir: *cacheDir,
+				var tok []byte
+				if *tokenFile != "" {
+					if tok, err = service.ReadToken(*tokenFile); err != nil {
+						return err
+					}
+				} else if *server != "" {
+					return fail.Inputf("--server needs --token-file (the coordinator takes artifact uploads only with its token)")
+				}
+				w, err := service.NewWorker(ctx, service.WorkerConfig{Database: *database, Server: *server, Token: tok, Name: *name, CacheDir: *cacheDir,
 					Jobs: *jobs, BootWorkers: *workers, BuildWorkers: *buildWorkers, Grace: *grace, Capabilities: caps, Log: env.Stderr})
 				if err != nil {
 					return err

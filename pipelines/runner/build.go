@@ -13,6 +13,7 @@ import (
 	"github.com/patcheval/patcheval/internal/fail"
 	"github.com/patcheval/patcheval/internal/xdg"
 	"github.com/patcheval/patcheval/pipelines"
+	"github.com/patcheval/patcheval/pipelines/artifact"
 )
 
 // buildMeta is what the store's build row keeps besides the artifact: the
@@ -20,6 +21,9 @@ import (
 type buildMeta struct {
 	Key      string `json:"key"`
 	CacheHit bool   `json:"cache_hit"`
+	// Files is the artifact directory's manifest in Env.Artifacts (none
+	// without a store).
+	Files artifact.Manifest `json:"files,omitempty"`
 }
 
 // Builds returns the keys of evaluation id's kernels (pipelines.BuildSpec
@@ -74,6 +78,11 @@ func Build(ctx context.Context, env Env, id int64, key string) (err error) {
 	m := buildMeta{Key: key}
 	if art != nil {
 		b.ConfigHash, b.ArtifactDir, m.CacheHit = art.ConfigHash(), art.Dir, art.CacheHit
+	}
+	if buildErr == nil && env.Artifacts != nil {
+		if m.Files, err = artifact.PutDir(ctx, env.Artifacts, art.Dir); err != nil {
+			return fmt.Errorf("%s/%s: %w", spec.Arch, spec.Variant, err)
+		}
 	}
 	b.Metadata, _ = json.Marshal(m)
 	if buildErr != nil {
@@ -188,16 +197,37 @@ func builtArtifact(env Env, id int64, spec pipelines.BuildSpec) (*build.Artifact
 		if b.Variant != spec.Variant || b.Arch != spec.Arch || b.Status != "ok" || b.ArtifactDir == "" {
 			continue
 		}
+		var m buildMeta
+		_ = json.Unmarshal(b.Metadata, &m)
 		art, err := build.LoadArtifact(b.ArtifactDir)
+		if err != nil && len(m.Files) > 0 && env.Artifacts != nil {
+			// Built on another machine: fetch it (verified) into this
+			// one's cache. A failed fetch is retried, not rebuilt.
+			if art, err = fetchArtifact(env, m.Files); err != nil {
+				return nil, fail.Infraf("evaluation %d: kernel %s/%s from the artifact store: %w", id, b.Arch, b.Variant, err)
+			}
+		}
 		if err != nil {
 			return nil, nil // the cache was cleaned: build again
 		}
-		var m buildMeta
-		_ = json.Unmarshal(b.Metadata, &m)
 		art.CacheHit = m.CacheHit
 		return art, nil
 	}
 	return nil, nil
+}
+
+// fetchArtifact fetches the artifact directory of manifest files from
+// env.Artifacts into <cache>/artifacts/<manifest id> and loads it.
+func fetchArtifact(env Env, files artifact.Manifest) (*build.Artifact, error) {
+	cache := env.CacheDir
+	if cache == "" {
+		cache = xdg.CacheDir()
+	}
+	dir := filepath.Join(cache, "artifacts", files.ID())
+	if err := artifact.FetchDir(context.Background(), env.Artifacts, files, dir); err != nil {
+		return nil, err
+	}
+	return build.LoadArtifact(dir)
 }
 
 // artifacts are evaluation id's built kernels by spec key; a kernel not

@@ -35,6 +35,7 @@ import (
 	"github.com/patcheval/patcheval/internal/progress"
 	"github.com/patcheval/patcheval/mbox"
 	"github.com/patcheval/patcheval/pipelines"
+	"github.com/patcheval/patcheval/pipelines/artifact"
 	"github.com/patcheval/patcheval/pipelines/recipients"
 	"github.com/patcheval/patcheval/series"
 )
@@ -50,8 +51,13 @@ type Env struct {
 	// Budget, when set, is the -j budget the builds share with the
 	// builds running beside them (build.Budget; Jobs is then unused for
 	// builds). Run makes one for an evaluation's kernels.
-	Budget   *build.Budget
-	Progress *progress.Reporter
+	Budget *build.Budget
+	// Artifacts, when set, is the farm's artifact store
+	// (pipelines/artifact): a build puts its artifact directory there and
+	// records the manifest; a stage on another machine, where the
+	// recorded directory does not exist, fetches it into its cache.
+	Artifacts artifact.Store
+	Progress  *progress.Reporter
 	// Record, when non-nil, is called inside the SAME database transaction
 	// that records a stage's result (after the stage's own writes), so a
 	// queue can enqueue the next stage and complete its job atomically.

@@ -165,6 +165,7 @@ func (s *Service) env(id int64, kind string) runner.Env {
 	if kind == "build" {
 		e.Budget = s.budget
 	}
+	e.Artifacts = s.artifacts
 	return e
 }
 

@@ -120,6 +120,11 @@ type Service struct {
 	mu   sync.Mutex
 	logs map[int64]*evalLog
 
+	// artifacts is where builds put their artifacts and boots on other
+	// machines fetch them: on Postgres, serve's own store (Artifacts) and
+	// a worker's Client to it; nil on SQLite (one machine).
+	artifacts artifact.Store
+
 	// watchCfg and watcher are set by Watch (nil: no watches).
 	watchCfg *WatchConfig
 	watcher  *watch.Watcher
@@ -154,6 +159,9 @@ func New(ctx context.Context, cfg Config) (*Service, error) {
 	if err := s.newEngine(); err != nil {
 		s.Close()
 		return nil, err
+	}
+	if db.Postgres() {
+		s.artifacts = s.Artifacts()
 	}
 	s.dash, err = dashboard.New(source{s}, dashboard.Options{Where: db.Where, Lore: s.lore + "/all/", Pipelines: pipelines.List(),
 		Posts: cfg.Posts})

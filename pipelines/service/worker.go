@@ -5,7 +5,9 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"net/url"
 	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
@@ -16,7 +18,9 @@ import (
 	"github.com/patcheval/patcheval/build"
 	"github.com/patcheval/patcheval/evaluate/store"
 	"github.com/patcheval/patcheval/internal/fail"
+	"github.com/patcheval/patcheval/internal/xdg"
 	"github.com/patcheval/patcheval/mbox"
+	"github.com/patcheval/patcheval/pipelines/artifact"
 )
 
 // WorkerConfig configures a `patcheval worker`: a process on any machine
@@ -42,6 +46,12 @@ type WorkerConfig struct {
 	Capabilities Capabilities
 	// Log receives the worker's log and its jobs' progress.
 	Log io.Writer
+	// Server is the coordinator's URL: kernels built here are put into
+	// its artifact store, and kernels built elsewhere fetched from it
+	// (cached in CacheDir). Token authenticates the puts. Without a
+	// Server, builds and boots must share a filesystem.
+	Server string
+	Token  []byte
 }
 
 // Worker is `patcheval worker`.
@@ -79,6 +89,19 @@ func NewWorker(ctx context.Context, cfg WorkerConfig) (*Worker, error) {
 	if err := s.newEngine(); err != nil {
 		s.Close()
 		return nil, err
+	}
+	if cfg.Server != "" {
+		u, err := url.Parse(cfg.Server)
+		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+			s.Close()
+			return nil, fail.Inputf("--server %q: want the coordinator's http(s):// URL", cfg.Server)
+		}
+		cache := cfg.CacheDir
+		if cache == "" {
+			cache = xdg.CacheDir()
+		}
+		s.artifacts = &artifact.Client{Base: strings.TrimRight(cfg.Server, "/") + ArtifactsPath, Token: cfg.Token,
+			Cache: artifact.Dir{Path: filepath.Join(cache, "artifact-store")}}
 	}
 	return &Worker{s: s}, nil
 }
