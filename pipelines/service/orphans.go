@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -53,8 +54,13 @@ const (
 // lost, made again with the lock).
 const presencePing = time.Second
 
-// newWorkerID names this process's River client: host, process id and
-// start time, unique among the processes sharing a database.
+// workerSeq numbers the River clients of one process (serve and workers in
+// one test binary start within the same second).
+var workerSeq atomic.Int64
+
+// newWorkerID names this process's River client: host, process id, start
+// time and the client's number in the process, unique among the
+// processes sharing a database.
 func newWorkerID() string {
 	host, _ := os.Hostname()
 	host = strings.Map(func(r rune) rune {
@@ -66,7 +72,7 @@ func newWorkerID() string {
 	if host == "" {
 		host = "unknown_host"
 	}
-	return fmt.Sprintf("patcheval_%.60s_%d_%s", host, os.Getpid(), time.Now().UTC().Format("20060102T150405_000000"))
+	return fmt.Sprintf("patcheval_%.50s_%d_%s_%d", host, os.Getpid(), time.Now().UTC().Format("20060102T150405"), workerSeq.Add(1))
 }
 
 // presenceKey is the advisory lock key of a worker id (SQL, bigint).
