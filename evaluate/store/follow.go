@@ -78,6 +78,20 @@ const (
 	SeriesFailed = "failed"
 )
 
+// FollowStatus reports whether status is one of the follow series
+// statuses.
+func FollowStatus(status string) bool {
+	for _, s := range FollowStatuses {
+		if s == status {
+			return true
+		}
+	}
+	return false
+}
+
+// FollowStatuses are the follow series statuses, in their usual order.
+var FollowStatuses = []string{SeriesCollecting, SeriesIncomplete, SeriesFiltered, SeriesSubmitted, SeriesSuperseded, SeriesFailed}
+
 // FollowList is one followed list's cursor.
 type FollowList struct {
 	Name       string    `json:"name"`
@@ -107,6 +121,8 @@ type FollowSeries struct {
 	EvaluationID int64     `json:"evaluation_id,omitempty"`
 	FirstSeen    time.Time `json:"first_seen"`
 	LastSeen     time.Time `json:"last_seen"`
+	// Updated is the last change of the row (a message, or a state).
+	Updated time.Time `json:"updated"`
 }
 
 // FollowListState returns the cursor of list name (Epoch -1 and no
@@ -233,16 +249,16 @@ func (s *Store) FollowMessages(list, root string) ([][]byte, error) {
 }
 
 const followSeriesColumns = `id, list, root, version, msgid, title, author, total, found, status, reason,
-	COALESCE(evaluation_id, 0), first_seen, last_seen`
+	COALESCE(evaluation_id, 0), first_seen, last_seen, updated`
 
 func scanFollowSeries(row scanner) (*FollowSeries, error) {
 	var f FollowSeries
-	var first, last string
+	var first, last, updated string
 	if err := row.Scan(&f.ID, &f.List, &f.Root, &f.Version, &f.MsgID, &f.Title, &f.Author, &f.Total, &f.Found,
-		&f.Status, &f.Reason, &f.EvaluationID, &first, &last); err != nil {
+		&f.Status, &f.Reason, &f.EvaluationID, &first, &last, &updated); err != nil {
 		return nil, err
 	}
-	f.FirstSeen, f.LastSeen = parseTime(first), parseTime(last)
+	f.FirstSeen, f.LastSeen, f.Updated = parseTime(first), parseTime(last), parseTime(updated)
 	return &f, nil
 }
 

@@ -333,6 +333,10 @@ func (f *Follower) group(l List, touched map[string]bool) error {
 				if first := s.First(); first != nil {
 					fs.MsgID = first.MessageID
 				}
+			} else if m := t.ByID(v.MessageID); m != nil {
+				// An older version keeps its sender (the dashboard
+				// lists it beside the newer one).
+				fs.Author = m.From.Email
 			}
 			all = append(all, fs)
 		}

@@ -25,6 +25,7 @@ import (
 	"github.com/patcheval/patcheval/pipelines"
 	"github.com/patcheval/patcheval/pipelines/repro"
 	"github.com/patcheval/patcheval/pipelines/runner"
+	"github.com/patcheval/patcheval/pipelines/service/dashboard"
 	"github.com/patcheval/patcheval/pipelines/watch"
 	"github.com/patcheval/patcheval/series"
 )
@@ -114,6 +115,7 @@ func (s *Service) api() http.Handler {
 	mux.HandleFunc("POST /api/v1/evaluations/{id}/cancel", s.apiCancel)
 	mux.HandleFunc("POST /api/v1/evaluations/{id}/rerun", s.apiRerun)
 	mux.HandleFunc("GET /api/v1/jobs", s.apiJobs)
+	mux.HandleFunc("GET /api/v1/series", s.apiSeries)
 	mux.HandleFunc("GET /api/v1/watches/{name}", s.apiWatch)
 	mux.HandleFunc("POST /api/v1/watches/{name}/tick", s.apiWatchTick)
 	mux.HandleFunc("/api/v1/", func(w http.ResponseWriter, r *http.Request) {
@@ -645,6 +647,23 @@ func jobsOf(rows []*rivertype.JobRow) []Job {
 }
 
 // apiWatch is a watch's history (watch show --json).
+// apiSeries lists the followed lists' series, the last changed first
+// (?list= and ?status= narrow it): the follower's state of each version
+// and its evaluation's status, as the /series page shows them.
+func (s *Service) apiSeries(w http.ResponseWriter, r *http.Request) {
+	q := r.URL.Query()
+	if st := q.Get("status"); st != "" && !store.FollowStatus(st) {
+		apiError(w, http.StatusBadRequest, "status", fmt.Sprintf("unknown series state %q", st))
+		return
+	}
+	rows, err := dashboard.FollowedSeries(s.db.Store, q.Get("list"), q.Get("status"))
+	if err != nil {
+		writeErr(w, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"series": rows})
+}
+
 func (s *Service) apiWatch(w http.ResponseWriter, r *http.Request) {
 	x, ok := s.watchOfPath(w, r)
 	if !ok {

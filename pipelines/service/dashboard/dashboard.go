@@ -1,8 +1,9 @@
 // Package dashboard renders patcheval serve's web pages: the evaluations
 // list, one evaluation (verdicts with confidence intervals, a plot per
 // benchmark, the confound report, builds, boots, the reply draft, live
-// progress), the job queue and the watches (history per tag with CIs,
-// events, bisections).
+// progress), the job queue, the followed lists' series (their follower
+// state: incomplete, filtered, superseded, evaluated) and the watches
+// (history per tag with CIs, events, bisections).
 //
 // Pages are rendered on the server with html/template; the CSS is
 // embedded and the plots are SVG drawn with gonum.org/v1/plot, so the
@@ -102,7 +103,7 @@ type cachedReport struct {
 
 // New returns the dashboard's handler: GET /, /evaluations/{id},
 // /evaluations/{id}/runs/{run}/console, /evaluations/{id}/builds/{b}/log,
-// /evaluations/{id}/plots/{n}.svg, /queue, /posts, /watches,
+// /evaluations/{id}/plots/{n}.svg, /queue, /posts, /series, /watches,
 // /watches/{name}, /watches/{name}/plot.svg; POST
 // /evaluations/{id}/cancel, /evaluations/{id}/rerun and, with
 // Options.Posts, /posts/{id}/approve (the caller wraps it in its
@@ -140,6 +141,7 @@ func New(src Source, opt Options) (*Dashboard, error) {
 	d.mux.HandleFunc("GET /queue", d.queue)
 	d.mux.HandleFunc("GET /workers", d.workers)
 	d.mux.HandleFunc("GET /posts", d.posts)
+	d.mux.HandleFunc("GET /series", d.series)
 	d.mux.HandleFunc("GET /watches", d.watches)
 	d.mux.HandleFunc("GET /watches/{name}", d.watchPage)
 	d.mux.HandleFunc("GET /watches/{name}/plot.svg", d.watchPlot)
