@@ -174,8 +174,10 @@ mode = "moderated"
 	var msgid string
 	select {
 	case msgid = <-taken:
-	case <-time.After(time.Minute):
-		t.Fatalf("the approved mail never reached the SMTP server; post %+v", post())
+	case <-time.After(3 * time.Minute):
+		// Generous: the send is a River job in a child serve, and on a
+		// loaded 2-core machine it was seen to take over a minute.
+		t.Fatalf("the approved mail never reached the SMTP server within 3 minutes; post %+v", post())
 	}
 	srv.stop(syscall.SIGKILL)
 	close(release)
@@ -184,7 +186,7 @@ mode = "moderated"
 	}
 
 	srv = startServeChild(t, "--token-file", tokFile)
-	deadline := time.Now().Add(time.Minute)
+	deadline := time.Now().Add(3 * time.Minute)
 	for q := post(); q.Status != store.PostSent; q = post() {
 		if time.Now().After(deadline) || q.Status == store.PostFailed {
 			t.Fatalf("after the restart: %+v, want sent", q)
