@@ -233,21 +233,26 @@ func interruptEveryStage(t *testing.T, repo string, sig syscall.Signal) {
 		// The run after boot-mid boots the three left.
 		{name: "report-start", gate: `boot \S+ #1: `, n: 3, hold: true},
 	}
-	// What each stop must leave in the store: applied?, kernels recorded,
-	// boots finished. SIGKILL at apply-end and build-end loses the work
-	// done but not yet recorded (the next run finds the branch and the
-	// kernel in the build cache again); SIGINT there records it first.
+	// What each stop must leave in the store: applied?, kernels recorded
+	// (at least builds, at most maxBuilds), boots finished. SIGKILL at
+	// apply-end and build-end loses the work done but not yet recorded
+	// (the next run finds the branch and the kernel in the build cache
+	// again); SIGINT there records it first. The pipeline's three kernels
+	// build at the same time (one -j budget), so while the child is held
+	// at the second "built" line the third may finish and be recorded
+	// too: build-end allows up to all three.
 	type kept struct {
 		applied       bool
 		builds, boots int
+		maxBuilds     int
 	}
 	want := map[string]kept{
-		"apply-start": {false, 0, 0}, "apply-end": {false, 0, 0}, "build-start": {true, 0, 0},
-		"build-end": {true, 1, 0}, "boot-mid": {true, 3, 1}, "report-start": {true, 3, 4},
+		"apply-start": {false, 0, 0, 0}, "apply-end": {false, 0, 0, 0}, "build-start": {true, 0, 0, 0},
+		"build-end": {true, 1, 0, 3}, "boot-mid": {true, 3, 1, 3}, "report-start": {true, 3, 4, 3},
 	}
 	if sig == syscall.SIGINT {
-		want["apply-end"] = kept{true, 0, 0}
-		want["build-end"] = kept{true, 2, 0}
+		want["apply-end"] = kept{true, 0, 0, 0}
+		want["build-end"] = kept{true, 2, 0, 3}
 	}
 	var evalID int64
 	for _, st := range stops {
@@ -289,9 +294,9 @@ func interruptEveryStage(t *testing.T, repo string, sig syscall.Signal) {
 				nb++
 			}
 		}
-		if (a != nil) != w.applied || nb != w.builds || len(done) != w.boots {
-			t.Errorf("%s: the store kept applied %v, %d kernel(s), %d boot(s); want %v, %d, %d",
-				st.name, a != nil, nb, len(done), w.applied, w.builds, w.boots)
+		if (a != nil) != w.applied || nb < w.builds || nb > w.maxBuilds || len(done) != w.boots {
+			t.Errorf("%s: the store kept applied %v, %d kernel(s), %d boot(s); want %v, %d..%d, %d",
+				st.name, a != nil, nb, len(done), w.applied, w.builds, w.maxBuilds, w.boots)
 		}
 		if st.name == "apply-end" {
 			// The branch was written, the record was not: the next run
