@@ -181,12 +181,30 @@ func isFromLine(line []byte, prevBlank bool, rest []byte) bool {
 	return isHeaderLine(rest)
 }
 
-// normalizeNewlines turns CRLF (and a lone CR before LF) into LF.
+// normalizeNewlines turns CRLF, and any run of CRs before an LF (CRCRLF is
+// what a second CRLF conversion of a CRLF file makes), into LF. A CR not
+// followed by an LF stays.
 func normalizeNewlines(b []byte) []byte {
 	if bytes.IndexByte(b, '\r') < 0 {
 		return b
 	}
-	return bytes.ReplaceAll(b, []byte("\r\n"), []byte("\n"))
+	out := make([]byte, 0, len(b))
+	for i := 0; i < len(b); {
+		if b[i] != '\r' {
+			out = append(out, b[i])
+			i++
+			continue
+		}
+		j := i
+		for j < len(b) && b[j] == '\r' {
+			j++
+		}
+		if j == len(b) || b[j] != '\n' {
+			out = append(out, b[i:j]...)
+		}
+		i = j
+	}
+	return out
 }
 
 func clip(s string, n int) string {
