@@ -34,6 +34,7 @@ import (
 
 	"github.com/patcheval/patcheval/evaluate/initramfs"
 	"github.com/patcheval/patcheval/internal/arch"
+	"github.com/patcheval/patcheval/internal/digest"
 	"github.com/patcheval/patcheval/internal/fail"
 	"github.com/patcheval/patcheval/internal/xdg"
 )
@@ -546,7 +547,7 @@ func download(ctx context.Context, debDir string, pkgs []Package, log io.Writer)
 	var missing []int
 	for i, p := range pkgs {
 		paths[i] = filepath.Join(debDir, p.SHA256[:16]+"-"+path.Base(p.Filename))
-		if sum, err := fileSHA256(paths[i]); err != nil || sum != p.SHA256 {
+		if sum, err := digest.File(paths[i]); err != nil || sum != p.SHA256 {
 			missing = append(missing, i)
 		}
 	}
@@ -571,7 +572,7 @@ func download(ctx context.Context, debDir string, pkgs []Package, log io.Writer)
 	for _, i := range missing {
 		p := pkgs[i]
 		src := filepath.Join(tmp, path.Base(p.Filename))
-		sum, err := fileSHA256(src)
+		sum, err := digest.File(src)
 		if err != nil {
 			// apt names the file from the version with ':' escaped as %3a.
 			matches, _ := filepath.Glob(filepath.Join(tmp, p.Name+"_*_"+p.Arch+".deb"))
@@ -579,7 +580,7 @@ func download(ctx context.Context, debDir string, pkgs []Package, log io.Writer)
 				return nil, fail.Infraf("userland: apt-get download left no %s", path.Base(p.Filename))
 			}
 			src = matches[0]
-			if sum, err = fileSHA256(src); err != nil {
+			if sum, err = digest.File(src); err != nil {
 				return nil, fail.Infra(err)
 			}
 		}
@@ -591,19 +592,6 @@ func download(ctx context.Context, debDir string, pkgs []Package, log io.Writer)
 		}
 	}
 	return paths, nil
-}
-
-func fileSHA256(p string) (string, error) {
-	f, err := os.Open(p)
-	if err != nil {
-		return "", err
-	}
-	defer f.Close()
-	h := sha256.New()
-	if _, err := io.Copy(h, f); err != nil {
-		return "", err
-	}
-	return hex.EncodeToString(h.Sum(nil)), nil
 }
 
 // closure returns guest path -> staged file for the wanted programs and

@@ -36,6 +36,7 @@ import (
 	"sort"
 	"strings"
 
+	"github.com/patcheval/patcheval/internal/digest"
 	"github.com/patcheval/patcheval/internal/fail"
 )
 
@@ -186,7 +187,7 @@ func PutDir(ctx context.Context, st Store, dir string) (Manifest, error) {
 			return nil
 		}
 		rel, _ := filepath.Rel(dir, p)
-		key, err := fileKey(p)
+		key, err := digest.File(p)
 		if err != nil {
 			return err
 		}
@@ -205,19 +206,6 @@ func PutDir(ctx context.Context, st Store, dir string) (Manifest, error) {
 		return nil, fail.Infraf("artifact: putting %s: %w", dir, err)
 	}
 	return m, nil
-}
-
-func fileKey(p string) (string, error) {
-	f, err := os.Open(p)
-	if err != nil {
-		return "", err
-	}
-	defer f.Close()
-	h := sha256.New()
-	if _, err := io.Copy(h, f); err != nil {
-		return "", err
-	}
-	return hex.EncodeToString(h.Sum(nil)), nil
 }
 
 // ID is the manifest's own key: the same files give the same ID.
