@@ -48,6 +48,11 @@ func TestResolveAndCheckedOut(t *testing.T) {
 	if err != nil || c.Message != "base\n" {
 		t.Fatalf("Resolve(base) = %v, %v", c, err)
 	}
+	// Resolve closed its storage: reading the tree says so, rather than
+	// "object not found" (which sent CI after a missing object).
+	if _, err := c.Tree(); err == nil || !strings.Contains(err.Error(), "storage is closed") {
+		t.Errorf("tree of a commit from Resolve: %v, want the closed-storage error", err)
+	}
 	if _, err := gittree.Resolve(repo, "nosuch"); err == nil || !strings.Contains(err.Error(), repo) || !strings.Contains(err.Error(), `"nosuch"`) {
 		t.Errorf("Resolve(nosuch): %v", err)
 	}

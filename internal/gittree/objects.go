@@ -33,7 +33,12 @@ type objectReader struct {
 	known   map[string]bool // pack index paths opened
 	objdirs []string        // the repository's objects directory, then its alternates
 	cache   *baseCache
+	closed  bool
 }
+
+// errClosed is what reads after Close return: a commit or tree kept past
+// its storage's Close must fail loudly, not look like a missing object.
+var errClosed = errors.New("read objects: the repository's storage is closed (use gittree.Open and close it after the last read)")
 
 type packReader struct {
 	idx  *packIndex
@@ -79,6 +84,9 @@ func newObjectReader(d Dirs, cacheBytes int) (*objectReader, error) {
 func (r *objectReader) rescan() (bool, error) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	if r.closed {
+		return false, errClosed
+	}
 	added := false
 	for _, objdir := range r.objdirs {
 		idxs, _ := filepath.Glob(filepath.Join(objdir, "pack", "*.idx"))
@@ -136,6 +144,13 @@ func (r *objectReader) Close() {
 		p.idx.close()
 	}
 	r.packs = nil
+	r.closed = true
+}
+
+func (r *objectReader) isClosed() bool {
+	r.mu.RLock()
+	defer r.mu.RUnlock()
+	return r.closed
 }
 
 func (r *objectReader) pack(i int) *packReader {
@@ -184,6 +199,9 @@ func looseName(objdir string, h plumbing.Hash) string {
 func (r *objectReader) Object(h plumbing.Hash) (plumbing.ObjectType, []byte, error) {
 	if i, off, ok := r.locate(h); ok {
 		return r.readAt(i, off, 0)
+	}
+	if r.isClosed() {
+		return 0, nil, errClosed
 	}
 	t, b, err := r.loose(h)
 	if err != plumbing.ErrObjectNotFound {

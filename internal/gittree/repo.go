@@ -299,7 +299,10 @@ func ResolveIn(repo *git.Repository, rev string) (*object.Commit, error) {
 }
 
 // Resolve opens the repository at path and resolves rev to a commit. Its
-// errors name the tree and the revision (bad input).
+// errors name the tree and the revision (bad input). The repository is
+// closed before it returns: the commit's fields (hashes, dates, message)
+// are there, but its tree and parents cannot be read; for those use Open
+// and ResolveIn and close the storage after the last read.
 func Resolve(path, rev string) (*object.Commit, error) {
 	r, st, _, err := Open(path, 1)
 	if err != nil {

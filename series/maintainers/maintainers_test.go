@@ -121,7 +121,12 @@ func lines(rs []Recipient) []string {
 func loadTree(t *testing.T) (*File, string) {
 	t.Helper()
 	tree := testenv.LinuxTree(t)
-	c, err := gittree.Resolve(tree, testenv.BaseCommit)
+	r, st, _, err := gittree.Open(tree, 64)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	c, err := gittree.ResolveIn(r, testenv.BaseCommit)
 	if err != nil {
 		t.Fatal(err)
 	}
