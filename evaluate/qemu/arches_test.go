@@ -10,15 +10,26 @@ import (
 	"github.com/patcheval/patcheval/build/buildtest"
 	"github.com/patcheval/patcheval/evaluate"
 	"github.com/patcheval/patcheval/evaluate/guest"
+	"github.com/patcheval/patcheval/internal/testenv"
 )
 
 // TestOtherArches builds the 6.1 tree with build's arm64 (virt) and
 // x86_64 (q35) boot fragments over tinyconfig and boots each under TCG
 // with the agent built for that arch.
+//
+// The x86_64 kernel is opt-in (PATCHEVAL_LONG_TESTS=1): one more kernel
+// build is about a tenth of the default suite's CPU. The default suite
+// still checks the x86_64 boot fragment's config (build's
+// TestBootConfigsHold) and boots x86_64 QEMU with Debian's own kernel
+// (TestUserlandToolsDebianKernel); arm64 stays the non-ppc64le build and
+// boot of the default suite.
 func TestOtherArches(t *testing.T) {
 	buildtest.SkipIfSlow(t)
 	for _, arch := range []string{"x86_64", "arm64"} {
 		t.Run(arch, func(t *testing.T) {
+			if arch == "x86_64" {
+				testenv.SkipUnlessLong(t, "an x86_64 kernel build")
+			}
 			art := buildtest.Build(t, build.Request{Repo: buildtest.Repo(t), Commit: buildtest.BaseCommit, Arch: arch,
 				BaseConfig: build.BootConfigBase, Fragments: []string{buildtest.BootFragment(t, arch)}, Variant: "boot-" + arch})
 			tg := New(Config{CacheDir: agentCache(t), Deterministic: true})
