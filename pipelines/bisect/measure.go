@@ -7,6 +7,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/patcheval/patcheval/build"
 	"github.com/patcheval/patcheval/evaluate/stats"
 	"github.com/patcheval/patcheval/evaluate/store"
 	"github.com/patcheval/patcheval/internal/fail"
@@ -35,6 +36,10 @@ type PipelineMeasurer struct {
 	Store    *store.Store
 	CacheDir string
 	Jobs     int
+	// Budget and Slot, when set, are the -j budget and build and boot
+	// slots of the process the measurements run in (runner.Env).
+	Budget   *build.Budget
+	Slot     func(ctx context.Context, kind string) (release func(), err error)
 	Progress *progress.Reporter
 
 	mu  sync.Mutex
@@ -86,7 +91,7 @@ func (m *PipelineMeasurer) run(ctx context.Context, p *pipelines.Pipeline, o run
 		return nil, err
 	}
 	defer done()
-	return runner.Run(ctx, runner.Env{Store: st, CacheDir: m.CacheDir, Jobs: m.Jobs, Progress: m.Progress}, p, o)
+	return runner.Run(ctx, runner.Env{Store: st, CacheDir: m.CacheDir, Jobs: m.Jobs, Budget: m.Budget, Slot: m.Slot, Progress: m.Progress}, p, o)
 }
 
 // Measure implements Measurer: the nth call for a commit is its nth

@@ -134,7 +134,7 @@ func buildAll(ctx context.Context, env Env, id int64, keys []string) error {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			errs[i] = Build(ctx, env, id, k)
+			errs[i] = slotted(ctx, env, "build", func() error { return Build(ctx, env, id, k) })
 		}()
 	}
 	wg.Wait()

@@ -52,6 +52,13 @@ type Env struct {
 	// builds running beside them (build.Budget; Jobs is then unused for
 	// builds). Run makes one for an evaluation's kernels.
 	Budget *build.Budget
+	// Slot, when set, is taken by Run around each build (kind "build")
+	// and each boot ("boot") and released after it: a process that runs
+	// stages as jobs too (a service's watch re-tests and bisection steps)
+	// passes its own build and boot slots, so an evaluation run in one
+	// job neither builds beyond the process's build workers nor boots
+	// beside another boot.
+	Slot func(ctx context.Context, kind string) (release func(), err error)
 	// Artifacts, when set, is the farm's artifact store
 	// (pipelines/artifact): a build puts its artifact directory there and
 	// records the manifest; a stage on another machine, where the
@@ -386,7 +393,7 @@ func Run(ctx context.Context, env Env, p *pipelines.Pipeline, o Options) (*Outco
 	// infrastructure reasons is offered again by More.
 	for round := 0; err == nil && len(boots) > 0 && round <= max(p.Repeats.MaxBoots, 1); round++ {
 		for _, b := range boots {
-			if err = Boot(ctx, env, id, b); err != nil {
+			if err = slotted(ctx, env, "boot", func() error { return Boot(ctx, env, id, b) }); err != nil {
 				return out, err
 			}
 		}
@@ -402,6 +409,19 @@ func Run(ctx context.Context, env Env, p *pipelines.Pipeline, o Options) (*Outco
 		return res, err
 	}
 	return out, err
+}
+
+// slotted runs fn holding env's slot of kind (without one: just fn).
+func slotted(ctx context.Context, env Env, kind string, fn func() error) error {
+	if env.Slot == nil {
+		return fn()
+	}
+	release, err := env.Slot(ctx, kind)
+	if err != nil {
+		return fail.Infra(err)
+	}
+	defer release()
+	return fn()
 }
 
 func short(h string) string {

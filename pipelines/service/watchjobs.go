@@ -109,9 +109,27 @@ func bisectStepJob(watchID, eventID int64, seq int) river.InsertManyParams {
 
 // Watch enables the watches: Run starts the scheduler, and the watch
 // queue's workers evaluate and bisect with cfg. Call it before Run.
+//
+// Re-tests and bisection steps evaluate in their job (runner.Run), not as
+// stage jobs: a pipeline evaluator (watch.PipelineEvaluator, also the
+// bisection's) is given the service's store, its -j budget and its build
+// and boot slots, so their builds share the budget with the build jobs
+// and their boots never run beside another boot of this process.
 func (s *Service) Watch(cfg WatchConfig) {
+	for _, e := range []watch.Evaluator{cfg.Eval, bisectionEval(cfg.Bisection)} {
+		if pe, ok := e.(*watch.PipelineEvaluator); ok && pe != nil {
+			pe.Store, pe.Budget, pe.Slot = s.db.Store, s.budget, s.engine.slot
+		}
+	}
 	s.watchCfg = &cfg
 	s.watcher = &watch.Watcher{Store: s.db.Store, Eval: cfg.Eval, Deterministic: cfg.Deterministic, Logf: s.logf}
+}
+
+func bisectionEval(b *watch.Bisection) watch.Evaluator {
+	if b == nil || b.Eval == nil {
+		return nil
+	}
+	return b.Eval
 }
 
 // TickWatch queues a tick of watch id now (the scheduler calls it when

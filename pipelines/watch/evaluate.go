@@ -5,6 +5,7 @@ import (
 	"path/filepath"
 	"strings"
 
+	"github.com/patcheval/patcheval/build"
 	"github.com/patcheval/patcheval/evaluate/stats"
 	"github.com/patcheval/patcheval/evaluate/store"
 	"github.com/patcheval/patcheval/internal/fail"
@@ -24,10 +25,35 @@ type PipelineEvaluator struct {
 	// OutDir receives <watch>/<tag>/report.* (default <state>/watches).
 	OutDir    string
 	StorePath string
-	CacheDir  string
-	Jobs      int
-	Lore      string
-	Progress  *progress.Reporter
+	// Store, when set, is used instead of opening StorePath (a service's
+	// own store, SQLite or Postgres).
+	Store    *store.Store
+	CacheDir string
+	Jobs     int
+	// Budget and Slot, when set, are the -j budget and the build and boot
+	// slots of the process the evaluations run in (a service's: see
+	// runner.Env), shared with the bisection's measurements.
+	Budget   *build.Budget
+	Slot     func(ctx context.Context, kind string) (release func(), err error)
+	Lore     string
+	Progress *progress.Reporter
+}
+
+// env is the runner environment of an evaluation on st.
+func (e *PipelineEvaluator) env(st *store.Store) runner.Env {
+	return runner.Env{Store: st, CacheDir: e.CacheDir, Jobs: e.Jobs, Budget: e.Budget, Slot: e.Slot, Progress: e.Progress}
+}
+
+// open is the evaluator's store and what to call when done with it.
+func (e *PipelineEvaluator) open() (*store.Store, func(), error) {
+	if e.Store != nil {
+		return e.Store, func() {}, nil
+	}
+	st, err := store.Open(e.StorePath)
+	if err != nil {
+		return nil, nil, err
+	}
+	return st, func() { st.Close() }, nil
 }
 
 // Evaluate implements Evaluator.
@@ -52,12 +78,12 @@ func (e *PipelineEvaluator) Evaluate(ctx context.Context, w *store.Watch, tag, c
 	if p.NeedsSeries() && o.Mbox == nil {
 		return 0, fail.Inputf("watch %s: pipeline %s applies a series: add one with --series MSGID", w.Name, p.Name)
 	}
-	st, err := store.Open(e.StorePath)
+	st, done, err := e.open()
 	if err != nil {
 		return 0, err
 	}
-	defer st.Close()
-	res, err := runner.Run(ctx, runner.Env{Store: st, CacheDir: e.CacheDir, Jobs: e.Jobs, Progress: e.Progress}, p, o)
+	defer done()
+	res, err := runner.Run(ctx, e.env(st), p, o)
 	var id int64
 	if res != nil {
 		id = res.EvaluationID
@@ -112,8 +138,8 @@ func (b *Bisection) Plan(w *store.Watch, ev *store.WatchEvent, good, bad *store.
 		}
 	} else {
 		m = &bisect.PipelineMeasurer{Pipeline: p, Variant: ev.Variant, Benchmark: ev.Benchmark, Metric: ev.Metric, Repo: w.Tree,
-			OutDir: filepath.Join(dir, "steps"), StorePath: b.Eval.StorePath, CacheDir: b.Eval.CacheDir, Jobs: b.Eval.Jobs,
-			Progress: b.Eval.Progress}
+			OutDir: filepath.Join(dir, "steps"), StorePath: b.Eval.StorePath, Store: b.Eval.Store, CacheDir: b.Eval.CacheDir,
+			Jobs: b.Eval.Jobs, Budget: b.Eval.Budget, Slot: b.Eval.Slot, Progress: b.Eval.Progress}
 	}
 	higher, _ := stats.HigherIsBetter(ev.Metric)
 	return &BisectPlan{
