@@ -139,22 +139,26 @@ func (f *watchFlags) run(ctx context.Context, env *Env, fs *flag.FlagSet, args [
 		if err := wantArgs(1, "one watch name"); err != nil {
 			return err
 		}
-		w, err := st.FindWatch(args[0])
+		if _, err := st.FindWatch(args[0]); err != nil {
+			return err
+		}
+		cfg, watches, err := f.jobsConfig(env)
 		if err != nil {
 			return err
 		}
-		wr, err := f.watcher(env, st)
-		if err != nil {
-			return err
-		}
-		res, err := wr.Tick(ctx, w)
+		st.Close()
+		res, err := service.RunWatchNow(ctx, cfg, watches, args[0])
 		if res != nil {
 			if f.asJSON {
 				enc := json.NewEncoder(env.Stdout)
 				enc.SetIndent("", "  ")
 				enc.Encode(res)
 			} else {
-				fmt.Fprintf(env.Stdout, "watch %s: %d matching tag(s) on the remote, new: %s; evaluated: %s\n", w.Name, res.Listed,
+				how := "in this process"
+				if res.Served {
+					how = "by the serve working the database"
+				}
+				fmt.Fprintf(env.Stdout, "watch %s: tick job %d, run %s; new: %s; evaluated: %s\n", res.Watch, res.TickJob, how,
 					orNone(res.New), orNone(res.Evaluated))
 				for _, e := range res.Events {
 					fmt.Fprintf(env.Stdout, "event: %s %s..%s %s %s %s %+.1f%% [%+.1f%%, %+.1f%%]\n", e.Verdict, e.From, e.To,
@@ -170,13 +174,14 @@ func (f *watchFlags) run(ctx context.Context, env *Env, fs *flag.FlagSet, args [
 		if err := wantArgs(0, "no arguments"); err != nil {
 			return err
 		}
-		wr, err := f.watcher(env, st)
+		cfg, watches, err := f.jobsConfig(env)
 		if err != nil {
 			return err
 		}
 		ws, _ := st.Watches()
+		st.Close()
 		fmt.Fprintf(env.Stderr, "patcheval watch daemon: %d watch(es); Ctrl-C stops\n", len(ws))
-		return watch.Loop(ctx, wr, time.Minute)
+		return service.RunWatchDaemon(ctx, cfg, watches)
 	}
 	return fail.Inputf("watch: unknown subcommand %q (add, list, show, rm, run-now, daemon)", sub)
 }
@@ -245,24 +250,24 @@ func (f *watchFlags) add(env *Env, st *store.Store) error {
 	return nil
 }
 
-func (f *watchFlags) watcher(env *Env, st *store.Store) (*watch.Watcher, error) {
-	return newWatcher(env.Stderr, st, f.out, f.from, f.jobs)
-}
-
-// newWatcher is the Watcher of `watch run-now` and `watch daemon`:
-// evaluations and bisections through the runner in this process, reports
-// under out (default <state dir>/watches), bisection drafts signed by
-// from, progress and log on log.
-func newWatcher(log io.Writer, st *store.Store, out, from string, jobs int) (*watch.Watcher, error) {
-	if out == "" {
-		out = filepath.Join(xdg.StateDir(), "watches")
-	}
-	sender, err := draftSender(from, "")
+// jobsConfig is the service configuration and watch setup of `watch
+// run-now` and `watch daemon`: the same jobs as serve's on the database
+// serve uses (--db), reports under --out (default <state dir>/watches),
+// bisection drafts signed by --from, builds within -j.
+func (f *watchFlags) jobsConfig(env *Env) (service.Config, func(*service.Service) service.WatchConfig, error) {
+	sender, err := draftSender(f.from, "")
 	if err != nil {
-		return nil, err
+		return service.Config{}, nil, err
 	}
-	ev, b := pipelineWatch(log, st, out, "", jobs, sender)
-	return &watch.Watcher{Store: st, Eval: ev, Bisect: b.Bisect, Deterministic: watch.Deterministic, Logf: b.Logf}, nil
+	cfg := service.Config{Database: f.db, Jobs: f.jobs, From: sender, Log: env.Stderr}
+	return cfg, func(s *service.Service) service.WatchConfig {
+		out := f.out
+		if out == "" {
+			out = filepath.Join(s.StateDir(), "watches")
+		}
+		ev, b := pipelineWatch(env.Stderr, s.Store(), out, "", f.jobs, sender)
+		return service.WatchConfig{Eval: ev, Bisection: b, Deterministic: watch.Deterministic}
+	}, nil
 }
 
 // pipelineWatch is the evaluator and bisection of real watches: the

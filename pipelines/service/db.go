@@ -92,50 +92,86 @@ func ParseDatabase(u string) (string, error) {
 // process names its River client and holds a presence lock on that name
 // (see orphans.go), which is how the others tell its jobs are orphans.
 func OpenDB(ctx context.Context, u string) (*DB, error) {
+	db, inUse, err := openDB(ctx, u, true)
+	if inUse {
+		return nil, fail.Inputf("database %s is in use by another 'patcheval serve' (lock %s held)", db.URL, db.URL+".serve.lock")
+	}
+	return db, err
+}
+
+// openDB opens the database named by u. exclusive takes the service lock
+// on SQLite; a lock held by another process returns inUse (and a DB
+// holding only the path). Without exclusive, a SQLite database is opened
+// beside the serve that has it, to insert and list jobs only (no
+// migrations: that serve made them).
+func openDB(ctx context.Context, u string, exclusive bool) (db *DB, inUse bool, err error) {
 	loc, err := ParseDatabase(u)
 	if err != nil {
-		return nil, err
+		return nil, false, err
 	}
 	if store.IsPostgres(loc) {
-		return openPostgres(ctx, loc)
+		db, err := openPostgres(ctx, loc)
+		return db, false, err
 	}
 	path := loc
 	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
-		return nil, fail.Infraf("database %s: %w", path, err)
+		return nil, false, fail.Infraf("database %s: %w", path, err)
 	}
-	lock, err := os.OpenFile(path+".serve.lock", os.O_CREATE|os.O_RDWR, 0o644)
-	if err != nil {
-		return nil, fail.Infraf("database %s: lock file: %w", path, err)
-	}
-	if err := syscall.Flock(int(lock.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
-		lock.Close()
-		return nil, fail.Inputf("database %s is in use by another 'patcheval serve' (lock %s held)", path, lock.Name())
+	var lock *os.File
+	if exclusive {
+		if lock, err = lockSQLite(path); err != nil {
+			return nil, false, err
+		}
+		if lock == nil {
+			return &DB{URL: path}, true, nil
+		}
 	}
 	st, err := store.Open(path)
 	if err != nil {
-		lock.Close()
-		return nil, err
+		if lock != nil {
+			lock.Close()
+		}
+		return nil, false, err
 	}
 	pool, err := sql.Open("sqlite", store.DSN(path))
 	if err != nil {
 		st.Close()
-		lock.Close()
-		return nil, fail.Infraf("database %s: %w", path, err)
+		if lock != nil {
+			lock.Close()
+		}
+		return nil, false, fail.Infraf("database %s: %w", path, err)
 	}
 	// River's advice for SQLite: one connection, so River's own goroutines
 	// (fetch, complete, leader election, maintenance) queue in-process
 	// instead of meeting SQLITE_BUSY.
 	pool.SetMaxOpenConns(1)
-	db := &DB{Store: st, URL: path, Where: path, Dir: filepath.Dir(path), sqlitePool: pool, sqliteDriver: riversqlite.New(pool), lock: lock}
+	db = &DB{Store: st, URL: path, Where: path, Dir: filepath.Dir(path), sqlitePool: pool, sqliteDriver: riversqlite.New(pool), lock: lock}
+	if !exclusive {
+		return db, false, nil
+	}
 	m, err := rivermigrate.New(db.sqliteDriver, nil)
 	if err == nil {
 		_, err = m.Migrate(ctx, rivermigrate.DirectionUp, nil)
 	}
 	if err != nil {
 		db.Close()
-		return nil, fail.Infraf("database %s: River migrations: %w", path, err)
+		return nil, false, fail.Infraf("database %s: River migrations: %w", path, err)
 	}
-	return db, nil
+	return db, false, nil
+}
+
+// lockSQLite takes the service lock of the SQLite database at path: nil
+// (and no error) when another process holds it.
+func lockSQLite(path string) (*os.File, error) {
+	lock, err := os.OpenFile(path+".serve.lock", os.O_CREATE|os.O_RDWR, 0o644)
+	if err != nil {
+		return nil, fail.Infraf("database %s: lock file: %w", path, err)
+	}
+	if err := syscall.Flock(int(lock.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
+		lock.Close()
+		return nil, nil
+	}
+	return lock, nil
 }
 
 // riverMigrationLock is the advisory lock River's migrations run under on

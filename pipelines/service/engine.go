@@ -85,6 +85,12 @@ type EngineConfig struct {
 	// is inserted into (the embedded default owns every target).
 	Capabilities Capabilities
 	AnySSH       bool
+	// Queues, when set, are the queues worked instead of the
+	// capabilities' (`watch run-now` and `watch daemon` work only the
+	// watch queue). InsertOnly works none: the client inserts and lists
+	// jobs for the serve that works them.
+	Queues     []string
+	InsertOnly bool
 }
 
 // evalTag is the River tag naming an evaluation's jobs (cancel lists them
@@ -119,11 +125,17 @@ func newEngine(db *DB, cfg EngineConfig, workers *river.Workers) (*Engine, error
 	e := &Engine{db: db, log: log, cfg: cfg, queues: map[string]bool{},
 		builds: make(chan struct{}, cfg.BuildWorkers), boots: make(chan struct{}, cfg.BootWorkers)}
 	queues := map[string]river.QueueConfig{}
-	for _, q := range cfg.Capabilities.Queues() {
+	names := cfg.Capabilities.Queues()
+	if len(cfg.Queues) > 0 {
+		names = cfg.Queues
+	}
+	for _, q := range names {
 		queues[q] = e.queueConfig(q)
 		e.queues[q] = true
 	}
-	if len(queues) == 0 {
+	if cfg.InsertOnly {
+		queues, workers, e.queues = nil, nil, map[string]bool{}
+	} else if len(queues) == 0 {
 		return nil, fail.Inputf("this process can run no stage: no toolchain, QEMU or SSH target found, and not the coordinator")
 	}
 	rc := &river.Config{

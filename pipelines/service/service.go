@@ -235,48 +235,12 @@ func (s *Service) logf(format string, a ...any) {
 // Run serves HTTP on ln and works jobs until ctx is cancelled (SIGTERM):
 // then it stops taking jobs, gives running ones the grace period, cancels
 // the rest (they are retried on the next start), stops the loops and
-// returns.
+// returns. Without ln it serves no HTTP (`patcheval watch daemon`).
 func (s *Service) Run(ctx context.Context, ln net.Listener) error {
-	var watch sync.WaitGroup
-	var pres *presence
-	watchCtx, stopWatch := context.WithCancel(context.WithoutCancel(ctx))
-	defer func() {
-		stopWatch()
-		watch.Wait()
-		if pres != nil {
-			pres.release()
-		}
-	}()
-	if s.db.Postgres() {
-		// Other processes may share the database: this one's presence
-		// lock tells them its jobs are not orphans, held until River
-		// has stopped (see orphans.go).
-		p, err := s.db.holdPresence(ctx, s.workerID, s.logf)
-		if err != nil {
-			return err
-		}
-		pres = p
-		watch.Add(2)
-		go func() { defer watch.Done(); p.keep(watchCtx) }()
-		go func() { defer watch.Done(); s.watchOrphans(watchCtx) }()
-	} else {
-		// One serve per SQLite file (OpenDB's lock): a running job is an
-		// orphan.
-		if n, err := s.RescueOrphans(ctx); err != nil {
-			return err
-		} else if n > 0 {
-			s.logf("%d job(s) were running when the previous serve died: queued again", n)
-		}
-	}
-	s.logf("jobs run as worker %s", s.workerID)
-	// River runs on its own context: shutdown goes through Stop, which
-	// lets running jobs finish within the grace period.
-	if err := s.engine.Start(context.WithoutCancel(ctx)); err != nil {
+	stopJobs, err := s.startJobs(ctx)
+	if err != nil {
 		return err
 	}
-	beatDone := s.beat.run(ctx)
-	srv := &http.Server{Handler: s.Handler(), ReadHeaderTimeout: 10 * time.Second,
-		BaseContext: func(net.Listener) context.Context { return ctx }}
 	loopCtx, stopLoops := context.WithCancel(ctx)
 	var wg sync.WaitGroup
 	loops := s.cfg.Loops
@@ -294,30 +258,92 @@ func (s *Service) Run(ctx context.Context, ln net.Listener) error {
 			}
 		}()
 	}
+	var srv *http.Server
 	errc := make(chan error, 1)
-	go func() { errc <- srv.Serve(ln) }()
-	var err error
+	if ln != nil {
+		srv = &http.Server{Handler: s.Handler(), ReadHeaderTimeout: 10 * time.Second,
+			BaseContext: func(net.Listener) context.Context { return ctx }}
+		go func() { errc <- srv.Serve(ln) }()
+	}
 	select {
 	case <-ctx.Done():
 	case err = <-errc:
 	}
 	s.logf("stopping: no new jobs; running ones get %s to finish", s.engineGrace())
 	stopLoops()
-	shut, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	srv.Shutdown(shut)
-	cancel()
-	stopCtx, cancel := context.WithTimeout(context.Background(), s.engineGrace()+30*time.Second)
-	defer cancel()
-	if serr := s.engine.Stop(stopCtx); serr != nil && err == nil {
+	if srv != nil {
+		shut, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		srv.Shutdown(shut)
+		cancel()
+	}
+	if serr := stopJobs(); serr != nil && err == nil {
 		err = serr
 	}
-	<-beatDone
-	s.beat.stopped()
 	wg.Wait()
 	if errors.Is(err, http.ErrServerClosed) {
 		err = nil
 	}
 	return err
+}
+
+// startJobs starts working jobs: on Postgres it holds this process's
+// presence lock and watches for orphaned jobs, on SQLite (one process per
+// file) it queues again the jobs a dead process left running; then River
+// and the heartbeat start. stop stops taking jobs, gives running ones the
+// grace period, cancels the rest and releases the presence lock.
+func (s *Service) startJobs(ctx context.Context) (stop func() error, err error) {
+	var bg sync.WaitGroup
+	var pres *presence
+	bgCtx, stopBg := context.WithCancel(context.WithoutCancel(ctx))
+	release := func() {
+		stopBg()
+		bg.Wait()
+		if pres != nil {
+			pres.release()
+		}
+	}
+	if s.db.Postgres() {
+		// Other processes may share the database: this one's presence
+		// lock tells them its jobs are not orphans, held until River
+		// has stopped (see orphans.go).
+		p, err := s.db.holdPresence(ctx, s.workerID, s.logf)
+		if err != nil {
+			release()
+			return nil, err
+		}
+		pres = p
+		bg.Add(2)
+		go func() { defer bg.Done(); p.keep(bgCtx) }()
+		go func() { defer bg.Done(); s.watchOrphans(bgCtx) }()
+	} else {
+		// One serve per SQLite file (OpenDB's lock): a running job is an
+		// orphan.
+		if n, err := s.RescueOrphans(ctx); err != nil {
+			release()
+			return nil, err
+		} else if n > 0 {
+			s.logf("%d job(s) were running when the previous serve died: queued again", n)
+		}
+	}
+	s.logf("jobs run as worker %s", s.workerID)
+	// River runs on its own context: shutdown goes through Stop, which
+	// lets running jobs finish within the grace period.
+	if err := s.engine.Start(context.WithoutCancel(ctx)); err != nil {
+		release()
+		return nil, err
+	}
+	beatCtx, stopBeat := context.WithCancel(ctx)
+	beatDone := s.beat.run(beatCtx)
+	return func() error {
+		stopCtx, cancel := context.WithTimeout(context.Background(), s.engineGrace()+30*time.Second)
+		defer cancel()
+		err := s.engine.Stop(stopCtx)
+		stopBeat()
+		<-beatDone
+		s.beat.stopped()
+		release()
+		return err
+	}, nil
 }
 
 func (s *Service) engineGrace() time.Duration {

@@ -72,9 +72,16 @@ func (WatchTickArgs) Kind() string { return "watch_tick" }
 
 // RetestArgs re-tests one history entry (Tag, a store.WatchTag id); Rest
 // are the entries after it, in version order. Gen is the tick's At.
+//
+// The watch and the entry are its unique key while it is unfinished
+// (retestJob): two ticks that both found the entry to re-test, in one
+// process or two (serve, `watch run-now`, `watch daemon`), insert one
+// job, so no entry is ever evaluated by two jobs at once. A finished
+// re-test does not block the next one: an entry that is done is only
+// compared again (watch.Watcher.Retest).
 type RetestArgs struct {
-	WatchID int64   `json:"watch_id"`
-	Tag     int64   `json:"tag"`
+	WatchID int64   `json:"watch_id" river:"unique"`
+	Tag     int64   `json:"tag" river:"unique"`
 	Rest    []int64 `json:"rest,omitempty"`
 	Gen     int64   `json:"gen"`
 }
@@ -99,8 +106,9 @@ func watchJobOpts(watchID int64, attempts int) *river.InsertOpts {
 }
 
 func retestJob(watchID int64, tags []int64, gen int64) river.InsertManyParams {
-	return river.InsertManyParams{Args: RetestArgs{WatchID: watchID, Tag: tags[0], Rest: tags[1:], Gen: gen},
-		InsertOpts: watchJobOpts(watchID, 5)}
+	o := watchJobOpts(watchID, 5)
+	o.UniqueOpts.ByState = unfinished // River wants available, pending, running and scheduled among them
+	return river.InsertManyParams{Args: RetestArgs{WatchID: watchID, Tag: tags[0], Rest: tags[1:], Gen: gen}, InsertOpts: o}
 }
 
 func bisectStepJob(watchID, eventID int64, seq int) river.InsertManyParams {

@@ -34,6 +34,8 @@ type testWatchSpec struct {
 	Log     string
 	Out     string
 	BlockAt int
+	// EvalDelay is how long each evaluation takes (0: none).
+	EvalDelay time.Duration
 }
 
 func (ws *testWatchSpec) logLine(format string, a ...any) {
@@ -49,6 +51,7 @@ func (ws *testWatchSpec) config(s *Service) WatchConfig {
 	st := s.Store()
 	eval := watch.EvaluatorFunc(func(ctx context.Context, w *store.Watch, tag, commit string) (int64, error) {
 		ws.logLine("eval %s", tag)
+		time.Sleep(ws.EvalDelay)
 		v, err := treeValue(w.Tree, commit)
 		if err != nil {
 			return 0, err
@@ -203,16 +206,7 @@ func watchJobsAfterKill(t *testing.T, root, db string) {
 			}
 		}
 	}
-	logLines := func(prefix string) []string {
-		data, _ := os.ReadFile(logPath)
-		var out []string
-		for _, l := range strings.Split(string(data), "\n") {
-			if strings.HasPrefix(l, prefix) {
-				out = append(out, l)
-			}
-		}
-		return out
-	}
+	logLines := func(prefix string) []string { return logLinesOf(logPath, prefix) }
 	tick := func(base string) {
 		code, e, raw := call(t, "POST", base+"/api/v1/watches/mainline/tick", "", nil)
 		if code != 202 {

@@ -7,20 +7,6 @@ import (
 	"github.com/patcheval/patcheval/evaluate/store"
 )
 
-// Loop runs every stored watch on its schedule until ctx ends, ticking
-// it in this process (Tick). Every resync (default one minute) it re-reads
-// the watches, so watches added, changed or removed by other processes
-// (`patcheval watch add`) take effect without a restart. It is what
-// `patcheval watch daemon` runs in the foreground; `patcheval serve` runs
-// Schedule with a fire function that queues a tick job instead.
-func Loop(ctx context.Context, wr *Watcher, resync time.Duration) error {
-	return Schedule(ctx, wr.Store, wr.logf, resync, func(ctx context.Context, w *store.Watch) {
-		if _, err := wr.Tick(ctx, w); err != nil {
-			wr.logf("watch %s: tick: %v", w.Name, err)
-		}
-	})
-}
-
 // Schedule calls fire for every stored watch on the watch's schedule
 // (Scheduler: robfig/cron with Recover and SkipIfStillRunning) until ctx
 // ends, re-reading the watches every resync (default one minute). fire

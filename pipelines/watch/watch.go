@@ -8,11 +8,14 @@
 // start a bisection (pipelines/bisect).
 //
 // The entry point is Watcher.Tick (one look at one watch, in this
-// process); Scheduler runs ticks on each watch's cron schedule
-// (robfig/cron with Recover and SkipIfStillRunning). `patcheval serve`
-// splits a tick into queue work: Watcher.Check (list and record), one
-// Watcher.Retest per entry, and a bisection step by step (bisect.Resume). Tags are ordered by version (CompareTags), not by
-// name. A remote that cannot be reached is an infra error recorded on the
+// process: the library's and the tests' form); Schedule fires on each
+// watch's cron schedule (robfig/cron with Recover and SkipIfStillRunning).
+// The commands run watches as queue work only (pipelines/service: serve,
+// and `watch run-now` and `watch daemon` through the same jobs), which
+// splits a tick into Watcher.Check (list and record), one Watcher.Retest
+// per entry, and a bisection step by step (bisect.Resume), so that two
+// processes never evaluate one tag twice. Tags are ordered by version
+// (CompareTags), not by name. A remote that cannot be reached is an infra error recorded on the
 // watch; the next tick retries and nothing recorded before is lost.
 package watch
 

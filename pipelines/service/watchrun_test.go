@@ -1,0 +1,174 @@
+package service
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/patcheval/patcheval/evaluate/store"
+	"github.com/patcheval/patcheval/internal/testgit"
+	"github.com/patcheval/patcheval/internal/testpg"
+)
+
+// logLinesOf are the lines of the file at path that start with prefix.
+func logLinesOf(path, prefix string) []string {
+	data, _ := os.ReadFile(path)
+	var out []string
+	for _, l := range strings.Split(string(data), "\n") {
+		if strings.HasPrefix(l, prefix) {
+			out = append(out, l)
+		}
+	}
+	return out
+}
+
+// TestWatchRunNowBesideServe runs `watch run-now` (RunWatchNow) against
+// the database a real serve process works, and then, with the serve
+// stopped, two run-nows at once: each tag is evaluated exactly once.
+// While serve runs, two run-nows and the API's tick all queue ticks and
+// serve's watch queue works them: the run-nows only wait (Served), and
+// v6.2-rc1 is evaluated once although three ticks found it. With no
+// serve, two run-nows race for v6.2-rc2 and v6.2-rc3 (each evaluation
+// takes 300 ms, so their ticks overlap the other's re-tests): on SQLite
+// one of them works the watch queue and the other waits for it; on
+// Postgres both may work it, and the re-test's unique key (watch, entry)
+// lets only one job re-test each tag. A serve started again and a
+// run-now beside it evaluate nothing more.
+func TestWatchRunNowBesideServe(t *testing.T) {
+	t.Run("sqlite", func(t *testing.T) {
+		root := t.TempDir()
+		watchRunNow(t, root, filepath.Join(root, "state", "patcheval.db"))
+	})
+	t.Run("postgres", func(t *testing.T) {
+		watchRunNow(t, t.TempDir(), testpg.URL(t))
+	})
+}
+
+func watchRunNow(t *testing.T, root, db string) {
+	upstream := testgit.InitBare(t, filepath.Join(root, "served", "linux.git"))
+	srvGit := testgit.Serve(t, filepath.Join(root, "served"))
+	local := testgit.InitBare(t, filepath.Join(root, "local.git"))
+	commit := func(parent string, i int, value string) string {
+		return testgit.Commit(t, upstream, parent, fmt.Sprintf("sys: change %d", i), fmt.Sprintf("2026-11-02T10:%02d:00Z", i),
+			map[string]string{"bench/getppid": value + "\n"})
+	}
+	rc1 := commit("", 0, "1000")
+	testgit.Tag(t, upstream, "v6.2-rc1", rc1)
+	st, err := store.Open(db)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	pipeline, _ := filepath.Abs("../watch/testdata/retest-x86-getppid.toml")
+	if _, err := st.AddWatch(store.Watch{Name: "mainline", Remote: srvGit.URL() + "/linux.git", Tags: "v6.*-rc*", Pipeline: pipeline,
+		Schedule: "@every 6h", Tree: local}); err != nil {
+		t.Fatal(err)
+	}
+	logPath := filepath.Join(root, "watch.log")
+	ws := testWatchSpec{Log: logPath, Out: filepath.Join(root, "watches"), EvalDelay: 300 * time.Millisecond}
+	spec, _ := json.Marshal(map[string]any{"DB": db, "Tree": local, "Cache": t.TempDir(), "State": filepath.Join(root, "state"), "Watch": ws})
+	t.Setenv("PATCHEVAL_STATE_DIR", filepath.Join(root, "state"))
+	cfg := Config{Database: db, CacheDir: t.TempDir(), From: testFrom, Log: testWriter{t}, Grace: 5 * time.Second}
+	runNows := func(n int, tick func()) []*WatchRun {
+		t.Helper()
+		runs := make([]*WatchRun, n)
+		errs := make([]error, n)
+		var wg sync.WaitGroup
+		for i := range n {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+				defer cancel()
+				runs[i], errs[i] = RunWatchNow(ctx, cfg, ws.config, "mainline")
+			}()
+		}
+		if tick != nil {
+			tick()
+		}
+		wg.Wait()
+		for i, err := range errs {
+			if err != nil {
+				t.Fatalf("run-now %d: %v", i, err)
+			}
+		}
+		return runs
+	}
+	evals := func(want ...string) {
+		t.Helper()
+		if got := logLinesOf(logPath, "eval "); !slices.Equal(got, want) {
+			t.Fatalf("evaluations %q, want %q (each tag once)", got, want)
+		}
+	}
+
+	srv := startServe(t, string(spec))
+	if store.IsPostgres(db) {
+		// Served is decided by serve's heartbeat on Postgres: wait for it.
+		for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(100 * time.Millisecond) {
+			if ok, _ := watchQueueServed(st); ok {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatal("serve's heartbeat never listed the watch queue")
+			}
+		}
+	}
+	runs := runNows(2, func() {
+		if code, e, raw := call(t, "POST", srv.base+"/api/v1/watches/mainline/tick", "", nil); code != 202 {
+			t.Fatalf("tick: %d %+v %s", code, e, raw)
+		}
+	})
+	for i, r := range runs {
+		if !r.Served || r.TickJob == 0 {
+			t.Fatalf("run-now %d beside serve: %+v, want its tick queued for serve", i, r)
+		}
+	}
+	if !slices.Contains(runs[0].Evaluated, "v6.2-rc1") && !slices.Contains(runs[1].Evaluated, "v6.2-rc1") {
+		t.Fatalf("run-nows say %+v %+v, want v6.2-rc1 evaluated", runs[0], runs[1])
+	}
+	evals("eval v6.2-rc1")
+
+	// Two more tags; serve stops; two run-nows at once.
+	rc2 := commit(rc1, 1, "1000")
+	testgit.Tag(t, upstream, "v6.2-rc2", rc2)
+	testgit.Tag(t, upstream, "v6.2-rc3", commit(rc2, 2, "1010"))
+	srv.cmd.Process.Signal(syscall.SIGTERM)
+	<-srv.done
+	runs = runNows(2, nil)
+	evals("eval v6.2-rc1", "eval v6.2-rc2", "eval v6.2-rc3")
+	if !store.IsPostgres(db) && runs[0].Served == runs[1].Served {
+		t.Fatalf("run-nows on SQLite without serve: served %v and %v, want one working the queue and one waiting", runs[0].Served, runs[1].Served)
+	}
+	w, err := st.FindWatch("mainline")
+	if err != nil {
+		t.Fatal(err)
+	}
+	tags, err := st.WatchTags(w.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tg := range tags {
+		if tg.Status != store.TagDone {
+			t.Fatalf("entry %s is %s (%s), want done", tg.Tag, tg.Status, tg.ErrorText)
+		}
+	}
+
+	// serve again, and a run-now beside it: nothing is new.
+	srv = startServe(t, string(spec))
+	if store.IsPostgres(db) {
+		time.Sleep(HeartbeatEvery / 5)
+	}
+	runs = runNows(1, nil)
+	if len(runs[0].New) != 0 || len(runs[0].Evaluated) != 0 {
+		t.Fatalf("run-now with nothing new: %+v", runs[0])
+	}
+	evals("eval v6.2-rc1", "eval v6.2-rc2", "eval v6.2-rc3")
+}
