@@ -5,6 +5,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 
 	"github.com/patcheval/patcheval/build/buildtest"
@@ -36,6 +37,19 @@ func TestRunDefaultBackport(t *testing.T) {
 		t.Fatal(err)
 	}
 	env := Env{Store: openStore(t, filepath.Join(t.TempDir(), "db")), CacheDir: buildtest.Options(t).CacheDir, Progress: progress.New(os.Stderr)}
+	// Run takes the caller's slots around every build and boot (a
+	// service's, for a watch re-test run in one job): count them, and the
+	// most held at once per kind.
+	var mu sync.Mutex
+	taken, held, most := map[string]int{}, map[string]int{}, map[string]int{}
+	env.Slot = func(ctx context.Context, kind string) (func(), error) {
+		mu.Lock()
+		defer mu.Unlock()
+		taken[kind]++
+		held[kind]++
+		most[kind] = max(most[kind], held[kind])
+		return func() { mu.Lock(); held[kind]--; mu.Unlock() }, nil
+	}
 	res, err := Run(context.Background(), env, p, Options{
 		Mbox: data, Tree: repo, Base: buildtest.BaseCommit, OutDir: t.TempDir(), Boots: 2,
 		From: mbox.Address{Name: "Kernel Tester", Email: "tester@example.org"},
@@ -44,6 +58,14 @@ func TestRunDefaultBackport(t *testing.T) {
 		t.Fatal(err)
 	}
 	r := res.Report
+	boots := 0
+	for _, v := range r.Variants {
+		boots += v.Boots
+	}
+	if taken["build"] != len(p.Builds()) || taken["boot"] < boots || boots == 0 || most["boot"] != 1 || held["build"]+held["boot"] != 0 {
+		t.Errorf("slots taken %v (most at once %v, still held %v), want one build slot per kernel (%d) and one boot slot per boot (%d), one boot at a time",
+			taken, most, held, len(p.Builds()), boots)
+	}
 	if len(r.Coverage) == 0 {
 		t.Fatalf("no coverage lines; notes %v", r.Notes)
 	}
