@@ -60,6 +60,24 @@ func TestWatchCommands(t *testing.T) {
 	if code != 0 || !strings.Contains(out, "never checked") {
 		t.Fatalf("show: %d %q", code, out)
 	}
+	// run-now goes through the watch jobs, here worked in this process
+	// (no serve has the database): the tick job finds the remote down,
+	// an infra error (exit 3) that the watch shows.
+	if _, errOut, code := runsCLI(t, "watch", "add", "--name", "down", "--remote", "http://127.0.0.1:1/linux.git", "--tags", "v6.*",
+		"--pipeline", "selinux-tax", "--tree", tree); code != 0 {
+		t.Fatalf("add down: %d %q", code, errOut)
+	}
+	out, errOut, code = runsCLI(t, "watch", "run-now", "--json", "down")
+	var run struct {
+		TickJob int64 `json:"tick_job"`
+		Served  bool  `json:"served"`
+	}
+	if code != 3 || json.Unmarshal([]byte(out), &run) != nil || run.TickJob == 0 || run.Served || !strings.Contains(errOut, "127.0.0.1:1") {
+		t.Fatalf("run-now with the remote down: exit %d, %q %q; want exit 3 after a tick job worked here", code, out, errOut)
+	}
+	if out, _, code := runsCLI(t, "watch", "list"); code != 0 || !strings.Contains(out, "infrastructure error: listing remote http://127.0.0.1:1") {
+		t.Fatalf("list after run-now: %d %q", code, out)
+	}
 	// A bad [[watch]] is a clear error naming the file and the table.
 	if err := os.WriteFile(filepath.Join(cfg, "config.toml"), []byte(conf+"\n[[watch]]\nremote = \"https://x/y.git\"\ntags = \"v*\"\npipeline = \"selinux-tax\"\ntree = \""+tree+"\"\nschedule = \"CRON_TZ=UTC\"\n"), 0o644); err != nil {
 		t.Fatal(err)

@@ -196,7 +196,11 @@ func RunWatchNow(ctx context.Context, cfg Config, watches func(*Service) WatchCo
 // the errors of the tick: the remote's, and infrastructure failures of
 // re-tests.
 func (run *WatchRun) since(st *store.Store, w *store.Watch, beforeTags []*store.WatchTag, beforeEvents []*store.WatchEvent, start time.Time) error {
-	h, err := watch.Load(st, w)
+	cur, err := st.FindWatch(w.Name)
+	if err != nil {
+		return err
+	}
+	h, err := watch.Load(st, cur)
 	if err != nil {
 		return err
 	}
@@ -232,7 +236,7 @@ func (run *WatchRun) since(st *store.Store, w *store.Watch, beforeTags []*store.
 			run.Events = append(run.Events, e)
 		}
 	}
-	if cur := h.Watch; !cur.LastCheck.Before(start.Truncate(time.Second)) && cur.LastError != "" {
+	if !cur.LastCheck.Before(start.Truncate(time.Second)) && cur.LastError != "" {
 		if cur.LastErrorKind == fail.KindInput.String() {
 			return fail.Inputf("watch %s: %s", w.Name, cur.LastError)
 		}
