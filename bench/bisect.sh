@@ -7,7 +7,8 @@
 #
 #   bench/bisect.sh [--clean]      # ~15-40 min on 2 busy cores; under nice
 #
-# Prints, from pipelines/watch's BenchmarkRetestBisect (one iteration):
+# Prints, from pipelines/service's BenchmarkRetestBisect (one iteration;
+# the watch runs through its River jobs, as watch run-now runs it):
 #   builds / bound       kernels compiled by the bisection vs ceil(log2(N)) + 2
 #   step-build-s         mean incremental build of a bisection step
 #                        (same O= and kcc as the variant builds)
@@ -37,7 +38,7 @@ export PATCHEVAL_BENCH_CLEAN=$clean
 log=${BENCH_LOG:-$(mktemp /tmp/patcheval-bench-bisect.XXXXXX.log)}
 cd "$root"
 start=$(date +%s)
-nice -n 10 go test ./pipelines/watch/ -run '^$' -bench '^BenchmarkRetestBisect$' -benchtime 1x -timeout 150m -v 2>&1 | tee "$log" |
+nice -n 10 go test ./pipelines/service/ -run '^$' -bench '^BenchmarkRetestBisect$' -benchtime 1x -timeout 150m -v 2>&1 | tee "$log" |
 	grep -E '^(Benchmark|    bench_test|ok|FAIL|--- )' || true
 echo "wall: $(( $(date +%s) - start )) s; full log: $log"
 grep -q '^ok' "$log"

@@ -48,7 +48,7 @@ func testService(t *testing.T, cfg Config) (*Service, string) {
 	return s, "http://" + ln.Addr().String()
 }
 
-type testWriter struct{ t *testing.T }
+type testWriter struct{ t testing.TB }
 
 func (w testWriter) Write(p []byte) (int, error) {
 	w.t.Log(strings.TrimRight(string(p), "\n"))

@@ -1,4 +1,4 @@
-package watch
+package service
 
 import (
 	"context"
@@ -8,10 +8,12 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
 
+	"github.com/patcheval/patcheval/build"
 	"github.com/patcheval/patcheval/build/buildtest"
 	"github.com/patcheval/patcheval/evaluate/store"
 	"github.com/patcheval/patcheval/internal/fail"
@@ -20,7 +22,9 @@ import (
 	"github.com/patcheval/patcheval/internal/testgit"
 	"github.com/patcheval/patcheval/internal/xdg"
 	"github.com/patcheval/patcheval/mbox"
+	"github.com/patcheval/patcheval/pipelines"
 	"github.com/patcheval/patcheval/pipelines/bisect"
+	"github.com/patcheval/patcheval/pipelines/watch"
 )
 
 // Positions in the synthetic history (commit k is synth[k-1]): v6.2-rc1
@@ -97,20 +101,44 @@ func clone(t testing.TB, src, dir string) {
 // e2eFlow is what runWatchFlow measured.
 type e2eFlow struct {
 	synth []string
-	// first is the first tick (v6.2-rc1 built and booted); toCulprit from
-	// v6.2-rc2's appearance to the culprit's report; bisect the bisection.
+	// first is the first run-now (v6.2-rc1 built and booted); toCulprit
+	// from v6.2-rc2's appearance to the culprit's report (the second
+	// run-now returns when the re-test and every bisection step are
+	// done); bisect the bisection's own wall time.
 	first, toCulprit, bisect time.Duration
 	event                    *store.WatchEvent
 	result                   *bisect.Result
 	report                   string
+	// jobs counts the watch queue's jobs by kind.
+	jobs map[string]int
+}
+
+// serialMeasurer makes each bisection measurement under the test build
+// lock (buildtest.Serialize), like the evaluations.
+type serialMeasurer struct {
+	tb testing.TB
+	m  *bisect.PipelineMeasurer
+}
+
+func (s serialMeasurer) Measure(ctx context.Context, commit string, boots int) (m *bisect.Measurement, err error) {
+	buildtest.Serialize(s.tb, func() { m, err = s.m.Measure(ctx, commit, boots) })
+	return m, err
+}
+
+func (s serialMeasurer) MeasureNth(ctx context.Context, commit string, boots, n int) (m *bisect.Measurement, err error) {
+	buildtest.Serialize(s.tb, func() { m, err = s.m.MeasureNth(ctx, commit, boots, n) })
+	return m, err
 }
 
 // runWatchFlow runs a watch with the pipeline file over the synthetic
-// history served on loopback: v6.2-rc1 is there at the first tick;
-// next-20261201 and v6.2-rc2 appear before the second, which re-tests
-// v6.2-rc2 (and nothing else), finds the regression and bisects it; then
-// the remote goes down for a third tick. Failures of the flow itself
-// fail tb; the caller checks the figures.
+// history served on loopback, through the watch jobs (RunWatchNow, the
+// path of `patcheval watch run-now`: ticks, re-tests and bisection steps
+// are River jobs worked in this process, with the service's -j budget
+// and slots): v6.2-rc1 is there at the first run-now; next-20261201 and
+// v6.2-rc2 appear before the second, which re-tests v6.2-rc2 (and
+// nothing else), finds the regression and bisects it step by step; then
+// the remote goes down for a third. Failures of the flow itself fail tb;
+// the caller checks the figures.
 func runWatchFlow(tb testing.TB, pipeline string) *e2eFlow {
 	base := buildtest.Repo(tb)
 	root := filepath.Join(xdg.CacheDir(), "trees", "retest-e2e")
@@ -135,67 +163,76 @@ func runWatchFlow(tb testing.TB, pipeline string) *e2eFlow {
 	testgit.Tag(tb, upstream, "v6.2-rc1", f.synth[0])
 	srv := testgit.Serve(tb, filepath.Join(root, "served"))
 
-	st, err := store.Open(filepath.Join(tb.TempDir(), "patcheval.db"))
+	dbPath := filepath.Join(tb.TempDir(), "patcheval.db")
+	st, err := store.Open(dbPath)
 	if err != nil {
 		tb.Fatal(err)
 	}
 	defer st.Close()
-	ev := &PipelineEvaluator{OutDir: tb.TempDir(), StorePath: st.Path(), CacheDir: xdg.CacheDir(), Jobs: 2, Progress: progress.New(os.Stderr)}
-	b := &Bisection{Eval: ev, From: mbox.Address{Name: "Tester", Email: "tester@patcheval.invalid"}, Logf: tb.Logf}
-	var evaluated []string
-	counting := EvaluatorFunc(func(ctx context.Context, w *store.Watch, tag, commit string) (int64, error) {
-		evaluated = append(evaluated, tag)
-		var id int64
-		var err error
-		buildtest.Serialize(tb, func() { id, err = ev.Evaluate(ctx, w, tag, commit) })
-		return id, err
-	})
-	wr := &Watcher{Store: st, Eval: counting, Deterministic: Deterministic, Logf: tb.Logf,
-		Bisect: func(ctx context.Context, w *store.Watch, e *store.WatchEvent, good, bad *store.WatchTag) (any, error) {
-			start := time.Now()
-			var res any
-			var err error
-			buildtest.Serialize(tb, func() { res, err = b.Bisect(ctx, w, e, good, bad) })
-			f.bisect = time.Since(start)
-			return res, err
-		}}
 	w, err := st.AddWatch(store.Watch{Name: "e2e", Remote: srv.URL() + "/linux.git", Tags: "v6.*-rc*", Pipeline: pipeline,
 		Schedule: "@every 30m", Bisect: true, Tree: local})
 	if err != nil {
 		tb.Fatal(err)
 	}
+	out := tb.TempDir()
+	var mu sync.Mutex
+	var evaluated []string
+	watches := func(s *Service) WatchConfig {
+		ev := &watch.PipelineEvaluator{OutDir: out, StorePath: dbPath, CacheDir: xdg.CacheDir(), Jobs: 2, Progress: progress.New(os.Stderr)}
+		counting := watch.EvaluatorFunc(func(ctx context.Context, w *store.Watch, tag, commit string) (int64, error) {
+			mu.Lock()
+			evaluated = append(evaluated, tag)
+			mu.Unlock()
+			var id int64
+			var err error
+			buildtest.Serialize(tb, func() { id, err = ev.Evaluate(ctx, w, tag, commit) })
+			return id, err
+		})
+		b := &watch.Bisection{Eval: ev, From: mbox.Address{Name: "Tester", Email: "tester@patcheval.invalid"}, Logf: tb.Logf,
+			NewMeasurer: func(p *pipelines.Pipeline, w *store.Watch, e *store.WatchEvent, dir string) (bisect.Measurer, error) {
+				// bisection.Plan's measurer (the service gave ev its
+				// store, budget and slots), under the test build lock.
+				return serialMeasurer{tb, &bisect.PipelineMeasurer{Pipeline: p, Variant: e.Variant, Benchmark: e.Benchmark,
+					Metric: e.Metric, Repo: w.Tree, OutDir: filepath.Join(dir, "steps"), Store: ev.Store, CacheDir: ev.CacheDir,
+					Jobs: ev.Jobs, Budget: ev.Budget, Slot: ev.Slot, Progress: ev.Progress}}, nil
+			}}
+		// The evaluator the service shares its budget and slots with is
+		// ev (Service.Watch sets them on the bisection's); counting wraps it.
+		return WatchConfig{Eval: counting, Bisection: b, Deterministic: watch.Deterministic}
+	}
+	cfg := Config{Database: dbPath, CacheDir: xdg.CacheDir(), Jobs: 2, Log: testWriter{tb}, Grace: 10 * time.Second}
 	ctx := context.Background()
 	start := time.Now()
-	res, err := wr.Tick(ctx, w)
+	run, err := RunWatchNow(ctx, cfg, watches, "e2e")
 	if err != nil {
-		tb.Fatalf("first tick: %v", err)
+		tb.Fatalf("first run-now: %v", err)
 	}
 	f.first = time.Since(start)
-	if !slices.Equal(res.Evaluated, []string{"v6.2-rc1"}) {
-		tb.Fatalf("first tick evaluated %v", res.Evaluated)
+	if run.Served || !slices.Equal(run.Evaluated, []string{"v6.2-rc1"}) {
+		tb.Fatalf("first run-now: %+v, want v6.2-rc1 evaluated in this process", run)
 	}
 
 	// A non-matching tag and the next rc appear.
 	testgit.Tag(tb, upstream, "next-20261201", f.synth[18])
 	testgit.Tag(tb, upstream, "v6.2-rc2", f.synth[synthCommits-1])
 	appeared := time.Now()
-	res, err = wr.Tick(ctx, w)
+	run, err = RunWatchNow(ctx, cfg, watches, "e2e")
 	if err != nil {
-		tb.Fatalf("second tick: %v", err)
+		tb.Fatalf("second run-now: %v", err)
 	}
 	f.toCulprit = time.Since(appeared)
-	if !slices.Equal(res.Evaluated, []string{"v6.2-rc2"}) || !slices.Equal(evaluated, []string{"v6.2-rc1", "v6.2-rc2"}) {
-		tb.Fatalf("second tick evaluated %v (all: %v), want exactly v6.2-rc2", res.Evaluated, evaluated)
+	if !slices.Equal(run.Evaluated, []string{"v6.2-rc2"}) || !slices.Equal(evaluated, []string{"v6.2-rc1", "v6.2-rc2"}) {
+		tb.Fatalf("second run-now evaluated %v (all: %v), want exactly v6.2-rc2", run.Evaluated, evaluated)
 	}
-	if len(res.Events) != 1 {
-		tb.Fatalf("events %+v, want one", res.Events)
+	if len(run.Events) != 1 {
+		tb.Fatalf("events %+v, want one", run.Events)
 	}
 	evs, _ := st.WatchEvents(w.ID)
 	if len(evs) != 1 {
 		tb.Fatalf("stored events %+v", evs)
 	}
 	f.event = evs[0]
-	var bis struct{ Report, Error string }
+	var bis watch.BisectState
 	if err := json.Unmarshal(f.event.Bisect, &bis); err != nil || bis.Report == "" {
 		tb.Fatalf("bisection: %s", f.event.Bisect)
 	}
@@ -209,13 +246,17 @@ func runWatchFlow(tb testing.TB, pipeline string) *e2eFlow {
 	if err := json.Unmarshal(js, f.result); err != nil {
 		tb.Fatal(err)
 	}
+	f.bisect = f.result.Wall
+	if len(bis.Records) == 0 {
+		tb.Fatalf("the bisection recorded no measurement on its event: it did not run as jobs")
+	}
 
 	// The remote goes down: an infra error on the watch, no history lost.
 	srv.Down()
-	if _, err := wr.Tick(ctx, w); fail.KindOf(err) != fail.KindInfra {
-		tb.Fatalf("tick with the remote down: %v", err)
+	if _, err := RunWatchNow(ctx, cfg, watches, "e2e"); fail.KindOf(err) != fail.KindInfra {
+		tb.Fatalf("run-now with the remote down: %v", err)
 	}
-	h, err := Load(st, w)
+	h, err := watch.Load(st, w)
 	if err != nil {
 		tb.Fatal(err)
 	}
@@ -224,15 +265,38 @@ func runWatchFlow(tb testing.TB, pipeline string) *e2eFlow {
 		tb.Fatalf("history after the remote went down: %+v", h)
 	}
 	var txt strings.Builder
-	WriteText(&txt, h)
+	watch.WriteText(&txt, h)
 	tb.Logf("watch show after the remote went down:\n%s", txt.String())
+	f.jobs = watchJobKinds(tb, dbPath)
 	return f
+}
+
+// watchJobKinds counts the watch queue's jobs in the database by kind.
+func watchJobKinds(tb testing.TB, db string) map[string]int {
+	s, err := New(context.Background(), Config{Database: db})
+	if err != nil {
+		tb.Fatal(err)
+	}
+	defer s.Close()
+	jobs, err := s.Engine().Jobs(context.Background(), 0, 1000)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	kinds := map[string]int{}
+	for _, j := range jobs {
+		if j.Queue == QueueWatch {
+			kinds[j.Kind]++
+		}
+	}
+	return kinds
 }
 
 // TestWatchRetestsNewTagAndBisectsTheRegression is the end-to-end test
 // with real parts: a git remote over smart HTTP on loopback holding
 // Debian's 6.1 tree with a synthetic history, x86_64 kernels built with
-// kcc in the shared cache and booted in deterministic QEMU. A new
+// kcc in the shared cache and booted in deterministic QEMU, the watch run
+// through its River jobs as `watch run-now` runs it (tick, re-test, one
+// job per bisection step). A new
 // matching tag triggers one re-test (a non-matching one none), the
 // getppid regression between the tags is an event, the bisection names
 // the commit that caused it within ceil(log2(24)) + 2 builds while
@@ -243,7 +307,7 @@ func runWatchFlow(tb testing.TB, pipeline string) *e2eFlow {
 // cores yet, and the default suite must stay under its budget.
 func TestWatchRetestsNewTagAndBisectsTheRegression(t *testing.T) {
 	testenv.SkipUnlessLong(t, "up to 9 x86_64 kernel builds of a synthetic history, incremental through kcc")
-	pipeline, _ := filepath.Abs("testdata/retest-x86-getppid.toml")
+	pipeline, _ := filepath.Abs("../watch/testdata/retest-x86-getppid.toml")
 	f := runWatchFlow(t, pipeline)
 	t.Logf("bisection report:\n%s", f.report)
 	t.Logf("first tick %s; tag appeared -> culprit reported %s (bisection %s)", f.first.Round(time.Second),
@@ -267,4 +331,96 @@ func TestWatchRetestsNewTagAndBisectsTheRegression(t *testing.T) {
 	if !skipped || !strings.Contains(f.report, "sys: a helper (does not build)") {
 		t.Fatalf("the commit that does not build was not skipped:\n%s", f.report)
 	}
+	// Two ticks with new tags and one with the remote down, one re-test
+	// per new tag, and one bisection job per measurement plus the last
+	// (which writes the report).
+	if f.jobs["watch_tick"] != 3 || f.jobs["retest"] != 2 || f.jobs["bisect_step"] < r.Measured+1 {
+		t.Fatalf("watch queue jobs %v, want 3 ticks, 2 re-tests and a bisection step per measurement (%d measured)", f.jobs, r.Measured)
+	}
+	t.Logf("watch queue jobs: %v; builds %d of bound %d over %d commits", f.jobs, r.Builds, r.Bound, r.Commits)
+}
+
+// BenchmarkRetestBisect runs the watch flow of the end-to-end test with a
+// fresh build recipe (the test pipeline plus a fragment holding only a
+// comment with a nonce: the same kernels, but no cached artifact and a
+// new O= directory, with kcc's store warm), so every figure includes real
+// builds: the first tick's build, the re-test of the new tag, and the
+// bisection's incremental step builds. With PATCHEVAL_BENCH_CLEAN=1 it
+// also builds the culprit from scratch (fresh cache, no compiler cache)
+// for the incremental-vs-clean ratio. bench/bisect.sh runs it. The watch
+// runs through its jobs (runWatchFlow).
+func BenchmarkRetestBisect(b *testing.B) {
+	buildtest.SkipIfSlow(b)
+	for i := 0; i < b.N; i++ {
+		dir := b.TempDir()
+		nonce := filepath.Join(dir, "bench-nonce.config")
+		if err := os.WriteFile(nonce, []byte(fmt.Sprintf("# bench run %d: changes the recipe, not the kernel\n", time.Now().UnixNano())), 0o644); err != nil {
+			b.Fatal(err)
+		}
+		src, err := os.ReadFile("../watch/testdata/retest-x86-getppid.toml")
+		if err != nil {
+			b.Fatal(err)
+		}
+		toml := strings.Replace(string(src), `fragments = ["qemu-boot"]`, fmt.Sprintf(`fragments = ["qemu-boot", %q]`, nonce), 1)
+		pipeline := filepath.Join(dir, "bench.toml")
+		if err := os.WriteFile(pipeline, []byte(toml), 0o644); err != nil {
+			b.Fatal(err)
+		}
+		f := runWatchFlow(b, pipeline)
+		r := f.result
+		if r.Culprit == nil || r.Culprit.Hash != f.synth[culpritCommit-1] {
+			b.Fatalf("bisection found %+v, want %s", r.Culprit, f.synth[culpritCommit-1])
+		}
+		var steps []float64
+		for _, s := range r.Steps {
+			if s.Built && s.Error == "" && len(s.Values) > 0 {
+				steps = append(steps, s.BuildSeconds)
+			}
+		}
+		b.ReportMetric(float64(r.Builds), "builds")
+		b.ReportMetric(float64(r.Bound), "bound")
+		b.ReportMetric(float64(r.Commits), "commits")
+		b.ReportMetric(mean(steps), "step-build-s")
+		b.ReportMetric(maxOf(steps), "max-step-build-s")
+		b.ReportMetric(f.first.Seconds(), "first-tick-s")
+		b.ReportMetric(f.bisect.Seconds(), "bisect-s")
+		b.ReportMetric(f.toCulprit.Seconds(), "tag-to-culprit-s")
+		b.Logf("bisection report:\n%s", f.report)
+		if os.Getenv("PATCHEVAL_BENCH_CLEAN") == "1" {
+			req := build.Request{Repo: filepath.Join(xdg.CacheDir(), "trees", "retest-e2e", "served", "linux.git"), Commit: r.Culprit.Hash,
+				Arch: "x86_64", BaseConfig: "tinyconfig", Fragments: []string{buildtest.BootFragment(b, "x86_64"), nonce}, Variant: "clean"}
+			var d time.Duration
+			buildtest.Serialize(b, func() {
+				start := time.Now()
+				_, err = build.Build(context.Background(), req, build.Options{CacheDir: b.TempDir(), CompilerCache: "none", Jobs: 2, Nice: 10, NoNetwork: true})
+				d = time.Since(start)
+			})
+			if err != nil {
+				b.Fatal(err)
+			}
+			b.ReportMetric(d.Seconds(), "clean-build-s")
+			if m := mean(steps); m > 0 {
+				b.ReportMetric(m/d.Seconds(), "step/clean")
+			}
+		}
+	}
+}
+
+func mean(xs []float64) float64 {
+	if len(xs) == 0 {
+		return 0
+	}
+	s := 0.0
+	for _, x := range xs {
+		s += x
+	}
+	return s / float64(len(xs))
+}
+
+func maxOf(xs []float64) float64 {
+	m := 0.0
+	for _, x := range xs {
+		m = max(m, x)
+	}
+	return m
 }
