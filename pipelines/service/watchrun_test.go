@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"slices"
@@ -16,6 +17,8 @@ import (
 	"github.com/patcheval/patcheval/evaluate/store"
 	"github.com/patcheval/patcheval/internal/testgit"
 	"github.com/patcheval/patcheval/internal/testpg"
+	"github.com/patcheval/patcheval/pipelines/bisect"
+	"github.com/patcheval/patcheval/pipelines/watch"
 )
 
 // logLinesOf are the lines of the file at path that start with prefix.
@@ -171,4 +174,95 @@ func watchRunNow(t *testing.T, root, db string) {
 		t.Fatalf("run-now with nothing new: %+v", runs[0])
 	}
 	evals("eval v6.2-rc1", "eval v6.2-rc2", "eval v6.2-rc3")
+}
+
+// BenchmarkWatchJobsBisect measures the watch's job path on the cheap
+// side: the synthetic history (N first-parent commits between v6.2-rc1
+// and v6.2-rc2 on a real git remote over smart HTTP, the regression at
+// 9/16 of the range, one commit that does not build just after it) is
+// evaluated and bisected by the kill test's fake evaluator and measurer
+// (they read the value from the tree: no kernel is built or booted), as
+// `watch run-now` runs it (RunWatchNow: River jobs on SQLite, worked in
+// this process). So the figures are the bisection's arithmetic and the
+// jobs' own cost: builds used vs the bound ceil(log2(N)) + 2 (plus the
+// skipped commit), measurements, and the wall time from the second
+// run-now (v6.2-rc2 has appeared) to the culprit's report, per
+// bisection step. The real-kernel figures come from
+// TestWatchRetestsNewTagAndBisectsTheRegression and bench/bisect.sh.
+func BenchmarkWatchJobsBisect(b *testing.B) {
+	for _, n := range []int{16, 64, 256} {
+		b.Run(fmt.Sprintf("commits=%d", n), func(b *testing.B) {
+			for i := 0; i < b.N; i++ {
+				benchWatchJobsBisect(b, n)
+			}
+		})
+	}
+}
+
+func benchWatchJobsBisect(b *testing.B, n int) {
+	root := b.TempDir()
+	upstream := testgit.InitBare(b, filepath.Join(root, "served", "linux.git"))
+	srvGit := testgit.Serve(b, filepath.Join(root, "served"))
+	local := testgit.InitBare(b, filepath.Join(root, "local.git"))
+	commit := func(parent string, i int, value string) string {
+		return testgit.Commit(b, upstream, parent, fmt.Sprintf("sys: change %d", i), "2026-11-02T10:00:00Z",
+			map[string]string{"bench/getppid": value + "\n", "kernel/sys.c": fmt.Sprintf("/* %d */\n", i)})
+	}
+	parent := commit("", 0, "1000")
+	testgit.Tag(b, upstream, "v6.2-rc1", parent)
+	culprit, broken := n*9/16, n*9/16+1
+	var culpritHash string
+	for i := 1; i <= n; i++ {
+		v := "1000"
+		switch {
+		case i == broken:
+			v = "BROKEN"
+		case i >= culprit:
+			v = "1250"
+		}
+		parent = commit(parent, i, v)
+		if i == culprit {
+			culpritHash = parent
+		}
+	}
+	db := filepath.Join(root, "state", "patcheval.db")
+	st, err := store.Open(db)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer st.Close()
+	pipeline, _ := filepath.Abs("../watch/testdata/retest-x86-getppid.toml")
+	w, err := st.AddWatch(store.Watch{Name: "bench", Remote: srvGit.URL() + "/linux.git", Tags: "v6.*-rc*", Pipeline: pipeline,
+		Schedule: "@every 6h", Bisect: true, Tree: local})
+	if err != nil {
+		b.Fatal(err)
+	}
+	ws := testWatchSpec{Log: filepath.Join(root, "watch.log"), Out: filepath.Join(root, "watches")}
+	cfg := Config{Database: db, CacheDir: b.TempDir(), From: testFrom, Log: io.Discard, Grace: 5 * time.Second}
+	if _, err := RunWatchNow(b.Context(), cfg, ws.config, "bench"); err != nil {
+		b.Fatal(err)
+	}
+	testgit.Tag(b, upstream, "v6.2-rc2", parent)
+	start := time.Now()
+	if _, err := RunWatchNow(b.Context(), cfg, ws.config, "bench"); err != nil {
+		b.Fatal(err)
+	}
+	toCulprit := time.Since(start)
+	evs, err := st.WatchEvents(w.ID)
+	if err != nil || len(evs) != 1 {
+		b.Fatalf("events %+v %v", evs, err)
+	}
+	var bs watch.BisectState
+	if err := json.Unmarshal(evs[0].Bisect, &bs); err != nil {
+		b.Fatal(err)
+	}
+	if bs.Status != bisect.Found || bs.Culprit == nil || bs.Culprit.Hash != culpritHash {
+		b.Fatalf("bisection %s %+v, want %s", bs.Status, bs.Culprit, culpritHash)
+	}
+	b.ReportMetric(float64(bs.Builds), "builds")
+	b.ReportMetric(float64(bs.Bound), "bound")
+	b.ReportMetric(float64(bs.Skipped), "skipped")
+	b.ReportMetric(float64(len(bs.Records)), "measurements")
+	b.ReportMetric(toCulprit.Seconds(), "tag-to-culprit-s")
+	b.ReportMetric(toCulprit.Seconds()*1000/float64(len(bs.Records)+2), "ms/job")
 }
