@@ -15,6 +15,7 @@ import (
 
 	"github.com/patcheval/patcheval/build"
 	"github.com/patcheval/patcheval/build/buildtest"
+	"github.com/patcheval/patcheval/evaluate/stats"
 	"github.com/patcheval/patcheval/evaluate/store"
 	"github.com/patcheval/patcheval/internal/fail"
 	"github.com/patcheval/patcheval/internal/progress"
@@ -380,7 +381,7 @@ func BenchmarkRetestBisect(b *testing.B) {
 		b.ReportMetric(float64(r.Builds), "builds")
 		b.ReportMetric(float64(r.Bound), "bound")
 		b.ReportMetric(float64(r.Commits), "commits")
-		b.ReportMetric(mean(steps), "step-build-s")
+		b.ReportMetric(stats.Summarize(steps).Mean, "step-build-s")
 		b.ReportMetric(maxOf(steps), "max-step-build-s")
 		b.ReportMetric(f.first.Seconds(), "first-tick-s")
 		b.ReportMetric(f.bisect.Seconds(), "bisect-s")
@@ -399,22 +400,11 @@ func BenchmarkRetestBisect(b *testing.B) {
 				b.Fatal(err)
 			}
 			b.ReportMetric(d.Seconds(), "clean-build-s")
-			if m := mean(steps); m > 0 {
+			if m := stats.Summarize(steps).Mean; m > 0 {
 				b.ReportMetric(m/d.Seconds(), "step/clean")
 			}
 		}
 	}
-}
-
-func mean(xs []float64) float64 {
-	if len(xs) == 0 {
-		return 0
-	}
-	s := 0.0
-	for _, x := range xs {
-		s += x
-	}
-	return s / float64(len(xs))
 }
 
 func maxOf(xs []float64) float64 {

@@ -17,7 +17,6 @@ import (
 	"github.com/patcheval/patcheval/evaluate/store"
 	"github.com/patcheval/patcheval/internal/fail"
 	"github.com/patcheval/patcheval/internal/testgit"
-	"github.com/patcheval/patcheval/internal/testpg"
 	"github.com/patcheval/patcheval/pipelines"
 	"github.com/patcheval/patcheval/pipelines/bisect"
 	"github.com/patcheval/patcheval/pipelines/watch"
@@ -138,33 +137,20 @@ func (m *treeStepMeasurer) MeasureNth(ctx context.Context, commit string, boots,
 //
 // It runs on SQLite and on a real PostgreSQL 15, where the restarted
 // serve finds the killed one's step job by its presence lock.
-func TestServeWatchJobsResumeBisectionAfterKill(t *testing.T) {
-	t.Run("sqlite", func(t *testing.T) {
-		root := t.TempDir()
-		watchJobsAfterKill(t, root, filepath.Join(root, "state", "patcheval.db"))
-	})
-	t.Run("postgres", func(t *testing.T) {
-		watchJobsAfterKill(t, t.TempDir(), testpg.URL(t))
-	})
-}
+func TestServeWatchJobsResumeBisectionAfterKill(t *testing.T) { onBothDatabases(t, watchJobsAfterKill) }
 
 func watchJobsAfterKill(t *testing.T, root, db string) {
-	upstream := testgit.InitBare(t, filepath.Join(root, "served", "linux.git"))
-	srvGit := testgit.Serve(t, filepath.Join(root, "served"))
-	local := testgit.InitBare(t, filepath.Join(root, "local.git"))
-	commit := func(parent string, i int, value string) string {
-		return testgit.Commit(t, upstream, parent, fmt.Sprintf("sys: change %d", i), fmt.Sprintf("2026-11-02T10:%02d:00Z", i),
-			map[string]string{"bench/getppid": value + "\n", "kernel/sys.c": fmt.Sprintf("/* %d */\n", i)})
-	}
+	r := newWatchRemote(t, root)
+	local, commit := r.local, r.commit
 	rc1 := commit("", 0, "1000")
-	testgit.Tag(t, upstream, "v6.2-rc1", rc1)
+	r.tag("v6.2-rc1", rc1)
 
 	st, err := store.Open(db)
 	if err != nil {
 		t.Fatal(err)
 	}
 	pipeline, _ := filepath.Abs("../watch/testdata/retest-x86-getppid.toml")
-	_, err = st.AddWatch(store.Watch{Name: "mainline", Remote: srvGit.URL() + "/linux.git", Tags: "v6.*-rc*", Pipeline: pipeline,
+	_, err = st.AddWatch(store.Watch{Name: "mainline", Remote: r.URL, Tags: "v6.*-rc*", Pipeline: pipeline,
 		Schedule: "@every 6h", Bisect: true, Tree: local})
 	st.Close()
 	if err != nil {
@@ -237,8 +223,8 @@ func watchJobsAfterKill(t *testing.T, root, db string) {
 		parent = commit(parent, i, v)
 		commits = append(commits, parent)
 	}
-	testgit.Tag(t, upstream, "next-20261201", commits[11])
-	testgit.Tag(t, upstream, "v6.2-rc2", commits[15])
+	r.tag("next-20261201", commits[11])
+	r.tag("v6.2-rc2", commits[15])
 	tick(srv.base)
 	waitFor("the fourth measurement", 2*time.Minute, func() bool { return len(logLines("start ")) >= 4 })
 	if bs := bisection(history(srv.base)); bs == nil || bs.Status != watch.BisectRunning || len(bs.Records) != 3 ||

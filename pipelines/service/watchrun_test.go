@@ -33,6 +33,40 @@ func logLinesOf(path, prefix string) []string {
 	return out
 }
 
+// onBothDatabases runs fn on SQLite (a file in root/state) and on a real
+// PostgreSQL 15.
+func onBothDatabases(t *testing.T, fn func(t *testing.T, root, db string)) {
+	t.Run("sqlite", func(t *testing.T) {
+		root := t.TempDir()
+		fn(t, root, filepath.Join(root, "state", "patcheval.db"))
+	})
+	t.Run("postgres", func(t *testing.T) { fn(t, t.TempDir(), testpg.URL(t)) })
+}
+
+// watchRemote is a watch test's git remote, served over smart HTTP on
+// loopback (URL), and the local tree new tags are fetched into.
+type watchRemote struct {
+	tb              testing.TB
+	upstream, local string
+	URL             string
+}
+
+func newWatchRemote(tb testing.TB, root string) *watchRemote {
+	r := &watchRemote{tb: tb, upstream: testgit.InitBare(tb, filepath.Join(root, "served", "linux.git")),
+		local: testgit.InitBare(tb, filepath.Join(root, "local.git"))}
+	r.URL = testgit.Serve(tb, filepath.Join(root, "served")).URL() + "/linux.git"
+	return r
+}
+
+// commit adds change i on parent: bench/getppid holds value (what the
+// fake evaluator and measurer read; "BROKEN": does not build).
+func (r *watchRemote) commit(parent string, i int, value string) string {
+	return testgit.Commit(r.tb, r.upstream, parent, fmt.Sprintf("sys: change %d", i), fmt.Sprintf("2026-11-02T%02d:%02d:00Z", 10+i/60, i%60),
+		map[string]string{"bench/getppid": value + "\n", "kernel/sys.c": fmt.Sprintf("/* %d */\n", i)})
+}
+
+func (r *watchRemote) tag(name, commit string) { testgit.Tag(r.tb, r.upstream, name, commit) }
+
 // TestWatchRunNowBesideServe runs `watch run-now` (RunWatchNow) against
 // the database a real serve process works, and then, with the serve
 // stopped, two run-nows at once: each tag is evaluated exactly once.
@@ -44,40 +78,26 @@ func logLinesOf(path, prefix string) []string {
 // one of them works the watch queue and the other waits for it; on
 // Postgres both may work it, and the re-test's unique key (watch, entry)
 // lets only one job re-test each tag. A serve started again and a
-// run-now beside it evaluate nothing more.
-func TestWatchRunNowBesideServe(t *testing.T) {
-	t.Run("sqlite", func(t *testing.T) {
-		root := t.TempDir()
-		watchRunNow(t, root, filepath.Join(root, "state", "patcheval.db"))
-	})
-	t.Run("postgres", func(t *testing.T) {
-		watchRunNow(t, t.TempDir(), testpg.URL(t))
-	})
-}
+// run-now beside it evaluate nothing more (SQLite only).
+func TestWatchRunNowBesideServe(t *testing.T) { onBothDatabases(t, watchRunNow) }
 
 func watchRunNow(t *testing.T, root, db string) {
-	upstream := testgit.InitBare(t, filepath.Join(root, "served", "linux.git"))
-	srvGit := testgit.Serve(t, filepath.Join(root, "served"))
-	local := testgit.InitBare(t, filepath.Join(root, "local.git"))
-	commit := func(parent string, i int, value string) string {
-		return testgit.Commit(t, upstream, parent, fmt.Sprintf("sys: change %d", i), fmt.Sprintf("2026-11-02T10:%02d:00Z", i),
-			map[string]string{"bench/getppid": value + "\n"})
-	}
-	rc1 := commit("", 0, "1000")
-	testgit.Tag(t, upstream, "v6.2-rc1", rc1)
+	r := newWatchRemote(t, root)
+	rc1 := r.commit("", 0, "1000")
+	r.tag("v6.2-rc1", rc1)
 	st, err := store.Open(db)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer st.Close()
 	pipeline, _ := filepath.Abs("../watch/testdata/retest-x86-getppid.toml")
-	if _, err := st.AddWatch(store.Watch{Name: "mainline", Remote: srvGit.URL() + "/linux.git", Tags: "v6.*-rc*", Pipeline: pipeline,
-		Schedule: "@every 6h", Tree: local}); err != nil {
+	if _, err := st.AddWatch(store.Watch{Name: "mainline", Remote: r.URL, Tags: "v6.*-rc*", Pipeline: pipeline,
+		Schedule: "@every 6h", Tree: r.local}); err != nil {
 		t.Fatal(err)
 	}
 	logPath := filepath.Join(root, "watch.log")
 	ws := testWatchSpec{Log: logPath, Out: filepath.Join(root, "watches"), EvalDelay: 300 * time.Millisecond}
-	spec, _ := json.Marshal(map[string]any{"DB": db, "Tree": local, "Cache": t.TempDir(), "State": filepath.Join(root, "state"), "Watch": ws})
+	spec, _ := json.Marshal(map[string]any{"DB": db, "Tree": r.local, "Cache": t.TempDir(), "State": filepath.Join(root, "state"), "Watch": ws})
 	t.Setenv("PATCHEVAL_STATE_DIR", filepath.Join(root, "state"))
 	cfg := Config{Database: db, CacheDir: t.TempDir(), From: testFrom, Log: testWriter{t}, Grace: 5 * time.Second}
 	runNows := func(n int, tick func()) []*WatchRun {
@@ -140,9 +160,9 @@ func watchRunNow(t *testing.T, root, db string) {
 	evals("eval v6.2-rc1")
 
 	// Two more tags; serve stops; two run-nows at once.
-	rc2 := commit(rc1, 1, "1000")
-	testgit.Tag(t, upstream, "v6.2-rc2", rc2)
-	testgit.Tag(t, upstream, "v6.2-rc3", commit(rc2, 2, "1010"))
+	rc2 := r.commit(rc1, 1, "1000")
+	r.tag("v6.2-rc2", rc2)
+	r.tag("v6.2-rc3", r.commit(rc2, 2, "1010"))
 	srv.cmd.Process.Signal(syscall.SIGTERM)
 	<-srv.done
 	runs = runNows(2, nil)
@@ -164,11 +184,11 @@ func watchRunNow(t *testing.T, root, db string) {
 		}
 	}
 
+	if store.IsPostgres(db) {
+		return // the rest is the same on both
+	}
 	// serve again, and a run-now beside it: nothing is new.
 	srv = startServe(t, string(spec))
-	if store.IsPostgres(db) {
-		time.Sleep(HeartbeatEvery / 5)
-	}
 	runs = runNows(1, nil)
 	if len(runs[0].New) != 0 || len(runs[0].Evaluated) != 0 {
 		t.Fatalf("run-now with nothing new: %+v", runs[0])
@@ -201,15 +221,9 @@ func BenchmarkWatchJobsBisect(b *testing.B) {
 
 func benchWatchJobsBisect(b *testing.B, n int) {
 	root := b.TempDir()
-	upstream := testgit.InitBare(b, filepath.Join(root, "served", "linux.git"))
-	srvGit := testgit.Serve(b, filepath.Join(root, "served"))
-	local := testgit.InitBare(b, filepath.Join(root, "local.git"))
-	commit := func(parent string, i int, value string) string {
-		return testgit.Commit(b, upstream, parent, fmt.Sprintf("sys: change %d", i), "2026-11-02T10:00:00Z",
-			map[string]string{"bench/getppid": value + "\n", "kernel/sys.c": fmt.Sprintf("/* %d */\n", i)})
-	}
-	parent := commit("", 0, "1000")
-	testgit.Tag(b, upstream, "v6.2-rc1", parent)
+	r := newWatchRemote(b, root)
+	parent := r.commit("", 0, "1000")
+	r.tag("v6.2-rc1", parent)
 	culprit, broken := n*9/16, n*9/16+1
 	var culpritHash string
 	for i := 1; i <= n; i++ {
@@ -220,7 +234,7 @@ func benchWatchJobsBisect(b *testing.B, n int) {
 		case i >= culprit:
 			v = "1250"
 		}
-		parent = commit(parent, i, v)
+		parent = r.commit(parent, i, v)
 		if i == culprit {
 			culpritHash = parent
 		}
@@ -232,8 +246,8 @@ func benchWatchJobsBisect(b *testing.B, n int) {
 	}
 	defer st.Close()
 	pipeline, _ := filepath.Abs("../watch/testdata/retest-x86-getppid.toml")
-	w, err := st.AddWatch(store.Watch{Name: "bench", Remote: srvGit.URL() + "/linux.git", Tags: "v6.*-rc*", Pipeline: pipeline,
-		Schedule: "@every 6h", Bisect: true, Tree: local})
+	w, err := st.AddWatch(store.Watch{Name: "bench", Remote: r.URL, Tags: "v6.*-rc*", Pipeline: pipeline,
+		Schedule: "@every 6h", Bisect: true, Tree: r.local})
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -242,7 +256,7 @@ func benchWatchJobsBisect(b *testing.B, n int) {
 	if _, err := RunWatchNow(b.Context(), cfg, ws.config, "bench"); err != nil {
 		b.Fatal(err)
 	}
-	testgit.Tag(b, upstream, "v6.2-rc2", parent)
+	r.tag("v6.2-rc2", parent)
 	start := time.Now()
 	if _, err := RunWatchNow(b.Context(), cfg, ws.config, "bench"); err != nil {
 		b.Fatal(err)
