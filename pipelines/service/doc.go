@@ -33,7 +33,13 @@
 // queue: the scheduler queues a tick when a watch is due, the tick queues
 // the re-tests of new tags one after another, and a regression's
 // bisection is one job per measurement, resumable after a crash
-// (watchjobs.go).
+// (watchjobs.go). `patcheval watch run-now` and `watch daemon` go through
+// the same jobs (RunWatchNow, RunWatchDaemon in watchrun.go): run-now
+// queues a tick into the database and waits for the serve that works it,
+// or works the watch queue itself when none does; a re-test is unique by
+// watch and tag while unfinished, so no tag is evaluated twice. Re-tests
+// and steps evaluate inside their job, within the service's -j budget and
+// its build and boot slots (runner.Env.Slot).
 //
 // # One SQLite database, two pools
 //
