@@ -47,8 +47,9 @@ type PipelineMeasurer struct {
 }
 
 // Single returns p cut down to one variant (and the variant whose kernel
-// it boots) and one benchmark, without comparisons or adaptive sampling:
-// what one bisection step builds and boots.
+// it boots) and one benchmark, without comparisons or adaptive sampling,
+// and without applying a series: what one bisection step builds and boots
+// at the commit under test.
 func Single(p *pipelines.Pipeline, variant, benchmark string) (*pipelines.Pipeline, error) {
 	c := *p
 	if variant == "" {
@@ -66,6 +67,14 @@ func Single(p *pipelines.Pipeline, variant, benchmark string) (*pipelines.Pipeli
 		}
 		c.Variants = []pipelines.Variant{*k, *v}
 	}
+	// A bisection step measures the commit as it is: the patches of a
+	// series, if the pipeline applies one, are what the history under
+	// bisection holds or lacks, and a step has no series to apply (the
+	// runner would refuse the step).
+	for i := range c.Variants {
+		c.Variants[i].ApplySeries = false
+	}
+	c.Series.Apply = false
 	c.Benchmarks = nil
 	for _, b := range p.Benchmarks {
 		if b.Name == benchmark {

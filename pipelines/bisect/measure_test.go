@@ -30,15 +30,30 @@ func TestSingleStepPipeline(t *testing.T) {
 	if len(p.Variants) != 4 || len(p.Comparisons) == 0 {
 		t.Fatal("Single changed the pipeline it was given")
 	}
-	// The step's kernel is the evaluation's: same build key.
+	// The step measures the commit as it is: no series to apply (the
+	// runner refuses a pipeline that applies one without a series).
+	if s.NeedsSeries() || s.Series.Apply {
+		t.Fatalf("the step applies a series: %+v", s.Variants)
+	}
+	// Otherwise the step's kernel is the evaluation's: same build key as
+	// the same variant with apply_series off.
+	off := *p
+	off.Variants = nil
+	for _, v := range p.Variants {
+		v.ApplySeries = false
+		off.Variants = append(off.Variants, v)
+	}
 	full := map[string]string{}
-	for _, b := range p.Builds() {
+	for _, b := range off.Builds() {
 		full[b.Variant] = b.Key
 	}
 	for _, b := range s.Builds() {
 		if full[b.Variant] != b.Key {
 			t.Fatalf("build %s: key %s, the evaluation's is %s (the step would not reuse its O= directory)", b.Variant, b.Key, full[b.Variant])
 		}
+	}
+	if !p.NeedsSeries() {
+		t.Fatal("Single changed the pipeline it was given (apply_series)")
 	}
 	if s, err := Single(p, "", "kill"); err != nil || s.Variants[0].Name != "voluntary" {
 		t.Fatalf("default variant: %v %v", s, err)
