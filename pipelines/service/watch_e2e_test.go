@@ -257,7 +257,11 @@ func runWatchFlow(tb testing.TB, pipeline string) *e2eFlow {
 	if _, err := RunWatchNow(ctx, cfg, watches, "e2e"); fail.KindOf(err) != fail.KindInfra {
 		tb.Fatalf("run-now with the remote down: %v", err)
 	}
-	h, err := watch.Load(st, w)
+	cur, err := st.FindWatch(w.Name) // as the tick left it (LastError)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	h, err := watch.Load(st, cur)
 	if err != nil {
 		tb.Fatal(err)
 	}
