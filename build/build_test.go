@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"os"
 	"strings"
 	"testing"
@@ -256,6 +257,7 @@ func TestBootConfigsHold(t *testing.T) {
 			}
 			w := a.Meta.Patcheval.ConfigWarnings
 			if arch == "ppc64le" {
+				baseConfigReused(t, req, a)
 				// The pseries fragment is shipped as measured; SELinux
 				// needs SECURITY_NETWORK, which it does not set.
 				for _, x := range w {
@@ -269,6 +271,32 @@ func TestBootConfigsHold(t *testing.T) {
 				t.Errorf("boot fragment lines that do not hold:\n%s", strings.Join(w, "\n"))
 			}
 		})
+	}
+}
+
+// baseConfigReused configures req's tree again with another fragment:
+// the base config target's .config comes from the cache (the log says
+// so, no second `make tinyconfig`), and what olddefconfig makes of it
+// over the same fragment is the .config of the first run.
+func baseConfigReused(t *testing.T, req build.Request, first *build.Artifact) {
+	t.Helper()
+	c1, _ := build.ReadConfigFile(first.Config) // before the second run may rewrite it
+	req.Variant = "boot-again"
+	opts := buildtest.Options(t)
+	opts.ConfigOnly = true
+	var a *build.Artifact
+	var err error
+	buildtest.Serialize(t, func() { a, err = build.Build(context.Background(), req, opts) })
+	if err != nil {
+		t.Fatal(err)
+	}
+	log, _ := os.ReadFile(a.Log)
+	if !strings.Contains(string(log), "the .config made for tree") {
+		t.Errorf("second configuration of tree %s ran the base config target again:\n%s", a.Meta.Git.Tree, log)
+	}
+	c2, _ := build.ReadConfigFile(a.Config)
+	if len(c1) == 0 || !maps.Equal(c1, c2) {
+		t.Errorf("the .config from the cached base config differs from the first (%d vs %d symbols)", len(c1), len(c2))
 	}
 }
 

@@ -84,10 +84,8 @@ func (j *job) configure(ctx context.Context, r *runner, logw io.Writer, logPath 
 		if err := os.WriteFile(cfgPath, j.baseFile, 0o644); err != nil {
 			return nil, nil, classifyIO(j, err)
 		}
-	} else {
-		if err := runMake(j.req.BaseConfig); err != nil {
-			return nil, nil, err
-		}
+	} else if err := j.baseConfig(r, logw, cfgPath, runMake); err != nil {
+		return nil, nil, err
 	}
 	cfg, err := os.ReadFile(cfgPath)
 	if err != nil {
@@ -181,4 +179,55 @@ func checkRequested(req, final map[string]string) []ConfigProblem {
 		probs = append(probs, p)
 	}
 	return probs
+}
+
+// baseConfig writes the base config target's .config (make tinyconfig,
+// defconfig, ...) to cfgPath, from the cache when the same target was made
+// before for the same source tree, arch, toolchain and make variables.
+//
+// A base config target is the costly part of configuring: 6.1's
+// tinyconfig alone runs the Kconfig front end three times (allnoconfig,
+// then merge_config.sh's tiny.config pass), each evaluating the
+// toolchain probes, about 30 s of CPU per build on a 2-core machine. What
+// it writes is a function of the Kconfig files (all in the git tree, named
+// by its hash), ARCH and the toolchain (cc-option and friends; its ID
+// carries the compiler and binutils versions). Probe-derived symbols
+// without a prompt (CC_VERSION_TEXT, PAHOLE_VERSION, ...) are computed
+// again by the olddefconfig that always follows, so a host tool installed
+// since does not survive in the result.
+func (j *job) baseConfig(r *runner, logw io.Writer, cfgPath string, runMake func(...string) error) error {
+	var vars []string
+	for _, a := range r.makeArgs(j.req.BaseConfig) {
+		if a == "-C" || strings.HasPrefix(a, "O=") || a == r.src {
+			continue // where the sources and outputs are does not matter
+		}
+		vars = append(vars, a)
+	}
+	key := sha256hex([]byte("baseconfig/v1"), []byte(j.tree), []byte(j.tc.ID()), []byte(j.arch.Name),
+		[]byte(strings.Join(vars, "\x00")))
+	cached := filepath.Join(j.cache, "baseconfigs", key[:32])
+	if b, err := os.ReadFile(cached); err == nil && len(b) > 0 {
+		fmt.Fprintf(logw, "# make %s: the .config made for tree %s before (%s)\n", j.req.BaseConfig, j.tree, cached)
+		if err := os.WriteFile(cfgPath, b, 0o644); err != nil {
+			return classifyIO(j, err)
+		}
+		return nil
+	}
+	if err := runMake(j.req.BaseConfig); err != nil {
+		return err
+	}
+	// Kept for the next build of this tree; a failure to keep it costs
+	// only time.
+	if b, err := os.ReadFile(cfgPath); err == nil && len(b) > 0 {
+		if err := os.MkdirAll(filepath.Dir(cached), 0o755); err == nil {
+			if f, err := os.CreateTemp(filepath.Dir(cached), ".tmp-*"); err == nil {
+				_, werr := f.Write(b)
+				if cerr := f.Close(); werr == nil && cerr == nil {
+					os.Rename(f.Name(), cached)
+				}
+				os.Remove(f.Name())
+			}
+		}
+	}
+	return nil
 }
