@@ -49,7 +49,7 @@ func init() {
 			listen := fs.String("listen", "127.0.0.1:8080", "`address` to listen on; anything but loopback needs --token-file")
 			database := fs.String("database", "", "database: a SQLite `file` or sqlite:PATH (default <state dir>/patcheval.db), or postgres://USER@HOST/DB (password from ~/.pgpass or $PGPASSFILE, not the command line)")
 			workers := fs.Int("workers", 1, "boots run at once (boots beside each other disturb each other's timings)")
-			buildWorkers := fs.Int("build-workers", 1, "kernel builds run at once; they share the -j budget")
+			buildWorkers := fs.Int("build-workers", service.DefaultBuildWorkers, "kernel builds run at once; they share the -j budget")
 			jobs := fs.Int("j", 0, "make -j budget shared by all kernel builds (default: number of CPUs)")
 			tokenFile := fs.String("token-file", "", "`file` holding the token mutating requests must send as Authorization: Bearer")
 			publicRead := fs.Bool("public-read", false, "with --token-file: serve pages and GET requests without the token")

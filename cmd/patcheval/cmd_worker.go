@@ -30,7 +30,7 @@ func init() {
 			tokenFile := fs.String("token-file", "", "`file` holding the coordinator's token (artifact uploads need it)")
 			name := fs.String("name", "", "this worker's name on the workers page (default worker@<host>-<pid>)")
 			workers := fs.Int("workers", 1, "boots run at once")
-			buildWorkers := fs.Int("build-workers", 1, "kernel builds run at once; they share the -j budget")
+			buildWorkers := fs.Int("build-workers", service.DefaultBuildWorkers, "kernel builds run at once; they share the -j budget")
 			jobs := fs.Int("j", 0, "make -j budget shared by this machine's builds (default: number of CPUs)")
 			grace := fs.Duration("grace", 30*time.Second, "on SIGTERM, how long running jobs may finish before they are cancelled (and retried, here or elsewhere)")
 			cacheDir := fs.String("cache-dir", "", "this machine's cache directory (default $PATCHEVAL_CACHE_DIR or ~/.cache/patcheval)")

@@ -40,12 +40,13 @@ func (w *noopWorker) Work(ctx context.Context, job *river.Job[noopArgs]) error {
 
 // noopClient is a River client on db's database working queue "noop"
 // with n workers, configured as the service's engine is (fetch poll
-// 500 ms, which matters only where there is no LISTEN: SQLite).
+// FetchPoll, cooldown FetchCooldown: a job's insert notification wakes the producer, on SQLite
+// through River's polled river_notification outbox).
 func noopClient(b *testing.B, db *DB, n int, w *noopWorker) riverClientInserter {
 	workers := river.NewWorkers()
 	river.AddWorker(workers, w)
 	rc := &river.Config{Queues: map[string]river.QueueConfig{"noop": {MaxWorkers: n}}, Workers: workers,
-		FetchPollInterval: 500 * time.Millisecond, JobTimeout: -1}
+		FetchPollInterval: FetchPoll, FetchCooldown: FetchCooldown, JobTimeout: -1}
 	if db.pgDriver != nil {
 		c, err := river.NewClient(db.pgDriver, rc)
 		if err != nil {

@@ -72,8 +72,11 @@ type EngineConfig struct {
 	// disturb each other's timings; an evaluation's own boots always run
 	// one after another, in their interleaving order).
 	BootWorkers int
-	// BuildWorkers build at once (default 1). They share one make -j
-	// budget (build.Budget): a build running alone gets all of it.
+	// BuildWorkers build at once (default DefaultBuildWorkers). They
+	// share one make -j budget (build.Budget): a build running alone
+	// gets all of it, and builds beside it keep the cores busy through
+	// each other's serial steps (checkout, configuration, the link), as
+	// `patcheval lore --pipeline` builds an evaluation's kernels.
 	BuildWorkers int
 	// Grace is how long Stop lets running jobs finish before it cancels
 	// them (they are then retried on the next start).
@@ -92,6 +95,23 @@ type EngineConfig struct {
 	Queues     []string
 	InsertOnly bool
 }
+
+// DefaultBuildWorkers is how many kernels a process builds at once by
+// default: the kernels of a pipeline (up to four), like runner.Run. More
+// do not use more cores (the -j budget bounds them), only more disk for
+// their work trees.
+const DefaultBuildWorkers = 4
+
+// FetchPoll is how often each queue looks for jobs besides River's
+// insert notifications (a fallback: see newEngine).
+const FetchPoll = 5 * time.Second
+
+// FetchCooldown is the least time between two fetches of a queue
+// (River's default is 100 ms): the next stage of an evaluation is
+// inserted when the last one ends, and its fetch should not wait for the
+// cooldown of the fetch that found the last one. Jobs are few and long,
+// so more frequent fetches cost nothing measurable.
+const FetchCooldown = 10 * time.Millisecond
 
 // evalTag is the River tag naming an evaluation's jobs (cancel lists them
 // by it). River tags allow [\w-] only.
@@ -113,7 +133,7 @@ func newEngine(db *DB, cfg EngineConfig, workers *river.Workers) (*Engine, error
 		cfg.BootWorkers = 1
 	}
 	if cfg.BuildWorkers <= 0 {
-		cfg.BuildWorkers = 1
+		cfg.BuildWorkers = DefaultBuildWorkers
 	}
 	if cfg.Grace <= 0 {
 		cfg.Grace = 30 * time.Second
@@ -154,7 +174,17 @@ func newEngine(db *DB, cfg EngineConfig, workers *river.Workers) (*Engine, error
 		CompletedJobRetentionPeriod: 7 * 24 * time.Hour,
 		CancelledJobRetentionPeriod: 7 * 24 * time.Hour,
 		DiscardedJobRetentionPeriod: 30 * 24 * time.Hour,
-		FetchPollInterval:           500 * time.Millisecond,
+		// A job inserted by any process wakes the producers of its
+		// queue at once: River's insert notifications (LISTEN/NOTIFY on
+		// Postgres, the river_notification outbox its listener polls
+		// every 50 ms on SQLite) and its scheduler's for retried jobs.
+		// The fetch poll is only the fallback, and each poll costs a
+		// query per queue (ten queues by default, and on SQLite a
+		// statement parse each): at 500 ms it alone used ~3% of a core
+		// while idle, CPU that the boots' QEMU (deterministic, so its
+		// wall time is its CPU time) lost on a busy machine.
+		FetchPollInterval:           FetchPoll,
+		FetchCooldown:               FetchCooldown,
 		SoftStopTimeout:             cfg.Grace,
 		MaxAttempts:                 5,
 		Logger:                      log,

@@ -246,7 +246,7 @@ func (s *Service) rescue(ctx context.Context, o orphan) (bool, error) {
 	var a BootArgs
 	err := s.db.Store.Tx(ctx, func(tx *store.Tx) error {
 		done, interrupted = false, false
-		q := `SELECT id FROM river_job WHERE id = ? AND state = 'running' AND attempt = ?`
+		q := `SELECT queue FROM river_job WHERE id = ? AND state = 'running' AND attempt = ?`
 		if s.db.Postgres() {
 			q += ` FOR UPDATE`
 		}
@@ -254,8 +254,15 @@ func (s *Service) rescue(ctx context.Context, o orphan) (bool, error) {
 		if err != nil {
 			return err
 		}
+		var queue string
 		still := rows.Next()
+		if still {
+			err = rows.Scan(&queue)
+		}
 		rows.Close()
+		if err != nil {
+			return err
+		}
 		if !still {
 			return nil
 		}
@@ -274,12 +281,20 @@ func (s *Service) rescue(ctx context.Context, o orphan) (bool, error) {
 			// behind it, as it would have without the death.
 			ScheduledAt: []time.Time{now.Add(-24 * time.Hour)}, State: []string{string(rivertype.JobStateAvailable)},
 			StuckHorizon: now.Add(time.Second)}
+		var ex riverdriver.ExecutorTx
 		if ptx := tx.Postgres(); ptx != nil {
-			_, err = s.db.pgDriver.UnwrapExecutor(ptx).JobRescueMany(ctx, p)
+			ex = s.db.pgDriver.UnwrapExecutor(ptx)
 		} else {
-			_, err = s.db.sqliteDriver.UnwrapExecutor(tx.SQLite()).JobRescueMany(ctx, p)
+			ex = s.db.sqliteDriver.UnwrapExecutor(tx.SQLite())
 		}
-		if err != nil {
+		if _, err := ex.JobRescueMany(ctx, p); err != nil {
+			return err
+		}
+		// Wake the queue's producers now, as River's own insert does
+		// (its "river_insert" notification): they poll only every
+		// FetchPoll.
+		if err := ex.NotifyMany(ctx, &riverdriver.NotifyManyParams{Topic: "river_insert",
+			Payload: []string{fmt.Sprintf(`{"queue": %q}`, queue)}}); err != nil {
 			return err
 		}
 		done = true

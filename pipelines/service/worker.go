@@ -37,7 +37,8 @@ type WorkerConfig struct {
 	CacheDir string
 	// Jobs is this machine's make -j budget (0: its CPUs).
 	Jobs int
-	// BootWorkers and BuildWorkers: boots and builds at once (default 1).
+	// BootWorkers and BuildWorkers: boots and builds at once (defaults 1
+	// and DefaultBuildWorkers).
 	BootWorkers, BuildWorkers int
 	// Grace is how long SIGTERM lets running jobs finish.
 	Grace time.Duration
