@@ -15,7 +15,7 @@
 # public-inbox, ppc-preempt-dynamic, BOOTS boots per variant) on a warm
 # cache and a fresh database each, through `lore --pipeline` and through
 # `serve` + `submit --wait` (timed from the submit; serve is already
-# listening, as a service is). ROUNDS rounds (default 2) alternate the
+# listening, as a service is). ROUNDS rounds (default 3) alternate the
 # order (lore first, then serve first) so that neither always runs on the
 # other's warmth; the figures are the medians. Target: serve's wall time
 # <= 1.05x lore's.
@@ -40,7 +40,7 @@
 set -euo pipefail
 what=${1:-all}
 boots=${BOOTS:-2}
-rounds=${ROUNDS:-2}
+rounds=${ROUNDS:-3}
 root=$(cd "$(dirname "$0")/.." && pwd)
 cd "$root"
 
@@ -69,42 +69,55 @@ url=$(head -1 "$work/url")
 [ -n "$url" ] || { cat "$work/inbox.log" >&2; exit 3; }
 from="Bench <bench@patcheval.invalid>"
 
+# cpu PID: the CPU seconds of process PID and its reaped children so far
+# (utime, stime, cutime, cstime of /proc/PID/stat).
+cpu() { awk -v hz="$(getconf CLK_TCK)" '{printf "%.2f\n", ($14 + $15 + $16 + $17) / hz}' "/proc/$1/stat"; }
+
 lore_run() { # $1: round
 	local t0 t1
 	t0=$(date +%s.%N)
-	"$work/patcheval" lore "$msgid" --lore "$url" --no-cache --pipeline ppc-preempt-dynamic --tree "$tree" \
+	/usr/bin/time -f "%U + %S" -o "$work/lore-$1.cpu" "$work/patcheval" lore "$msgid" --lore "$url" --no-cache --pipeline ppc-preempt-dynamic --tree "$tree" \
 		--boots "$boots" --db "$work/lore-$1.db" --out "$work/lore-$1" --from "$from" >"$work/lore-$1.out" 2>"$work/lore-$1.err" ||
 		{ tail -20 "$work/lore-$1.err" >&2; exit 3; }
 	t1=$(date +%s.%N)
 	echo "$t1 - $t0" | bc >>"$work/lore.times"
+	bc <"$work/lore-$1.cpu" >>"$work/lore.cpus"
 }
 
 serve_run() { # $1: round
-	local port t2 t3 pid
+	local port t2 t3 c2 c3 pid
 	port=$((20000 + RANDOM % 20000))
 	"$work/patcheval" serve --listen "127.0.0.1:$port" --database "$work/serve-$1.db" --lore "$url" \
 		--allow-tree "$tree" --from "$from" >"$work/serve-$1.out" 2>"$work/serve-$1.err" &
 	pid=$!
 	pids+=("$pid")
 	for _ in $(seq 300); do grep -q listening "$work/serve-$1.out" "$work/serve-$1.err" 2>/dev/null && break; sleep 0.2; done
+	c2=$(cpu "$pid")
 	t2=$(date +%s.%N)
 	"$work/patcheval" submit "$msgid" --server "http://127.0.0.1:$port" --pipeline ppc-preempt-dynamic \
 		--tree "$tree" --boots "$boots" --wait >"$work/submit-$1.out" 2>"$work/submit-$1.err" ||
 		{ tail -20 "$work/submit-$1.err" "$work/serve-$1.err" >&2; exit 3; }
 	t3=$(date +%s.%N)
+	c3=$(cpu "$pid")
 	kill -TERM "$pid"
 	wait "$pid" || true
 	echo "$t3 - $t2" | bc >>"$work/serve.times"
+	echo "$c3 - $c2" | bc >>"$work/serve.cpus"
 }
 
 median() { sort -n "$1" | awk '{a[NR]=$1} END {if (NR%2) print a[(NR+1)/2]; else print (a[NR/2]+a[NR/2+1])/2}'; }
 
 for r in $(seq "$rounds"); do
 	if [ $((r % 2)) = 1 ]; then lore_run "$r"; serve_run "$r"; else serve_run "$r"; lore_run "$r"; fi
-	echo "round $r: lore --pipeline $(tail -1 "$work/lore.times") s, serve + submit --wait $(tail -1 "$work/serve.times") s" >&2
+	echo "round $r: lore --pipeline $(tail -1 "$work/lore.times") s ($(tail -1 "$work/lore.cpus") CPU-s), serve + submit --wait $(tail -1 "$work/serve.times") s ($(tail -1 "$work/serve.cpus") CPU-s), load $(cut -d' ' -f1-3 /proc/loadavg)" >&2
 done
 lore=$(median "$work/lore.times")
 serve=$(median "$work/serve.times")
 printf 'lore --pipeline:        %6.1f s (median of %d)\n' "$lore" "$rounds"
 printf 'serve + submit --wait:  %6.1f s (median of %d)\n' "$serve" "$rounds"
 printf 'ratio:                  %6.3f (target <= 1.05)\n' "$(echo "$serve / $lore" | bc -l)"
+# CPU seconds (the process and its QEMUs) do not depend on what else
+# runs on the machine as wall time does under load.
+printf 'CPU-s lore / serve:     %6.1f / %.1f (medians), ratio %.3f\n' "$(median "$work/lore.cpus")" "$(median "$work/serve.cpus")" \
+	"$(echo "$(median "$work/serve.cpus") / $(median "$work/lore.cpus")" | bc -l)"
+echo "load average at the end: $(cut -d' ' -f1-3 /proc/loadavg)"
