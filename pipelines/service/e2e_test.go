@@ -11,6 +11,7 @@ import (
 	"os/signal"
 	"path/filepath"
 	"reflect"
+	"regexp"
 	"strings"
 	"syscall"
 	"testing"
@@ -392,7 +393,7 @@ func serveEndToEnd(t *testing.T, c e2e) {
 	if len(after) != len(runs) {
 		t.Errorf("lore --pipeline booted again: %d runs, had %d", len(after), len(runs))
 	}
-	compareReports(t, filepath.Join(dir, "evaluations", fmt.Sprint(id), "report.json"), filepath.Join(out, "report.json"))
+	compareReports(t, filepath.Join(dir, "evaluations", fmt.Sprint(id)), out)
 
 	// SIGTERM: a graceful stop, exit 0.
 	srv2.cmd.Process.Signal(syscall.SIGTERM)
@@ -406,8 +407,14 @@ func serveEndToEnd(t *testing.T, c e2e) {
 	}
 }
 
-// compareReports requires two report.json files to say the same thing:
-// everything but when they were generated and how long the stages took.
+// reportNames are the reports runner.Report writes: the service's and
+// lore --pipeline's must say the same in every one.
+var reportNames = []string{"report.json", "report.txt", "report.md", "kcidb.json", "reply.eml", "reply.json"}
+
+// compareReports requires the reports in directories a (the service's)
+// and b (lore --pipeline's) to say the same thing: report.json field by
+// field but for when it was generated and how long the stages took, the
+// others as text with only what must differ normalised (normalizeReport).
 func compareReports(t *testing.T, a, b string) {
 	t.Helper()
 	load := func(p string) *report.Report {
@@ -422,12 +429,57 @@ func compareReports(t *testing.T, a, b string) {
 		r.Generated, r.Timings = time.Time{}, nil
 		return &r
 	}
-	ra, rb := load(a), load(b)
+	ra, rb := load(filepath.Join(a, "report.json")), load(filepath.Join(b, "report.json"))
 	if !reflect.DeepEqual(ra, rb) {
 		ja, _ := json.MarshalIndent(ra, "", " ")
 		jb, _ := json.MarshalIndent(rb, "", " ")
-		t.Errorf("the service's report differs from lore --pipeline's:\nservice:\n%s\nlore --pipeline:\n%s", firstDiff(string(ja), string(jb)), firstDiff(string(jb), string(ja)))
+		t.Errorf("the service's report.json differs from lore --pipeline's:\nservice:\n%s\nlore --pipeline:\n%s", firstDiff(string(ja), string(jb)), firstDiff(string(jb), string(ja)))
 	}
+	for _, name := range reportNames[1:] {
+		da, err := os.ReadFile(filepath.Join(a, name))
+		if err != nil {
+			t.Errorf("the service wrote no %s: %v", name, err)
+			continue
+		}
+		db, err := os.ReadFile(filepath.Join(b, name))
+		if err != nil {
+			t.Errorf("lore --pipeline wrote no %s: %v", name, err)
+			continue
+		}
+		na, nb := normalizeReport(string(da)), normalizeReport(string(db))
+		if na != nb {
+			k := 0
+			for k < min(len(na), len(nb)) && na[k] == nb[k] {
+				k++
+			}
+			around := func(s string) string { return s[max(0, k-160):min(len(s), k+160)] }
+			t.Errorf("the service's %s differs from lore --pipeline's (normalised, at byte %d):\nservice:\n%s\nlore --pipeline:\n%s", name, k, around(na), around(nb))
+		}
+	}
+}
+
+// What must differ between two reports of the same evaluation written at
+// different times: when (RFC 3339 times, the draft's Date: and the
+// Message-Id made from it) and how long the stages took (Go durations:
+// the stage timings); and, since a duration's length moves where the
+// text reports wrap their lines, the line breaks (every run of white
+// space becomes one space).
+var (
+	rfc3339Time  = regexp.MustCompile(`\d{4}-\d\d-\d\d[T ]\d\d:\d\d:\d\d(\.\d+)?(Z|[+-]\d\d:?\d\d)?`)
+	mailDate     = regexp.MustCompile(`(?m)^Date: .*$`)
+	draftMsgID   = regexp.MustCompile(`\d{14}\.[0-9a-f]+@`)
+	goDuration   = regexp.MustCompile(`\b(\d+h)?(\d+m)?\d+(\.\d+)?(ns|µs|ms|s|m|h)\b`)
+	whiteSpace   = regexp.MustCompile(`\s+`)
+	jsonSpaceEsc = regexp.MustCompile(`(\\n|\\t)+`)
+)
+
+func normalizeReport(s string) string {
+	s = rfc3339Time.ReplaceAllString(s, "<time>")
+	s = mailDate.ReplaceAllString(s, "Date: <date>")
+	s = draftMsgID.ReplaceAllString(s, "<msgid>@")
+	s = jsonSpaceEsc.ReplaceAllString(s, " ") // reply.json's body
+	s = goDuration.ReplaceAllString(s, "<duration>")
+	return whiteSpace.ReplaceAllString(s, " ")
 }
 
 func firstDiff(a, b string) string {
@@ -439,4 +491,31 @@ func firstDiff(a, b string) string {
 		}
 	}
 	return "(prefix)"
+}
+
+// TestNormalizeReport: the end-to-end comparison forgives when a report
+// was written and how long its stages took (and the rewrapping that
+// follows), and nothing the report says about the kernels.
+func TestNormalizeReport(t *testing.T) {
+	a := "Date: Tue, 01 Dec 2026 21:36:16 +0000\nMessage-Id: <20261201213616.9e832fcec4045881@patcheval.invalid>\n" +
+		"kill ns/op: voluntary -> full +25.5% (95% CI +25.3% .. +25.6%)\n" +
+		"Wall time: fetch 62ms, apply 14ms (branch patcheval/x), build 238ms (3 kernel(s),\n  3 cached), boot 13.8s; total 1m19.4s\n" +
+		`"start_time": "2026-12-01T21:36:15.233219+00:00", "body": "a\n  b"`
+	b := "Date: Tue, 01 Dec 2026 21:36:53 +0000\nMessage-Id: <20261201213653.d704b7d6ce676050@patcheval.invalid>\n" +
+		"kill ns/op: voluntary -> full +25.5% (95% CI +25.3% .. +25.6%)\n" +
+		"Wall time: fetch 22ms, apply 53ms (branch patcheval/x), build 53ms (3 kernel(s), 3\n  cached), boot 24.5s; total 34.3s\n" +
+		`"start_time": "2026-12-01T21:36:50.352479+00:00", "body": "a b"`
+	if na, nb := normalizeReport(a), normalizeReport(b); na != nb {
+		t.Errorf("reports differing only in times and wrapping:\n%s\n%s", na, nb)
+	}
+	for _, changed := range []string{
+		strings.Replace(b, "+25.3%", "+25.2%", 1),
+		strings.Replace(b, "3 kernel(s)", "2 kernel(s)", 1),
+		strings.Replace(b, "voluntary -> full", "voluntary -> voluntary+dyn", 1),
+		strings.Replace(b, "patcheval.invalid", "example.org", 1),
+	} {
+		if normalizeReport(a) == normalizeReport(changed) {
+			t.Errorf("a changed report normalises to the same text:\n%s", changed)
+		}
+	}
 }
