@@ -125,12 +125,14 @@
 //
 // # riverui
 //
-// riverqueue.com/riverui is not mounted under /riverui: it is a second,
-// prebuilt JavaScript application with its own API that would need its
-// own review behind the token, and its SQLite support is young (riverui
-// issue 441: the standalone binary could not open a SQLite URL). The
-// dashboard's /queue page shows what the issue asks from River's own
-// JobList: running, queued, retrying, failed, retried and cancelled jobs
-// with their errors. On Postgres, mounting riverui's handler
-// is a few lines.
+// riverqueue.com/riverui, River's own job and queue browser (its
+// prebuilt JavaScript ships inside the Go module), is mounted under
+// /riverui (riverui.go), on SQLite and Postgres alike, behind the same
+// auth as the dashboard: its pages and reads follow the dashboard's
+// rules, and its mutations (cancel, retry and delete jobs; pause,
+// resume and change queues) need the token even on loopback, so without
+// --token-file it is read-only. It is started on its first request, so
+// that its background count queries cost nothing to a serve nobody
+// browses. The dashboard's /queue page stays the plain view: running,
+// queued, retrying, failed, retried and cancelled jobs with their errors.
 package service

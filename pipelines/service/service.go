@@ -133,6 +133,9 @@ type Service struct {
 	// goes to its log). beat is its heartbeat on the workers page.
 	worker bool
 	beat   *heartbeat
+
+	// ui is riverui under RiverUIPath (riverui.go).
+	ui riverUI
 }
 
 // New opens the database (see OpenDB: one serve per database) and sets up
@@ -143,6 +146,7 @@ func New(ctx context.Context, cfg Config) (*Service, error) {
 		return nil, err
 	}
 	s := &Service{cfg: cfg, db: db, log: cfg.Log, lore: mbox.LoreBase(cfg.Lore), logs: map[int64]*evalLog{}, workerID: newWorkerID()}
+	s.ui.ctx, s.ui.cancel = context.WithCancel(context.WithoutCancel(ctx))
 	if s.log == nil {
 		s.log = io.Discard
 	}
@@ -198,6 +202,9 @@ func (s *Service) newEngine() error {
 
 // Close closes the database.
 func (s *Service) Close() error {
+	if s.ui.cancel != nil {
+		s.ui.cancel()
+	}
 	if s.budget != nil {
 		s.budget.Close()
 	}
@@ -362,14 +369,15 @@ func (s *Service) Artifacts() artifact.Dir {
 	return artifact.Dir{Path: filepath.Join(s.db.Dir, "artifacts")}
 }
 
-// Handler is the service's HTTP handler: /api/v1/ and the dashboard,
-// behind the token check.
+// Handler is the service's HTTP handler: /api/v1/, riverui under
+// /riverui/ and the dashboard, behind the token check.
 func (s *Service) Handler() http.Handler {
 	mux := http.NewServeMux()
 	mux.Handle("/api/v1/", s.api())
 	// The farm's content-addressed artifact store (pipelines/artifact):
 	// writes need the token, whatever else is open.
 	mux.Handle(ArtifactsPath, artifact.Handler(ArtifactsPath, s.Artifacts(), s.cfg.Token))
+	mux.Handle(RiverUIPath+"/", s.riverUIHandler())
 	mux.Handle("/", s.dash)
 	return s.auth(mux)
 }
