@@ -218,6 +218,14 @@ func openPostgres(ctx context.Context, u string) (*Store, error) {
 		// more while stages hold their transactions.
 		cfg.MaxConns = 20
 	}
+	if _, set := cfg.ConnConfig.RuntimeParams["jit"]; !set {
+		// Every query here reads a few rows through an index. With
+		// statistics gone stale (a table grown since autovacuum last
+		// analysed it) Postgres can estimate one costly enough to
+		// compile it first: 1 s of JIT for 18 ms of work (a dashboard
+		// page of 50 evaluations of 1,000).
+		cfg.ConnConfig.RuntimeParams["jit"] = "off"
+	}
 	pool, err := pgxpool.NewWithConfig(ctx, cfg)
 	if err != nil {
 		return nil, fail.Infraf("store: %s: %w", where, err)
@@ -563,12 +571,17 @@ func (s *Store) setEvaluationStatus(q querier, id int64, status string) error {
 	return nil
 }
 
+// evalColumns are an evaluation's columns and counts. The samples are
+// counted run by run, each through samples_by_run: written as a join,
+// Postgres chose from stale statistics (a table grown since its last
+// ANALYZE) to hash the whole samples table once per listed evaluation:
+// 1.25 s for a page of 50 of 1,000 evaluations instead of 6 ms.
 const evalColumns = `e.id, e.key, e.pipeline, e.series_msgid, e.series_title, e.series_version, e.tree, e.base,
 	e.created, e.updated, e.status,
 	(SELECT COUNT(*) FROM builds b WHERE b.evaluation_id = e.id),
 	(SELECT COUNT(*) FROM runs r WHERE r.evaluation_id = e.id),
 	(SELECT COUNT(*) FROM runs r WHERE r.evaluation_id = e.id AND r.status IN ('ok', 'failed')),
-	(SELECT COUNT(*) FROM samples s JOIN runs r ON s.run_id = r.id WHERE r.evaluation_id = e.id)`
+	(SELECT CAST(COALESCE(SUM((SELECT COUNT(*) FROM samples s WHERE s.run_id = r.id)), 0) AS BIGINT) FROM runs r WHERE r.evaluation_id = e.id)`
 
 type scanner interface{ Scan(dest ...any) error }
 
