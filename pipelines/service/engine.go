@@ -342,15 +342,88 @@ func (e *Engine) Jobs(ctx context.Context, evalID int64, limit int, states ...ri
 	p := river.NewJobListParams().OrderBy(river.JobListOrderByID, river.SortOrderDesc).First(max(1, limit))
 	if len(states) > 0 {
 		p = p.States(states...)
+		if finalized(states) && evalID == 0 {
+			// Newest by when they ended, which River's index on
+			// (state, finalized_at) gives in order: by id, every
+			// completed job kept would be read and sorted.
+			p = p.OrderBy(river.JobListOrderByFinalizedAt, river.SortOrderDesc)
+		}
 	}
 	if evalID > 0 {
-		p = p.TagsAll(evalTag(evalID))
+		p = e.evalJobs(p, evalID)
 	}
 	res, err := e.client.JobList(ctx, p)
 	if err != nil {
 		return nil, fail.Infraf("river: listing jobs: %w", err)
 	}
 	return res.Jobs, nil
+}
+
+// JobCounts counts River's jobs by queue and state (an index-only scan
+// of River's fetch index, not the jobs themselves).
+func (e *Engine) JobCounts(ctx context.Context) (map[string]map[rivertype.JobState]int, error) {
+	q := `SELECT queue, state, COUNT(*) FROM river_job GROUP BY queue, state`
+	if e.pg != nil {
+		q = `SELECT queue, state::text, COUNT(*) FROM river_job GROUP BY queue, state`
+	}
+	rows, err := e.db.Store.Query(ctx, q)
+	if err != nil {
+		return nil, fail.Infraf("river: counting jobs: %w", err)
+	}
+	defer rows.Close()
+	out := map[string]map[rivertype.JobState]int{}
+	for rows.Next() {
+		var queue, state string
+		var n int
+		if err := rows.Scan(&queue, &state, &n); err != nil {
+			return nil, fail.Infraf("river: counting jobs: %w", err)
+		}
+		if out[queue] == nil {
+			out[queue] = map[rivertype.JobState]int{}
+		}
+		out[queue][rivertype.JobState(state)] = n
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fail.Infraf("river: counting jobs: %w", err)
+	}
+	return out, nil
+}
+
+// finalized reports whether every state of states is final.
+func finalized(states []rivertype.JobState) bool {
+	for _, s := range states {
+		switch s {
+		case rivertype.JobStateCompleted, rivertype.JobStateCancelled, rivertype.JobStateDiscarded:
+		default:
+			return false
+		}
+	}
+	return true
+}
+
+// RetriedJobs lists completed jobs that needed more than one attempt,
+// newest first (found through riverJobIndexes: they are few among
+// many).
+func (e *Engine) RetriedJobs(ctx context.Context, limit int) ([]*rivertype.JobRow, error) {
+	p := river.NewJobListParams().States(rivertype.JobStateCompleted).Where("attempt > 1").
+		OrderBy(river.JobListOrderByID, river.SortOrderDesc).First(max(1, limit))
+	res, err := e.client.JobList(ctx, p)
+	if err != nil {
+		return nil, fail.Infraf("river: listing retried jobs: %w", err)
+	}
+	return res.Jobs, nil
+}
+
+// evalJobs narrows p to evaluation evalID's jobs: those carrying its tag
+// (a notify job names the evaluation but has no tag, so cancelling the
+// evaluation leaves it alone), found through the index on the
+// evaluation_id of their arguments (riverJobIndexes).
+func (e *Engine) evalJobs(p *river.JobListParams, evalID int64) *river.JobListParams {
+	var id any = evalID
+	if e.pg != nil {
+		id = strconv.FormatInt(evalID, 10) // ->> gives text on Postgres
+	}
+	return p.TagsAll(evalTag(evalID)).Where("args ->> 'evaluation_id' = @evaluation_id", river.NamedArgs{"evaluation_id": id})
 }
 
 // unfinished are the job states that may still run.

@@ -316,8 +316,8 @@ func (w *buildWorker) Work(ctx context.Context, job *river.Job[BuildArgs]) error
 		if err := tx.Lock("builds", strconv.FormatInt(a.EvaluationID, 10)); err != nil {
 			return nil, fail.Infraf("evaluation %d: %w", a.EvaluationID, err)
 		}
-		res, err := w.s.engine.jobListTx(ctx, tx, river.NewJobListParams().Kinds(BuildArgs{}.Kind()).
-			TagsAll(evalTag(a.EvaluationID)).States(unfinished...).First(1000))
+		res, err := w.s.engine.jobListTx(ctx, tx, w.s.engine.evalJobs(river.NewJobListParams().Kinds(BuildArgs{}.Kind()),
+			a.EvaluationID).States(unfinished...).First(1000))
 		if err != nil {
 			return nil, fail.Infraf("river: build jobs of evaluation %d: %w", a.EvaluationID, err)
 		}

@@ -517,6 +517,12 @@ func (src source) Waiting(jobs []*rivertype.JobRow) map[int64]string {
 	return WaitReasons(ws, jobs, time.Now())
 }
 func (src source) Live(w store.Worker) bool { return Live(w, time.Now()) }
+func (src source) JobCounts(ctx context.Context) (map[string]map[rivertype.JobState]int, error) {
+	return src.s.engine.JobCounts(ctx)
+}
+func (src source) RetriedJobs(ctx context.Context, limit int) ([]*rivertype.JobRow, error) {
+	return src.s.engine.RetriedJobs(ctx, limit)
+}
 func (src source) Jobs(ctx context.Context, evalID int64, limit int, states ...rivertype.JobState) ([]*rivertype.JobRow, error) {
 	return src.s.engine.Jobs(ctx, evalID, limit, states...)
 }

@@ -57,6 +57,11 @@ type Source interface {
 	// Jobs lists queue jobs, newest first: of evaluation evalID (all when
 	// 0), in the given states (all when none).
 	Jobs(ctx context.Context, evalID int64, limit int, states ...rivertype.JobState) ([]*rivertype.JobRow, error)
+	// JobCounts counts the queue's jobs by queue and state.
+	JobCounts(ctx context.Context) (map[string]map[rivertype.JobState]int, error)
+	// RetriedJobs lists completed jobs that took more than one attempt,
+	// newest first.
+	RetriedJobs(ctx context.Context, limit int) ([]*rivertype.JobRow, error)
 	// Log is evaluation id's recent progress lines.
 	Log(id int64) []string
 	// Cancel and Rerun act on an evaluation (the page's buttons).
@@ -715,11 +720,14 @@ func evalOf(j *rivertype.JobRow) int64 {
 	return a.ID
 }
 
+// queue is the queue page: the jobs counted by queue and state, then a
+// section per kind of job, each one bounded query (none for a state
+// with no jobs) instead of reading every job kept.
 func (d *Dashboard) queue(w http.ResponseWriter, r *http.Request) {
 	ctx := r.Context()
 	states := []rivertype.JobState{rivertype.JobStateRunning, rivertype.JobStateAvailable, rivertype.JobStateScheduled,
 		rivertype.JobStateRetryable, rivertype.JobStatePending, rivertype.JobStateCompleted, rivertype.JobStateCancelled, rivertype.JobStateDiscarded}
-	all, err := d.src.Jobs(ctx, 0, 2000)
+	byQueue, err := d.src.JobCounts(ctx)
 	if err != nil {
 		d.fail(w, err)
 		return
@@ -728,42 +736,38 @@ func (d *Dashboard) queue(w http.ResponseWriter, r *http.Request) {
 		Queue string
 		N     []int
 	}
-	byQueue := map[string][]int{}
-	var queues []string
-	for _, j := range all {
-		if byQueue[j.Queue] == nil {
-			byQueue[j.Queue] = make([]int, len(states))
-			queues = append(queues, j.Queue)
-		}
-		for i, s := range states {
-			if j.State == s {
-				byQueue[j.Queue][i]++
-			}
-		}
-	}
-	sort.Strings(queues)
 	var counts []count
-	for _, q := range queues {
-		counts = append(counts, count{q, byQueue[q]})
-	}
-	pick := func(limit int, keep func(*rivertype.JobRow) bool) []jobView {
-		var sel []*rivertype.JobRow
-		for _, j := range all {
-			if keep(j) && len(sel) < limit {
-				sel = append(sel, j)
-			}
+	total := map[rivertype.JobState]int{}
+	for q, byState := range byQueue {
+		c := count{q, make([]int, len(states))}
+		for i, st := range states {
+			c.N[i] = byState[st]
+			total[st] += byState[st]
 		}
-		return d.jobViews(sel)
+		counts = append(counts, c)
 	}
-	in := func(ss ...rivertype.JobState) func(*rivertype.JobRow) bool {
-		return func(j *rivertype.JobRow) bool {
-			for _, s := range ss {
-				if j.State == s {
-					return true
-				}
-			}
-			return false
+	sort.Slice(counts, func(i, j int) bool { return counts[i].Queue < counts[j].Queue })
+	pick := func(limit int, ss ...rivertype.JobState) []jobView {
+		n := 0
+		for _, st := range ss {
+			n += total[st]
 		}
+		if n == 0 && err == nil {
+			return nil
+		}
+		jobs, jerr := d.src.Jobs(ctx, 0, limit, ss...)
+		if jerr != nil {
+			err = jerr
+		}
+		return d.jobViews(jobs)
+	}
+	var retried []jobView
+	if total[rivertype.JobStateCompleted] > 0 {
+		jobs, rerr := d.src.RetriedJobs(ctx, 50)
+		if rerr != nil {
+			err = rerr
+		}
+		retried = d.jobViews(jobs)
 	}
 	type section struct {
 		Title string
@@ -775,14 +779,18 @@ func (d *Dashboard) queue(w http.ResponseWriter, r *http.Request) {
 		Counts   []count
 		Sections []section
 	}{page: page{Title: "queue", Where: d.opt.Where, Refresh: 15}, States: states, Counts: counts, Sections: []section{
-		{"Running", pick(100, in(rivertype.JobStateRunning))},
-		{"Queued", pick(100, in(rivertype.JobStateAvailable, rivertype.JobStateScheduled, rivertype.JobStatePending))},
-		{"Retrying (failed attempts, will run again)", pick(100, in(rivertype.JobStateRetryable))},
-		{"Failed (discarded after their last attempt)", pick(100, in(rivertype.JobStateDiscarded))},
-		{"Retried, then finished", pick(50, func(j *rivertype.JobRow) bool { return j.Attempt > 1 && in(rivertype.JobStateCompleted)(j) })},
-		{"Cancelled", pick(50, in(rivertype.JobStateCancelled))},
-		{"Completed (latest)", pick(30, in(rivertype.JobStateCompleted))},
+		{"Running", pick(100, rivertype.JobStateRunning)},
+		{"Queued", pick(100, rivertype.JobStateAvailable, rivertype.JobStateScheduled, rivertype.JobStatePending)},
+		{"Retrying (failed attempts, will run again)", pick(100, rivertype.JobStateRetryable)},
+		{"Failed (discarded after their last attempt)", pick(100, rivertype.JobStateDiscarded)},
+		{"Retried, then finished", retried},
+		{"Cancelled", pick(50, rivertype.JobStateCancelled)},
+		{"Completed (latest)", pick(30, rivertype.JobStateCompleted)},
 	}}
+	if err != nil {
+		d.fail(w, err)
+		return
+	}
 	d.render(w, "queue", data)
 }
 
