@@ -1,6 +1,7 @@
 package numbers
 
 import (
+	"fmt"
 	"math"
 	"os"
 	"path/filepath"
@@ -345,7 +346,7 @@ func FuzzRead(f *testing.F) {
 }
 
 // BenchmarkRead reads the seed threads (the v4 thread: 18 messages, 2,218
-// lines, 30 numbers).
+// lines, 30 numbers) and generated adversarial bodies.
 func BenchmarkRead(b *testing.B) {
 	for _, name := range []string{"ppc-dynamic-preempt-v4.mbox", "rcu-gp-qs-v2.mbox"} {
 		path := filepath.Join("..", "testdata", "threads", name)
@@ -364,5 +365,22 @@ func BenchmarkRead(b *testing.B) {
 				Read(th)
 			}
 		})
+	}
+	// Adversarial shapes, each at two sizes: the time per byte must stay
+	// flat (a paragraph of two-cell lines each followed by a lone number
+	// was quadratic: 4 s at 256 KiB).
+	for _, shape := range []struct{ name, unit string }{
+		{"wrapped-pairs", "a  b\n1\n"},
+		{"table-rows", "x  1  2\n"},
+	} {
+		for _, size := range []int{32 << 10, 256 << 10} {
+			body := strings.Repeat(shape.unit, size/len(shape.unit))
+			b.Run(fmt.Sprintf("%s-%dKiB", shape.name, size>>10), func(b *testing.B) {
+				b.SetBytes(int64(len(body)))
+				for b.Loop() {
+					readBody(body)
+				}
+			})
+		}
 	}
 }

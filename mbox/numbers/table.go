@@ -190,13 +190,17 @@ func (r *reader) paragraph(p paragraph, prev *paragraph, c *context) {
 		r.stressNG(p, caption, c)
 		return
 	}
-	first := -1 // first row
+	first := -1             // first row
+	above := map[int]bool{} // the cell counts of the lines before line i
 	for i, l := range ls {
+		if i > 0 {
+			above[len(ls[i-1].cells)] = true
+		}
 		if isSeparator(l.text) {
 			continue
 		}
 		cs := l.strs()
-		if len(cs) >= 2 && hasValue(cs) && !isHeaderRow(ls, i, cs) || wrappedRow(ls, i, cs) {
+		if len(cs) >= 2 && hasValue(cs) && !isHeaderRow(ls, i, cs) || wrappedRow(ls, i, cs, above) {
 			first = i
 			break
 		}
@@ -398,21 +402,16 @@ func (t table) headerOf(cs []cell) []string {
 
 // wrappedRow says whether line i is a row whose values a mail client
 // wrapped onto the next line: the two lines together have as many cells
-// as a line above (the header) and the next holds values only.
-func wrappedRow(ls []line, i int, cs []string) bool {
+// as a line above (the header; above holds the cell counts of the lines
+// before i) and the next holds values only. Looking the lines above up
+// again for each line made a paragraph of such pairs quadratic (256 KiB
+// of "a  b" / "1" lines took 4 s, found by FuzzRead's slowness).
+func wrappedRow(ls []line, i int, cs []string, above map[int]bool) bool {
 	if len(cs) < 2 || i+1 >= len(ls) {
 		return false
 	}
 	next := ls[i+1].strs()
-	if !allValues(next) {
-		return false
-	}
-	for _, l := range ls[:i] {
-		if len(l.cells) == len(cs)+len(next) {
-			return true
-		}
-	}
-	return false
+	return allValues(next) && above[len(cs)+len(next)]
 }
 
 // isHeaderRow says whether a line of numbers only is the header of the
