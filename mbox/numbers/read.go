@@ -42,7 +42,8 @@ func splitLines(body string) []line {
 		case strings.HasPrefix(strings.TrimSpace(text), "diff --git "):
 			inDiff[d] = true
 		}
-		l.skip = sig && d == 0 || inDiff[d] || diffstatRE.MatchString(l.text)
+		l.skip = sig && d == 0 || inDiff[d] ||
+			(strings.Contains(l.text, "|") || strings.Contains(l.text, " changed")) && diffstatRE.MatchString(l.text)
 		if !l.skip {
 			l.cells = cellsAt(l.text)
 		}
@@ -232,9 +233,15 @@ func readMessage(m *mbox.Message) []Number {
 	for _, c := range ctxs {
 		c.text = c.b.String()
 		c.tool = toolIn(c.text)
-		c.cpus = cpuRE.FindAllString(c.text, -1)
-		c.platform = platformIn(c.text)
-		if m := benchRE.FindStringSubmatch(c.text); m != nil {
+		if containsAny(c.text, cpuWords) {
+			c.cpus = cpuRE.FindAllString(c.text, -1)
+		}
+		if len(c.cpus) > 0 {
+			c.platform = platformIn(c.cpus[0]) // platformIn(c.text) without a second scan
+		} else {
+			c.platform = archRE.FindString(c.text)
+		}
+		if m := submatchIf(benchRE, c.text, "()"); m != nil {
 			c.bench = m[1] + m[2]
 		}
 	}
@@ -310,8 +317,40 @@ func cpuArch(cpu string) string {
 	return "arm64"
 }
 
+// cpuWords are words every cpuRE match holds, platformWords those every
+// cpuRE or archRE match holds.
+var (
+	cpuWords      = []string{"POWER", "Power", "EPYC", "Ampere", "Xeon", "Graviton", "Neoverse"}
+	platformWords = append([]string{"ppc", "x86_64", "arch64", "arm64", "riscv64", "s390x"}, cpuWords...)
+)
+
+// containsAny says whether s holds one of words. The regexps here start
+// with \b or (?i) and so cannot skip ahead to a literal; checking for a
+// word they need first is what keeps the reader fast on mail that names
+// no machine (most of it).
+func containsAny(s string, words []string) bool {
+	for _, w := range words {
+		if strings.Contains(s, w) {
+			return true
+		}
+	}
+	return false
+}
+
+// submatchIf is re.FindStringSubmatch(s) for a re whose every match
+// holds need, without running re when s does not.
+func submatchIf(re *regexp.Regexp, s, need string) []string {
+	if !strings.Contains(s, need) {
+		return nil
+	}
+	return re.FindStringSubmatch(s)
+}
+
 // platformIn names the machine: a CPU model first, else an arch.
 func platformIn(s string) string {
+	if !containsAny(s, platformWords) {
+		return "" // neither cpuRE nor archRE can match
+	}
 	if m := cpuRE.FindString(s); m != "" {
 		if strings.HasPrefix(m, "Power") {
 			m = strings.ToUpper(m)

@@ -117,7 +117,7 @@ func cellsAt(s string) []cell {
 				c.attached = lastNum
 			}
 		}
-		if m := trailParenRE.FindStringSubmatch(c.text); m != nil {
+		if m := submatchIf(trailParenRE, c.text, ")"); m != nil {
 			_, a := parseValue(m[1])
 			_, b := parseValue(m[2])
 			if a && b {
@@ -127,7 +127,7 @@ func cellsAt(s string) []cell {
 			}
 		}
 		if len(out) == 0 {
-			if m := labelValueRE.FindStringSubmatch(c.text); m != nil {
+			if m := submatchIf(labelValueRE, c.text, ":"); m != nil {
 				if _, ok := parseValue(m[2]); ok {
 					k := len([]rune(m[1])) + 1
 					out = append(out, cell{text: m[1], start: c.start, end: c.start + k})
@@ -566,10 +566,10 @@ func (r *reader) figures(p paragraph, c *context) {
 		l := p.lines[i]
 		text := strings.TrimSpace(l.text)
 		// "Mean latency: 9.75 ms ->" wrapped before "6.04 ms (38% ...)".
-		if i+1 < len(p.lines) && !fromToRE.MatchString(text) {
+		if i+1 < len(p.lines) && (strings.HasSuffix(text, "->") || strings.HasSuffix(text, "→") ||
+			strings.HasPrefix(strings.TrimSpace(p.lines[i+1].text), "->")) && !fromToRE.MatchString(text) {
 			joined := text + " " + strings.TrimSpace(p.lines[i+1].text)
-			if fromToRE.MatchString(joined) && (strings.HasSuffix(text, "->") || strings.HasSuffix(text, "→") ||
-				strings.HasPrefix(strings.TrimSpace(p.lines[i+1].text), "->")) {
+			if fromToRE.MatchString(joined) {
 				text = joined
 				i++
 			}
@@ -585,7 +585,7 @@ func (r *reader) figures(p paragraph, c *context) {
 		if pl := platformIn(text); pl != "" {
 			base.Platform = pl
 		}
-		if m := fromToRE.FindStringSubmatch(text); m != nil {
+		if m := submatchIf(fromToRE, text, ":"); m != nil {
 			a, aok := parseValue(m[2])
 			b, bok := parseValue(m[3])
 			if aok && bok && !a.percent && (a.unit == b.unit || b.unit == "") {
@@ -618,7 +618,11 @@ func (r *reader) figures(p paragraph, c *context) {
 				continue
 			}
 		}
-		for _, m := range proseRE.FindAllStringSubmatchIndex(text, -1) {
+		var prose [][]int
+		if strings.Contains(text, "/") { // every unit proseRE reads has one
+			prose = proseRE.FindAllStringSubmatchIndex(text, -1)
+		}
+		for _, m := range prose {
 			num := text[m[2]:m[3]]
 			cv, ok := parseValue(num + " " + text[m[4]:m[5]])
 			if !ok {

@@ -4,6 +4,7 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
+	"unicode/utf8"
 )
 
 // cellValue is one table cell or inline figure read as a number.
@@ -37,6 +38,10 @@ func parseValue(cell string) (cellValue, bool) {
 		s = strings.TrimSpace(s[1 : len(s)-1])
 		cv.paren = true
 	}
+	if s == "" || !strings.ContainsRune("0123456789~≈+-−", firstRune(s)) {
+		// Neither numRE nor minSecRE can match: most cells are words.
+		return cellValue{}, false
+	}
 	if m := minSecRE.FindStringSubmatch(s); m != nil {
 		min, _ := strconv.ParseFloat(m[1], 64)
 		sec, _ := strconv.ParseFloat(m[2], 64)
@@ -47,7 +52,7 @@ func parseValue(cell string) (cellValue, bool) {
 	if m == nil {
 		return cellValue{}, false
 	}
-	digits := strings.NewReplacer(",", "", " ", "", "\u00a0", "", "\u202f", "").Replace(m[3])
+	digits := separators.Replace(m[3])
 	v, err := strconv.ParseFloat(digits+m[4], 64)
 	if err != nil {
 		return cellValue{}, false
@@ -71,6 +76,16 @@ func parseValue(cell string) (cellValue, bool) {
 	cv.unit = normUnit(m[6])
 	cv.percent = cv.unit == "%"
 	return cv, true
+}
+
+// separators drops a number's thousands separators (built once: a
+// Replacer per call cost more than the regexp match it follows).
+var separators = strings.NewReplacer(",", "", " ", "", "\u00a0", "", "\u202f", "")
+
+// firstRune is s's first rune (s not empty).
+func firstRune(s string) rune {
+	r, _ := utf8.DecodeRuneInString(s)
+	return r
 }
 
 // normUnit spells a unit one way.
@@ -108,6 +123,9 @@ var unitInParensRE = regexp.MustCompile(`\((?:in\s+)?(ns|nsec|nsecs|us|usec|usec
 // metricOf reads the metric named in text: its words, normalised unit and
 // the benchmark word before it ("" when none).
 func metricOf(text string) (metric, unit, bench string) {
+	if !strings.Contains(text, "/") && !strings.Contains(text, ")") {
+		return "", "", "" // every metricRE match has a "/", every unitInParensRE one a ")"
+	}
 	if m := metricRE.FindStringSubmatch(text); m != nil {
 		bench = strings.ToLower(m[1])
 		switch bench {
