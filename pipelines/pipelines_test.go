@@ -222,6 +222,15 @@ func TestCompareThreshold(t *testing.T) {
 
 // Each case replaces old with new in valid (or appends when old is "")
 // and must fail at file:line with msg in the text.
+// manyVariants is n more [[variant]] tables.
+func manyVariants(n int) string {
+	var b strings.Builder
+	for i := range n {
+		fmt.Fprintf(&b, "[[variant]]\nname = \"v%d\"\n", i)
+	}
+	return b.String()
+}
+
 func TestMalformed(t *testing.T) {
 	dir := t.TempDir()
 	cases := []struct {
@@ -245,6 +254,8 @@ func TestMalformed(t *testing.T) {
 		// FuzzParse: an unbounded boots allocated the whole plan (hung).
 		{"boots huge", "boots = 2", "boots = 9223372036854775807", 21, "repeats.boots = 9223372036854775807: at most 1000"},
 		{"max_boots huge", "boots = 2", "boots = 2\nmax_boots = 1001", 22, "repeats.max_boots = 1001: at most 1000"},
+		// FuzzParse: boots x variants x arches was unbounded (minutes of planning).
+		{"plan huge", "boots = 2", "boots = 1000\n" + manyVariants(19), 21, "1000 boot(s) x 21 variant(s) x 1 arch(es) = 21000 boots: at most 20000"},
 		{"max_boots under boots", "boots = 2", "boots = 2\nmax_boots = 1", 22, "repeats.max_boots = 1 is less than repeats.boots = 2"},
 		{"duplicate variant", "name = \"b\"", "name = \"a\"", 13, `duplicate variant name "a" (first at line 8)`},
 		{"sched_preempt without dynamic", "symbols = { PREEMPT_VOLUNTARY = \"y\" }", "symbols = { PREEMPT_VOLUNTARY = \"y\" }\nsched_preempt = \"full\"", 11, "PREEMPT_DYNAMIC=y"},

@@ -110,7 +110,7 @@ func (p *Pipeline) runs(from, to int) []BootPlan {
 	for _, b := range p.Benchmarks {
 		benches = append(benches, b.Guest())
 	}
-	var out []BootPlan
+	out := make([]BootPlan, 0, len(p.Arches)*max(to-from, 0)*len(p.Variants))
 	for _, arch := range p.Arches {
 		for boot := from; boot < to; boot++ {
 			for _, v := range p.Variants {

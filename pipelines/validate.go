@@ -229,6 +229,12 @@ func (ps *parser) build(r *rawPipeline) *Pipeline {
 		}
 	}
 
+	if len(ps.errs) == 0 {
+		if msg := p.CheckRuns(p.Repeats.Boots); msg != "" {
+			ps.errorf("repeats.boots", "%s", msg)
+		}
+	}
+
 	ps.compare(p, r)
 
 	if p.Deterministic {

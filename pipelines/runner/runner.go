@@ -235,6 +235,9 @@ func check(p *pipelines.Pipeline, o Options) (in inputs, s *series.Series, err e
 	if o.Boots < 0 || o.Boots > pipelines.MaxBoots {
 		return in, nil, fail.Inputf("--boots %d: want 1 to %d boots per variant", o.Boots, pipelines.MaxBoots)
 	}
+	if msg := p.CheckRuns(o.Boots); o.Boots > 0 && msg != "" {
+		return in, nil, fail.Inputf("--boots %d: %s: %s", o.Boots, p.File, msg)
+	}
 	if in.Tree == "" {
 		in.Tree = p.Tree.Path
 	}

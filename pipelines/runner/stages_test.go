@@ -239,4 +239,17 @@ func TestCheckBoots(t *testing.T) {
 			t.Errorf("--boots %d: %v, want an input error", n, err)
 		}
 	}
+	// 21 variants: --boots 1000 would plan 21000 boots.
+	src := "name = \"many\"\n[build]\narch = \"ppc64le\"\nfragments = [\"ppc64le-pseries\"]\n[[benchmark]]\nname = \"kill\"\n"
+	for i := range 21 {
+		src += fmt.Sprintf("[[variant]]\nname = \"v%d\"\n", i)
+	}
+	many, err := pipelines.Parse([]byte(src), "many.toml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = Check(many, Options{Boots: pipelines.MaxBoots, Tree: t.TempDir()})
+	if fail.KindOf(err) != fail.KindInput || !strings.Contains(err.Error(), "--boots 1000: many.toml: 1000 boot(s) x 21 variant(s) x 1 arch(es) = 21000 boots: at most 20000") {
+		t.Errorf("--boots 1000 with 21 variants: %v, want an input error", err)
+	}
 }
