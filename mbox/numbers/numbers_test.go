@@ -16,6 +16,12 @@ import (
 func readThread(t testing.TB, name string) []Number {
 	t.Helper()
 	path := filepath.Join("..", "testdata", "threads", name)
+	return Read(mbox.NewThread(parseMbox(t, path), path))
+}
+
+// parseMbox parses the mailbox at path.
+func parseMbox(t testing.TB, path string) []*mbox.Message {
+	t.Helper()
 	data, err := os.ReadFile(path)
 	if err != nil {
 		t.Fatal(err)
@@ -24,7 +30,7 @@ func readThread(t testing.TB, name string) []Number {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return Read(mbox.NewThread(ms, path))
+	return ms
 }
 
 // find returns the numbers whose String() is s.
@@ -312,15 +318,7 @@ func TestParseValue(t *testing.T) {
 func FuzzRead(f *testing.F) {
 	files, _ := filepath.Glob("../testdata/threads/*.mbox")
 	for _, p := range files {
-		data, err := os.ReadFile(p)
-		if err != nil {
-			f.Fatal(err)
-		}
-		ms, err := mbox.ParseBytes(data, p)
-		if err != nil {
-			f.Fatal(err)
-		}
-		for _, m := range ms {
+		for _, m := range parseMbox(f, p) {
 			for _, b := range seedChunks(m.Body, 2<<10) {
 				f.Add(b)
 			}
@@ -388,17 +386,14 @@ func seedChunks(body string, max int) []string {
 func BenchmarkRead(b *testing.B) {
 	for _, name := range []string{"ppc-dynamic-preempt-v4.mbox", "rcu-gp-qs-v2.mbox"} {
 		path := filepath.Join("..", "testdata", "threads", name)
-		data, err := os.ReadFile(path)
-		if err != nil {
-			b.Fatal(err)
-		}
-		ms, err := mbox.ParseBytes(data, path)
+		ms := parseMbox(b, path)
+		fi, err := os.Stat(path)
 		if err != nil {
 			b.Fatal(err)
 		}
 		th := mbox.NewThread(ms, path)
 		b.Run(name, func(b *testing.B) {
-			b.SetBytes(int64(len(data)))
+			b.SetBytes(fi.Size())
 			for b.Loop() {
 				Read(th)
 			}
