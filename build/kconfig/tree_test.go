@@ -190,8 +190,10 @@ func patchedTree(t testing.TB) string {
 var (
 	cfgMu    sync.Mutex
 	cfgCache = map[string]Config{}
-	kcMu     sync.Mutex
-	kcCache  = map[string]*Kconfig{}
+	// tinyCache is tinyconfig's .config per tree and arch (under cfgMu).
+	tinyCache = map[string][]byte{}
+	kcMu      sync.Mutex
+	kcCache   = map[string]*Kconfig{}
 )
 
 // finalConfig makes a real final .config: tinyconfig, the fragments
@@ -217,8 +219,22 @@ func finalConfigArch(t testing.TB, tree, arch, cross string, frags ...string) Co
 	}
 	os.Remove(filepath.Join(out, ".config"))
 	mk := []string{"-n", "10", "make", "-s", "ARCH=" + arch, "CROSS_COMPILE=" + cross, "O=" + out}
-	if err := run(tree, "nice", append(mk, "tinyconfig")...); err != nil {
-		t.Fatal(err)
+	// tinyconfig (three Kconfig runs with the toolchain probes) once per
+	// tree and arch; olddefconfig below runs for every fragment set.
+	tinyKey := tree + "|" + arch
+	if b, ok := tinyCache[tinyKey]; ok {
+		if err := os.WriteFile(filepath.Join(out, ".config"), b, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	} else {
+		if err := run(tree, "nice", append(mk, "tinyconfig")...); err != nil {
+			t.Fatal(err)
+		}
+		b, err := os.ReadFile(filepath.Join(out, ".config"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		tinyCache[tinyKey] = b
 	}
 	merge := []string{"-m", "-O", out, filepath.Join(out, ".config")}
 	for _, f := range frags {
