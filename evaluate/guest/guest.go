@@ -110,18 +110,25 @@ type Info struct {
 	PerfEvents *PerfEvents `json:"perf_events,omitempty"`
 }
 
-// PerfEvents is what perf_event_open(2) gives the agent for itself: a
-// software event (task-clock) and a hardware one (cpu-cycles), each
-// opened and read after some work. Under QEMU's TCG the hardware event
-// usually does not exist or counts nothing; without CONFIG_PERF_EVENTS
-// neither opens.
+// PerfEvents is what perf_event_open(2) gives the agent for itself:
+// software events (task-clock, cpu-clock, page-faults) and hardware ones
+// (cycles, instructions, branches), each opened, then read after some
+// work (a loop and fresh pages touched); an event counts when it opens
+// and reads more than zero. Under QEMU's TCG the hardware events usually
+// do not exist or count nothing (what a CPU model emulates decides it);
+// without CONFIG_PERF_EVENTS nothing opens. PMUs are the event sources
+// the kernel registered (/sys/bus/event_source/devices).
 type PerfEvents struct {
-	Software bool   `json:"software"`
-	Hardware bool   `json:"hardware"`
-	Note     string `json:"note,omitempty"` // why one is missing
+	Software bool `json:"software"`
+	Hardware bool `json:"hardware"`
+	// Counted names the events that counted, in probe order.
+	Counted []string `json:"counted,omitempty"`
+	PMUs    []string `json:"pmus,omitempty"`
+	Note    string   `json:"note,omitempty"` // why the others did not
 }
 
-// String is "software only (cpu-cycles: ENOENT)".
+// String is "software only: task-clock, cpu-clock, page-faults; PMUs:
+// software (cycles, instructions, branches: no such file or directory)".
 func (p *PerfEvents) String() string {
 	if p == nil {
 		return "unknown"
@@ -136,6 +143,12 @@ func (p *PerfEvents) String() string {
 		s = "hardware only"
 	default:
 		s = "none"
+	}
+	if len(p.Counted) > 0 {
+		s += ": " + strings.Join(p.Counted, ", ")
+	}
+	if len(p.PMUs) > 0 {
+		s += "; PMUs: " + strings.Join(p.PMUs, ", ")
 	}
 	if p.Note != "" {
 		s += " (" + p.Note + ")"

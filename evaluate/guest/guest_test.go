@@ -203,6 +203,41 @@ func TestToolsOnHost(t *testing.T) {
 	}
 	pe := probePerfEvents()
 	t.Logf("host perf events: %s", pe)
+	if len(pe.Counted) == 0 && pe.Note == "" {
+		t.Errorf("probe counted nothing and says nothing about why: %+v", pe)
+	}
+}
+
+// TestPerfEventsString: the report's line names the events that counted,
+// the PMUs, and why the others did not.
+func TestPerfEventsString(t *testing.T) {
+	for _, tc := range []struct {
+		pe   *PerfEvents
+		want string
+	}{
+		{nil, "unknown"},
+		{&PerfEvents{Note: "task-clock, cycles: function not implemented"}, "none (task-clock, cycles: function not implemented)"},
+		{&PerfEvents{Software: true, Counted: []string{"task-clock", "page-faults"}, PMUs: []string{"software", "tracepoint"}, Note: "cycles: no such file or directory"},
+			"software only: task-clock, page-faults; PMUs: software, tracepoint (cycles: no such file or directory)"},
+		{&PerfEvents{Software: true, Hardware: true, Counted: []string{"task-clock", "cycles"}, PMUs: []string{"cpu"}},
+			"software and hardware: task-clock, cycles; PMUs: cpu"},
+	} {
+		if got := tc.pe.String(); got != tc.want {
+			t.Errorf("got  %q\nwant %q", got, tc.want)
+		}
+	}
+	dir := t.TempDir()
+	for _, n := range []string{"software", "cpu", "tracepoint"} {
+		if err := os.Mkdir(filepath.Join(dir, n), 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if got := strings.Join(perfPMUs(dir), ","); got != "cpu,software,tracepoint" {
+		t.Errorf("perfPMUs = %q", got)
+	}
+	if got := perfPMUs(filepath.Join(dir, "missing")); got != nil {
+		t.Errorf("perfPMUs(missing) = %q", got)
+	}
 }
 
 func TestParseToolOutputErrors(t *testing.T) {

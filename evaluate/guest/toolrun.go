@@ -4,6 +4,8 @@ package guest
 
 import (
 	"fmt"
+	"runtime"
+	"sort"
 	"strings"
 	"syscall"
 	"time"
@@ -130,40 +132,103 @@ type perfEventAttr struct {
 	BPAddr       uint64
 }
 
-// probePerfEvents opens task-clock and cpu-cycles for the agent itself,
-// does some work and reads both.
+// perfProbes are the events probePerfEvents tries, by perf's names:
+// PERF_TYPE_SOFTWARE (1) and PERF_TYPE_HARDWARE (0) with their configs.
+var perfProbes = []struct {
+	typ    uint32
+	config uint64
+	name   string
+}{
+	{1, 1, "task-clock"}, {1, 0, "cpu-clock"}, {1, 2, "page-faults"},
+	{0, 0, "cycles"}, {0, 1, "instructions"}, {0, 4, "branches"},
+}
+
+// probePerfEvents opens each of perfProbes for the calling thread, does
+// some work (a loop, fresh pages touched) and reads them: what the kernel
+// counts, found by asking it, not by what the target is supposed to be.
 func probePerfEvents() *PerfEvents {
-	pe := &PerfEvents{}
-	var notes []string
-	try := func(typ uint32, config uint64, name string) bool {
-		attr := perfEventAttr{Type: typ, Size: uint32(unsafe.Sizeof(perfEventAttr{})), Config: config}
-		attr.Flags = 1 << 6 // exclude_hv: the hypervisor is not ours to count
-		fd, _, e := syscall.Syscall6(syscall.SYS_PERF_EVENT_OPEN, uintptr(unsafe.Pointer(&attr)), 0, ^uintptr(0), ^uintptr(0), 8 /* PERF_FLAG_FD_CLOEXEC */, 0)
-		if e != 0 {
-			notes = append(notes, fmt.Sprintf("%s: %v", name, e))
-			return false
+	runtime.LockOSThread() // the events count this thread only
+	defer runtime.UnlockOSThread()
+	pe := &PerfEvents{PMUs: perfPMUs("/sys/bus/event_source/devices")}
+	var reasons []string
+	failed := map[string][]string{}
+	note := func(name, why string) {
+		if _, ok := failed[why]; !ok {
+			reasons = append(reasons, why)
 		}
-		defer syscall.Close(int(fd))
-		x := 0
-		for i := 0; i < 2000000; i++ {
-			x += i ^ (x >> 3)
-		}
-		sink = x
-		var buf [8]byte
-		if n, err := syscall.Read(int(fd), buf[:]); n != 8 || err != nil {
-			notes = append(notes, fmt.Sprintf("%s: read: %v", name, err))
-			return false
-		}
-		if *(*uint64)(unsafe.Pointer(&buf[0])) == 0 {
-			notes = append(notes, name+" opens but counts nothing")
-			return false
-		}
-		return true
+		failed[why] = append(failed[why], name)
 	}
-	pe.Software = try(1 /* PERF_TYPE_SOFTWARE */, 1 /* PERF_COUNT_SW_TASK_CLOCK */, "task-clock")
-	pe.Hardware = try(0 /* PERF_TYPE_HARDWARE */, 0 /* PERF_COUNT_HW_CPU_CYCLES */, "cpu-cycles")
+	fds := make([]int, len(perfProbes))
+	for i, e := range perfProbes {
+		fds[i] = -1
+		attr := perfEventAttr{Type: e.typ, Size: uint32(unsafe.Sizeof(perfEventAttr{})), Config: e.config}
+		attr.Flags = 1 << 6 // exclude_hv: the hypervisor is not ours to count
+		fd, _, errno := syscall.Syscall6(syscall.SYS_PERF_EVENT_OPEN, uintptr(unsafe.Pointer(&attr)), 0, ^uintptr(0), ^uintptr(0), 8 /* PERF_FLAG_FD_CLOEXEC */, 0)
+		if errno != 0 {
+			note(e.name, errno.Error())
+			continue
+		}
+		fds[i] = int(fd)
+	}
+	x := 0
+	for i := 0; i < 2000000; i++ {
+		x += i ^ (x >> 3)
+	}
+	sink = x
+	if m, err := syscall.Mmap(-1, 0, 16<<12, syscall.PROT_READ|syscall.PROT_WRITE, syscall.MAP_PRIVATE|syscall.MAP_ANON); err == nil {
+		for i := 0; i < len(m); i += 4096 {
+			m[i] = 1
+		}
+		syscall.Munmap(m)
+	}
+	for i, e := range perfProbes {
+		if fds[i] < 0 {
+			continue
+		}
+		var buf [8]byte
+		n, err := syscall.Read(fds[i], buf[:])
+		syscall.Close(fds[i])
+		switch {
+		case n != 8 || err != nil:
+			note(e.name, fmt.Sprintf("read: %v", err))
+		case *(*uint64)(unsafe.Pointer(&buf[0])) == 0:
+			note(e.name, "opens but counts nothing")
+		default:
+			pe.Counted = append(pe.Counted, e.name)
+			if e.typ == 1 {
+				pe.Software = true
+			} else {
+				pe.Hardware = true
+			}
+		}
+	}
+	var notes []string
+	for _, r := range reasons {
+		notes = append(notes, strings.Join(failed[r], ", ")+": "+r)
+	}
 	pe.Note = strings.Join(notes, "; ")
 	return pe
+}
+
+// perfPMUs lists the event sources in dir, sorted ("" entries and
+// errors give none: no sysfs, or a kernel without PERF_EVENTS).
+func perfPMUs(dir string) []string {
+	fd, err := syscall.Open(dir, syscall.O_RDONLY|syscall.O_DIRECTORY|syscall.O_CLOEXEC, 0)
+	if err != nil {
+		return nil
+	}
+	defer syscall.Close(fd)
+	var names []string
+	buf := make([]byte, 8192)
+	for {
+		n, err := syscall.ReadDirent(fd, buf)
+		if err != nil || n <= 0 {
+			break
+		}
+		_, _, names = syscall.ParseDirent(buf[:n], -1, names)
+	}
+	sort.Strings(names)
+	return names
 }
 
 var sink int

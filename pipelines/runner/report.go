@@ -166,21 +166,36 @@ func targetTools(ctx context.Context, env Env, ev *evaluation, r *report.Report,
 			}
 		}
 	}
-	for _, v := range sortedKeys(envPerf(envs)) {
-		r.Target.PerfEvents = v
-	}
+	r.Target.PerfEvents = perfEventsText(envs)
 	return nil
 }
 
-// envPerf maps each distinct perf-events probe result to a variant.
-func envPerf(envs map[string]evaluate.Environment) map[string]string {
-	out := map[string]string{}
+// perfEventsText says which perf events the guests' kernels counted, as
+// their agents probed them: the one result when every variant agrees,
+// else each result after the variants that gave it (the arches, or
+// variants with other kernel configs, differ).
+func perfEventsText(envs map[string]evaluate.Environment) string {
+	by := map[string][]string{}
 	for v, e := range envs {
 		if e.PerfEvents != "" {
-			out[e.PerfEvents] = v
+			by[e.PerfEvents] = append(by[e.PerfEvents], v)
 		}
 	}
-	return out
+	var keys []string
+	for k := range by {
+		keys = append(keys, k)
+	}
+	if len(keys) == 1 {
+		return keys[0]
+	}
+	sort.Strings(keys)
+	var parts []string
+	for _, k := range keys {
+		vs := by[k]
+		sort.Strings(vs)
+		parts = append(parts, strings.Join(vs, ", ")+": "+k)
+	}
+	return strings.Join(parts, "; ")
 }
 
 // timings are the stage timings over every process that worked on the
