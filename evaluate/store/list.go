@@ -46,7 +46,11 @@ func (s *Store) List(ctx context.Context, f ListFilter) ([]*Evaluation, int, err
 	}
 	q := `SELECT ` + evalColumns + ` FROM evaluations e` + cond + ` ORDER BY e.id DESC`
 	if f.Limit > 0 {
-		q += ` LIMIT ? OFFSET ?`
+		// The page's ids first: Postgres computes the select list's
+		// counts for the rows an OFFSET skips too (page 10 cost ten
+		// times page 1).
+		q = `SELECT ` + evalColumns + ` FROM evaluations e WHERE e.id IN (SELECT e.id FROM evaluations e` + cond +
+			` ORDER BY e.id DESC LIMIT ? OFFSET ?) ORDER BY e.id DESC`
 		args = append(args, f.Limit, max(0, f.Offset))
 	}
 	rows, err := s.db.QueryContext(ctx, q, args...)

@@ -116,5 +116,16 @@ func TestTablesOnBothDatabases(t *testing.T) {
 		if _, n, err := s.List(context.Background(), ListFilter{Series: "x86"}); err != nil || n != 0 {
 			t.Errorf("List(x86): %d %v", n, err)
 		}
+		// Pages: newest first, the second page holds the older one.
+		e2, _, err := s.CreateOrResumeEvaluation("k2", EvaluationMeta{Pipeline: "p", SeriesTitle: "second"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for off, want := range []int64{e2.ID, e.ID} {
+			got, n, err := s.List(context.Background(), ListFilter{Pipeline: "p", Limit: 1, Offset: off})
+			if err != nil || n != 2 || len(got) != 1 || got[0].ID != want {
+				t.Errorf("List page at offset %d: %v of %d, %v; want evaluation %d", off, got, n, err, want)
+			}
+		}
 	})
 }
