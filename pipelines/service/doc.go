@@ -19,7 +19,11 @@
 // never redoes a finished boot and never duplicates a sample. Where a
 // stage records its result, the next job is inserted and the current one
 // completed in the same transaction (runner.Env.Record with River's
-// InsertManyTx and JobCompleteTx).
+// InsertManyTx and JobCompleteTx). The inserted job wakes its queue at
+// once through River's insert notification (LISTEN/NOTIFY on Postgres,
+// the river_notification outbox on SQLite): the chain waits ~10 ms
+// between stages, and the queues poll only every FetchPoll, as a
+// fallback, so that an idle serve takes no CPU from the boots.
 //
 // Cancelling an evaluation marks it cancelled and cancels its unfinished
 // jobs: queued ones never run, a running one's context is cancelled (QEMU
