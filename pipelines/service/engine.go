@@ -183,11 +183,11 @@ func newEngine(db *DB, cfg EngineConfig, workers *river.Workers) (*Engine, error
 		// statement parse each): at 500 ms it alone used ~3% of a core
 		// while idle, CPU that the boots' QEMU (deterministic, so its
 		// wall time is its CPU time) lost on a busy machine.
-		FetchPollInterval:           FetchPoll,
-		FetchCooldown:               FetchCooldown,
-		SoftStopTimeout:             cfg.Grace,
-		MaxAttempts:                 5,
-		Logger:                      log,
+		FetchPollInterval: FetchPoll,
+		FetchCooldown:     FetchCooldown,
+		SoftStopTimeout:   cfg.Grace,
+		MaxAttempts:       5,
+		Logger:            log,
 	}
 	var err error
 	if db.pgDriver != nil {
