@@ -8,11 +8,13 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"os"
 	"os/exec"
 	"os/signal"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -23,6 +25,7 @@ import (
 	"github.com/patcheval/patcheval/build/buildtest"
 	"github.com/patcheval/patcheval/evaluate"
 	"github.com/patcheval/patcheval/evaluate/store"
+	"github.com/patcheval/patcheval/internal/digest"
 	"github.com/patcheval/patcheval/internal/testenv"
 	"github.com/patcheval/patcheval/internal/testinbox"
 	"github.com/patcheval/patcheval/internal/testpg"
@@ -127,6 +130,9 @@ type childResult struct {
 	reached  bool // the gate fired
 }
 
+// childTimeout bounds one child run.
+var childTimeout = 15 * time.Minute
+
 // runChild runs `patcheval args...` and interrupts it with sig at st
 // (st == nil: runs it to its end).
 func runChild(t *testing.T, args []string, st *stop, sig syscall.Signal) childResult {
@@ -153,7 +159,7 @@ func runChild(t *testing.T, args []string, st *stop, sig syscall.Signal) childRe
 	}
 	var res childResult
 	var all bytes.Buffer
-	timeout := time.AfterFunc(15*time.Minute, func() { cmd.Process.Kill() })
+	timeout := time.AfterFunc(childTimeout, func() { cmd.Process.Kill() })
 	defer timeout.Stop()
 	sc := bufio.NewScanner(pr)
 	sc.Buffer(make([]byte, 1<<20), 1<<20)
@@ -201,7 +207,8 @@ func runChild(t *testing.T, args []string, st *stop, sig syscall.Signal) childRe
 //
 // With the shared cache the kernels are cache hits: the kill lands in the
 // build stage, not inside a compiler. A SIGKILL inside a running kernel
-// compile is pipelines/service TestKillDuringBuild.
+// compile of `lore --pipeline` is TestInterruptKernelCompile (long), of
+// the service pipelines/service TestKillDuringBuild.
 func TestInterruptEveryStage(t *testing.T) {
 	repo := buildtest.Repo(t)
 	t.Setenv("PATCHEVAL_CACHE_DIR", buildtest.Options(t).CacheDir)
@@ -353,6 +360,216 @@ func interruptEveryStage(t *testing.T, repo string, sig syscall.Signal) {
 	head, _ := exec.Command("git", "--git-dir="+repo, "rev-parse", branch).Output()
 	if a == nil || strings.TrimSpace(string(head)) != a.Head || len(a.Commits) != 1 {
 		t.Errorf("applied %+v, branch at %s", a, head)
+	}
+}
+
+// TestInterruptKernelCompile SIGKILLs `lore --pipeline` (the bundled
+// backport series, ppc-preempt-dynamic, one boot per variant) while make
+// and the compilers of a real kernel build run, and runs the same command
+// again. The resumed run must lose nothing already done (the series is
+// not applied again, the kernels recorded before the kill are not built
+// again, the killed build's finished objects are not compiled again) and
+// give the same result as a run that was never interrupted: the same
+// kernel (.config and System.map) and every boot once.
+//
+// A reference evaluation runs first on the shared cache (warm: cache hits
+// and four short deterministic boots; cold, it builds the three kernels
+// there like any `lore --pipeline`). The interrupted one runs on a private
+// cache holding the shared cache's other two kernels and its
+// compiler-cache objects (hard links), but not the "full" kernel: that
+// build is real (sources checked out, olddefconfig, make) with kcc hits,
+// so it compiles nothing and never writes the shared cache, but it costs
+// minutes of CPU, hence PATCHEVAL_LONG_TESTS=1 (never in CI). It takes no
+// test build lock: the lock's holder may keep it for an hour of builds,
+// and this test's own build is in a cache no other test uses.
+func TestInterruptKernelCompile(t *testing.T) {
+	testenv.SkipUnlessLong(t, "a ppc64le kernel build (kcc hits) killed and resumed, about 10 minutes")
+	repo := buildtest.Repo(t)
+	shared := buildtest.Options(t).CacheDir
+	t.Setenv("PATCHEVAL_CACHE_DIR", shared)
+	// A kernel build with kcc hits takes 6 to 25 minutes on a busy
+	// 2-core machine.
+	defer func(d time.Duration) { childTimeout = d }(childTimeout)
+	childTimeout = 50 * time.Minute
+	dir := t.TempDir()
+	t.Setenv("PATCHEVAL_STATE_DIR", dir)
+	lore := func(name string) []string {
+		branch := fmt.Sprintf("patcheval/test-kill-compile-%s-%d", name, os.Getpid())
+		t.Cleanup(func() { exec.Command("git", "--git-dir="+repo, "branch", "-D", branch).Run() })
+		return []string{"lore", "-m", backport, "--pipeline", "ppc-preempt-dynamic", "--tree", repo, "--branch", branch,
+			"--boots", "1", "-j", "2", "--db", filepath.Join(dir, name+".db"), "--out", filepath.Join(dir, name+"-out"),
+			"--from", "Kernel Tester <tester@example.org>"}
+	}
+	const killed = "full" // the kernel whose build is killed
+
+	// The reference: never interrupted.
+	ref := runChild(t, lore("ref"), nil, syscall.SIGKILL)
+	if ref.code != 0 {
+		t.Fatalf("reference run: exit %d\n%s", ref.code, ref.stderr)
+	}
+	refBuilds := storedBuilds(t, filepath.Join(dir, "ref.db"))
+	// The same kernel: the same .config and every symbol at the same
+	// address (System.map). The images themselves differ in the build
+	// timestamp, the applied commit's date (each evaluation applies the
+	// series anew, and the build cache is keyed by tree: the reference's
+	// cache hit was built from another commit), and what derives from it
+	// (build ID, initramfs mtimes).
+	refMap := filepath.Join(refBuilds[killed].ArtifactDir, "System.map")
+	refSum, err := digest.File(refMap)
+	if err != nil {
+		t.Fatal(err)
+	}
+	refConfig, err := digest.File(filepath.Join(refBuilds[killed].ArtifactDir, "config"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var refMeta struct {
+		Results struct {
+			ObjectsCompiled int `json:"objects_compiled"`
+		} `json:"results"`
+		Build struct {
+			Incremental bool `json:"incremental"`
+		} `json:"build"`
+	}
+	if data, err := os.ReadFile(filepath.Join(refBuilds[killed].ArtifactDir, "metadata.json")); err != nil || json.Unmarshal(data, &refMeta) != nil {
+		t.Fatalf("reference kernel's metadata: %v", err)
+	}
+
+	// The private cache: everything the run needs but the killed kernel.
+	priv := filepath.Join(dir, "cache")
+	for _, d := range []string{"agents", "userland", "kcc/objects"} {
+		if _, err := os.Stat(filepath.Join(shared, d)); err == nil {
+			linkTree(t, filepath.Join(shared, d), filepath.Join(priv, d))
+		}
+	}
+	for v, b := range refBuilds {
+		if v == killed {
+			continue
+		}
+		linkTree(t, b.ArtifactDir, filepath.Join(priv, "builds", filepath.Base(b.ArtifactDir)))
+	}
+	idx, _ := filepath.Glob(filepath.Join(shared, "builds", "index", "*"))
+	for _, p := range idx {
+		key, err := os.ReadFile(p)
+		if err != nil || strings.TrimSpace(string(key)) == filepath.Base(refBuilds[killed].ArtifactDir) {
+			continue
+		}
+		linkTree(t, p, filepath.Join(priv, "builds", "index", filepath.Base(p)))
+	}
+	t.Setenv("PATCHEVAL_CACHE_DIR", priv)
+
+	// The kill: 2 s after the first progress line (one every 20 s) that
+	// counts 100 objects or more, so objects are compiled and compilers
+	// are running.
+	args := lore("killed")
+	db := filepath.Join(dir, "killed.db")
+	st := stop{name: "compile", gate: "ppc64le/" + killed + `: (CC|AS) \S+ \([1-9]\d{2,} objects\)`, delay: 2 * time.Second}
+	res := runChild(t, args, &st, syscall.SIGKILL)
+	if !res.reached || !res.signaled {
+		t.Fatalf("the child did not die of SIGKILL in the compile (reached %v, exit %d):\n%s", res.reached, res.code, res.stderr)
+	}
+	// The objects make had started by the last progress line.
+	started := 0
+	for _, m := range regexp.MustCompile("ppc64le/"+killed+`: (?:CC|AS) \S+ \((\d+) objects\)`).FindAllStringSubmatch(res.stderr, -1) {
+		started, _ = strconv.Atoi(m[1])
+	}
+	kept := storedBuilds(t, db)
+	if _, ok := kept[killed]; ok || len(kept) != 2 {
+		t.Errorf("after the kill the store holds kernels %v, want the two cached ones and not %q", slices.Sorted(maps.Keys(kept)), killed)
+	}
+	t.Logf("killed with %d object(s) started; store: %v", started, slices.Sorted(maps.Keys(kept)))
+
+	again := runChild(t, args, nil, syscall.SIGKILL)
+	if again.code != 0 {
+		t.Fatalf("the same command after the kill: exit %d\n%s", again.code, again.stderr)
+	}
+	for _, redo := range []string{"applying ", "building ppc64le/voluntary"} {
+		if strings.Contains(again.stderr, redo) {
+			t.Errorf("the resumed run redid recorded work (%q):\n%s", redo, again.stderr)
+		}
+	}
+	m := regexp.MustCompile(`ppc64le/` + killed + `: built vmlinux in \S+ \((\d+) objects, (\d+) compiled`).FindStringSubmatch(again.stderr)
+	if m == nil {
+		t.Fatalf("the resumed run did not build the killed kernel:\n%s", again.stderr)
+	}
+	objects, _ := strconv.Atoi(m[1])
+	// make redoes the objects it had started but not finished (at most
+	// -j of them) and whatever kbuild always remakes.
+	if total := refMeta.Results.ObjectsCompiled; !refMeta.Build.Incremental && objects > total-started+8 {
+		t.Errorf("the resumed build compiled %d object(s); %d of the %d had been started before the kill: finished work was lost", objects, started, total)
+	}
+	got := storedBuilds(t, db)
+	if sum, err := digest.File(filepath.Join(got[killed].ArtifactDir, "System.map")); err != nil || sum != refSum {
+		t.Errorf("the kernel built across the kill differs from the uninterrupted one: System.map %s %v, want %s (%s)", sum, err, refSum, refMap)
+	}
+	if sum, err := digest.File(filepath.Join(got[killed].ArtifactDir, "config")); err != nil || sum != refConfig {
+		t.Errorf("the kernel built across the kill has another .config: %s %v, want %s", sum, err, refConfig)
+	}
+	s, err := store.Open(db)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	evs, _ := s.ListEvaluations()
+	if len(evs) != 1 {
+		t.Fatalf("evaluations %+v, want one", evs)
+	}
+	runs, _ := s.RunsOf(evs[0].ID)
+	ok := map[evaluate.BootKey]int{}
+	for _, r := range runs {
+		if r.Status == store.RunOK {
+			ok[evaluate.BootKey{Variant: r.Variant, Boot: r.Boot}]++
+		}
+	}
+	if len(ok) != 4 {
+		t.Errorf("finished boots %v, want the 4 variants once each", ok)
+	}
+	for k, n := range ok {
+		if n != 1 {
+			t.Errorf("boot %v recorded %d times", k, n)
+		}
+	}
+	if fi, err := os.Stat(filepath.Join(dir, "killed-out", "report.txt")); err != nil || fi.Size() == 0 {
+		t.Errorf("no report after the resumed run: %v", err)
+	}
+	t.Logf("resumed: %s", m[0])
+}
+
+// storedBuilds returns the state file's successful kernels by variant.
+func storedBuilds(t *testing.T, db string) map[string]store.Build {
+	t.Helper()
+	s, err := store.Open(db)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	evs, err := s.ListEvaluations()
+	if err != nil || len(evs) != 1 {
+		t.Fatalf("%s: evaluations %+v %v, want one", db, evs, err)
+	}
+	bs, err := s.BuildsOf(evs[0].ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := map[string]store.Build{}
+	for _, b := range bs {
+		if b.Status == "ok" {
+			out[b.Variant] = b
+		}
+	}
+	return out
+}
+
+// linkTree copies src (a file or a directory) to dst with hard links
+// (the private cache must not write into the shared one: every writer
+// there replaces files by rename).
+func linkTree(t *testing.T, src, dst string) {
+	t.Helper()
+	if err := os.MkdirAll(filepath.Dir(dst), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if out, err := exec.Command("cp", "-al", src, dst).CombinedOutput(); err != nil {
+		t.Fatalf("cp -al %s %s: %v: %s", src, dst, err, out)
 	}
 }
 
