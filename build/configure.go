@@ -218,16 +218,8 @@ func (j *job) baseConfig(r *runner, logw io.Writer, cfgPath string, runMake func
 	}
 	// Kept for the next build of this tree; a failure to keep it costs
 	// only time.
-	if b, err := os.ReadFile(cfgPath); err == nil && len(b) > 0 {
-		if err := os.MkdirAll(filepath.Dir(cached), 0o755); err == nil {
-			if f, err := os.CreateTemp(filepath.Dir(cached), ".tmp-*"); err == nil {
-				_, werr := f.Write(b)
-				if cerr := f.Close(); werr == nil && cerr == nil {
-					os.Rename(f.Name(), cached)
-				}
-				os.Remove(f.Name())
-			}
-		}
+	if b, err := os.ReadFile(cfgPath); err == nil && len(b) > 0 && os.MkdirAll(filepath.Dir(cached), 0o755) == nil {
+		writeAtomic(cached, b)
 	}
 	return nil
 }
