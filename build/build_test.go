@@ -243,11 +243,7 @@ func TestBootConfigsHold(t *testing.T) {
 		t.Run(arch, func(t *testing.T) {
 			req := build.Request{Repo: buildtest.Repo(t), Commit: buildtest.BaseCommit, Arch: arch,
 				BaseConfig: build.BootConfigBase, Fragments: []string{buildtest.BootFragment(t, arch)}, Variant: "boot"}
-			opts := buildtest.Options(t)
-			opts.ConfigOnly = true
-			var a *build.Artifact
-			var err error
-			buildtest.Serialize(t, func() { a, err = build.Build(context.Background(), req, opts) })
+			a, err := configOnly(t, req)
 			if err != nil {
 				var ie *build.InfraError
 				if errors.As(err, &ie) && ie.Reason == "toolchain" {
@@ -274,19 +270,25 @@ func TestBootConfigsHold(t *testing.T) {
 	}
 }
 
-// baseConfigReused configures req's tree again with another fragment:
-// the base config target's .config comes from the cache (the log says
-// so, no second `make tinyconfig`), and what olddefconfig makes of it
-// over the same fragment is the .config of the first run.
+// configOnly builds req's verified .config only (no compile), under the
+// test build lock.
+func configOnly(t *testing.T, req build.Request) (a *build.Artifact, err error) {
+	t.Helper()
+	opts := buildtest.Options(t)
+	opts.ConfigOnly = true
+	buildtest.Serialize(t, func() { a, err = build.Build(context.Background(), req, opts) })
+	return a, err
+}
+
+// baseConfigReused configures req again under another variant name: the
+// base config target's .config comes from the cache (the log says so, no
+// second `make tinyconfig`), and what olddefconfig makes of it over the
+// same fragment is the .config of the first run.
 func baseConfigReused(t *testing.T, req build.Request, first *build.Artifact) {
 	t.Helper()
 	c1, _ := build.ReadConfigFile(first.Config) // before the second run may rewrite it
 	req.Variant = "boot-again"
-	opts := buildtest.Options(t)
-	opts.ConfigOnly = true
-	var a *build.Artifact
-	var err error
-	buildtest.Serialize(t, func() { a, err = build.Build(context.Background(), req, opts) })
+	a, err := configOnly(t, req)
 	if err != nil {
 		t.Fatal(err)
 	}
