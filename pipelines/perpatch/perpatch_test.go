@@ -96,6 +96,10 @@ func makeFixtures(t *testing.T) (map[string]*fixture, error) {
 		}
 		mb := testgit.Git(t, env, nil, "--git-dir="+repo, "format-patch", "--stdout", "--thread=shallow", "--cover-letter",
 			"--from=Patch Author <author@patcheval.invalid>", "--to=test@example.org", base+".."+parent)
+		// format-patch names a cover letter <cover.<time(NULL)>.git.<email>>:
+		// two series made within one second share it, and the inbox
+		// threads both under one cover. Each series gets its own.
+		mb = strings.ReplaceAll(mb, "<cover.", "<cover."+name+".")
 		mb = strings.ReplaceAll(mb, "*** SUBJECT HERE ***", "sys: a "+name+" series of four")
 		mb = strings.ReplaceAll(mb, "*** BLURB HERE ***", "Four patches.")
 		path := filepath.Join(fixDir, name+".mbox")
