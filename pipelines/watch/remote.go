@@ -163,35 +163,7 @@ func listRefs(ctx context.Context, url string) ([]*plumbing.Reference, error) {
 // has are not transferred (the fetch negotiates from its refs). It
 // returns the commit the ref peels to.
 func FetchRef(ctx context.Context, repoPath, url, ref, local string) (string, error) {
-	if _, ok := ctx.Deadline(); !ok {
-		var cancel context.CancelFunc
-		ctx, cancel = context.WithTimeout(ctx, 30*time.Minute)
-		defer cancel()
-	}
-	// gittree's storage: go-git's own loads every pack index of the
-	// local tree before it writes the fetched pack.
-	repo, st, _, err := gittree.Open(repoPath, 8)
-	if err != nil {
-		return "", fail.Inputf("local tree %s: %v", repoPath, err)
-	}
-	defer st.Close()
-	spec := config.RefSpec("+" + ref + ":" + local)
-	if err := spec.Validate(); err != nil {
-		return "", fail.Inputf("fetching %s from %s: bad ref: %v", ref, url, err)
-	}
-	rem := git.NewRemote(repo.Storer, &config.RemoteConfig{Name: "watch", URLs: []string{url}})
-	err = rem.FetchContext(ctx, &git.FetchOptions{RemoteName: "watch", RefSpecs: []config.RefSpec{spec}, Tags: git.NoTags})
-	if err != nil && !errors.Is(err, git.NoErrAlreadyUpToDate) {
-		if ctx.Err() != nil {
-			return "", fail.Infra(ctx.Err())
-		}
-		return "", fail.Infraf("fetching %s from %s into %s: %w", ref, url, repoPath, err)
-	}
-	h, err := repo.ResolveRevision(plumbing.Revision(local + "^{commit}"))
-	if err != nil {
-		return "", fail.Infraf("fetched %s from %s but %s does not resolve to a commit: %v", ref, url, local, err)
-	}
-	return h.String(), nil
+	return gittree.Fetch(ctx, repoPath, url, ref, local, nil)
 }
 
 // FetchTag fetches one tag (and only the objects it needs) into repoPath
