@@ -66,7 +66,7 @@ func Build(ctx context.Context, env Env, id int64, key string) (err error) {
 	if art, err := builtArtifact(env, id, spec); err != nil || art != nil {
 		return err
 	}
-	req, err := buildRequest(env, ev, spec)
+	req, err := buildRequest(ctx, env, ev, spec)
 	if err != nil {
 		return err
 	}
@@ -157,7 +157,7 @@ func specByKey(p *pipelines.Pipeline, key string) (pipelines.BuildSpec, bool) {
 
 // buildRequest is the build.Request of spec: the base, or the applied
 // series' head when the kernel has the series.
-func buildRequest(env Env, ev *evaluation, spec pipelines.BuildSpec) (build.Request, error) {
+func buildRequest(ctx context.Context, env Env, ev *evaluation, spec pipelines.BuildSpec) (build.Request, error) {
 	commit := ev.in.BaseHash
 	if spec.ApplySeries {
 		a, err := appliedOf(env, ev.id)
@@ -166,7 +166,14 @@ func buildRequest(env Env, ev *evaluation, spec pipelines.BuildSpec) (build.Requ
 		}
 		commit = a.Head
 	}
-	req := build.Request{Repo: ev.in.Tree, Commit: commit, Arch: spec.Arch, BaseConfig: ev.p.BaseConfig,
+	repo := ev.in.Tree
+	if env.Sources != nil {
+		var err error
+		if repo, err = env.Sources(ctx, ev.id, ev.in.Tree, commit); err != nil {
+			return build.Request{}, err
+		}
+	}
+	req := build.Request{Repo: repo, Commit: commit, Arch: spec.Arch, BaseConfig: ev.p.BaseConfig,
 		Symbols: spec.Symbols, Variant: spec.Variant}
 	cache := env.CacheDir
 	if cache == "" {

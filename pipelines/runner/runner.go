@@ -64,7 +64,12 @@ type Env struct {
 	// records the manifest; a stage on another machine, where the
 	// recorded directory does not exist, fetches it into its cache.
 	Artifacts artifact.Store
-	Progress  *progress.Reporter
+	// Sources, when set, is a local repository holding commit of
+	// evaluation id's tree (tree is the evaluation's recorded path): a
+	// farm worker's mirror of the coordinator's tree, fetched over git's
+	// smart HTTP. nil: builds read the tree at its recorded path.
+	Sources  func(ctx context.Context, id int64, tree, commit string) (string, error)
+	Progress *progress.Reporter
 	// Record, when non-nil, is called inside the SAME database transaction
 	// that records a stage's result (after the stage's own writes), so a
 	// queue can enqueue the next stage and complete its job atomically.

@@ -166,6 +166,9 @@ func (s *Service) env(id int64, kind string) runner.Env {
 		e.Budget = s.budget
 	}
 	e.Artifacts = s.artifacts
+	if s.trees != nil {
+		e.Sources = s.trees.sources
+	}
 	return e
 }
 

@@ -124,6 +124,9 @@ type Service struct {
 	// machines fetch them: on Postgres, serve's own store (Artifacts) and
 	// a worker's Client to it; nil on SQLite (one machine).
 	artifacts artifact.Store
+	// trees is a worker's mirrors of the coordinator's trees (nil: builds
+	// read the evaluation's tree at its recorded path).
+	trees *mirrors
 
 	// watchCfg and watcher are set by Watch (nil: no watches).
 	watchCfg *WatchConfig
@@ -377,6 +380,8 @@ func (s *Service) Handler() http.Handler {
 	// The farm's content-addressed artifact store (pipelines/artifact):
 	// writes need the token, whatever else is open.
 	mux.Handle(ArtifactsPath, artifact.Handler(ArtifactsPath, s.Artifacts(), s.cfg.Token))
+	// The evaluations' trees, fetch only, for workers' builds (sources.go).
+	mux.Handle(GitPath, s.gitHandler())
 	mux.Handle(RiverUIPath+"/", s.riverUIHandler())
 	mux.Handle("/", s.dash)
 	return s.auth(mux)

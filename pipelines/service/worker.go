@@ -49,8 +49,10 @@ type WorkerConfig struct {
 	Log io.Writer
 	// Server is the coordinator's URL: kernels built here are put into
 	// its artifact store, and kernels built elsewhere fetched from it
-	// (cached in CacheDir). Token authenticates the puts. Without a
-	// Server, builds and boots must share a filesystem.
+	// (cached in CacheDir); a build's sources are fetched from its trees
+	// (GitPath) into this machine's mirror. Token authenticates the puts
+	// and fetches. Without a Server, builds read the evaluation's tree at
+	// its path and builds and boots must share a filesystem.
 	Server string
 	Token  []byte
 }
@@ -103,6 +105,7 @@ func NewWorker(ctx context.Context, cfg WorkerConfig) (*Worker, error) {
 		}
 		s.artifacts = &artifact.Client{Base: strings.TrimRight(cfg.Server, "/") + ArtifactsPath, Token: cfg.Token,
 			Cache: artifact.Dir{Path: filepath.Join(cache, "artifact-store")}}
+		s.trees = &mirrors{dir: filepath.Join(cache, "trees", "farm"), server: strings.TrimRight(cfg.Server, "/"), token: cfg.Token}
 	}
 	return &Worker{s: s}, nil
 }
