@@ -14,13 +14,13 @@ import (
 	"strings"
 	"time"
 
-	"github.com/go-git/go-git/v5"
 	"github.com/riverqueue/river/rivertype"
 
 	"github.com/patcheval/patcheval/evaluate"
 	"github.com/patcheval/patcheval/evaluate/report"
 	"github.com/patcheval/patcheval/evaluate/store"
 	"github.com/patcheval/patcheval/internal/fail"
+	"github.com/patcheval/patcheval/internal/gittree"
 	"github.com/patcheval/patcheval/mbox"
 	"github.com/patcheval/patcheval/pipelines"
 	"github.com/patcheval/patcheval/pipelines/repro"
@@ -226,9 +226,14 @@ func (s *Service) checkSubmission(ctx context.Context, req SubmitRequest) (*pipe
 	if tree, err = s.allowedTree(tree, req.Tree != ""); err != nil {
 		return nil, o, err
 	}
-	if _, err := git.PlainOpenWithOptions(tree, &git.PlainOpenOptions{}); err != nil {
+	// The same opener the run will use (internal/gittree): it accepts what
+	// the run can read (a sparse checkout's worktreeConfig extension, which
+	// go-git's PlainOpen refuses) and maps pack indexes without loading them.
+	_, st, _, err := gittree.Open(tree, 1)
+	if err != nil {
 		return nil, o, bad("tree", "tree %s is not a git repository: %v", tree, err)
 	}
+	st.Close()
 	o = runner.Options{Tree: tree, Base: req.Base, Boots: req.Boots, Version: req.Version}
 	if !needThread {
 		return p, o, nil

@@ -115,6 +115,13 @@ func TestSubmitBadInput(t *testing.T) {
 	root := t.TempDir()
 	allowed := gitRepo(t, filepath.Join(root, "allowed", "linux"))
 	outside := gitRepo(t, filepath.Join(root, "outside"))
+	// A sparse checkout: `git sparse-checkout` sets extensions.worktreeConfig,
+	// which go-git's own opener refuses; the run reads it fine, so the
+	// service must accept it (it then fails on the base, like allowed).
+	sparse := gitRepo(t, filepath.Join(root, "allowed", "sparse"))
+	if out, err := exec.Command("git", "-C", sparse, "sparse-checkout", "set", "--no-cone", "/x").CombinedOutput(); err != nil {
+		t.Fatalf("git sparse-checkout: %v\n%s", err, out)
+	}
 	notGit := filepath.Join(root, "allowed", "plain")
 	if err := os.MkdirAll(notGit, 0o755); err != nil {
 		t.Fatal(err)
@@ -160,6 +167,7 @@ func TestSubmitBadInput(t *testing.T) {
 		{"tree not a git repository", base, with(func(r *SubmitRequest) { r.Tree = notGit }), "", 400, "tree", "not a git repository"},
 		{"tree missing", base, with(func(r *SubmitRequest) { r.Tree = filepath.Join(root, "allowed", "gone") }), "", 400, "tree", "no such file"},
 		{"base not in the tree", base, ok, "", 400, "tree", "v6.1"},
+		{"sparse tree accepted, base not in it", base, with(func(r *SubmitRequest) { r.Tree = sparse }), "", 400, "tree", "v6.1"},
 		{"boots out of range", base, with(func(r *SubmitRequest) { r.Boots = 1000 }), "", 400, "boots", "1..100"},
 		{"negative version", base, with(func(r *SubmitRequest) { r.Version = -1 }), "", 400, "version", "version"},
 		{"version the thread lacks", base, with(func(r *SubmitRequest) { r.Version = 9 }), "", 400, "version", ""},
