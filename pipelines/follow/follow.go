@@ -161,10 +161,11 @@ func (f *Follower) PollList(ctx context.Context, l List) error {
 
 // read fetches and files the new messages; st's cursor moves as it goes.
 func (f *Follower) read(ctx context.Context, l List, st *store.FollowList) (read, skipped int, err error) {
-	r, err := f.mirror(l.Name)
+	r, mst, err := f.mirror(l.Name)
 	if err != nil {
 		return 0, 0, err
 	}
+	defer mst.Close()
 	newest, err := f.newestEpoch(ctx, l.URL, st.Epoch)
 	if err != nil {
 		return 0, 0, err

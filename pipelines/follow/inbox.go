@@ -17,6 +17,7 @@ import (
 	"github.com/go-git/go-git/v5/plumbing/transport"
 
 	"github.com/patcheval/patcheval/internal/fail"
+	"github.com/patcheval/patcheval/internal/gittree"
 )
 
 // epochURL is the git URL of epoch n of a public-inbox v2 list.
@@ -71,25 +72,32 @@ func (f *Follower) newestEpoch(ctx context.Context, list string, from int) (int,
 }
 
 // mirror opens (creating it) the local bare repository the list's epochs
-// are fetched into.
-func (f *Follower) mirror(name string) (*git.Repository, error) {
+// are fetched into, with internal/gittree: an epoch of a busy list holds
+// hundreds of thousands of commits and every poll adds a pack, and
+// gittree maps the pack indexes where go-git's own storage loads them
+// all and hashes every object's offset at the first delta. Close the
+// storage after the last read.
+func (f *Follower) mirror(name string) (*git.Repository, *gittree.Storage, error) {
 	dir := filepath.Join(f.Dir, name+".git")
-	r, err := git.PlainOpen(dir)
-	if errors.Is(err, git.ErrRepositoryNotExists) {
+	if _, err := os.Stat(filepath.Join(dir, "HEAD")); errors.Is(err, os.ErrNotExist) {
 		if err := os.MkdirAll(filepath.Dir(dir), 0o755); err != nil {
-			return nil, fail.Infraf("follow: %w", err)
+			return nil, nil, fail.Infraf("follow: %w", err)
 		}
-		r, err = git.PlainInit(dir, true)
+		if _, err := git.PlainInit(dir, true); err != nil {
+			return nil, nil, fail.Infraf("follow: mirror %s: %w", dir, err)
+		}
 	}
+	r, st, _, err := gittree.Open(dir, 16)
 	if err != nil {
-		return nil, fail.Infraf("follow: mirror %s: %w", dir, err)
+		return nil, nil, fail.Infraf("follow: mirror %s: %w", dir, err)
 	}
 	if _, err := r.Remote("origin"); errors.Is(err, git.ErrRemoteNotFound) {
 		if _, err := r.CreateRemote(&config.RemoteConfig{Name: "origin", URLs: []string{"http://invalid/"}}); err != nil {
-			return nil, fail.Infraf("follow: mirror %s: %w", dir, err)
+			st.Close()
+			return nil, nil, fail.Infraf("follow: mirror %s: %w", dir, err)
 		}
 	}
-	return r, nil
+	return r, st, nil
 }
 
 // fetchEpoch fetches epoch n's master into refs/follow/<n> and returns
