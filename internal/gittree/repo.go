@@ -2,8 +2,9 @@
 // and opens a repository (plain, bare, linked worktree) with go-git,
 // Resolve turns a revision into a commit, Checkout writes a commit's tree
 // into a plain directory (no .git) and moves it incrementally to another
-// commit, LinkClone copies a checkout by hard links, and LockFile/Flock
-// are the cross-process locks every shared directory uses.
+// commit, Push sends a commit to a remote branch with only the objects the
+// remote lacks, LinkClone copies a checkout by hard links, and
+// LockFile/Flock are the cross-process locks every shared directory uses.
 //
 // When a Checkout directory already holds another commit of the same
 // repository, only the files that differ are rewritten or removed, so
