@@ -10,14 +10,13 @@ import (
 	"strings"
 	"time"
 
-	"github.com/go-git/go-git/v5"
-	gitconfig "github.com/go-git/go-git/v5/config"
 	"github.com/go-git/go-git/v5/plumbing"
 	githttp "github.com/go-git/go-git/v5/plumbing/transport/http"
 	"github.com/google/go-github/v60/github"
 
 	"github.com/patcheval/patcheval/evaluate/store"
 	"github.com/patcheval/patcheval/internal/fail"
+	"github.com/patcheval/patcheval/internal/gittree"
 )
 
 // GitHubName is the GitHub reporter's name.
@@ -273,26 +272,22 @@ func (g *GitHub) Deliver(ctx context.Context, p *store.Post, resumed bool) (stri
 }
 
 func (g *GitHub) push(ctx context.Context, gp GitHubPost) (string, error) {
-	r, err := git.PlainOpen(gp.LocalRepo)
+	// gittree's opener and push: go-git's Remote.Push walks every object
+	// reachable from the mirror's refs (all of linux.git's history) to
+	// find what to send; gittree.Push walks only the commits between the
+	// pushed commit and the mirror's refs, and writes nothing locally.
+	r, st, _, err := gittree.Open(gp.LocalRepo, 64)
 	if err != nil {
 		return "", Permanent(fmt.Errorf("github: push: opening %s: %w", gp.LocalRepo, err))
 	}
-	local := plumbing.ReferenceName("refs/patcheval/push/" + gp.Branch)
-	if err := r.Storer.SetReference(plumbing.NewHashReference(local, plumbing.NewHash(gp.Commit))); err != nil {
-		return "", fmt.Errorf("github: push: %w", err)
-	}
-	// An in-memory remote: the local tree's config is left alone.
-	rem := git.NewRemote(r.Storer, &gitconfig.RemoteConfig{Name: "patcheval-mirror", URLs: []string{g.GitURL}})
+	defer st.Close()
 	tok, _, err := g.auth.Token(ctx)
 	if err != nil {
 		return "", err
 	}
-	err = rem.PushContext(ctx, &git.PushOptions{
-		RemoteName: "patcheval-mirror",
-		RefSpecs:   []gitconfig.RefSpec{gitconfig.RefSpec("+" + local.String() + ":refs/heads/" + gp.Branch)},
-		Auth:       &githttp.BasicAuth{Username: "x-access-token", Password: tok},
-	})
-	if err != nil && !errors.Is(err, git.NoErrAlreadyUpToDate) {
+	_, err = gittree.Push(ctx, r, g.GitURL, &githttp.BasicAuth{Username: "x-access-token", Password: tok},
+		plumbing.NewHash(gp.Commit), plumbing.ReferenceName("refs/heads/"+gp.Branch))
+	if err != nil {
 		return "", fmt.Errorf("github: pushing %s to %s: %s", gp.Branch, g.GitURL, strings.ReplaceAll(err.Error(), tok, "***"))
 	}
 	return g.GitURL + "#" + gp.Branch, nil
