@@ -110,6 +110,12 @@ type Options struct {
 	// Cover adds the Kconfig symbols that would build the series' C files
 	// to every kernel (a fragment written when the series is applied).
 	Cover bool
+	// PerPatch asks a queue that runs the stages (pipelines/service) to
+	// measure the series patch by patch after the report
+	// (pipelines/perpatch), as `lore --per-patch` does. It is not part of
+	// the evaluation's key: the whole-series evaluation is the same, and
+	// the same series submitted again with it adds the per-patch run.
+	PerPatch bool `json:"per_patch,omitempty"`
 	// Boots overrides repeats.boots when > 0 (a quick run).
 	Boots int
 	// From signs the reply draft; TestedBy asks for a Tested-by trailer

@@ -23,6 +23,7 @@ import (
 	"github.com/patcheval/patcheval/internal/gittree"
 	"github.com/patcheval/patcheval/mbox"
 	"github.com/patcheval/patcheval/pipelines"
+	"github.com/patcheval/patcheval/pipelines/perpatch"
 	"github.com/patcheval/patcheval/pipelines/repro"
 	"github.com/patcheval/patcheval/pipelines/runner"
 	"github.com/patcheval/patcheval/pipelines/service/dashboard"
@@ -48,6 +49,11 @@ type SubmitRequest struct {
 	// version (0: the newest).
 	Boots   int `json:"boots,omitempty"`
 	Version int `json:"version,omitempty"`
+	// PerPatch also measures the series after each of its patches once
+	// the whole series is reported (lore --per-patch): the report gains
+	// a per-patch table. The pipeline must compare a variant without the
+	// series against the same kernel with it.
+	PerPatch bool `json:"per_patch,omitempty"`
 }
 
 // SubmitResponse answers a submission: 201 for a new evaluation, 200 for
@@ -203,6 +209,11 @@ func (s *Service) checkSubmission(ctx context.Context, req SubmitRequest) (*pipe
 	if req.Version < 0 {
 		return nil, o, bad("version", "version %d: want a series version >= 1 (or 0 for the newest)", req.Version)
 	}
+	if req.PerPatch {
+		if _, err := perpatch.AtCommit(p, perpatch.SeriesPairs(p)); err != nil {
+			return nil, o, bad("per_patch", "per_patch: %v", err)
+		}
+	}
 	needThread := p.NeedsSeries() || req.MsgID != "" || req.Mbox != ""
 	var src mbox.Source
 	switch {
@@ -234,7 +245,7 @@ func (s *Service) checkSubmission(ctx context.Context, req SubmitRequest) (*pipe
 		return nil, o, bad("tree", "tree %s is not a git repository: %v", tree, err)
 	}
 	st.Close()
-	o = runner.Options{Tree: tree, Base: req.Base, Boots: req.Boots, Version: req.Version}
+	o = runner.Options{Tree: tree, Base: req.Base, Boots: req.Boots, Version: req.Version, PerPatch: req.PerPatch}
 	if !needThread {
 		return p, o, nil
 	}

@@ -98,8 +98,9 @@ func (c Capabilities) Queues() []string {
 // writes the series into the coordinator's tree, report writes into its
 // report directory, more and notify only touch the database (and the
 // reporters' settings, which live with serve); watch (re-tests and
-// bisection steps, issue 12) works in the coordinator's trees.
-var coordinatorQueues = []string{QueueApply, QueueMore, QueueReport, QueueWatch}
+// bisection steps, issue 12) and series (per-patch runs and bisections
+// inside a series, issue 21) work in the coordinator's trees.
+var coordinatorQueues = []string{QueueApply, QueueMore, QueueReport, QueueWatch, QueueSeries}
 
 // BuildQueue is the queue of arch's kernel builds.
 func BuildQueue(a string) string { return QueueBuild + "-" + queuePart(a) }

@@ -45,6 +45,12 @@
 // and steps evaluate inside their job, within the service's -j budget and
 // its build and boot slots (runner.Env.Slot).
 //
+// An evaluation submitted with per-patch (runner.Options.PerPatch) is
+// taken apart by a per_patch job after its report, in the "series" queue
+// (seriesjobs.go): the series is measured after each patch
+// (pipelines/perpatch), the reports are written again with the per-patch
+// table, and only then is the evaluation done and Notify told.
+//
 // # One SQLite database, two pools
 //
 // The store (evaluate/store) and River's tables (migrated by rivermigrate

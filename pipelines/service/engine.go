@@ -211,8 +211,9 @@ func (e *Engine) queueConfig(q string) river.QueueConfig {
 		return river.QueueConfig{MaxWorkers: e.cfg.BuildWorkers}
 	case strings.HasPrefix(q, QueueBoot+"-"):
 		return river.QueueConfig{MaxWorkers: e.cfg.BootWorkers}
-	case q == QueueWatch:
-		// Re-tests and bisection steps build and boot: one at a time.
+	case q == QueueWatch, q == QueueSeries:
+		// Re-tests, per-patch runs and bisection steps build and boot
+		// inside the job: one at a time per queue.
 		return river.QueueConfig{MaxWorkers: 1}
 	}
 	return river.QueueConfig{MaxWorkers: 2}

@@ -396,7 +396,7 @@ func (w *reportWorker) Work(ctx context.Context, job *river.Job[ReportArgs]) err
 		}
 		return err
 	}, func(ctx context.Context, tx *store.Tx) ([]river.InsertManyParams, error) {
-		return w.s.notifyJobs(a.EvaluationID, a.Gen, EventDone), nil
+		return w.s.afterReport(ctx, tx, a.EvaluationID, a.Gen)
 	})
 }
 
@@ -430,6 +430,7 @@ func (s *Service) addWorkers(w *river.Workers) {
 	river.AddWorker(w, &watchTickWorker{s: s})
 	river.AddWorker(w, &retestWorker{s: s})
 	river.AddWorker(w, &bisectStepWorker{s: s})
+	river.AddWorker(w, &perPatchWorker{s: s})
 }
 
 // Submit records an evaluation of p with o (runner.Submit: the same inputs

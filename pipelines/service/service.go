@@ -99,6 +99,9 @@ type Config struct {
 	// Name names this process on the workers page (default
 	// serve@<hostname>).
 	Name string
+	// Series makes the per-patch runs' and the bisections' measurements
+	// (zero: the runner in this service's store and cache).
+	Series SeriesMeasurers
 }
 
 // Service is patcheval serve: the database, the River engine and its

@@ -170,6 +170,7 @@ func TestSubmitBadInput(t *testing.T) {
 		{"sparse tree accepted, base not in it", base, with(func(r *SubmitRequest) { r.Tree = sparse }), "", 400, "tree", "v6.1"},
 		{"boots out of range", base, with(func(r *SubmitRequest) { r.Boots = 1000 }), "", 400, "boots", "1..100"},
 		{"negative version", base, with(func(r *SubmitRequest) { r.Version = -1 }), "", 400, "version", "version"},
+		{"per_patch without a series comparison", base, with(func(r *SubmitRequest) { r.PerPatch = true }), "", 400, "per_patch", "no comparison of a variant without the series"},
 		{"version the thread lacks", base, with(func(r *SubmitRequest) { r.Version = 9 }), "", 400, "version", ""},
 		{"lore unreachable", downBase, ok, "", 502, "msgid", "unreachable"},
 	}

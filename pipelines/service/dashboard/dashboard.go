@@ -371,6 +371,55 @@ type jobView struct {
 	Waiting string
 }
 
+// perPatchView is a report's per-patch section (pipelines/perpatch):
+// the patches, each series variant's benchmark after every patch
+// against the step before it, and the bisection inside the series.
+type perPatchView struct {
+	Steps     []report.PatchStep
+	Tables    []patchTableView
+	Bisection string
+	Notes     []string
+}
+
+type patchTableView struct {
+	Heading string
+	Rows    []verdictRow
+	Movers  string
+}
+
+func perPatchOf(pp *report.PerPatch) *perPatchView {
+	if pp == nil {
+		return nil
+	}
+	v := &perPatchView{Steps: pp.Steps, Notes: pp.Notes}
+	if pp.Bisection != nil {
+		v.Bisection = pp.Bisection.Sentence()
+	}
+	for _, t := range pp.Tables {
+		tv := patchTableView{Heading: fmt.Sprintf("%s %s, %s → %s", t.Name, t.Metric, t.Base, t.Variant),
+			Movers: strings.Join(t.Movers(), "; ")}
+		for _, c := range t.Comparisons {
+			tv.Rows = append(tv.Rows, comparisonRow(t.Benchmark, c))
+		}
+		v.Tables = append(v.Tables, tv)
+	}
+	return v
+}
+
+// comparisonRow is one comparison of benchmark b as a table row.
+func comparisonRow(b report.Benchmark, c report.Comparison) verdictRow {
+	p := "–"
+	if c.Tested {
+		p = stats.FormatP(c.WelchP)
+	} else if c.Exact {
+		p = "exact"
+	}
+	return verdictRow{Benchmark: b.Name, Metric: b.Metric, Base: c.Base, Other: c.Other,
+		BaseMean: c.Comparison.Base.Mean, OtherMean: c.Comparison.Other.Mean, BaseN: c.Comparison.Base.N, OtherN: c.Comparison.Other.N,
+		Change: c.Change, CILow: c.CILow, CIHigh: c.CIHigh, CIBounded: c.CIBounded, P: p,
+		Verdict: string(c.Verdict), Class: verdictClass(c.Verdict), Reason: c.Reason}
+}
+
 func (d *Dashboard) evalID(w http.ResponseWriter, r *http.Request) (*store.Evaluation, bool) {
 	id, err := strconv.ParseInt(r.PathValue("id"), 10, 64)
 	if err != nil || id <= 0 {
@@ -413,6 +462,7 @@ func (d *Dashboard) evaluation(w http.ResponseWriter, r *http.Request) {
 		Waiting    []string
 		Posts      []postView
 		Apply      *store.ApplyFailure
+		PerPatch   *perPatchView
 	}{page: page{Title: fmt.Sprintf("#%d %s", e.ID, e.SeriesTitle), Where: d.opt.Where}, E: e, Active: Active(e.Status),
 		Lore: strings.TrimRight(d.opt.Lore, "/") + "/", Confidence: "95%"}
 	if ps, err := st.Posts(e.ID, "", 200); err == nil {
@@ -432,21 +482,13 @@ func (d *Dashboard) evaluation(w http.ResponseWriter, r *http.Request) {
 		data.HasReport = true
 		data.Rule = rep.Rule
 		data.Confounds = rep.Confounds
+		data.PerPatch = perPatchOf(rep.PerPatch)
 		for _, b := range rep.Benchmarks {
 			for _, c := range b.Comparisons {
-				p := "–"
-				if c.Tested {
-					p = stats.FormatP(c.WelchP)
-				} else if c.Exact {
-					p = "exact"
-				}
 				if c.Confidence > 0 {
 					data.Confidence = fmt.Sprintf("%g%%", math.Round(c.Confidence*1000)/10)
 				}
-				data.Verdicts = append(data.Verdicts, verdictRow{Benchmark: b.Name, Metric: b.Metric, Base: c.Base, Other: c.Other,
-					BaseMean: c.Comparison.Base.Mean, OtherMean: c.Comparison.Other.Mean, BaseN: c.Comparison.Base.N, OtherN: c.Comparison.Other.N,
-					Change: c.Change, CILow: c.CILow, CIHigh: c.CIHigh, CIBounded: c.CIBounded, P: p,
-					Verdict: string(c.Verdict), Class: verdictClass(c.Verdict), Reason: c.Reason})
+				data.Verdicts = append(data.Verdicts, comparisonRow(b, c))
 			}
 		}
 	}

@@ -1,0 +1,283 @@
+package service
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/patcheval/patcheval/evaluate"
+	"github.com/patcheval/patcheval/evaluate/report"
+	"github.com/patcheval/patcheval/evaluate/store"
+	"github.com/patcheval/patcheval/internal/fail"
+	"github.com/patcheval/patcheval/internal/testgit"
+	"github.com/patcheval/patcheval/mbox"
+	"github.com/patcheval/patcheval/pipelines"
+	"github.com/patcheval/patcheval/pipelines/perpatch"
+	"github.com/patcheval/patcheval/pipelines/runner"
+	"github.com/patcheval/patcheval/series"
+)
+
+// seriesTree is a small real git tree and a 4-patch series of it made
+// with git format-patch: patch 3 raises bench/getppid from 1000 to 1250
+// (what the kernels measure in these tests: benchValue), the others
+// touch C files only.
+type seriesTree struct {
+	repo, base string
+	mbox       []byte
+	s          *series.Series
+}
+
+func newSeriesTree(t *testing.T) *seriesTree {
+	t.Helper()
+	repo := testgit.InitBare(t, filepath.Join(t.TempDir(), "linux.git"))
+	base := testgit.Commit(t, repo, "", "base", "2026-11-02T09:00:00Z", map[string]string{
+		"bench/getppid": "1000\n", "kernel/sys.c": "/* sys */\n", "kernel/signal.c": "/* signal */\n", "mm/slab.c": "/* slab */\n", "Makefile": "all:\n"})
+	parent := base
+	for i, f := range []string{"kernel/sys.c", "kernel/signal.c", "bench/getppid", "mm/slab.c"} {
+		content := fmt.Sprintf("/* change %d */\n", i+1)
+		if f == "bench/getppid" {
+			content = "1250\n"
+		}
+		parent = testgit.Commit(t, repo, parent, fmt.Sprintf("sys: step %d of the series", i+1), fmt.Sprintf("2026-11-02T10:%02d:00Z", i),
+			map[string]string{f: content})
+	}
+	env := append(testgit.Identity("2026-11-02T11:00:00Z"), "GIT_CONFIG_GLOBAL=/dev/null", "GIT_CONFIG_NOSYSTEM=1")
+	mb := testgit.Git(t, env, nil, "--git-dir="+repo, "format-patch", "--stdout", "--thread=shallow", "--cover-letter",
+		"--from=Patch Author <author@patcheval.invalid>", "--to=test@example.org", base+".."+parent)
+	mb = strings.ReplaceAll(mb, "*** SUBJECT HERE ***", "sys: a series of four")
+	mb = strings.ReplaceAll(mb, "*** BLURB HERE ***", "Four patches.")
+	data := []byte(mb + "\n")
+	msgs, err := mbox.ParseBytes(data, "series.mbox")
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := series.Resolve(mbox.NewThread(msgs, "series.mbox"), series.Options{})
+	if err != nil || len(s.Patches) != 4 {
+		t.Fatalf("resolve: %v", err)
+	}
+	return &seriesTree{repo: repo, base: base, mbox: data, s: s}
+}
+
+// benchValue is what a kernel at commit measures: bench/getppid's number.
+func benchValue(repo, commit string) (float64, error) {
+	b, err := testgit.Blob(repo, commit, "bench/getppid")
+	if err != nil {
+		return 0, fail.Infraf("%s: %v", commit, err)
+	}
+	return strconv.ParseFloat(strings.TrimSpace(b), 64)
+}
+
+// benchSamples are boots deterministic samples of variant at commit.
+func benchSamples(repo, commit, variant string, boots int) ([]evaluate.Sample, error) {
+	v, err := benchValue(repo, commit)
+	if err != nil {
+		return nil, err
+	}
+	var out []evaluate.Sample
+	for b := 0; b < boots; b++ {
+		out = append(out, evaluate.Sample{Variant: variant, Boot: b, Benchmark: "getppid", Metric: "ns/op", Unit: "ns",
+			Value: v * (1 + 0.0001*float64(b%3)), Deterministic: true})
+	}
+	return out, nil
+}
+
+// evaluated stores a finished whole-series evaluation of the default
+// pipeline (x86_64, base vs patched) as the stages would: submitted and
+// applied by the runner, the boots' samples read from the tree, and
+// report.json in the service's output directory. It returns its id.
+func (st *seriesTree) evaluated(t *testing.T, s *Service, perPatch bool) int64 {
+	t.Helper()
+	ctx := context.Background()
+	p, err := pipelines.Default(st.s, []string{"x86_64"}, st.repo)
+	if err != nil {
+		t.Fatal(err)
+	}
+	env := runner.Env{Store: s.Store()}
+	id, _, err := runner.Submit(ctx, env, p, runner.Options{Mbox: st.mbox, Tree: st.repo, Base: st.base, Boots: 3, PerPatch: perPatch,
+		From: mbox.Address{Name: "Kernel Tester", Email: "tester@example.org"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := runner.Apply(ctx, env, id); err != nil {
+		t.Fatal(err)
+	}
+	a, err := s.Store().AppliedOf(id)
+	if err != nil || a == nil || len(a.Commits) != 4 {
+		t.Fatalf("applied: %+v %v", a, err)
+	}
+	var all []evaluate.Sample
+	for b := 0; b < 3; b++ {
+		for _, v := range []struct{ name, commit string }{{"base", st.base}, {"patched", a.Head}} {
+			ss, err := benchSamples(st.repo, v.commit, v.name, 3)
+			if err != nil {
+				t.Fatal(err)
+			}
+			ss = ss[b : b+1]
+			ss[0].Boot = b
+			run, err := s.Store().BeginRun(id, v.name, b)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := s.Store().FinishRun(run, store.RunOK, evaluate.Environment{Target: "qemu", Deterministic: true}, nil, ss); err != nil {
+				t.Fatal(err)
+			}
+			all = append(all, ss...)
+		}
+	}
+	r := &report.Report{Title: p.Name, ID: fmt.Sprintf("default-%d", id), Generated: time.Now().UTC(), Arch: "x86_64",
+		Variants: []report.Variant{{Name: "base", Boots: 3}, {Name: "patched", Boots: 3}}}
+	if err := r.AddResults(all, report.Spec{Comparisons: []report.Pair{{Base: "base", Other: "patched"}}}); err != nil {
+		t.Fatal(err)
+	}
+	dir := s.OutDir(id)
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	f, err := os.Create(filepath.Join(dir, "report.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := report.WriteJSON(f, r); err != nil {
+		t.Fatal(err)
+	}
+	f.Close()
+	return id
+}
+
+// treeMeasurer is the per-patch measurer of these tests: the kernels
+// stand for bench/getppid's number at the commit.
+type treeMeasurer struct {
+	repo     string
+	mu       sync.Mutex
+	measured []string
+}
+
+func (m *treeMeasurer) Measure(ctx context.Context, commit string) ([]evaluate.Sample, int64, error) {
+	m.mu.Lock()
+	m.measured = append(m.measured, commit)
+	m.mu.Unlock()
+	ss, err := benchSamples(m.repo, commit, "patched", 3)
+	return ss, 0, err
+}
+
+// notified collects Config.Notify's events.
+type notified struct {
+	mu     sync.Mutex
+	events []string
+}
+
+func (n *notified) notify(ctx context.Context, id int64, event string) error {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	n.events = append(n.events, fmt.Sprintf("%d %s", id, event))
+	return nil
+}
+
+func (n *notified) has(e string) bool {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	for _, x := range n.events {
+		if x == e {
+			return true
+		}
+	}
+	return false
+}
+
+// TestServePerPatch: an evaluation submitted with per_patch is measured
+// after each patch by the per_patch job that follows its report (the
+// evaluation stays running meanwhile), the reports are written again with
+// the per-patch table, the dashboard shows it, and only then is Notify
+// told the evaluation is done.
+func TestServePerPatch(t *testing.T) {
+	tr := newSeriesTree(t)
+	m := &treeMeasurer{repo: tr.repo}
+	var n notified
+	s, base := testService(t, Config{Notify: n.notify, Series: SeriesMeasurers{
+		PerPatch: func(_ *perpatch.Series, _ *pipelines.Pipeline, _ string) perpatch.Measurer { return m }}})
+	id := tr.evaluated(t, s, true)
+	ctx := context.Background()
+	// The end of the report stage: what follows it, in its transaction.
+	err := s.db.Store.Tx(ctx, func(tx *store.Tx) error {
+		if err := s.setStatus(tx, id, store.StatusDone); err != nil {
+			return err
+		}
+		next, err := s.afterReport(ctx, tx, id, 1)
+		if err != nil {
+			return err
+		}
+		if len(next) != 1 || next[0].Args.Kind() != (PerPatchArgs{}).Kind() {
+			return fmt.Errorf("after the report: %v, want one per_patch job", next)
+		}
+		return s.engine.insertManyTx(ctx, tx, next)
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if e, _ := s.Store().Evaluation(id); e.Status != "running" {
+		t.Errorf("status after the report with a per-patch run to come: %s, want running", e.Status)
+	}
+	deadline := time.Now().Add(60 * time.Second)
+	for !n.has(fmt.Sprintf("%d done", id)) {
+		if time.Now().After(deadline) {
+			t.Fatalf("no done event; events %v", n.events)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if e, _ := s.Store().Evaluation(id); e.Status != store.StatusDone {
+		t.Errorf("status: %s, want done", e.Status)
+	}
+	if len(m.measured) != 3 {
+		t.Errorf("measured %d prefixes, want 3 (1/4..3/4; the ends are the evaluation's)", len(m.measured))
+	}
+	f, err := os.Open(filepath.Join(s.OutDir(id), "report.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, err := report.ReadJSON(f)
+	f.Close()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.PerPatch == nil || len(r.PerPatch.Tables) != 1 {
+		t.Fatalf("report.json per_patch: %+v", r.PerPatch)
+	}
+	if mv := r.PerPatch.Tables[0].Movers(); len(mv) != 1 || !strings.HasPrefix(mv[0], "3/4 (+25.0%") {
+		t.Errorf("movers %v, want only 3/4 (+25.0%%)", mv)
+	}
+	md, _ := os.ReadFile(filepath.Join(s.OutDir(id), "report.md"))
+	if !strings.Contains(string(md), "3/4") {
+		t.Errorf("report.md has no per-patch section:\n%s", md)
+	}
+	resp, err := http.Get(base + "/evaluations/" + itoa(id))
+	if err != nil {
+		t.Fatal(err)
+	}
+	page, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	for _, want := range []string{`id="per-patch"`, "moved by: 3/4 (&#43;25.0%", "2/4 → 3/4", "sys: step 3 of the series"} {
+		if !strings.Contains(string(page), want) {
+			t.Errorf("the evaluation page lacks %q:\n%s", want, page[strings.Index(string(page), "Per patch"):][:1500])
+		}
+	}
+	// Without per_patch the report is followed by the done event at once.
+	id2 := tr.evaluated(t, s, false)
+	err = s.db.Store.Tx(ctx, func(tx *store.Tx) error {
+		next, err := s.afterReport(ctx, tx, id2, 1)
+		if err == nil && (len(next) != 1 || next[0].Args.Kind() != (NotifyArgs{}).Kind()) {
+			err = fmt.Errorf("after the report without per_patch: %v, want the done notification", next)
+		}
+		return err
+	})
+	if err != nil {
+		t.Error(err)
+	}
+}
