@@ -84,10 +84,26 @@ func setupBots(cfg *service.Config, o serveOptions, config string) (func(*servic
 
 // loadLists reads the [[list]] tables of config (none without the file).
 func loadLists(config string) ([]follow.List, error) {
-	return follow.LoadConfig(config, func(name string) error {
+	lists, err := follow.LoadConfig(config, func(name string) error {
 		_, err := pipelines.Find(name)
 		return err
 	})
+	if err != nil {
+		return nil, err
+	}
+	for _, l := range lists {
+		if !l.PerPatch {
+			continue
+		}
+		p, err := pipelines.Find(l.Pipeline)
+		if err != nil {
+			return nil, err
+		}
+		if _, err := perpatch.AtCommit(p, perpatch.SeriesPairs(p)); err != nil {
+			return nil, fail.Inputf("%s: [[list]] %s: per_patch: %v", config, l.Name, err)
+		}
+	}
+	return lists, nil
 }
 
 // newFollower builds the list follower of `patcheval serve`: its state

@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/patcheval/patcheval/evaluate/store"
+	"github.com/patcheval/patcheval/internal/fail"
 	"github.com/patcheval/patcheval/pipelines"
 	"github.com/patcheval/patcheval/pipelines/follow"
 	"github.com/patcheval/patcheval/pipelines/runner"
@@ -87,5 +88,18 @@ pipeline = "no-such-pipeline"
 	_, err = setupBots(&service.Config{}, o, config)
 	if err == nil || !strings.Contains(err.Error(), config) || !strings.Contains(err.Error(), "no-such-pipeline") {
 		t.Fatalf("unknown pipeline: error %v, want one naming %s and the pipeline", err, config)
+	}
+
+	// per_patch needs a pipeline comparing a kernel without the series
+	// with the same kernel with it: refused before serve listens.
+	os.WriteFile(config, []byte(`
+[[list]]
+url = "http://127.0.0.1:1/linuxppc-dev/"
+pipeline = "ppc-preempt-dynamic"
+per_patch = true
+`), 0o644)
+	_, err = setupBots(&service.Config{}, o, config)
+	if err == nil || !strings.Contains(err.Error(), config) || !strings.Contains(err.Error(), "per_patch") || fail.KindOf(err) != fail.KindInput {
+		t.Fatalf("per_patch with ppc-preempt-dynamic: error %v, want bad input naming %s and per_patch", err, config)
 	}
 }

@@ -26,7 +26,7 @@ func init() {
 	register(&command{
 		name:    "submit",
 		summary: "queue an evaluation on a running 'patcheval serve'; --wait follows it to the end",
-		usage:   "patcheval submit <msgid | -m FILE> --pipeline NAME [--tree PATH] [--server URL] [--wait] [--json]",
+		usage:   "patcheval submit <msgid | -m FILE> --pipeline NAME [--tree PATH] [--per-patch] [--server URL] [--wait] [--json]",
 		setup: func(fs *flag.FlagSet) func(ctx context.Context, env *Env, args []string) error {
 			file := fs.String("m", "", "send the thread from an mbox `FILE` (\"-\": stdin) instead of a Message-ID")
 			pipeline := fs.String("pipeline", "", "shipped pipeline `name` to evaluate with")
@@ -34,12 +34,13 @@ func init() {
 			base := fs.String("base", "", "base `ref` (default: the pipeline's tree.base)")
 			boots := fs.Int("boots", 0, "boots per variant (default: the pipeline's repeats.boots)")
 			version := fs.Int("v", 0, "use version `N` of the series (default: the newest)")
+			perPatch := fs.Bool("per-patch", false, "also measure after each patch of the series once it is reported (as lore --per-patch); the report gains a per-patch table")
 			server := fs.String("server", "", "service `URL` (default $PATCHEVAL_SERVER, else "+defaultServer+")")
 			tokenFile := fs.String("token-file", "", "`file` with the service's token (default $PATCHEVAL_TOKEN_FILE)")
 			wait := fs.Bool("wait", false, "follow the evaluation's progress until it ends; exit 0 done, 1 failed, 3 cancelled")
 			asJSON := fs.Bool("json", false, "print the service's JSON answer (with --wait: the finished evaluation)")
 			return func(ctx context.Context, env *Env, args []string) error {
-				req := service.SubmitRequest{Pipeline: *pipeline, Base: *base, Boots: *boots, Version: *version}
+				req := service.SubmitRequest{Pipeline: *pipeline, Base: *base, Boots: *boots, Version: *version, PerPatch: *perPatch}
 				switch {
 				case *file != "" && len(args) > 0:
 					return fail.Inputf("give either -m FILE or a Message-ID, not both")

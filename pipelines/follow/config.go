@@ -43,6 +43,8 @@ import (
 //	reviewers = false              # also address the R: entries of MAINTAINERS
 //	triage = ["*@ellerman.id.au"]  # may command by reply (#patcheval retest, ...) besides
 //	                               # the series' author and the maintainers of its files
+//	per_patch = false              # also measure a series of several patches after each patch
+//	                               # (the pipeline must compare base vs the same kernel + series)
 //
 // A bot's reply goes to the series' author, the list and the maintainers
 // (M:) of the touched files in the tree's MAINTAINERS (pipelines/
@@ -94,6 +96,11 @@ type List struct {
 	// Triage are sender globs who may command by reply besides the
 	// series' author and the maintainers of its files (triage.go).
 	Triage []string `json:"triage,omitempty"`
+	// PerPatch measures each series of more than one patch after every
+	// patch too, once the whole series is reported (the service's
+	// per-patch job, as lore --per-patch): the report and the reply name
+	// the patch that moves each metric.
+	PerPatch bool `json:"per_patch,omitempty"`
 	// The reporters that post this list's results (nil: none).
 	Patchwork *PatchworkConfig `json:"patchwork,omitempty"`
 	GitHub    *GitHubConfig    `json:"github,omitempty"`
@@ -179,6 +186,7 @@ type configList struct {
 	Recipients      []recipients.Rule `toml:"recipients"`
 	Reviewers       bool              `toml:"reviewers"`
 	Triage          []string          `toml:"triage"`
+	PerPatch        bool              `toml:"per_patch"`
 
 	Patchwork *PatchworkConfig `toml:"patchwork"`
 	GitHub    *GitHubConfig    `toml:"github"`
@@ -186,7 +194,7 @@ type configList struct {
 }
 
 var tableKeys = map[string]string{
-	"list":            "url name paths subject allow deny rfc pipeline tree base since quiet incomplete_after poll address report recipients reviewers, tables patchwork github mail",
+	"list":            "url name paths subject allow deny rfc pipeline tree base since quiet incomplete_after poll address report recipients reviewers triage per_patch, tables patchwork github mail",
 	"list.patchwork":  "url project token_file",
 	"list.github":     "repo mirror token_file app app_id installation_id private_key_file api_url",
 	"list.mail":       "mode archive",
@@ -249,7 +257,7 @@ var nameRe = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]*$`)
 func (c configList) list(pipelineOK func(string) error) (List, error) {
 	l := List{Name: c.Name, URL: strings.TrimRight(c.URL, "/"), Paths: c.Paths, Allow: c.Allow, Deny: c.Deny,
 		RFC: c.RFC, Pipeline: c.Pipeline, Tree: c.Tree, Base: c.Base,
-		Address: c.Address, Recipients: c.Recipients, Reviewers: c.Reviewers, Triage: c.Triage}
+		Address: c.Address, Recipients: c.Recipients, Reviewers: c.Reviewers, Triage: c.Triage, PerPatch: c.PerPatch}
 	var err error
 	if l.Report, err = recipients.ParseMode("report", c.Report); err != nil {
 		return l, err

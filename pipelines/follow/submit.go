@@ -46,7 +46,8 @@ func (ss ServiceSubmitter) Submit(ctx context.Context, l List, s *series.Series,
 		return 0, err
 	}
 	o := runner.Options{Mbox: runner.ThreadMbox(t), Version: s.Version, ThreadSource: t.Source, Tree: l.Tree,
-		From: ss.From, TestedBy: ss.TestedBy, Lore: l.URL, Recipients: l.Policy(s.First())}
+		From: ss.From, TestedBy: ss.TestedBy, Lore: l.URL, Recipients: l.Policy(s.First()),
+		PerPatch: l.PerPatch && len(s.Patches) > 1}
 	switch l.Base {
 	case "series":
 		if s.Base.Commit == "" {
