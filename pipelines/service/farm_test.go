@@ -83,8 +83,8 @@ func TestWorkersTakeTheirQueues(t *testing.T) {
 	ctx := context.Background()
 	db := testpg.URL(t)
 	coord, base := testService(t, Config{Database: db, Name: "coordinator", Work: &Capabilities{Coordinator: true, Cores: 1}})
-	if got := coord.Engine().WorkedQueues(); strings.Join(got, " ") != "apply more report watch" {
-		t.Fatalf("coordinator works %v, want apply more report watch", got)
+	if got := coord.Engine().WorkedQueues(); strings.Join(got, " ") != "apply more report series watch" {
+		t.Fatalf("coordinator works %v, want apply more report series watch", got)
 	}
 	e, _, err := coord.Store().CreateOrResumeEvaluation("farm", store.EvaluationMeta{Pipeline: "p", SeriesTitle: "farm test"})
 	if err != nil {
