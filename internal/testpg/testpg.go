@@ -24,6 +24,7 @@ import (
 	"os/user"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -48,6 +49,8 @@ type Server struct {
 	password  string
 	cred      *syscall.Credential // nil: run as this process's user
 	bin       string
+	// listen are addresses besides 127.0.0.1 (NewOn).
+	listen []string
 
 	mu  sync.Mutex
 	cmd *exec.Cmd
@@ -110,8 +113,34 @@ func binDir() string {
 	return DefaultBin
 }
 
-// start makes a cluster in a new temporary directory and starts it.
-func start() (*Server, error) {
+// NewOn starts a server of tb's own (stopped at tb's cleanup) that
+// listens on addrs besides 127.0.0.1 and takes password logins from nets
+// (CIDRs): addresses of network namespaces the test made itself, for a
+// test whose Postgres must be reached from other namespaces. Call it from
+// a process that runs in the namespace holding addrs.
+func NewOn(tb testing.TB, addrs, nets []string) *Server {
+	tb.Helper()
+	s, err := start(func(s *Server) error {
+		s.listen = addrs
+		f, err := os.OpenFile(filepath.Join(s.data, "pg_hba.conf"), os.O_APPEND|os.O_WRONLY, 0)
+		if err != nil {
+			return err
+		}
+		for _, n := range nets {
+			fmt.Fprintf(f, "host all all %s scram-sha-256\n", n)
+		}
+		return f.Close()
+	})
+	if err != nil {
+		fatal(tb, err)
+	}
+	tb.Cleanup(s.Close)
+	return s
+}
+
+// start makes a cluster in a new temporary directory, applies setup to
+// it and starts it.
+func start(setup ...func(*Server) error) (*Server, error) {
 	bin := binDir()
 	if _, err := os.Stat(filepath.Join(bin, "initdb")); err != nil {
 		return nil, fmt.Errorf("%w (install Debian's postgresql-15, see .ci/install-deps, or set PATCHEVAL_PG_BIN)", err)
@@ -124,6 +153,12 @@ func start() (*Server, error) {
 	if err := s.init(); err != nil {
 		os.RemoveAll(dir)
 		return nil, err
+	}
+	for _, f := range setup {
+		if err := f(s); err != nil {
+			os.RemoveAll(dir)
+			return nil, err
+		}
 	}
 	if err := s.Start(); err != nil {
 		os.RemoveAll(dir)
@@ -212,7 +247,7 @@ func (s *Server) startLocked() error {
 	}
 	// Tests want speed, not durability: no fsync. The socket directory is
 	// the temporary directory (no /run/postgresql needed).
-	cmd := s.command("postgres", "-D", s.data, "-p", strconv.Itoa(s.port), "-c", "listen_addresses=127.0.0.1",
+	cmd := s.command("postgres", "-D", s.data, "-p", strconv.Itoa(s.port), "-c", "listen_addresses="+strings.Join(append([]string{"127.0.0.1"}, s.listen...), ","),
 		"-c", "unix_socket_directories="+s.dir, "-c", "fsync=off", "-c", "synchronous_commit=off",
 		"-c", "full_page_writes=off", "-c", "max_connections=200", "-c", "shared_buffers=32MB")
 	cmd.Stdout, cmd.Stderr = logf, logf
