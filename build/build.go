@@ -622,6 +622,14 @@ func (j *job) run(ctx context.Context) (*Artifact, error) {
 	}
 	defer release()
 	meta.Results.Duration["checkout"] = time.Since(t0).Seconds()
+	// A build killed here before (another process, or this machine before
+	// it was lost) may have left half-written files: not trusted.
+	if n, err := distrustInterrupted(out); err != nil {
+		return failWith(classifyIO(j, err), "build")
+	} else if n > 0 {
+		fmt.Fprintf(logw, "# %s: an earlier make here was interrupted: %d file(s) it was writing removed, to be made again\n", out, n)
+		j.opts.Progress.Printf("%s: an earlier build in %s was interrupted: %d half-written file(s) made again", j.label, out, n)
+	}
 	_, statErr := os.Stat(filepath.Join(out, "vmlinux"))
 	meta.Build.Incremental = statErr == nil
 	fmt.Fprintf(logw, "# sources %s at %s: %s\n", j.srcDir, j.commit, st)
@@ -638,6 +646,11 @@ func (j *job) run(ctx context.Context) (*Artifact, error) {
 	}
 	t0 = time.Now()
 	j.opts.Progress.Status("%s: make %s", j.label, strings.Join(j.targets, " "))
+	// Written after the configuration (olddefconfig's files predate
+	// it): what an interrupted compile wrote is what is newer.
+	if err := markRunning(out); err != nil {
+		return failWith(classifyIO(j, err), "build")
+	}
 	os.Remove(r.statsLog())
 	lines, err := r.run(ctx, logw, true, j.targets...)
 	meta.Results.CCacheHits, meta.Results.CCacheMisses = r.ccacheStats()
@@ -667,6 +680,7 @@ func (j *job) run(ctx context.Context) (*Artifact, error) {
 		}
 		meta.Source.KernelVersion = v
 	}
+	os.Remove(filepath.Join(out, runningMark))
 	meta.Results.Status = "PASS"
 	meta.Results.Duration["total"] = time.Since(start).Seconds()
 	// What was compiled, for the series' build coverage (build/coverage).
