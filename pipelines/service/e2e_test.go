@@ -42,6 +42,9 @@ func TestMain(m *testing.M) {
 	if v := os.Getenv(serveEnv); v != "" {
 		os.Exit(serveMain(v))
 	}
+	if v := os.Getenv(farmWorkerEnv); v != "" {
+		os.Exit(farmWorkerMain(v))
+	}
 	os.Exit(testpg.Main(m))
 }
 

@@ -20,6 +20,12 @@ import (
 // testService runs a Service on a loopback port until the test ends.
 func testService(t *testing.T, cfg Config) (*Service, string) {
 	t.Helper()
+	return testServiceOn(t, cfg, "127.0.0.1:0")
+}
+
+// testServiceOn is testService listening on addr.
+func testServiceOn(t *testing.T, cfg Config, addr string) (*Service, string) {
+	t.Helper()
 	if cfg.Database == "" {
 		cfg.Database = filepath.Join(t.TempDir(), "patcheval.db")
 	}
@@ -32,7 +38,7 @@ func testService(t *testing.T, cfg Config) (*Service, string) {
 		cancel()
 		t.Fatal(err)
 	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	ln, err := net.Listen("tcp", addr)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,0 +1,437 @@
+package service
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"net"
+	"net/url"
+	"os"
+	"os/exec"
+	"os/signal"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync/atomic"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/riverqueue/river/rivertype"
+
+	"github.com/patcheval/patcheval/build"
+	"github.com/patcheval/patcheval/evaluate/store"
+	"github.com/patcheval/patcheval/internal/testpg"
+	"github.com/patcheval/patcheval/pipelines/artifact"
+	"github.com/patcheval/patcheval/pipelines/runner"
+)
+
+// The farm across machines, on one machine: the test makes its own
+// network namespaces (ip netns, veth pairs, addresses of 10.201.0.0/16
+// that exist only inside them) and runs the coordinator (serve and its
+// Postgres) in one and each worker in another, as processes of this test
+// binary with their own cache directories. Everything between them
+// crosses the veth links: the database, the kernel sources (git smart
+// HTTP from serve) and the built kernels (serve's artifact store).
+
+const (
+	// farmCoordEnv runs TestFarmCoordinatorRole (in the coordinator's
+	// namespace) with a JSON farmSpec.
+	farmCoordEnv = "PATCHEVAL_FARM_TEST_COORDINATOR"
+	// farmWorkerEnv makes the test binary a `patcheval worker` (TestMain)
+	// with a JSON farmWorkerSpec.
+	farmWorkerEnv = "PATCHEVAL_FARM_TEST_WORKER"
+)
+
+// farmSpec tells the coordinator process where the workers live.
+type farmSpec struct {
+	Dir     string
+	Workers []farmLink
+}
+
+// farmLink is worker i's namespace and the coordinator's address on its
+// link (the worker's is the next one, in a /30).
+type farmLink struct {
+	NS, Coord, Net string
+}
+
+// farmWorkerSpec is one worker process.
+type farmWorkerSpec struct {
+	DB, Server, TokenFile, Name, Cache, IDFile string
+	Build                                      []string
+}
+
+var farmSeq atomic.Int64
+
+// farmNetwork makes a namespace for the coordinator and one per worker,
+// each worker linked to the coordinator by a veth pair made inside the
+// namespaces (nothing is added to the namespace the test runs in), and
+// removes them at the end of the test. It skips the test when it cannot
+// (not root, no ip).
+func farmNetwork(t *testing.T, workers int) (coord string, links []farmLink) {
+	t.Helper()
+	if os.Geteuid() != 0 {
+		t.Skip("the farm's network-namespace test makes namespaces with ip netns: it needs root")
+	}
+	if _, err := exec.LookPath("ip"); err != nil {
+		t.Skipf("the farm's network-namespace test needs the ip command (apt-get install iproute2): %v", err)
+	}
+	ip := func(args ...string) {
+		t.Helper()
+		if out, err := exec.Command("ip", args...).CombinedOutput(); err != nil {
+			t.Fatalf("ip %s: %v\n%s", strings.Join(args, " "), err, out)
+		}
+	}
+	id := fmt.Sprintf("pe%d-%d", os.Getpid(), farmSeq.Add(1))
+	add := func(ns string) {
+		ip("netns", "add", ns)
+		t.Cleanup(func() { exec.Command("ip", "netns", "del", ns).Run() })
+		ip("-n", ns, "link", "set", "lo", "up")
+	}
+	coord = id + "-c"
+	add(coord)
+	for i := range workers {
+		w := fmt.Sprintf("%s-w%d", id, i+1)
+		add(w)
+		dev := fmt.Sprintf("to-w%d", i+1)
+		ip("-n", coord, "link", "add", dev, "type", "veth", "peer", "name", "to-coord", "netns", w)
+		c, a := fmt.Sprintf("10.201.%d.1", i+1), fmt.Sprintf("10.201.%d.2", i+1)
+		ip("-n", coord, "addr", "add", c+"/30", "dev", dev)
+		ip("-n", w, "addr", "add", a+"/30", "dev", "to-coord")
+		ip("-n", coord, "link", "set", dev, "up")
+		ip("-n", w, "link", "set", "to-coord", "up")
+		links = append(links, farmLink{NS: w, Coord: c, Net: fmt.Sprintf("10.201.%d.0/30", i+1)})
+	}
+	return coord, links
+}
+
+// TestFarmAcrossNetworkNamespaces runs serve with Postgres in one network
+// namespace and two workers in two others (TestFarmCoordinatorRole says
+// what happens), on a fake kernel tree: real git, make, the build
+// package, River, Postgres and HTTP, but make's work takes no time.
+func TestFarmAcrossNetworkNamespaces(t *testing.T) {
+	coord, links := farmNetwork(t, 2)
+	spec, _ := json.Marshal(farmSpec{Dir: t.TempDir(), Workers: links})
+	cmd := exec.Command("ip", "netns", "exec", coord, os.Args[0], "-test.run=^TestFarmCoordinatorRole$", "-test.v", "-test.count=1")
+	cmd.Env = append(os.Environ(), farmCoordEnv+"="+string(spec))
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("the coordinator (namespace %s): %v\n%s", coord, err, out)
+	}
+	if bytes.Contains(out, []byte("--- SKIP")) {
+		t.Skipf("the coordinator skipped:\n%s", out)
+	}
+	if !bytes.Contains(out, []byte("--- PASS: TestFarmCoordinatorRole")) {
+		t.Fatalf("the coordinator did not pass:\n%s", out)
+	}
+	t.Logf("coordinator:\n%s", out)
+}
+
+// farmProc is a worker process.
+type farmProc struct {
+	spec farmWorkerSpec
+	ns   string
+	cmd  *exec.Cmd
+	done chan error
+	id   string // its River client
+}
+
+// TestFarmCoordinatorRole is the coordinator of
+// TestFarmAcrossNetworkNamespaces, run in its namespace:
+//
+//  1. Two workers, one building ppc64le and one arm64, build the two
+//     kernels of an evaluation at the same time (each held mid-link until
+//     both run). Each fetched the sources from serve into its own mirror
+//     and put the kernel into serve's artifact store; the kernels read
+//     back from the store are whole.
+//  2. A worker is killed with SIGKILL mid-build (mid-link of a kernel it
+//     built before at another commit: a partial vmlinux in its build
+//     directory beside the earlier link's command file): serve's orphan
+//     watch queues the job again and the other worker builds the kernel
+//     (attempt 2).
+//  3. The killed worker starts again on its cache and builds the same
+//     kernel for another evaluation: it does not take the partial
+//     vmlinux left by the killed build for a built one.
+func TestFarmCoordinatorRole(t *testing.T) {
+	raw := os.Getenv(farmCoordEnv)
+	if raw == "" {
+		t.Skip("the coordinator of TestFarmAcrossNetworkNamespaces (it runs in the namespace that test makes)")
+	}
+	var spec farmSpec
+	if err := json.Unmarshal([]byte(raw), &spec); err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	var addrs, nets []string
+	for _, l := range spec.Workers {
+		addrs, nets = append(addrs, l.Coord), append(nets, l.Net)
+	}
+	pg := testpg.NewOn(t, addrs, nets)
+	db := pg.Database(t)
+	tok := []byte("farm-netns-token-0123456789")
+	tokFile := filepath.Join(spec.Dir, "token")
+	if err := os.WriteFile(tokFile, tok, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	// In this namespace every address is one the test made.
+	s, base := testServiceOn(t, Config{Database: db, Token: tok, Name: "coordinator", CacheDir: filepath.Join(spec.Dir, "coordinator"),
+		Work: &Capabilities{Coordinator: true, Cores: 1}, OrphanCheck: 300 * time.Millisecond, OrphanConfirm: time.Second}, ":0")
+	_, port, _ := net.SplitHostPort(strings.TrimPrefix(base, "http://"))
+	gate := filepath.Join(spec.Dir, "gate")
+	repo, _, next := fakeKernelTree(t, gate)
+
+	start := func(i int, arches ...string) *farmProc {
+		t.Helper()
+		l := spec.Workers[i]
+		u, _ := url.Parse(db)
+		u.Host = net.JoinHostPort(l.Coord, u.Port())
+		name := fmt.Sprintf("w%d", i+1)
+		ws := farmWorkerSpec{DB: u.String(), Server: "http://" + net.JoinHostPort(l.Coord, port), TokenFile: tokFile, Name: name,
+			Cache: filepath.Join(spec.Dir, name), IDFile: filepath.Join(spec.Dir, name+".id"), Build: arches}
+		os.Remove(ws.IDFile)
+		js, _ := json.Marshal(ws)
+		p := &farmProc{spec: ws, ns: l.NS, done: make(chan error, 1)}
+		p.cmd = exec.Command("ip", "netns", "exec", l.NS, os.Args[0], "-test.run=^$")
+		p.cmd.Env = append(os.Environ(), farmWorkerEnv+"="+string(js))
+		p.cmd.Stdout, p.cmd.Stderr = testWriter{t}, testWriter{t}
+		p.cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+		if err := p.cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		go func() { p.done <- p.cmd.Wait() }()
+		t.Cleanup(func() {
+			if p.cmd.ProcessState == nil {
+				p.cmd.Process.Kill()
+				<-p.done
+			}
+		})
+		waitFor(t, time.Minute, name+" starts", func() bool {
+			b, err := os.ReadFile(ws.IDFile)
+			p.id = string(b)
+			return err == nil && p.id != ""
+		})
+		return p
+	}
+	stop := func(p *farmProc) {
+		t.Helper()
+		p.cmd.Process.Signal(syscall.SIGTERM)
+		if err := <-p.done; err != nil {
+			t.Fatalf("%s after SIGTERM: %v", p.spec.Name, err)
+		}
+	}
+	buildJobs := func(id int64) []*rivertype.JobRow {
+		t.Helper()
+		jobs, err := s.Engine().Jobs(ctx, id, 100)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var out []*rivertype.JobRow
+		for _, j := range jobs {
+			if j.Kind == (BuildArgs{}).Kind() {
+				out = append(out, j)
+			}
+		}
+		return out
+	}
+	builtOK := func(id int64, n int) []store.Build {
+		t.Helper()
+		var ok []store.Build
+		waitFor(t, 3*time.Minute, fmt.Sprintf("evaluation %d's %d kernel(s) recorded", id, n), func() bool {
+			bs, err := s.Store().BuildsOf(id)
+			if err != nil {
+				t.Fatal(err)
+			}
+			ok = ok[:0]
+			for _, b := range bs {
+				if b.Status != "ok" {
+					t.Fatalf("evaluation %d: build %s/%s %s: %s", id, b.Arch, b.Variant, b.Status, b.ErrorText)
+				}
+				ok = append(ok, b)
+			}
+			return len(ok) == n
+		})
+		return ok
+	}
+	// fromStore is b's kernel as the coordinator's artifact store holds
+	// it, checked whole: the fake link writes the .config as the image.
+	fromStore := func(b store.Build) *build.Artifact {
+		t.Helper()
+		var m struct {
+			Files artifact.Manifest `json:"files"`
+		}
+		if err := json.Unmarshal(b.Metadata, &m); err != nil || len(m.Files) == 0 {
+			t.Fatalf("build %s/%s records no artifact manifest: %s", b.Arch, b.Variant, b.Metadata)
+		}
+		dir := filepath.Join(t.TempDir(), "kernel")
+		if err := artifact.FetchDir(ctx, s.Artifacts(), m.Files, dir); err != nil {
+			t.Fatalf("build %s/%s from serve's artifact store: %v", b.Arch, b.Variant, err)
+		}
+		a, err := build.LoadArtifact(dir)
+		if err != nil {
+			t.Fatal(err)
+		}
+		img, _ := os.ReadFile(a.Image)
+		cfg, _ := os.ReadFile(a.Config)
+		if len(cfg) == 0 || !bytes.Equal(img, cfg) {
+			t.Errorf("build %s/%s: the stored image is not the finished link's (%q)", b.Arch, b.Variant, img)
+		}
+		return a
+	}
+	// builtBy checks that b was built by worker p, from p's mirror of the
+	// tree.
+	builtBy := func(b store.Build, p *farmProc) {
+		t.Helper()
+		a := fromStore(b)
+		if !strings.HasPrefix(b.ArtifactDir, p.spec.Cache+"/") {
+			t.Errorf("build %s/%s was made in %s, want in %s's cache %s", b.Arch, b.Variant, b.ArtifactDir, p.spec.Name, p.spec.Cache)
+		}
+		if mirror := filepath.Join(p.spec.Cache, "trees", "farm"); !strings.HasPrefix(a.Meta.Git.URL, mirror+"/") {
+			t.Errorf("build %s/%s was made from %s, want %s's mirror under %s", b.Arch, b.Variant, a.Meta.Git.URL, p.spec.Name, mirror)
+		}
+	}
+	holdBuilds := func() func() {
+		if err := os.WriteFile(gate, nil, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return func() { os.Remove(gate) }
+	}
+
+	// 1. Two workers, two kernels at once.
+	w1, w2 := start(0, "ppc64le"), start(1, "arm64")
+	release := holdBuilds()
+	id1, _, err := s.Submit(ctx, fakePipeline(t, `"ppc64le", "arm64"`, "FAKE_A"), runner.Options{Tree: repo})
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, 2*time.Minute, "both kernels building at once", func() bool {
+		n := 0
+		for _, j := range buildJobs(id1) {
+			if j.State == rivertype.JobStateRunning {
+				n++
+			}
+		}
+		return n == 2
+	})
+	release()
+	for _, b := range builtOK(id1, 2) {
+		builtBy(b, map[string]*farmProc{"ppc64le": w1, "arm64": w2}[b.Arch])
+	}
+	for _, j := range buildJobs(id1) {
+		if j.State != rivertype.JobStateCompleted || len(j.AttemptedBy) != 1 || (j.AttemptedBy[0] != w1.id && j.AttemptedBy[0] != w2.id) {
+			t.Errorf("build job %d: %s, attempted by %v; want completed at the first attempt by w1 (%s) or w2 (%s)", j.ID, j.State, j.AttemptedBy, w1.id, w2.id)
+		}
+	}
+	if err := s.Cancel(ctx, id1); err != nil { // its boots wait for a QEMU worker
+		t.Fatal(err)
+	}
+
+	// 2. SIGKILL mid-build; the other worker builds the kernel. The
+	// victim (w1, alone) builds the kernel at the base first, then at the
+	// next commit, where it is killed mid-link: its build directory holds
+	// a partial vmlinux beside the first link's command file.
+	stop(w2)
+	p2 := fakePipeline(t, `"ppc64le"`, "FAKE_B")
+	id2a, _, err := s.Submit(ctx, p2, runner.Options{Tree: repo})
+	if err != nil {
+		t.Fatal(err)
+	}
+	builtBy(builtOK(id2a, 1)[0], w1)
+	if err := s.Cancel(ctx, id2a); err != nil {
+		t.Fatal(err)
+	}
+	release = holdBuilds()
+	id2, _, err := s.Submit(ctx, p2, runner.Options{Tree: repo, Base: next})
+	if err != nil {
+		t.Fatal(err)
+	}
+	victim := w1
+	var partial string
+	waitFor(t, time.Minute, "w1's build of the next commit mid-link", func() bool {
+		m, _ := filepath.Glob(filepath.Join(victim.spec.Cache, "builds", "work", "*", "out", "vmlinux"))
+		for _, f := range m {
+			if b, _ := os.ReadFile(f); string(b) == "partial\n" {
+				partial = f
+				return true
+			}
+		}
+		return false
+	})
+	victim.cmd.Process.Signal(syscall.SIGKILL)
+	<-victim.done
+	other := start(1, "ppc64le", "arm64")
+	release()
+	b2 := builtOK(id2, 1)[0]
+	builtBy(b2, other)
+	for _, j := range buildJobs(id2) {
+		died := slices.ContainsFunc(j.Errors, func(e rivertype.AttemptError) bool { return strings.Contains(e.Error, "died") })
+		if j.Attempt != 2 || !slices.Equal(j.AttemptedBy, []string{victim.id, other.id}) || !died {
+			t.Errorf("the killed build's job %d: attempt %d by %v, errors %v; want attempt 2 by %s after %s, the death among its errors",
+				j.ID, j.Attempt, j.AttemptedBy, j.Errors, other.spec.Name, victim.spec.Name)
+		}
+	}
+	if err := s.Cancel(ctx, id2); err != nil {
+		t.Fatal(err)
+	}
+
+	// 3. The killed worker comes back and builds the same kernel in the
+	// build directory the kill left.
+	if b, _ := os.ReadFile(partial); string(b) != "partial\n" {
+		t.Fatalf("%s: %q, want the partial link the kill left", partial, b)
+	}
+	stop(other)
+	victim = start(0, "ppc64le")
+	id3, _, err := s.Submit(ctx, p2, runner.Options{Tree: repo, Base: next, Boots: 2})
+	if err != nil || id3 == id2 {
+		t.Fatalf("a second evaluation of the same kernel: %d (first %d), %v", id3, id2, err)
+	}
+	builtBy(builtOK(id3, 1)[0], victim)
+	if err := s.Cancel(ctx, id3); err != nil {
+		t.Fatal(err)
+	}
+	stop(victim)
+}
+
+// waitFor polls cond every 50 ms until it holds, failing t after d.
+func waitFor(t *testing.T, d time.Duration, what string, cond func() bool) {
+	t.Helper()
+	for deadline := time.Now().Add(d); !cond(); time.Sleep(50 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out after %s waiting for %s", d, what)
+		}
+	}
+}
+
+// farmWorkerMain is a `patcheval worker` in this test binary (TestMain):
+// it works until SIGTERM.
+func farmWorkerMain(raw string) int {
+	var spec farmWorkerSpec
+	if err := json.Unmarshal([]byte(raw), &spec); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 2
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM)
+	defer stop()
+	tok, err := ReadToken(spec.TokenFile)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 2
+	}
+	w, err := NewWorker(ctx, WorkerConfig{Database: spec.DB, Server: spec.Server, Token: tok, Name: spec.Name, CacheDir: spec.Cache,
+		Jobs: 1, BuildWorkers: 1, BootWorkers: 1, Grace: 5 * time.Second, Capabilities: Capabilities{Build: spec.Build, Cores: 1}, Log: os.Stderr})
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 3
+	}
+	defer w.Close()
+	if err := os.WriteFile(spec.IDFile, []byte(w.s.WorkerID()), 0o644); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 3
+	}
+	if err := w.Run(ctx); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 3
+	}
+	return 0
+}
