@@ -154,6 +154,8 @@ type farmProc struct {
 //  3. The killed worker starts again on its cache and builds the same
 //     kernel for another evaluation: it does not take the partial
 //     vmlinux left by the killed build for a built one.
+//  4. Postgres restarts while that worker builds: the build is recorded,
+//     at its first attempt.
 func TestFarmCoordinatorRole(t *testing.T) {
 	raw := os.Getenv(farmCoordEnv)
 	if raw == "" {
@@ -177,7 +179,7 @@ func TestFarmCoordinatorRole(t *testing.T) {
 	}
 	// In this namespace every address is one the test made.
 	s, base := testServiceOn(t, Config{Database: db, Token: tok, Name: "coordinator", CacheDir: filepath.Join(spec.Dir, "coordinator"),
-		Work: &Capabilities{Coordinator: true, Cores: 1}, OrphanCheck: 300 * time.Millisecond, OrphanConfirm: time.Second}, ":0")
+		Work: &Capabilities{Coordinator: true, Cores: 1}, OrphanCheck: 300 * time.Millisecond, OrphanConfirm: 3 * time.Second}, ":0")
 	_, port, _ := net.SplitHostPort(strings.TrimPrefix(base, "http://"))
 	gate := filepath.Join(spec.Dir, "gate")
 	repo, _, next := fakeKernelTree(t, gate)
@@ -388,6 +390,31 @@ func TestFarmCoordinatorRole(t *testing.T) {
 	}
 	builtBy(builtOK(id3, 1)[0], victim)
 	if err := s.Cancel(ctx, id3); err != nil {
+		t.Fatal(err)
+	}
+
+	// 4. Postgres restarts while the worker builds: every session ends
+	// (the worker's presence lock too). The worker reconnects and records
+	// the kernel; its job is not taken for an orphan's.
+	release = holdBuilds()
+	id4, _, err := s.Submit(ctx, fakePipeline(t, `"ppc64le"`, "FAKE_C"), runner.Options{Tree: repo})
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, 2*time.Minute, victim.spec.Name+"'s build running", func() bool {
+		return slices.ContainsFunc(buildJobs(id4), func(j *rivertype.JobRow) bool { return j.State == rivertype.JobStateRunning })
+	})
+	if err := pg.Restart(); err != nil {
+		t.Fatal(err)
+	}
+	release()
+	builtBy(builtOK(id4, 1)[0], victim)
+	for _, j := range buildJobs(id4) {
+		if j.State != rivertype.JobStateCompleted || j.Attempt != 1 {
+			t.Errorf("build job %d across the Postgres restart: %s at attempt %d (errors %v), want completed at attempt 1", j.ID, j.State, j.Attempt, j.Errors)
+		}
+	}
+	if err := s.Cancel(ctx, id4); err != nil {
 		t.Fatal(err)
 	}
 	stop(victim)
