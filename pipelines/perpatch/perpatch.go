@@ -26,6 +26,7 @@ import (
 	"math"
 	"path/filepath"
 	"slices"
+	"sync"
 
 	"github.com/patcheval/patcheval/evaluate"
 	"github.com/patcheval/patcheval/evaluate/report"
@@ -335,34 +336,20 @@ func worstRegression(p *pipelines.Pipeline, labels []Pair, samples []evaluate.Sa
 // bisectSeries bisects the worst whole-series regression over the
 // applied commits.
 func bisectSeries(ctx context.Context, s *Series, at *pipelines.Pipeline, labels []Pair, byStep [][]evaluate.Sample, measured []bool, pp *report.PerPatch, o Options) error {
-	reg := worstRegression(s.Pipeline, labels, s.Samples)
-	if reg == nil {
-		return nil
-	}
-	if len(s.Pipeline.Arches) > 1 {
-		pp.Notes = append(pp.Notes, fmt.Sprintf("the series regresses %s %s (%+.1f%%); it is not bisected inside the series: the pipeline has several arches",
-			reg.benchmark, reg.metric, reg.change))
-		return nil
-	}
-	if o.BisectMeasurer == nil {
-		return fail.Inputf("series bisection: no measurer")
-	}
-	known := map[string][]float64{}
+	known := map[string][]evaluate.Sample{}
 	for k, ss := range byStep {
-		if !measured[k] {
-			continue
-		}
-		for _, sm := range ss {
-			if sm.Variant == reg.pair.Other && sm.Benchmark == reg.benchmark && sm.Metric == reg.metric {
-				known[pp.Steps[k].Commit] = append(known[pp.Steps[k].Commit], sm.Value)
-			}
+		if measured[k] {
+			known[pp.Steps[k].Commit] = append(known[pp.Steps[k].Commit], ss...)
 		}
 	}
-	m := &knownMeasurer{m: o.BisectMeasurer(at, reg.pair.Other, reg.benchmark, reg.metric), known: known, unit: reg.unit}
-	o.logf("series bisection: %s %s %+.1f%% (%s -> %s) over %d patches", reg.benchmark, reg.metric, reg.change, reg.pair.Base, reg.pair.Other, len(s.Commits))
-	res, err := bisect.Run(ctx, bisect.Options{Repo: s.Repo, Good: s.Base, Bad: s.Commits[len(s.Commits)-1].Hash, Measurer: m,
-		Benchmark: reg.benchmark, Metric: reg.metric, HigherIsBetter: reg.higher, Deterministic: s.Pipeline.Deterministic,
-		Threshold: s.Pipeline.Threshold(), Logf: o.Logf})
+	pl, note, err := planBisection(s, at, labels, known, o)
+	if err != nil || pl == nil {
+		if note != "" {
+			pp.Notes = append(pp.Notes, note)
+		}
+		return err
+	}
+	res, err := bisect.Run(ctx, pl.Options)
 	if err != nil {
 		if fail.KindOf(err) == fail.KindInput && res != nil {
 			// The ends measured again did not show it (noise): say so.
@@ -371,41 +358,158 @@ func bisectSeries(ctx context.Context, s *Series, at *pipelines.Pipeline, labels
 		}
 		return err
 	}
-	b := &report.SeriesBisection{Status: res.Status, Variant: reg.pair.Other, Benchmark: reg.benchmark, Metric: reg.metric,
-		Patches: len(s.Commits), Change: res.Change, CILow: res.CILow, CIHigh: res.CIHigh, Confirmed: res.Confirmed,
-		Builds: res.Builds, Bound: res.Bound}
-	if res.Culprit != nil {
-		b.Commit, b.Subject, b.Patch = res.Culprit.Hash, res.Culprit.Subject, res.Culprit.Index+1
-	}
-	for _, c := range res.Candidates {
-		b.Candidates = append(b.Candidates, fmt.Sprintf("%d/%d %s", c.Index+1, len(s.Commits), c.Subject))
-	}
-	if o.BisectDir != "" {
-		c := o.Context
-		c.Pipeline, c.Variant = s.Pipeline.Name, reg.pair.Other
-		files, err := bisect.WriteReports(o.BisectDir, res, c, mbox.Address{})
-		if err != nil {
-			return err
-		}
-		b.Report = files[0]
+	b, err := pl.Finish(res, o.BisectDir, o.Context)
+	if err != nil {
+		return err
 	}
 	pp.Bisection = b
 	return nil
 }
 
+// Bisection is the bisection inside a series of its worst whole-series
+// regression, planned (PlanBisection) so that it can also run one
+// measurement at a time: bisect.Resume with Options over the
+// measurements recorded so far, bisect.Measure with Options.Measurer
+// for the next one, Finish at the end (pipelines/service runs it as jobs
+// that survive a restart).
+type Bisection struct {
+	// Options are bisect.Run's; their Measurer answers a commit's first
+	// measurement with the samples the evaluation or the per-patch run
+	// took, and is a bisect.NthMeasurer.
+	Options bisect.Options
+	// Variant (the series variant), Benchmark, Metric and Change (the
+	// whole series' change, percent) describe the regression.
+	Variant, Benchmark, Metric string
+	Change                     float64
+
+	s *Series
+}
+
+// PlanBisection plans the bisection inside s of its worst whole-series
+// regression, with o.BisectMeasurer and o.Logf. It returns nil and a note
+// saying why when there is nothing to bisect (no regression of at least
+// the pipeline's threshold, one patch, several arches); an error when s
+// cannot be taken apart at all.
+func PlanBisection(s *Series, o Options) (*Bisection, string, error) {
+	p := s.Pipeline
+	pairs := SeriesPairs(p)
+	if len(pairs) == 0 {
+		return nil, "", fail.Inputf("pipeline %s compares no variant without the series against the same kernel with it: nothing to bisect inside the series", p.Name)
+	}
+	if len(s.Commits) < 2 {
+		return nil, fmt.Sprintf("the series has %d patch: nothing to bisect inside it", len(s.Commits)), nil
+	}
+	at, err := AtCommit(p, pairs)
+	if err != nil {
+		return nil, "", err
+	}
+	labels := labelPairs(p, pairs)
+	known := map[string][]evaluate.Sample{}
+	for _, sm := range s.Samples {
+		for _, lp := range labels {
+			switch sm.Variant {
+			case lp.Base:
+				sm.Variant = lp.Other
+				known[s.Base] = append(known[s.Base], sm)
+			case lp.Other:
+				tip := s.Commits[len(s.Commits)-1].Hash
+				known[tip] = append(known[tip], sm)
+			}
+		}
+	}
+	b, note, err := planBisection(s, at, labels, known, o)
+	if b == nil && note == "" && err == nil {
+		note = "no whole-series regression of at least the pipeline's threshold to bisect"
+	}
+	return b, note, err
+}
+
+// planBisection plans it with the samples known per commit (named by
+// the series variants); nil and no note when nothing regressed.
+func planBisection(s *Series, at *pipelines.Pipeline, labels []Pair, known map[string][]evaluate.Sample, o Options) (*Bisection, string, error) {
+	reg := worstRegression(s.Pipeline, labels, s.Samples)
+	if reg == nil {
+		return nil, "", nil
+	}
+	if len(s.Pipeline.Arches) > 1 {
+		return nil, fmt.Sprintf("the series regresses %s %s (%+.1f%%); it is not bisected inside the series: the pipeline has several arches",
+			reg.benchmark, reg.metric, reg.change), nil
+	}
+	if o.BisectMeasurer == nil {
+		return nil, "", fail.Inputf("series bisection: no measurer")
+	}
+	values := map[string][]float64{}
+	for c, ss := range known {
+		for _, sm := range ss {
+			if sm.Variant == reg.pair.Other && sm.Benchmark == reg.benchmark && sm.Metric == reg.metric {
+				values[c] = append(values[c], sm.Value)
+			}
+		}
+	}
+	m := &knownMeasurer{m: o.BisectMeasurer(at, reg.pair.Other, reg.benchmark, reg.metric), known: values, unit: reg.unit}
+	o.logf("series bisection: %s %s %+.1f%% (%s -> %s) over %d patches", reg.benchmark, reg.metric, reg.change, reg.pair.Base, reg.pair.Other, len(s.Commits))
+	return &Bisection{s: s, Variant: reg.pair.Other, Benchmark: reg.benchmark, Metric: reg.metric, Change: reg.change,
+		Options: bisect.Options{Repo: s.Repo, Good: s.Base, Bad: s.Commits[len(s.Commits)-1].Hash, Measurer: m,
+			Benchmark: reg.benchmark, Metric: reg.metric, HigherIsBetter: reg.higher, Deterministic: s.Pipeline.Deterministic,
+			Threshold: s.Pipeline.Threshold(), Logf: o.Logf}}, "", nil
+}
+
+// Finish is the report's account of a finished bisection res, its
+// reports written into dir (none when dir is "").
+func (b *Bisection) Finish(res *bisect.Result, dir string, c bisect.Context) (*report.SeriesBisection, error) {
+	s := b.s
+	out := &report.SeriesBisection{Status: res.Status, Variant: b.Variant, Benchmark: b.Benchmark, Metric: b.Metric,
+		Patches: len(s.Commits), Change: res.Change, CILow: res.CILow, CIHigh: res.CIHigh, Confirmed: res.Confirmed,
+		Builds: res.Builds, Bound: res.Bound}
+	if res.Culprit != nil {
+		out.Commit, out.Subject, out.Patch = res.Culprit.Hash, res.Culprit.Subject, res.Culprit.Index+1
+	}
+	for _, cand := range res.Candidates {
+		out.Candidates = append(out.Candidates, fmt.Sprintf("%d/%d %s", cand.Index+1, len(s.Commits), cand.Subject))
+	}
+	if dir != "" {
+		c.Pipeline, c.Variant = s.Pipeline.Name, b.Variant
+		files, err := bisect.WriteReports(dir, res, c, mbox.Address{})
+		if err != nil {
+			return nil, err
+		}
+		out.Report = files[0]
+	}
+	return out, nil
+}
+
 // knownMeasurer answers a commit's first measurement with the samples
 // the evaluation or the per-patch run already took; later ones (the
-// confirmation) measure again.
+// confirmation) measure again. The nth measurement of a commit is the
+// same one however often it is asked for (bisect.NthMeasurer), so that a
+// bisection resumed over its records repeats an interrupted measurement.
 type knownMeasurer struct {
 	m     bisect.Measurer
 	known map[string][]float64
 	unit  string
+
+	mu  sync.Mutex
+	seq map[string]int
 }
 
 func (k *knownMeasurer) Measure(ctx context.Context, commit string, boots int) (*bisect.Measurement, error) {
-	if v, ok := k.known[commit]; ok && len(v) > 0 {
-		delete(k.known, commit)
+	k.mu.Lock()
+	if k.seq == nil {
+		k.seq = map[string]int{}
+	}
+	n := k.seq[commit]
+	k.seq[commit]++
+	k.mu.Unlock()
+	return k.MeasureNth(ctx, commit, boots, n)
+}
+
+// MeasureNth implements bisect.NthMeasurer.
+func (k *knownMeasurer) MeasureNth(ctx context.Context, commit string, boots, n int) (*bisect.Measurement, error) {
+	if v := k.known[commit]; n == 0 && len(v) > 0 {
 		return &bisect.Measurement{Values: v, Unit: k.unit, Note: "measured before"}, nil
+	}
+	if nm, ok := k.m.(bisect.NthMeasurer); ok {
+		return nm.MeasureNth(ctx, commit, boots, n)
 	}
 	return k.m.Measure(ctx, commit, boots)
 }
