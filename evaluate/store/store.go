@@ -396,6 +396,9 @@ CREATE INDEX samples_by_run ON samples(run_id);
 	// 8: the processes that work jobs and their heartbeats (see
 	// workers.go, pipelines/service).
 	migrationWorkers,
+	// 9: bisections inside a series run as queue work (see
+	// seriesbisect.go, pipelines/service).
+	migrationSeriesBisections,
 }
 
 // SchemaVersion is the schema version this code writes.
