@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"fmt"
 	"io"
 	"log/slog"
 	"path/filepath"
@@ -13,7 +12,6 @@ import (
 	"github.com/patcheval/patcheval/internal/fail"
 	"github.com/patcheval/patcheval/internal/xdg"
 	"github.com/patcheval/patcheval/pipelines"
-	"github.com/patcheval/patcheval/pipelines/bisect"
 	"github.com/patcheval/patcheval/pipelines/follow"
 	"github.com/patcheval/patcheval/pipelines/perpatch"
 	"github.com/patcheval/patcheval/pipelines/service"
@@ -46,11 +44,21 @@ func setupBots(cfg *service.Config, o serveOptions, config string) (func(*servic
 	}
 	log := slog.New(slog.NewTextHandler(o.Log, nil))
 	var svc *service.Service
+	var rep *follow.Reporting
+	// The triager carries out #patcheval commands; #patcheval bisect is
+	// the service's series_bisect jobs, whose end it answers in the
+	// command's thread.
+	triager := func(s *service.Service) follow.ServiceTriager {
+		return follow.ServiceTriager{Service: s, Store: s.Store(), Reporting: rep, Log: log, Bisect: s.BisectSeries}
+	}
+	cfg.SeriesBisected = func(ctx context.Context, id int64, requesters []string, text string) error {
+		return triager(svc).BisectResult(ctx, id, requesters, text)
+	}
 	dash := strings.TrimRight(o.PublicURL, "/")
 	if dash == "" {
 		dash = "http://" + o.Listen
 	}
-	rep, err := follow.NewReporting(nil, lists, smtp, dash, func(id int64) string { return svc.OutDir(id) }, log)
+	rep, err = follow.NewReporting(nil, lists, smtp, dash, func(id int64) string { return svc.OutDir(id) }, log)
 	if err != nil {
 		return nil, err
 	}
@@ -63,8 +71,7 @@ func setupBots(cfg *service.Config, o serveOptions, config string) (func(*servic
 			f.Submitted = func(_ follow.List, _ *series.Series, id int64) error { return rep.Notify(ctx, id, follow.EventQueued) }
 		}
 		// Replies to the reports may command (#patcheval retest, ...).
-		f.Triage = follow.ServiceTriager{Service: s, Store: s.Store(), Reporting: rep, Log: log,
-			Bisect: seriesBisector(s, cfg.CacheDir, cfg.Jobs, log)}
+		f.Triage = triager(s)
 		return f.Run(ctx)
 	}})
 	if rep != nil {
@@ -117,49 +124,5 @@ func newFollower(log io.Writer, lists []follow.List, st *store.Store, svc follow
 		Submit: follow.ServiceSubmitter{Service: svc},
 		Dir:    filepath.Join(xdg.CacheDir(), "lists"),
 		Log:    slog.New(slog.NewTextHandler(log, nil)),
-	}
-}
-
-// seriesBisector is #patcheval bisect in serve: the bisection inside the
-// series of an evaluation's whole-series regression (pipelines/perpatch
-// over the applied commits, the ends and the evaluation's kernels
-// reused), run in the background in this process rather than through the
-// job queue; its reports go to the evaluation's output directory
-// (series-bisect/), its result to result.
-func seriesBisector(s *service.Service, cacheDir string, jobs int, log *slog.Logger) func(context.Context, int64, func(string)) (string, error) {
-	return func(ctx context.Context, id int64, result func(string)) (string, error) {
-		ser, err := perpatch.Load(s.Store(), id)
-		if err != nil {
-			return "", err
-		}
-		if len(perpatch.SeriesPairs(ser.Pipeline)) == 0 {
-			return "", fail.Inputf("pipeline %s compares no variant without the series against the same kernel with it: nothing to bisect inside the series", ser.Pipeline.Name)
-		}
-		if len(ser.Commits) < 2 {
-			return "", fail.Inputf("the series has %d patch: nothing to bisect inside it", len(ser.Commits))
-		}
-		dir := filepath.Join(s.OutDir(id), "series-bisect")
-		go func() {
-			pp, err := perpatch.Run(ctx, ser, perpatch.Options{Bisect: true, BisectDir: dir,
-				BisectMeasurer: func(at *pipelines.Pipeline, variant, benchmark, metric string) bisect.Measurer {
-					return &bisect.PipelineMeasurer{Pipeline: at, Variant: variant, Benchmark: benchmark, Metric: metric, Repo: ser.Repo,
-						OutDir: filepath.Join(dir, "steps"), Store: s.Store(), CacheDir: cacheDir, Jobs: jobs}
-				},
-				Context: bisect.Context{Tree: ser.Repo, Arch: strings.Join(ser.Pipeline.Arches, ",")},
-				Logf:    func(format string, a ...any) { log.Info(fmt.Sprintf(format, a...), "evaluation", id) }})
-			switch {
-			case err != nil:
-				result("failed: " + err.Error())
-			case pp == nil || pp.Bisection == nil:
-				note := "no whole-series regression of at least the pipeline's threshold to bisect"
-				if pp != nil && len(pp.Notes) > 0 {
-					note = strings.Join(pp.Notes, "; ")
-				}
-				result(note)
-			default:
-				result(pp.Bisection.Sentence())
-			}
-		}()
-		return fmt.Sprintf("bisection inside the series of evaluation %d started (%d patches); the result follows in this thread", id, len(ser.Commits)), nil
 	}
 }

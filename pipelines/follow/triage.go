@@ -21,7 +21,8 @@ import (
 //
 //	#patcheval retest [pipeline]   evaluate the series again (or with another pipeline)
 //	#patcheval invalid             withdraw the report
-//	#patcheval bisect              bisect the regression inside the series
+//	#patcheval bisect              bisect the regression inside the series (the result
+//	                               follows in the thread when the bisection ends)
 //	#patcheval test <lore URL | Message-ID>  evaluate another series
 //	                               (a git URL and branch: not supported yet)
 //

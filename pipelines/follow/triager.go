@@ -34,9 +34,10 @@ type Rerunner interface {
 //	retest <pipeline>  evaluates the series with that pipeline
 //	invalid            withdraws the report: the list's Patchwork checks
 //	                   become success "withdrawn"
-//	bisect             starts the bisection inside the series of the
-//	                   evaluation's regression (Bisect, in the background);
-//	                   its result follows in the thread
+//	bisect             queues the bisection inside the series of the
+//	                   evaluation's regression (Bisect: the service's
+//	                   series_bisect jobs); its result follows in the
+//	                   thread (BisectResult, when it ends)
 //	test <lore URL>    fetches that thread and evaluates its series as the
 //	                   list evaluates a new one (its pipeline, tree, base);
 //	                   a bare Message-ID is looked up in the list's inbox.
@@ -52,11 +53,12 @@ type ServiceTriager struct {
 	Reporting *Reporting
 	// Find resolves a pipeline name (default pipelines.Find).
 	Find func(string) (*pipelines.Pipeline, error)
-	// Bisect starts bisecting evaluation id's whole-series regression
-	// inside the series and returns at once with a note; it calls result
-	// once with the outcome (a sentence naming the patch, or why not).
-	// nil: this service runs no bisections.
-	Bisect func(ctx context.Context, id int64, result func(text string)) (string, error)
+	// Bisect queues the bisection of evaluation id's whole-series
+	// regression inside the series for requester and returns at once
+	// with a note (service.Service.BisectSeries); when it ends, the
+	// service gives BisectResult the requesters and the outcome. nil:
+	// this service runs no bisections.
+	Bisect func(ctx context.Context, id int64, requester string) (string, error)
 	// Fetch is the thread fetcher of #patcheval test (default mbox.Fetch
 	// without the thread cache).
 	Fetch func(ctx context.Context, src mbox.Source) (*mbox.Thread, error)
@@ -121,15 +123,76 @@ func (t ServiceTriager) do(ctx context.Context, r TriageRequest) (string, error)
 		if t.Bisect == nil {
 			return "", fail.Inputf("#patcheval bisect: this service runs no bisections")
 		}
-		return t.Bisect(ctx, r.EvaluationID, func(text string) {
-			if err := t.post(r, "bisect", "bisection: "+text); err != nil && t.Log != nil {
-				t.Log.Warn("follow: bisection result not queued", "evaluation", r.EvaluationID, "err", err)
-			}
-		})
+		return t.Bisect(ctx, r.EvaluationID, bisectRequester(r))
 	case "test":
 		return t.test(ctx, r)
 	}
 	return "", fail.Inputf("unknown command %q", r.Command.Name)
+}
+
+// requester names a #patcheval bisect command for the service, which
+// keeps it with the bisection and gives it back to BisectResult.
+type requester struct {
+	List    string  `json:"list"`
+	Reply   string  `json:"reply"`
+	Report  string  `json:"report"`
+	Command Command `json:"command"`
+}
+
+func bisectRequester(r TriageRequest) string {
+	b, _ := json.Marshal(requester{List: r.List.Name, Reply: r.Reply.MessageID, Report: r.Report, Command: r.Command})
+	return string(b)
+}
+
+// BisectResult answers each #patcheval bisect command among requesters
+// (what Bisect was given) with text, the bisection's outcome, in its
+// thread: a reply to the command from the report's sender, queued
+// through the list's mail reporter (once per command: queuing it again
+// is a no-op). Requesters that are not such commands are skipped.
+func (t ServiceTriager) BisectResult(ctx context.Context, evalID int64, requesters []string, text string) error {
+	for _, rs := range requesters {
+		var q requester
+		if err := json.Unmarshal([]byte(rs), &q); err != nil || q.List == "" || q.Reply == "" {
+			continue
+		}
+		if t.Reporting == nil || t.Reporting.lists[q.List] == nil {
+			continue
+		}
+		reply, err := t.storedMessage(q.List, q.Reply)
+		if err != nil {
+			return err
+		}
+		if reply == nil {
+			if t.Log != nil {
+				t.Log.Warn("follow: the bisect command's reply is no longer stored: result not posted", "list", q.List, "msgid", q.Reply)
+			}
+			continue
+		}
+		r := TriageRequest{List: t.Reporting.lists[q.List].l, Command: q.Command, Reply: reply, Report: q.Report, EvaluationID: evalID}
+		if err := t.post(r, "bisect", "bisection: "+text); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// storedMessage is message msgid of list as the follower filed it (nil
+// when it is not stored).
+func (t ServiceTriager) storedMessage(list, msgid string) (*mbox.Message, error) {
+	root, err := t.Store.FollowRootOf(list, msgid)
+	if err != nil || root == "" {
+		return nil, err
+	}
+	raws, err := t.Store.FollowMessages(list, root)
+	if err != nil {
+		return nil, err
+	}
+	for _, raw := range raws {
+		if m, err := mbox.ParseMessage(raw, list); err == nil && m.MessageID == msgid {
+			return m, nil
+		}
+	}
+	return nil, nil
 }
 
 // test evaluates the series of a lore thread as the list evaluates a new

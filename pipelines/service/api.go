@@ -120,6 +120,7 @@ func (s *Service) api() http.Handler {
 	mux.HandleFunc("GET /api/v1/evaluations/{id}/repro.tar.gz", s.apiRepro)
 	mux.HandleFunc("POST /api/v1/evaluations/{id}/cancel", s.apiCancel)
 	mux.HandleFunc("POST /api/v1/evaluations/{id}/rerun", s.apiRerun)
+	mux.HandleFunc("POST /api/v1/evaluations/{id}/bisect", s.apiBisect)
 	mux.HandleFunc("GET /api/v1/jobs", s.apiJobs)
 	mux.HandleFunc("GET /api/v1/series", s.apiSeries)
 	mux.HandleFunc("GET /api/v1/watches/{name}", s.apiWatch)
@@ -415,7 +416,12 @@ type EvaluationResponse struct {
 	Verdicts   []string           `json:"verdicts,omitempty"`
 	Jobs       []Job              `json:"jobs"`
 	Progress   []string           `json:"progress,omitempty"`
-	URL        string             `json:"url"`
+	// PerPatch is the report's per-patch section; SeriesBisection the
+	// bisection inside the series as it stands (queued, running with
+	// its measurements so far, or ended).
+	PerPatch        *report.PerPatch   `json:"per_patch,omitempty"`
+	SeriesBisection *SeriesBisectState `json:"series_bisection,omitempty"`
+	URL             string             `json:"url"`
 }
 
 func (s *Service) evalOf(w http.ResponseWriter, r *http.Request) (*store.Evaluation, bool) {
@@ -461,7 +467,12 @@ func (s *Service) apiGet(w http.ResponseWriter, r *http.Request) {
 		var rep report.Report
 		if json.Unmarshal(data, &rep) == nil {
 			resp.Benchmarks, resp.Confounds, resp.Verdicts = rep.Benchmarks, rep.Confounds, report.Verdicts(&rep)
+			resp.PerPatch = rep.PerPatch
 		}
+	}
+	if resp.SeriesBisection, err = s.SeriesBisection(e.ID); err != nil {
+		writeErr(w, err)
+		return
 	}
 	if e.Status == StatusQueued || e.Status == "running" {
 		resp.Progress = s.evalLog(e.ID).snapshot()
@@ -580,6 +591,38 @@ func (s *Service) apiRerun(w http.ResponseWriter, r *http.Request) {
 		_, err := s.Rerun(ctx, id)
 		return err
 	})
+}
+
+// BisectResponse answers POST /api/v1/evaluations/{id}/bisect (202).
+type BisectResponse struct {
+	Note            string             `json:"note"`
+	SeriesBisection *SeriesBisectState `json:"series_bisection"`
+	URL             string             `json:"url"`
+}
+
+// apiBisect queues the bisection inside the evaluation's series
+// (Service.BisectSeries): 202 with what it did, 409 when there is
+// nothing to bisect.
+func (s *Service) apiBisect(w http.ResponseWriter, r *http.Request) {
+	e, ok := s.evalOf(w, r)
+	if !ok {
+		return
+	}
+	note, err := s.BisectSeries(r.Context(), e.ID, "")
+	if err != nil {
+		if fail.KindOf(err) == fail.KindInput {
+			apiError(w, http.StatusConflict, "id", err.Error())
+			return
+		}
+		writeErr(w, err)
+		return
+	}
+	st, err := s.SeriesBisection(e.ID)
+	if err != nil {
+		writeErr(w, err)
+		return
+	}
+	writeJSON(w, http.StatusAccepted, BisectResponse{Note: note, SeriesBisection: st, URL: pageURL(r, e.ID)})
 }
 
 // apiAct runs a state change on the evaluation the path names: 409 when

@@ -49,7 +49,12 @@
 // taken apart by a per_patch job after its report, in the "series" queue
 // (seriesjobs.go): the series is measured after each patch
 // (pipelines/perpatch), the reports are written again with the per-patch
-// table, and only then is the evaluation done and Notify told.
+// table, and only then is the evaluation done and Notify told. The
+// bisection inside a series (BisectSeries: #patcheval bisect, POST
+// /api/v1/evaluations/{id}/bisect) is one series_bisect job per
+// measurement in the same queue, its state in the store, resumable after
+// a crash like a watch's bisection; when it ends, a series_bisected job
+// tells Config.SeriesBisected (the bots answer in the command's thread).
 //
 // # One SQLite database, two pools
 //

@@ -56,6 +56,9 @@ func serveMain(spec string) int {
 		// Watch, when set, enables the watches with the test's evaluator
 		// and measurer (watchjobs_test.go), logging to Watch.Log.
 		Watch *testWatchSpec
+		// Series, when set, measures the bisections inside a series with
+		// the test's measurer (seriesjobs_test.go).
+		Series *testSeriesSpec
 	}
 	if err := json.Unmarshal([]byte(spec), &cfg); err != nil {
 		fmt.Fprintln(os.Stderr, err)
@@ -66,8 +69,12 @@ func serveMain(spec string) int {
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
 	defer stop()
-	s, err := New(ctx, Config{Database: cfg.DB, Lore: cfg.Lore, AllowTrees: []string{cfg.Tree}, CacheDir: cfg.Cache,
-		From: testFrom, Log: os.Stderr, Grace: 5 * time.Second})
+	sc := Config{Database: cfg.DB, Lore: cfg.Lore, AllowTrees: []string{cfg.Tree}, CacheDir: cfg.Cache,
+		From: testFrom, Log: os.Stderr, Grace: 5 * time.Second}
+	if cfg.Series != nil {
+		sc.Series = cfg.Series.measurers()
+	}
+	s, err := New(ctx, sc)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 3

@@ -431,6 +431,8 @@ func (s *Service) addWorkers(w *river.Workers) {
 	river.AddWorker(w, &retestWorker{s: s})
 	river.AddWorker(w, &bisectStepWorker{s: s})
 	river.AddWorker(w, &perPatchWorker{s: s})
+	river.AddWorker(w, &seriesBisectWorker{s: s})
+	river.AddWorker(w, &seriesBisectedWorker{s: s})
 }
 
 // Submit records an evaluation of p with o (runner.Submit: the same inputs

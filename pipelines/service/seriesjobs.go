@@ -2,10 +2,16 @@ package service
 
 import (
 	"context"
+	"encoding/json"
+	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"runtime"
+	"slices"
+	"strings"
+	"time"
 
 	"github.com/riverqueue/river"
 
@@ -14,6 +20,7 @@ import (
 	"github.com/patcheval/patcheval/internal/fail"
 	"github.com/patcheval/patcheval/internal/progress"
 	"github.com/patcheval/patcheval/pipelines"
+	"github.com/patcheval/patcheval/pipelines/bisect"
 	"github.com/patcheval/patcheval/pipelines/perpatch"
 	"github.com/patcheval/patcheval/pipelines/runner"
 )
@@ -53,6 +60,9 @@ type SeriesMeasurers struct {
 	// PerPatch measures the at-commit pipeline at a commit of s, its
 	// reports under outDir.
 	PerPatch func(s *perpatch.Series, at *pipelines.Pipeline, outDir string) perpatch.Measurer
+	// Bisect measures the at-commit pipeline's variant, benchmark and
+	// metric for the bisection inside s, its reports under outDir.
+	Bisect func(s *perpatch.Series, at *pipelines.Pipeline, variant, benchmark, metric, outDir string) bisect.Measurer
 }
 
 // runEnv is the runner.Env of an evaluation run inside a series job: the
@@ -120,7 +130,12 @@ func (w *perPatchWorker) Work(ctx context.Context, job *river.Job[PerPatchArgs])
 		}
 		pp.Notes = append(pp.Notes, "per-patch run not done: "+err.Error())
 	}
-	if err := s.amendReport(a.EvaluationID, dir, pp); err != nil {
+	if err := s.amendReport(a.EvaluationID, dir, func(r *report.Report) {
+		if r.PerPatch != nil && r.PerPatch.Bisection != nil && pp.Bisection == nil {
+			pp.Bisection = r.PerPatch.Bisection // a series bisection's result stays
+		}
+		r.PerPatch = pp
+	}); err != nil {
 		if ctx.Err() != nil || job.Attempt < job.MaxAttempts {
 			return err
 		}
@@ -135,9 +150,9 @@ func (w *perPatchWorker) Work(ctx context.Context, job *river.Job[PerPatchArgs])
 }
 
 // amendReport writes evaluation id's reports in dir again (report.json
-// as the report stage wrote it, the text, Markdown, KCIDB and the reply
-// draft) with pp as their per-patch section.
-func (s *Service) amendReport(id int64, dir string, pp *report.PerPatch) error {
+// as the report stage wrote it, amended; the text, Markdown, KCIDB and
+// the reply draft from it).
+func (s *Service) amendReport(id int64, dir string, amend func(r *report.Report)) error {
 	f, err := os.Open(filepath.Join(dir, "report.json"))
 	if err != nil {
 		return fail.Infraf("evaluation %d: the report to add the per-patch results to: %v", id, err)
@@ -147,7 +162,7 @@ func (s *Service) amendReport(id int64, dir string, pp *report.PerPatch) error {
 	if err != nil {
 		return fail.Infraf("evaluation %d: %v", id, err)
 	}
-	r.PerPatch = pp
+	amend(r)
 	return runner.Rewrite(runner.Env{Store: s.db.Store}, id, r, dir, &runner.Outcome{EvaluationID: id})
 }
 
@@ -173,4 +188,315 @@ func (s *Service) perPatch(ctx context.Context, id int64, dir string) (*report.P
 	log := s.evalLog(id)
 	return perpatch.Run(ctx, ser, perpatch.Options{PerPatch: true, Measurer: m,
 		Logf: func(format string, a ...any) { log.printf(format, a...) }})
+}
+
+// The bisection inside a series (#patcheval bisect, the API's
+// POST /api/v1/evaluations/{id}/bisect, Service.BisectSeries) is one
+// series_bisect job per measurement, like a watch's bisection: each
+// replays the bisection over the measurements recorded so far
+// (perpatch.PlanBisection, bisect.Resume: the search is a function of
+// them), makes the one it asks for next and, in one transaction, records
+// it (store series_bisections), queues the next step and completes
+// itself. A serve killed mid-bisection resumes at the step it was on; the
+// interrupted measurement is made again as the same one (the same stored
+// evaluation, its finished builds and boots kept). The last step writes
+// the bisection's reports, adds its sentence to the evaluation's reports,
+// and queues a series_bisected job that tells Config.SeriesBisected (the
+// bots: a reply in the thread of each command that asked).
+
+// Series bisection statuses besides bisect.Found and bisect.Ambiguous.
+const (
+	SeriesBisectQueued  = "queued"
+	SeriesBisectRunning = "running"
+	// SeriesBisectNone: nothing to bisect (no whole-series regression,
+	// or the ends measured again did not show it).
+	SeriesBisectNone   = "none"
+	SeriesBisectFailed = "failed"
+)
+
+// SeriesBisectState is a series bisection as stored.
+type SeriesBisectState struct {
+	Status string `json:"status"`
+	// Gen names this run of the bisection (a failed one may be asked
+	// for again).
+	Gen     int64           `json:"gen"`
+	Started time.Time       `json:"started,omitzero"`
+	Records []bisect.Record `json:"records,omitempty"`
+	// Next is the measurement being made (status running).
+	Next *bisect.Need `json:"next,omitempty"`
+	// Variant, Benchmark, Metric and Change describe the bisected
+	// regression (the whole series' change, percent).
+	Variant   string  `json:"variant,omitempty"`
+	Benchmark string  `json:"benchmark,omitempty"`
+	Metric    string  `json:"metric,omitempty"`
+	Change    float64 `json:"change_pct,omitempty"`
+	// Result is the finished bisection; Note says why there is none.
+	Result *report.SeriesBisection `json:"result,omitempty"`
+	Note   string                  `json:"note,omitempty"`
+	// Requesters are who asked (opaque to the service: Config.SeriesBisected
+	// is told them).
+	Requesters []string `json:"requesters,omitempty"`
+}
+
+// Ended says whether the bisection is over.
+func (st *SeriesBisectState) Ended() bool {
+	return st.Status != SeriesBisectQueued && st.Status != SeriesBisectRunning
+}
+
+// Text is the outcome in one sentence (or why there is none).
+func (st *SeriesBisectState) Text() string {
+	if st.Result != nil {
+		return st.Result.Sentence()
+	}
+	return st.Note
+}
+
+// SeriesBisectArgs makes measurement Seq (0-based) of run Gen of the
+// bisection inside evaluation EvaluationID's series.
+type SeriesBisectArgs struct {
+	EvaluationID int64 `json:"evaluation_id"`
+	Gen          int64 `json:"gen"`
+	Seq          int   `json:"seq"`
+}
+
+func (SeriesBisectArgs) Kind() string { return "series_bisect" }
+
+// SeriesBisectedArgs tells Config.SeriesBisected how run Gen ended.
+type SeriesBisectedArgs struct {
+	EvaluationID int64 `json:"evaluation_id"`
+	Gen          int64 `json:"gen"`
+}
+
+func (SeriesBisectedArgs) Kind() string { return "series_bisected" }
+
+func seriesBisectJob(id, gen int64, seq int) river.InsertManyParams {
+	return river.InsertManyParams{Args: SeriesBisectArgs{id, gen, seq}, InsertOpts: jobOpts(QueueSeries, id, 5)}
+}
+
+// SeriesBisection is evaluation id's series bisection, nil when none
+// was asked for.
+func (s *Service) SeriesBisection(id int64) (*SeriesBisectState, error) {
+	return seriesBisectionIn(s.db.Store, id)
+}
+
+func seriesBisectionIn(st *store.Store, id int64) (*SeriesBisectState, error) {
+	b, err := st.SeriesBisection(id)
+	if err != nil || b == nil {
+		return nil, err
+	}
+	var out SeriesBisectState
+	if err := json.Unmarshal(b, &out); err != nil {
+		return nil, fail.Infraf("evaluation %d: the stored series bisection is unreadable: %v", id, err)
+	}
+	return &out, nil
+}
+
+// BisectSeries queues the bisection inside evaluation id's series of its
+// worst whole-series regression, for requester (told through
+// Config.SeriesBisected when it ends; "" for nobody). It returns a note
+// for people: queued, already running (requester is added), or the
+// outcome of the one that ended. Nothing to bisect (one patch, no
+// regression, no comparison per-patch can use) is a bad-input error.
+func (s *Service) BisectSeries(ctx context.Context, id int64, requester string) (string, error) {
+	ser, err := perpatch.Load(s.db.Store, id)
+	if err != nil {
+		return "", err
+	}
+	pl, note, err := perpatch.PlanBisection(ser, perpatch.Options{BisectMeasurer: func(*pipelines.Pipeline, string, string, string) bisect.Measurer { return nil }})
+	if err != nil {
+		return "", err
+	}
+	if pl == nil {
+		return "", fail.Inputf("evaluation %d: nothing to bisect inside the series: %s", id, note)
+	}
+	// Read before the transaction: a racing request for the same
+	// evaluation at worst queues a second run, whose jobs the first's
+	// Gen check then ignores.
+	st, err := s.SeriesBisection(id)
+	if err != nil {
+		return "", err
+	}
+	var out string
+	err = s.db.Store.Tx(ctx, func(tx *store.Tx) error {
+		if st != nil && !st.Ended() {
+			if requester != "" && !slices.Contains(st.Requesters, requester) {
+				st.Requesters = append(st.Requesters, requester)
+			}
+			out = fmt.Sprintf("the bisection inside the series of evaluation %d is already %s (%d measurement(s) made); the result follows", id, st.Status, len(st.Records))
+			return s.db.Store.SetSeriesBisectionTx(tx, id, st)
+		}
+		if st != nil && st.Status != SeriesBisectFailed {
+			out = st.Text()
+			return nil
+		}
+		st = &SeriesBisectState{Status: SeriesBisectQueued, Gen: time.Now().UnixNano(), Variant: pl.Variant, Benchmark: pl.Benchmark,
+			Metric: pl.Metric, Change: pl.Change}
+		if requester != "" {
+			st.Requesters = []string{requester}
+		}
+		if err := s.db.Store.SetSeriesBisectionTx(tx, id, st); err != nil {
+			return err
+		}
+		if err := s.engine.insertManyTx(ctx, tx, []river.InsertManyParams{seriesBisectJob(id, st.Gen, 0)}); err != nil {
+			return fail.Infraf("river: queueing the bisection of evaluation %d: %w", id, err)
+		}
+		out = fmt.Sprintf("bisection inside the series of evaluation %d queued: %s %s %+.1f%% over %d patches; the result follows",
+			id, pl.Benchmark, pl.Metric, pl.Change, len(ser.Commits))
+		return nil
+	})
+	if err == nil {
+		s.evalLog(id).printf("%s", out)
+	}
+	return out, err
+}
+
+// bisectMeasurer is the series bisection's measurer of evaluation id:
+// the at-commit pipeline's variant built and booted by the runner in
+// this service's store, cache, budget and slots, its reports under dir.
+func (s *Service) bisectMeasurer(id int64, ser *perpatch.Series, dir string) func(*pipelines.Pipeline, string, string, string) bisect.Measurer {
+	return func(at *pipelines.Pipeline, variant, benchmark, metric string) bisect.Measurer {
+		if f := s.cfg.Series.Bisect; f != nil {
+			return f(ser, at, variant, benchmark, metric, dir)
+		}
+		env := s.runEnv(id)
+		return &bisect.PipelineMeasurer{Pipeline: at, Variant: variant, Benchmark: benchmark, Metric: metric, Repo: ser.Repo,
+			OutDir: dir, Store: s.db.Store, CacheDir: env.CacheDir, Jobs: env.Jobs, Budget: env.Budget, Slot: env.Slot, Progress: env.Progress}
+	}
+}
+
+type seriesBisectWorker struct {
+	river.WorkerDefaults[SeriesBisectArgs]
+	s *Service
+}
+
+func (w *seriesBisectWorker) Work(ctx context.Context, job *river.Job[SeriesBisectArgs]) error {
+	s, a := w.s, job.Args
+	st, err := s.SeriesBisection(a.EvaluationID)
+	if err != nil {
+		return err
+	}
+	if st == nil || st.Gen != a.Gen || st.Ended() || len(st.Records) > a.Seq {
+		return nil // another run, finished, or this step was recorded and a later job carries on
+	}
+	if len(st.Records) < a.Seq {
+		return river.JobCancel(fmt.Errorf("evaluation %d: bisection step %d queued but only %d recorded", a.EvaluationID, a.Seq, len(st.Records)))
+	}
+	s.beat.begin(job.ID, fmt.Sprintf("bisection inside the series of evaluation %d, measurement %d (attempt %d)", a.EvaluationID, a.Seq+1, job.Attempt))
+	defer s.beat.end(job.ID)
+	log := s.evalLog(a.EvaluationID)
+	dir := filepath.Join(s.OutDir(a.EvaluationID), "series-bisect")
+	ser, err := perpatch.Load(s.db.Store, a.EvaluationID)
+	if err != nil {
+		if fail.KindOf(err) == fail.KindInfra {
+			return err
+		}
+		return s.seriesBisectEnd(ctx, job, st, SeriesBisectFailed, nil, err.Error())
+	}
+	pl, note, err := perpatch.PlanBisection(ser, perpatch.Options{BisectMeasurer: s.bisectMeasurer(a.EvaluationID, ser, filepath.Join(dir, "steps"))})
+	if err != nil {
+		return s.seriesBisectEnd(ctx, job, st, SeriesBisectFailed, nil, err.Error())
+	}
+	if pl == nil {
+		return s.seriesBisectEnd(ctx, job, st, SeriesBisectNone, nil, note)
+	}
+	if st.Started.IsZero() {
+		st.Started = time.Now().UTC()
+	}
+	measurer := pl.Options.Measurer
+	res, need, err := bisect.Resume(ctx, pl.Options, st.Records, st.Started)
+	if err != nil {
+		if ctx.Err() != nil || fail.KindOf(err) == fail.KindInfra {
+			return err
+		}
+		status := SeriesBisectFailed
+		if res != nil {
+			status = SeriesBisectNone // the ends measured again did not show it
+		}
+		return s.seriesBisectEnd(ctx, job, st, status, nil, "series bisection not done: "+err.Error())
+	}
+	if need == nil {
+		b, err := pl.Finish(res, dir, bisect.Context{Tree: ser.Repo, Arch: strings.Join(ser.Pipeline.Arches, ",")})
+		if err != nil {
+			return err
+		}
+		return s.seriesBisectEnd(ctx, job, st, res.Status, b, "")
+	}
+	// Show the step being measured, then measure it.
+	st.Status, st.Next = SeriesBisectRunning, need
+	if err := s.db.Store.SetSeriesBisection(a.EvaluationID, st); err != nil {
+		return err
+	}
+	log.printf("series bisection: measuring %.12s (%d boot(s), measurement %d)", need.Commit, need.Boots, a.Seq+1)
+	rec, err := bisect.Measure(ctx, measurer, *need)
+	if err != nil {
+		if ctx.Err() == nil && job.Attempt >= job.MaxAttempts {
+			return s.seriesBisectEnd(ctx, job, st, SeriesBisectFailed, nil, err.Error())
+		}
+		return err // shutdown or infrastructure: retried, the same measurement again
+	}
+	st.Records = append(st.Records, rec)
+	return completeWith(ctx, s, job, []river.InsertManyParams{seriesBisectJob(a.EvaluationID, a.Gen, a.Seq+1)},
+		func(tx *store.Tx) error { return s.db.Store.SetSeriesBisectionTx(tx, a.EvaluationID, st) })
+}
+
+// seriesBisectEnd ends a series bisection with status: b is the found
+// (or ambiguous) result, note why there is none. The evaluation's reports
+// gain b; the requesters are told by a series_bisected job queued with
+// the state.
+func (s *Service) seriesBisectEnd(ctx context.Context, job *river.Job[SeriesBisectArgs], st *SeriesBisectState, status string, b *report.SeriesBisection, note string) error {
+	id := job.Args.EvaluationID
+	st.Status, st.Result, st.Note, st.Next = status, b, note, nil
+	s.evalLog(id).printf("series bisection %s: %s", status, st.Text())
+	if b != nil {
+		if err := s.amendBisection(id, b); err != nil {
+			return err
+		}
+	}
+	var next []river.InsertManyParams
+	if len(st.Requesters) > 0 {
+		next = append(next, river.InsertManyParams{Args: SeriesBisectedArgs{id, st.Gen},
+			InsertOpts: &river.InsertOpts{Queue: QueueReport, MaxAttempts: 10, UniqueOpts: river.UniqueOpts{ByArgs: true}}})
+	}
+	return completeWith(ctx, s, job, next, func(tx *store.Tx) error { return s.db.Store.SetSeriesBisectionTx(tx, id, st) })
+}
+
+// amendBisection adds b to evaluation id's reports (when it has any).
+func (s *Service) amendBisection(id int64, b *report.SeriesBisection) error {
+	dir := s.OutDir(id)
+	if _, err := os.Stat(filepath.Join(dir, "report.json")); errors.Is(err, fs.ErrNotExist) {
+		return nil
+	}
+	return s.amendReport(id, dir, func(r *report.Report) {
+		if r.PerPatch == nil {
+			r.PerPatch = &report.PerPatch{}
+		}
+		r.PerPatch.Bisection = b
+	})
+}
+
+type seriesBisectedWorker struct {
+	river.WorkerDefaults[SeriesBisectedArgs]
+	s *Service
+}
+
+func (w *seriesBisectedWorker) Work(ctx context.Context, job *river.Job[SeriesBisectedArgs]) error {
+	s, a := w.s, job.Args
+	if s.cfg.SeriesBisected == nil {
+		return nil
+	}
+	st, err := s.SeriesBisection(a.EvaluationID)
+	if err != nil {
+		return err
+	}
+	if st == nil || st.Gen != a.Gen || !st.Ended() {
+		return nil
+	}
+	if err := s.cfg.SeriesBisected(ctx, a.EvaluationID, st.Requesters, st.Text()); err != nil {
+		s.evalLog(a.EvaluationID).printf("telling who asked for the bisection (attempt %d): %v", job.Attempt, err)
+		if fail.KindOf(err) == fail.KindInput {
+			return river.JobCancel(err)
+		}
+		return err
+	}
+	return nil
 }

@@ -2,6 +2,7 @@ package service
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"io"
 	"net/http"
@@ -10,6 +11,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -20,6 +22,7 @@ import (
 	"github.com/patcheval/patcheval/internal/testgit"
 	"github.com/patcheval/patcheval/mbox"
 	"github.com/patcheval/patcheval/pipelines"
+	"github.com/patcheval/patcheval/pipelines/bisect"
 	"github.com/patcheval/patcheval/pipelines/perpatch"
 	"github.com/patcheval/patcheval/pipelines/runner"
 	"github.com/patcheval/patcheval/series"
@@ -90,17 +93,25 @@ func benchSamples(repo, commit, variant string, boots int) ([]evaluate.Sample, e
 }
 
 // evaluated stores a finished whole-series evaluation of the default
-// pipeline (x86_64, base vs patched) as the stages would: submitted and
-// applied by the runner, the boots' samples read from the tree, and
+// pipeline (x86_64, base vs patched) in s as the stages would: submitted
+// and applied by the runner, the boots' samples read from the tree, and
 // report.json in the service's output directory. It returns its id.
 func (st *seriesTree) evaluated(t *testing.T, s *Service, perPatch bool) int64 {
+	t.Helper()
+	id := st.evaluatedIn(t, s.Store(), perPatch)
+	st.writeReport(t, s.Store(), id, s.OutDir(id))
+	return id
+}
+
+// evaluatedIn is evaluated without the report, in the store st.
+func (st *seriesTree) evaluatedIn(t *testing.T, db *store.Store, perPatch bool) int64 {
 	t.Helper()
 	ctx := context.Background()
 	p, err := pipelines.Default(st.s, []string{"x86_64"}, st.repo)
 	if err != nil {
 		t.Fatal(err)
 	}
-	env := runner.Env{Store: s.Store()}
+	env := runner.Env{Store: db}
 	id, _, err := runner.Submit(ctx, env, p, runner.Options{Mbox: st.mbox, Tree: st.repo, Base: st.base, Boots: 3, PerPatch: perPatch,
 		From: mbox.Address{Name: "Kernel Tester", Email: "tester@example.org"}})
 	if err != nil {
@@ -109,11 +120,10 @@ func (st *seriesTree) evaluated(t *testing.T, s *Service, perPatch bool) int64 {
 	if err := runner.Apply(ctx, env, id); err != nil {
 		t.Fatal(err)
 	}
-	a, err := s.Store().AppliedOf(id)
+	a, err := db.AppliedOf(id)
 	if err != nil || a == nil || len(a.Commits) != 4 {
 		t.Fatalf("applied: %+v %v", a, err)
 	}
-	var all []evaluate.Sample
 	for b := 0; b < 3; b++ {
 		for _, v := range []struct{ name, commit string }{{"base", st.base}, {"patched", a.Head}} {
 			ss, err := benchSamples(st.repo, v.commit, v.name, 3)
@@ -122,22 +132,34 @@ func (st *seriesTree) evaluated(t *testing.T, s *Service, perPatch bool) int64 {
 			}
 			ss = ss[b : b+1]
 			ss[0].Boot = b
-			run, err := s.Store().BeginRun(id, v.name, b)
+			run, err := db.BeginRun(id, v.name, b)
 			if err != nil {
 				t.Fatal(err)
 			}
-			if err := s.Store().FinishRun(run, store.RunOK, evaluate.Environment{Target: "qemu", Deterministic: true}, nil, ss); err != nil {
+			if err := db.FinishRun(run, store.RunOK, evaluate.Environment{Target: "qemu", Deterministic: true}, nil, ss); err != nil {
 				t.Fatal(err)
 			}
-			all = append(all, ss...)
 		}
 	}
-	r := &report.Report{Title: p.Name, ID: fmt.Sprintf("default-%d", id), Generated: time.Now().UTC(), Arch: "x86_64",
+	if err := db.SetEvaluationStatus(id, store.StatusDone); err != nil {
+		t.Fatal(err)
+	}
+	return id
+}
+
+// writeReport writes evaluation id's report.json into dir as the report
+// stage would (the whole-series comparison only).
+func (st *seriesTree) writeReport(t *testing.T, db *store.Store, id int64, dir string) {
+	t.Helper()
+	all, err := db.Samples(id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := &report.Report{Title: "default", ID: fmt.Sprintf("default-%d", id), Generated: time.Now().UTC(), Arch: "x86_64",
 		Variants: []report.Variant{{Name: "base", Boots: 3}, {Name: "patched", Boots: 3}}}
 	if err := r.AddResults(all, report.Spec{Comparisons: []report.Pair{{Base: "base", Other: "patched"}}}); err != nil {
 		t.Fatal(err)
 	}
-	dir := s.OutDir(id)
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		t.Fatal(err)
 	}
@@ -149,7 +171,6 @@ func (st *seriesTree) evaluated(t *testing.T, s *Service, perPatch bool) int64 {
 		t.Fatal(err)
 	}
 	f.Close()
-	return id
 }
 
 // treeMeasurer is the per-patch measurer of these tests: the kernels
@@ -279,5 +300,189 @@ func TestServePerPatch(t *testing.T) {
 	})
 	if err != nil {
 		t.Error(err)
+	}
+}
+
+// testSeriesSpec configures the series bisections of a test serve
+// process: the measurer reads bench/getppid at the commit instead of
+// building and booting a kernel, and appends what it does to Log, one
+// line each, so the test sees every measurement across processes. The
+// BlockAt-th measurement this process starts never ends (the test kills
+// the process there).
+type testSeriesSpec struct {
+	Log     string
+	BlockAt int
+}
+
+func (ss *testSeriesSpec) logLine(format string, a ...any) {
+	f, err := os.OpenFile(ss.Log, os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o644)
+	if err != nil {
+		panic(err)
+	}
+	defer f.Close()
+	fmt.Fprintf(f, format+"\n", a...)
+}
+
+func (ss *testSeriesSpec) measurers() SeriesMeasurers {
+	started := 0 // across the jobs of this process
+	var mu sync.Mutex
+	return SeriesMeasurers{Bisect: func(s *perpatch.Series, _ *pipelines.Pipeline, _, _, _, _ string) bisect.Measurer {
+		return &seriesStepMeasurer{spec: ss, repo: s.Repo, started: &started, mu: &mu}
+	}}
+}
+
+type seriesStepMeasurer struct {
+	spec    *testSeriesSpec
+	repo    string
+	mu      *sync.Mutex
+	started *int
+}
+
+func (m *seriesStepMeasurer) Measure(ctx context.Context, commit string, boots int) (*bisect.Measurement, error) {
+	return nil, fail.Infraf("the service must say which measurement of %s it makes (MeasureNth)", commit)
+}
+
+func (m *seriesStepMeasurer) MeasureNth(ctx context.Context, commit string, boots, n int) (*bisect.Measurement, error) {
+	m.mu.Lock()
+	*m.started++
+	block := *m.started == m.spec.BlockAt
+	m.mu.Unlock()
+	m.spec.logLine("start %d %s %d", os.Getpid(), commit, n)
+	if block {
+		<-ctx.Done() // killed here
+		return nil, ctx.Err()
+	}
+	ss, err := benchSamples(m.repo, commit, "patched", boots)
+	if err != nil {
+		return nil, err
+	}
+	out := &bisect.Measurement{Unit: "ns", Built: n == 0, BuildTime: time.Second}
+	for _, s := range ss {
+		out.Values = append(out.Values, s.Value)
+	}
+	m.spec.logLine("done %s %d %g", commit, n, out.Values[0])
+	return out, nil
+}
+
+// TestServeSeriesBisectSurvivesKill: a bisection inside a series asked
+// for over the API runs as series_bisect jobs in a real serve process
+// (SQLite, River). The serve is killed with SIGKILL in the middle of the
+// bisection's second measurement and started again on the same
+// database: the bisection goes on from that step (the measurement made
+// before is not made again; the interrupted one is made again as the
+// same measurement), names patch 3/4, confirmed, and the dashboard and
+// the API show it.
+func TestServeSeriesBisectSurvivesKill(t *testing.T) {
+	root := t.TempDir()
+	db := filepath.Join(root, "state", "patcheval.db")
+	if err := os.MkdirAll(filepath.Dir(db), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	tr := newSeriesTree(t)
+	st, err := store.Open(db)
+	if err != nil {
+		t.Fatal(err)
+	}
+	id := tr.evaluatedIn(t, st, false)
+	st.Close()
+	logPath := filepath.Join(root, "series.log")
+	spec := func(blockAt int) string {
+		b, _ := json.Marshal(map[string]any{"DB": db, "Tree": filepath.Dir(tr.repo), "Cache": t.TempDir(), "State": filepath.Join(root, "state"),
+			"Series": testSeriesSpec{Log: logPath, BlockAt: blockAt}})
+		return string(b)
+	}
+	state := func(base string) *SeriesBisectState {
+		code, e, raw := call(t, "GET", base+"/api/v1/evaluations/"+itoa(id), "", nil)
+		if code != 200 {
+			t.Fatalf("GET evaluation: %d %+v", code, e)
+		}
+		var r EvaluationResponse
+		if err := json.Unmarshal(raw, &r); err != nil {
+			t.Fatal(err)
+		}
+		return r.SeriesBisection
+	}
+	waitFor := func(what string, ok func() bool) {
+		t.Helper()
+		for deadline := time.Now().Add(2 * time.Minute); !ok(); time.Sleep(100 * time.Millisecond) {
+			if time.Now().After(deadline) {
+				log, _ := os.ReadFile(logPath)
+				t.Fatalf("timed out waiting for %s; log:\n%s", what, log)
+			}
+		}
+	}
+	starts := func() []string { return logLinesOf(logPath, "start ") }
+
+	srv := startServe(t, spec(2))
+	code, e, raw := call(t, "POST", srv.base+"/api/v1/evaluations/"+itoa(id)+"/bisect", "", nil)
+	if code != 202 {
+		t.Fatalf("POST bisect: %d %+v %s", code, e, raw)
+	}
+	var br BisectResponse
+	if err := json.Unmarshal(raw, &br); err != nil || !strings.Contains(br.Note, "queued") || br.SeriesBisection == nil ||
+		br.SeriesBisection.Benchmark != "getppid" {
+		t.Fatalf("POST bisect answered %s (%v)", raw, err)
+	}
+	waitFor("the second measurement", func() bool { return len(starts()) >= 2 })
+	if bs := state(srv.base); bs == nil || bs.Status != SeriesBisectRunning || bs.Next == nil || len(bs.Records) == 0 {
+		t.Fatalf("bisection before the kill: %+v", bs)
+	}
+	srv.cmd.Process.Signal(syscall.SIGKILL)
+	<-srv.done
+	killed := starts()[1]
+
+	srv = startServe(t, spec(0))
+	var bs *SeriesBisectState
+	waitFor("the bisection to end", func() bool { bs = state(srv.base); return bs != nil && bs.Ended() })
+	all := starts()
+	t.Logf("measurements:\n%s", strings.Join(all, "\n"))
+	f, g := strings.Fields(killed), strings.Fields(all[2])
+	if f[1] == g[1] || f[2] != g[2] || f[3] != g[3] {
+		t.Fatalf("after the restart the first measurement was %q, want the interrupted one %q again (in the new process)", all[2], killed)
+	}
+	done := logLinesOf(logPath, "done ")
+	seen := map[string]bool{}
+	for _, d := range done {
+		k := strings.Join(strings.Fields(d)[1:3], " ")
+		if seen[k] {
+			t.Fatalf("measurement %s made twice:\n%s", k, strings.Join(done, "\n"))
+		}
+		seen[k] = true
+	}
+	if len(all) != len(done)+1 {
+		t.Fatalf("%d measurements finished, %d started: only the interrupted one may start twice", len(done), len(all))
+	}
+	if bs.Status != bisect.Found || bs.Result == nil || bs.Result.Patch != 3 || bs.Result.Patches != 4 || !bs.Result.Confirmed {
+		t.Fatalf("bisection %s: %+v; want patch 3/4, confirmed", bs.Status, bs.Result)
+	}
+	if bs.Result.Builds > bisect.Bound(4) {
+		t.Errorf("%d builds, bound %d", bs.Result.Builds, bisect.Bound(4))
+	}
+	// Asking again answers with the result; nothing is queued.
+	code, _, raw = call(t, "POST", srv.base+"/api/v1/evaluations/"+itoa(id)+"/bisect", "", nil)
+	if err := json.Unmarshal(raw, &br); err != nil || code != 202 || !strings.Contains(br.Note, "patch 3/4") {
+		t.Errorf("POST bisect again: %d %s", code, raw)
+	}
+	resp, err := http.Get(srv.base + "/evaluations/" + itoa(id))
+	if err != nil {
+		t.Fatal(err)
+	}
+	page, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if !strings.Contains(string(page), `id="series-bisection"`) || !strings.Contains(string(page), "patch 3/4") {
+		t.Errorf("the evaluation page does not show the bisection")
+	}
+	// The steps were jobs of the series queue.
+	_, _, raw = call(t, "GET", srv.base+"/api/v1/jobs", "", nil)
+	var jobs struct{ Jobs []Job }
+	json.Unmarshal(raw, &jobs)
+	n := 0
+	for _, j := range jobs.Jobs {
+		if j.Queue == QueueSeries && j.Kind == (SeriesBisectArgs{}).Kind() {
+			n++
+		}
+	}
+	if n != len(bs.Records)+1 {
+		t.Errorf("%d series_bisect jobs, want one per measurement and the last step's (%d)", n, len(bs.Records)+1)
 	}
 }

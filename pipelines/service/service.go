@@ -102,6 +102,12 @@ type Config struct {
 	// Series makes the per-patch runs' and the bisections' measurements
 	// (zero: the runner in this service's store and cache).
 	Series SeriesMeasurers
+	// SeriesBisected, when set, is told how a bisection inside a series
+	// ended (text: the sentence naming the patch, or why there is none)
+	// and who asked for it (BisectSeries' requesters). It runs as a River
+	// job queued with the end, retried when it fails: it must be
+	// idempotent.
+	SeriesBisected func(ctx context.Context, evalID int64, requesters []string, text string) error
 }
 
 // Service is patcheval serve: the database, the River engine and its

@@ -371,6 +371,39 @@ type jobView struct {
 	Waiting string
 }
 
+// seriesBisectView is a bisection inside the series as the service
+// stores it (store series_bisections: pipelines/service's
+// SeriesBisectState, read here by its JSON names): its status, the
+// measurements so far, the one being made, and the outcome.
+type seriesBisectView struct {
+	Status    string  `json:"status"`
+	Variant   string  `json:"variant"`
+	Benchmark string  `json:"benchmark"`
+	Metric    string  `json:"metric"`
+	Change    float64 `json:"change_pct"`
+	Records   []struct {
+		Commit string    `json:"commit"`
+		N      int       `json:"n"`
+		Values []float64 `json:"values"`
+		Note   string    `json:"note"`
+		Failed string    `json:"failed"`
+	} `json:"records"`
+	Next *struct {
+		Commit string `json:"commit"`
+		Boots  int    `json:"boots"`
+	} `json:"next"`
+	Result *report.SeriesBisection `json:"result"`
+	Note   string                  `json:"note"`
+}
+
+// Sentence is the outcome, or why there is none.
+func (v *seriesBisectView) Sentence() string {
+	if v.Result != nil {
+		return v.Result.Sentence()
+	}
+	return v.Note
+}
+
 // perPatchView is a report's per-patch section (pipelines/perpatch):
 // the patches, each series variant's benchmark after every patch
 // against the step before it, and the bisection inside the series.
@@ -463,6 +496,7 @@ func (d *Dashboard) evaluation(w http.ResponseWriter, r *http.Request) {
 		Posts      []postView
 		Apply      *store.ApplyFailure
 		PerPatch   *perPatchView
+		Bisection  *seriesBisectView
 	}{page: page{Title: fmt.Sprintf("#%d %s", e.ID, e.SeriesTitle), Where: d.opt.Where}, E: e, Active: Active(e.Status),
 		Lore: strings.TrimRight(d.opt.Lore, "/") + "/", Confidence: "95%"}
 	if ps, err := st.Posts(e.ID, "", 200); err == nil {
@@ -494,6 +528,15 @@ func (d *Dashboard) evaluation(w http.ResponseWriter, r *http.Request) {
 	}
 	if b, err := os.ReadFile(filepath.Join(d.src.OutDir(e.ID), "reply.eml")); err == nil {
 		data.Draft = string(b)
+	}
+	if b, err := st.SeriesBisection(e.ID); err != nil {
+		d.fail(w, err)
+		return
+	} else if b != nil {
+		var v seriesBisectView
+		if err := json.Unmarshal(b, &v); err == nil {
+			data.Bisection = &v
+		}
 	}
 	plots, err := d.plots(e.ID)
 	if err != nil {
