@@ -281,7 +281,7 @@ func CompareWith(base, other []float64, o Options) Comparison {
 	case sb.N < 2 || so.N < 2:
 		c.Verdict = Inconclusive
 		c.Reason = fmt.Sprintf("n=%d and n=%d: at least 2 samples per variant are needed", sb.N, so.N)
-		c.Hint = "at least 2 samples per variant are needed before the noise can be estimated"
+		c.Hint = "boot each variant at least twice (--boots 2 or more) or run a benchmark that reports several iterations per boot"
 		return c
 	case sb.Mean == 0:
 		c.Verdict = Inconclusive

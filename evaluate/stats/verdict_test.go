@@ -45,7 +45,7 @@ func TestVerdicts(t *testing.T) {
 		{"noise, CI inside ±5%", noiseB, noiseO, true, 5, Equivalent, false, "equivalent within ±5%", ""},
 		{"noisy ±55%, n=2", []float64{9442596, 10057404}, []float64{8664689, 10055311}, false, 1, Inconclusive, false,
 			"inconclusive", "more boots per variant would resolve ±1% at this noise"},
-		{"n=1", []float64{955}, []float64{1192}, false, 1, Inconclusive, false, "inconclusive", "at least 2 samples"},
+		{"n=1", []float64{955}, []float64{1192}, false, 1, Inconclusive, false, "inconclusive", "--boots 2"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			r := CompareWith(c.base, c.other, Options{HigherIsBetter: c.higher, Threshold: c.threshold})
