@@ -293,12 +293,30 @@ func baseConfigReused(t *testing.T, req build.Request, first *build.Artifact) {
 		t.Fatal(err)
 	}
 	log, _ := os.ReadFile(a.Log)
-	if !strings.Contains(string(log), "the .config made for tree") {
+	if !strings.Contains(string(log), "the .config made before from the same Kconfig inputs") {
 		t.Errorf("second configuration of tree %s ran the base config target again:\n%s", a.Meta.Git.Tree, log)
 	}
 	c2, _ := build.ReadConfigFile(a.Config)
 	if len(c1) == 0 || !maps.Equal(c1, c2) {
 		t.Errorf("the .config from the cached base config differs from the first (%d vs %d symbols)", len(c1), len(c2))
+	}
+	// Another tree with the same Kconfig inputs (a bisection step that
+	// touches only C code) reuses it too and gets the same .config.
+	req.Commit = buildtest.CommentCommit(t)
+	req.Variant = "boot-other-tree"
+	a, err = configOnly(t, req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if a.Meta.Git.Tree == first.Meta.Git.Tree {
+		t.Fatalf("commit %s has the first run's tree", req.Commit)
+	}
+	log, _ = os.ReadFile(a.Log)
+	if !strings.Contains(string(log), "the .config made before from the same Kconfig inputs") {
+		t.Errorf("configuration of tree %s (only C code changed) ran the base config target again:\n%s", a.Meta.Git.Tree, log)
+	}
+	if c3, _ := build.ReadConfigFile(a.Config); !maps.Equal(c1, c3) {
+		t.Errorf("the .config of the other tree differs from the first (%d vs %d symbols)", len(c1), len(c3))
 	}
 }
 

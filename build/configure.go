@@ -183,18 +183,20 @@ func checkRequested(req, final map[string]string) []ConfigProblem {
 
 // baseConfig writes the base config target's .config (make tinyconfig,
 // defconfig, ...) to cfgPath, from the cache when the same target was made
-// before for the same source tree, arch, toolchain and make variables.
+// before from the same Kconfig inputs, arch, toolchain and make variables.
 //
 // A base config target is the costly part of configuring: 6.1's
 // tinyconfig alone runs the Kconfig front end three times (allnoconfig,
 // then merge_config.sh's tiny.config pass), each evaluating the
 // toolchain probes, about 30 s of CPU per build on a 2-core machine. What
-// it writes is a function of the Kconfig files (all in the git tree, named
-// by its hash), ARCH and the toolchain (cc-option and friends; its ID
-// carries the compiler and binutils versions). Probe-derived symbols
-// without a prompt (CC_VERSION_TEXT, PAHOLE_VERSION, ...) are computed
-// again by the olddefconfig that always follows, so a host tool installed
-// since does not survive in the result.
+// it writes is a function of the files kconfigInputs names (the Kconfig
+// files, the configs directories, the kconfig front end and the probes
+// it runs), ARCH and the toolchain (cc-option and friends; its ID carries
+// the compiler and binutils versions). Keyed by those rather than by the
+// whole tree, the steps of a bisection share one run. Probe-derived
+// symbols without a prompt (CC_VERSION_TEXT, PAHOLE_VERSION, ...) are
+// computed again by the olddefconfig that always follows, so a host tool
+// installed since does not survive in the result.
 func (j *job) baseConfig(r *runner, logw io.Writer, cfgPath string, runMake func(...string) error) error {
 	var vars []string
 	for _, a := range r.makeArgs(j.req.BaseConfig) {
@@ -203,11 +205,17 @@ func (j *job) baseConfig(r *runner, logw io.Writer, cfgPath string, runMake func
 		}
 		vars = append(vars, a)
 	}
-	key := sha256hex([]byte("baseconfig/v1"), []byte(j.tree), []byte(j.tc.ID()), []byte(j.arch.Name),
+	inputs := j.kconfigInputs()
+	if inputs == "" {
+		// Unreadable tree objects: fall back to the whole tree (what
+		// make reads is then certainly the same).
+		inputs = "tree " + j.tree
+	}
+	key := sha256hex([]byte("baseconfig/v2"), []byte(inputs), []byte(j.tc.ID()), []byte(j.arch.Name),
 		[]byte(strings.Join(vars, "\x00")))
 	cached := filepath.Join(j.cache, "baseconfigs", key[:32])
 	if b, err := os.ReadFile(cached); err == nil && len(b) > 0 {
-		fmt.Fprintf(logw, "# make %s: the .config made for tree %s before (%s)\n", j.req.BaseConfig, j.tree, cached)
+		fmt.Fprintf(logw, "# make %s: the .config made before from the same Kconfig inputs as tree %s (%s)\n", j.req.BaseConfig, j.tree, cached)
 		if err := os.WriteFile(cfgPath, b, 0o644); err != nil {
 			return classifyIO(j, err)
 		}
@@ -222,4 +230,22 @@ func (j *job) baseConfig(r *runner, logw io.Writer, cfgPath string, runMake func
 		writeAtomic(cached, b)
 	}
 	return nil
+}
+
+// kconfigInputs returns kconfigInputs of the job's tree, remembered in the
+// cache per (tree, source arch): the walk reads every tree object and the
+// Kconfig files, about a second on a 6.1 tree. "" when it cannot be read.
+func (j *job) kconfigInputs() string {
+	memo := filepath.Join(j.cache, "baseconfigs", "inputs", "v1-"+j.tree+"-"+j.arch.SrcArch) // v1: kconfigInputs as it is now
+	if b, err := os.ReadFile(memo); err == nil && len(b) == 64 {
+		return string(b)
+	}
+	h, err := kconfigInputs(j.req.Repo, j.tree, j.arch.SrcArch)
+	if err != nil {
+		return ""
+	}
+	if os.MkdirAll(filepath.Dir(memo), 0o755) == nil {
+		writeAtomic(memo, []byte(h))
+	}
+	return h
 }

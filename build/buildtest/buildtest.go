@@ -152,7 +152,24 @@ var brokenLine = "static int patcheval_broken(void) { return 1 }"
 // kernel/sched/core.c ends with a syntax error, and that error's line.
 func BrokenCommit(tb testing.TB) (commit string, line int) {
 	tb.Helper()
-	patched := PatchedCommit(tb)
+	return appendCommit(tb, PatchedCommit(tb), BrokenRef, brokenLine, "sched: break the build (test)")
+}
+
+// CommentCommit returns a commit on top of BaseCommit that only appends a
+// comment to kernel/sched/core.c: another tree with the same Kconfig
+// inputs, as most bisection steps are.
+func CommentCommit(tb testing.TB) string {
+	tb.Helper()
+	c, _ := appendCommit(tb, BaseCommit, "refs/patcheval-test/comment", "/* patcheval test: a C-only change */",
+		"sched: a comment (test)")
+	return c
+}
+
+// appendCommit returns the commit at ref, made once (same hash in every
+// run) as parent with line appended to kernel/sched/core.c, and the line
+// number the appended line lands on.
+func appendCommit(tb testing.TB, parent, ref, text, subject string) (commit string, line int) {
+	tb.Helper()
 	repo := Repo(tb)
 	must := func(s string, err error) string {
 		tb.Helper()
@@ -161,21 +178,21 @@ func BrokenCommit(tb testing.TB) (commit string, line int) {
 		}
 		return s
 	}
-	src := must(git(repo, nil, nil, "cat-file", "blob", patched+":kernel/sched/core.c"))
+	src := must(git(repo, nil, nil, "cat-file", "blob", parent+":kernel/sched/core.c"))
 	line = strings.Count(src, "\n") + 2
-	if c, err := git(repo, nil, nil, "rev-parse", "--verify", "-q", BrokenRef+"^{commit}"); err == nil && c != "" {
+	if c, err := git(repo, nil, nil, "rev-parse", "--verify", "-q", ref+"^{commit}"); err == nil && c != "" {
 		return c, line
 	}
 	defer lockRepo(tb, repo)()
-	blob := must(git(repo, nil, []byte(src+"\n"+brokenLine+"\n"), "hash-object", "-w", "--stdin"))
+	blob := must(git(repo, nil, []byte(src+"\n"+text+"\n"), "hash-object", "-w", "--stdin"))
 	idx := []string{"GIT_INDEX_FILE=" + filepath.Join(tb.TempDir(), "index")}
-	must(git(repo, idx, nil, "read-tree", patched))
+	must(git(repo, idx, nil, "read-tree", parent))
 	must(git(repo, idx, nil, "update-index", "--cacheinfo", "100644,"+blob+",kernel/sched/core.c"))
 	tree := must(git(repo, idx, nil, "write-tree"))
 	env := append([]string{"GIT_AUTHOR_NAME=patcheval test", "GIT_AUTHOR_EMAIL=test@patcheval.invalid",
 		"GIT_AUTHOR_DATE=2026-11-02T10:00:00Z"}, committer...)
-	c := must(git(repo, env, []byte("sched: break the build (test)\n"), "commit-tree", tree, "-p", patched))
-	must(git(repo, nil, nil, "update-ref", BrokenRef, c))
+	c := must(git(repo, env, []byte(subject+"\n"), "commit-tree", tree, "-p", parent))
+	must(git(repo, nil, nil, "update-ref", ref, c))
 	return c, line
 }
 
