@@ -31,6 +31,7 @@ import (
 	"github.com/patcheval/patcheval/evaluate/stats"
 	"github.com/patcheval/patcheval/internal/fail"
 	"github.com/patcheval/patcheval/internal/gittree"
+	"github.com/patcheval/patcheval/pipelines/recipients"
 	"github.com/patcheval/patcheval/series/maintainers"
 )
 
@@ -565,53 +566,22 @@ func FirstParentRange(repoPath, goodRef, badRef string, limit int) (good, bad Co
 	return good, bad, commits, nil
 }
 
-// culpritLists is what MAINTAINERS (the culprit's own) lists (L:) for
-// the files the commit changes against its first parent, as
-// get_maintainer.pl --no-git would; none when the tree has no
-// MAINTAINERS file.
+// culpritLists is the mailing lists (L:) among recipients.ForCommit's
+// recipients of the culprit: what its parent's MAINTAINERS lists for
+// the files and keywords it changes, as get_maintainer.pl --no-git
+// would, and the same reading the reply draft addresses its people
+// from. None when the tree has no MAINTAINERS file or the culprit no
+// parent.
 func culpritLists(repoPath, hash string) ([]string, error) {
-	repo, st, _, err := gittree.Open(repoPath, 8)
+	rs, err := recipients.ForCommit(repoPath, hash)
 	if err != nil {
-		return nil, err
-	}
-	defer st.Close()
-	c, err := repo.CommitObject(plumbing.NewHash(hash))
-	if err != nil {
-		return nil, err
-	}
-	if _, err := c.File("MAINTAINERS"); err != nil {
-		return nil, nil
-	}
-	p, err := c.Parent(0)
-	if err != nil {
-		return nil, err
-	}
-	from, err := p.Tree()
-	if err != nil {
-		return nil, err
-	}
-	to, err := c.Tree()
-	if err != nil {
-		return nil, err
-	}
-	changes, err := object.DiffTree(from, to)
-	if err != nil {
-		return nil, err
-	}
-	var files []string
-	for _, ch := range changes {
-		for _, name := range []string{ch.From.Name, ch.To.Name} {
-			if name != "" && !slices.Contains(files, name) {
-				files = append(files, name)
-			}
+		if fail.KindOf(err) == fail.KindInput {
+			return nil, nil
 		}
-	}
-	m, err := maintainers.FromCommit(c)
-	if err != nil {
 		return nil, err
 	}
 	var lists []string
-	for _, rc := range m.ForFiles(files) {
+	for _, rc := range rs {
 		if rc.Kind == maintainers.List && !slices.Contains(lists, rc.Email) {
 			lists = append(lists, rc.Email)
 		}
