@@ -24,7 +24,7 @@ import (
 //	#patcheval bisect              bisect the regression inside the series (the result
 //	                               follows in the thread when the bisection ends)
 //	#patcheval test <lore URL | Message-ID>  evaluate another series
-//	                               (a git URL and branch: not supported yet)
+//	#patcheval test <git URL> <branch>      evaluate a branch's commits on the base
 //
 // Only the series' author, the maintainers and reviewers of the files it
 // touches (the base commit's MAINTAINERS) and the list's triage people

@@ -15,6 +15,7 @@ import (
 	"github.com/patcheval/patcheval/evaluate/store"
 	"github.com/patcheval/patcheval/internal/testgit"
 	"github.com/patcheval/patcheval/internal/testinbox"
+	"github.com/patcheval/patcheval/pipelines/runner"
 )
 
 func TestParseCommands(t *testing.T) {
@@ -188,19 +189,29 @@ func TestTriageOnPublicInbox(t *testing.T) {
 	}
 	triager := ServiceTriager{Service: rs, Store: st, Reporting: rep, Bisect: bisector}
 	f.Triage = triager
-	// #patcheval test names another series on the list's inbox.
+	// #patcheval test names another series on the list's inbox, or a
+	// branch of a git remote (served by git http-backend on loopback)
+	// with two commits on top of the tree's master.
 	srv.Add(t, writeMbox(t, root, "other.mbox", g.series("ttt", sam, "mm/slab: tidy", 1, 1, []string{"mm/slab.c"}, "")...))
+	served := filepath.Join(root, "served", "linux.git")
+	testgit.Git(t, nil, nil, "clone", "-q", "--bare", tree, served)
+	master := strings.TrimSpace(testgit.Git(t, nil, nil, "--git-dir="+served, "rev-parse", "master"))
+	topic := testgit.Commit(t, served, master, "mm/slab: first topic change", "2026-11-02T10:00:00Z", map[string]string{"mm/slab.c": "line\ntopic 1\n"})
+	topic = testgit.Commit(t, served, topic, "mm/slab: second topic change", "2026-11-02T10:01:00Z", map[string]string{"mm/slab.c": "line\ntopic 1\ntopic 2\n"})
+	testgit.Git(t, nil, nil, "--git-dir="+served, "update-ref", "refs/heads/topic", topic)
+	gitURL := testgit.Serve(t, filepath.Join(root, "served")).URL() + "/linux.git"
 	srv.Add(t, writeMbox(t, root, "replies2.mbox",
 		msg("s1@example.org", sam, report, refs, "#patcheval retest\n#patcheval retest selinux-tax\n"),
 		msg("s2@example.org", "Mae Maint <mae@example.org>", report, refs, "#patcheval invalid\n#patcheval bisect\n"),
 		msg("s3@example.org", sam, report, refs, "#patcheval test "+srv.URL+"/"+srv.Inbox+"/ttt-v1-0@example.org/\n"+
-			"#patcheval test git://git.example.org/linux.git topic\n#patcheval test /etc/passwd\n")))
+			"#patcheval test "+gitURL+" topic\n#patcheval test "+gitURL+" no-such\n#patcheval test file:///srv/linux.git topic\n"+
+			"#patcheval test git://git.example.org/linux.git\n#patcheval test /etc/passwd\n")))
 	if err := f.Poll(ctx); err != nil {
 		t.Fatal(err)
 	}
 	cmds, _ = st.TriageCommands("test")
 	got = nil
-	for _, c := range cmds[len(cmds)-7:] {
+	for _, c := range cmds[len(cmds)-10:] {
 		got = append(got, c.Command+" "+c.Status+": "+c.Note)
 	}
 	wantRows = []string{
@@ -209,8 +220,11 @@ func TestTriageOnPublicInbox(t *testing.T) {
 		"#patcheval invalid done: report withdrawn (1 Patchwork check(s) set to success \"withdrawn\")",
 		fmt.Sprintf("#patcheval bisect done: bisection inside the series of evaluation %d started", ev),
 		"#patcheval test " + srv.URL + "/" + srv.Inbox + "/ttt-v1-0@example.org/ done: evaluation 3: \"mm/slab: tidy\" v1 (1 patch(es)) with pipeline ppc-preempt-dynamic",
-		"#patcheval test git://git.example.org/linux.git topic failed: #patcheval test git://git.example.org/linux.git topic: testing a git branch is not supported yet; give the lore URL of a series",
-		"#patcheval test /etc/passwd failed: #patcheval test /etc/passwd: want the lore URL (http or https) or the Message-ID of a series",
+		fmt.Sprintf("#patcheval test %s topic done: evaluation 4: branch topic of %s, 2 commit(s) on %.12s, with pipeline ppc-preempt-dynamic", gitURL, gitURL, master),
+		fmt.Sprintf("#patcheval test %s no-such failed: #patcheval test %s no-such: the remote has no branch \"no-such\" (branches: master, topic)", gitURL, gitURL),
+		"#patcheval test file:///srv/linux.git topic failed: #patcheval test file:///srv/linux.git topic: \"file:///srv/linux.git\" is not a git URL: want http://, https:// or git:// and a host",
+		"#patcheval test git://git.example.org/linux.git failed: #patcheval test git://git.example.org/linux.git: a git URL needs a branch: #patcheval test <git URL> <branch>",
+		"#patcheval test /etc/passwd failed: #patcheval test /etc/passwd: want the lore URL (http or https) or the Message-ID of a series, or a git URL and a branch",
 	}
 	if !reflect.DeepEqual(got, wantRows) {
 		t.Errorf("service triage:\n  %s\nwant:\n  %s", strings.Join(got, "\n  "), strings.Join(wantRows, "\n  "))
@@ -227,6 +241,13 @@ func TestTriageOnPublicInbox(t *testing.T) {
 	}
 	if e3, err := st.Evaluation(3); err != nil || e3.SeriesMsgID != "ttt-v1-0@example.org" || e3.Pipeline != "ppc-preempt-dynamic" {
 		t.Errorf("evaluation 3 (#patcheval test): %+v %v", e3, err)
+	}
+	// The branch's evaluation: its two commits as a series on master.
+	if in, err := runner.Load(st, 4); err != nil || in.Series == nil || len(in.Series.Patches) != 2 || in.BaseHash != master ||
+		in.Series.Title != "branch topic of "+gitURL {
+		t.Errorf("evaluation 4 (#patcheval test of a branch): %+v %v", in, err)
+	} else if !strings.Contains(string(in.Series.Patches[1].Diff), "+topic 2") {
+		t.Errorf("evaluation 4: patch 2/2 diff:\n%s", in.Series.Patches[1].Diff)
 	}
 	if len(rs.reruns) != 1 || rs.reruns[0] != ev {
 		t.Errorf("reruns %v", rs.reruns)
@@ -252,8 +273,8 @@ func TestTriageOnPublicInbox(t *testing.T) {
 			}
 		}
 	}
-	if checks != 1 || acks != 7 || results != 1 {
-		t.Errorf("%d withdrawn checks, %d acknowledgements and %d bisection results queued, want 1, 7 and 1", checks, acks, results)
+	if checks != 1 || acks != 10 || results != 1 {
+		t.Errorf("%d withdrawn checks, %d acknowledgements and %d bisection results queued, want 1, 10 and 1", checks, acks, results)
 	}
 }
 

@@ -41,7 +41,9 @@ type Rerunner interface {
 //	test <lore URL>    fetches that thread and evaluates its series as the
 //	                   list evaluates a new one (its pipeline, tree, base);
 //	                   a bare Message-ID is looked up in the list's inbox.
-//	                   A git URL and branch is refused as not supported yet
+//	test <git URL> <branch>  fetches the branch into the tree and evaluates
+//	                   its commits on top of the list's base (their merge
+//	                   base) as a series (branch.go)
 //
 // and acknowledges each in the thread (a reply to the command, through
 // the list's mail reporter, when the list has one).
@@ -200,13 +202,18 @@ func (t ServiceTriager) storedMessage(list, msgid string) (*mbox.Message, error)
 func (t ServiceTriager) test(ctx context.Context, r TriageRequest) (string, error) {
 	args := r.Command.Args
 	if len(args) == 0 {
-		return "", fail.Inputf("#patcheval test: give the lore URL of a series")
+		return "", fail.Inputf("#patcheval test: give the lore URL of a series, or a git URL and a branch")
+	}
+	if len(args) == 2 {
+		return t.testBranch(ctx, r, args[0], args[1])
 	}
 	arg := args[0]
 	var src mbox.Source
 	switch {
-	case len(args) > 1 || strings.HasPrefix(arg, "git://") || strings.HasPrefix(arg, "ssh://") || strings.HasSuffix(arg, ".git"):
-		return "", fail.Inputf("#patcheval test %s: testing a git branch is not supported yet; give the lore URL of a series", strings.Join(args, " "))
+	case len(args) > 2:
+		return "", fail.Inputf("#patcheval test %s: want <lore URL | Message-ID> or <git URL> <branch>", strings.Join(args, " "))
+	case strings.HasPrefix(arg, "git://") || strings.HasPrefix(arg, "ssh://") || strings.HasSuffix(arg, ".git"):
+		return "", fail.Inputf("#patcheval test %s: a git URL needs a branch: #patcheval test <git URL> <branch>", arg)
 	case strings.HasPrefix(arg, "http://") || strings.HasPrefix(arg, "https://"):
 		var err error
 		if src, err = mbox.ParseSource(arg); err != nil {
@@ -220,7 +227,7 @@ func (t ServiceTriager) test(ctx context.Context, r TriageRequest) (string, erro
 		}
 		src = mbox.Source{Kind: mbox.SourceLore, MsgID: strings.Trim(arg, "<>"), Base: base, Inbox: inbox}
 	default:
-		return "", fail.Inputf("#patcheval test %s: want the lore URL (http or https) or the Message-ID of a series", arg)
+		return "", fail.Inputf("#patcheval test %s: want the lore URL (http or https) or the Message-ID of a series, or a git URL and a branch", arg)
 	}
 	fetch := t.Fetch
 	if fetch == nil {
@@ -246,6 +253,35 @@ func (t ServiceTriager) test(ctx context.Context, r TriageRequest) (string, erro
 		return "", err
 	}
 	return fmt.Sprintf("evaluation %d: %q v%d (%d patch(es)) with pipeline %s", id, s.Title, s.Version, len(s.Patches), r.List.Pipeline), nil
+}
+
+// testBranch evaluates the commits branch of the git remote rawURL has
+// on top of the list's base (branch.go), as the list evaluates a new
+// series, on their merge base.
+func (t ServiceTriager) testBranch(ctx context.Context, r TriageRequest, rawURL, branch string) (string, error) {
+	if err := checkBranchArgs(rawURL, branch); err != nil {
+		return "", err // before anything is loaded or fetched
+	}
+	in, err := runner.Load(t.Store, r.EvaluationID)
+	if err != nil {
+		return "", err
+	}
+	base := "HEAD"
+	if r.List.Base == "series" {
+		base = in.BaseHash
+	}
+	s, th, err := branchSeries(ctx, in.Options.Tree, base, rawURL, branch, in.Options.From)
+	if err != nil {
+		return "", err
+	}
+	l := r.List
+	l.Base = "series" // the merge base, named by the series' base-commit
+	sub := ServiceSubmitter{Service: t.Service, From: in.Options.From, TestedBy: in.Options.TestedBy, Find: t.Find}
+	id, err := sub.Submit(ctx, l, s, th)
+	if err != nil {
+		return "", err
+	}
+	return fmt.Sprintf("evaluation %d: branch %s of %s, %d commit(s) on %.12s, with pipeline %s", id, branch, rawURL, len(s.Patches), s.Base.Commit, l.Pipeline), nil
 }
 
 // ack queues the acknowledgement: a reply to the command's message from
