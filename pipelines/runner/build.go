@@ -26,6 +26,14 @@ type buildMeta struct {
 	Files artifact.Manifest `json:"files,omitempty"`
 }
 
+// BuildFiles is the artifact manifest build row b records (file name ->
+// key in Env.Artifacts; nil when it was built without a store).
+func BuildFiles(b store.Build) artifact.Manifest {
+	var m buildMeta
+	_ = json.Unmarshal(b.Metadata, &m)
+	return m.Files
+}
+
 // Builds returns the keys of evaluation id's kernels (pipelines.BuildSpec
 // keys), in the pipeline's order.
 func Builds(ctx context.Context, env Env, id int64) ([]string, error) {

@@ -5,7 +5,9 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"net"
+	"net/http"
 	"net/url"
 	"os"
 	"os/exec"
@@ -260,14 +262,12 @@ func TestFarmCoordinatorRole(t *testing.T) {
 	// it, checked whole: the fake link writes the .config as the image.
 	fromStore := func(b store.Build) *build.Artifact {
 		t.Helper()
-		var m struct {
-			Files artifact.Manifest `json:"files"`
-		}
-		if err := json.Unmarshal(b.Metadata, &m); err != nil || len(m.Files) == 0 {
+		files := runner.BuildFiles(b)
+		if len(files) == 0 {
 			t.Fatalf("build %s/%s records no artifact manifest: %s", b.Arch, b.Variant, b.Metadata)
 		}
 		dir := filepath.Join(t.TempDir(), "kernel")
-		if err := artifact.FetchDir(ctx, s.Artifacts(), m.Files, dir); err != nil {
+		if err := artifact.FetchDir(ctx, s.Artifacts(), files, dir); err != nil {
 			t.Fatalf("build %s/%s from serve's artifact store: %v", b.Arch, b.Variant, err)
 		}
 		a, err := build.LoadArtifact(dir)
@@ -323,6 +323,41 @@ func TestFarmCoordinatorRole(t *testing.T) {
 	for _, j := range buildJobs(id1) {
 		if j.State != rivertype.JobStateCompleted || len(j.AttemptedBy) != 1 || (j.AttemptedBy[0] != w1.id && j.AttemptedBy[0] != w2.id) {
 			t.Errorf("build job %d: %s, attempted by %v; want completed at the first attempt by w1 (%s) or w2 (%s)", j.ID, j.State, j.AttemptedBy, w1.id, w2.id)
+		}
+	}
+	// The dashboard shows the workers' build logs, from serve's artifact
+	// store: the build directories are on the workers (here hidden from
+	// serve by a rename, since the namespaces share one filesystem).
+	page := func(path string) string {
+		t.Helper()
+		req, _ := http.NewRequest("GET", "http://"+net.JoinHostPort("127.0.0.1", port)+path, nil)
+		req.Header.Set("Authorization", "Bearer "+string(tok))
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		if resp.StatusCode != http.StatusOK {
+			t.Fatalf("GET %s: %s\n%s", path, resp.Status, b)
+		}
+		return string(b)
+	}
+	bs, _ := s.Store().BuildsOf(id1)
+	for _, b := range bs {
+		// On other machines serve would not see them at all.
+		if err := os.Rename(b.ArtifactDir, b.ArtifactDir+".elsewhere"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	evalPage := page(fmt.Sprintf("/evaluations/%d", id1))
+	for _, b := range bs {
+		logPath := fmt.Sprintf("/evaluations/%d/builds/%d/log", id1, b.ID)
+		if !strings.Contains(evalPage, logPath) {
+			t.Errorf("the evaluation page does not link %s/%s's build log %s", b.Arch, b.Variant, logPath)
+		}
+		if l := page(logPath); !strings.Contains(l, "make -C "+filepath.Join(map[string]*farmProc{"ppc64le": w1, "arm64": w2}[b.Arch].spec.Cache, "builds")) {
+			t.Errorf("%s/%s's build log on the dashboard is not the worker's:\n%s", b.Arch, b.Variant, l)
 		}
 	}
 	if err := s.Cancel(ctx, id1); err != nil { // its boots wait for a QEMU worker

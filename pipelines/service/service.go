@@ -6,9 +6,11 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"log/slog"
 	"net"
 	"net/http"
+	"os"
 	"path/filepath"
 	"runtime"
 	"strconv"
@@ -24,6 +26,7 @@ import (
 	"github.com/patcheval/patcheval/mbox"
 	"github.com/patcheval/patcheval/pipelines"
 	"github.com/patcheval/patcheval/pipelines/artifact"
+	"github.com/patcheval/patcheval/pipelines/runner"
 	"github.com/patcheval/patcheval/pipelines/service/dashboard"
 	"github.com/patcheval/patcheval/pipelines/watch"
 )
@@ -531,6 +534,23 @@ func (src source) Waiting(jobs []*rivertype.JobRow) map[int64]string {
 	return WaitReasons(ws, jobs, time.Now())
 }
 func (src source) Live(w store.Worker) bool { return Live(w, time.Now()) }
+
+// BuildFile opens a file of b's artifact directory; a kernel built on a
+// worker is read from the artifact store by the manifest its row
+// records (the directory is on the worker).
+func (src source) BuildFile(ctx context.Context, b store.Build, name string) (io.ReadCloser, error) {
+	if b.ArtifactDir != "" {
+		f, err := os.Open(filepath.Join(b.ArtifactDir, name))
+		if err == nil || !errors.Is(err, fs.ErrNotExist) {
+			return f, err
+		}
+	}
+	key, ok := runner.BuildFiles(b)[name]
+	if !ok || src.s.artifacts == nil {
+		return nil, fmt.Errorf("build %d: no %s: %w", b.ID, name, fs.ErrNotExist)
+	}
+	return src.s.artifacts.Open(ctx, key)
+}
 func (src source) JobCounts(ctx context.Context) (map[string]map[rivertype.JobState]int, error) {
 	return src.s.engine.JobCounts(ctx)
 }

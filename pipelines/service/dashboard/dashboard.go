@@ -24,6 +24,7 @@ import (
 	"errors"
 	"fmt"
 	"html/template"
+	"io"
 	"math"
 	"net/http"
 	"net/url"
@@ -73,6 +74,10 @@ type Source interface {
 	Waiting(jobs []*rivertype.JobRow) map[int64]string
 	// Live reports whether a worker's heartbeat is recent.
 	Live(w store.Worker) bool
+	// BuildFile opens file name (metadata.json, build.log) of build b's
+	// artifact: in its recorded directory, or, for a kernel built on
+	// another machine, in the farm's artifact store.
+	BuildFile(ctx context.Context, b store.Build, name string) (io.ReadCloser, error)
 }
 
 // Options tune the pages.
@@ -550,7 +555,7 @@ func (d *Dashboard) evaluation(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	for _, b := range builds {
-		data.Builds = append(data.Builds, buildInfo(b))
+		data.Builds = append(data.Builds, d.buildInfo(r.Context(), b))
 	}
 	runs, err := st.RunsOf(e.ID)
 	if err != nil {
@@ -580,7 +585,7 @@ func (d *Dashboard) evaluation(w http.ResponseWriter, r *http.Request) {
 	d.render(w, "evaluation", data)
 }
 
-func buildInfo(b store.Build) buildView {
+func (d *Dashboard) buildInfo(ctx context.Context, b store.Build) buildView {
 	v := buildView{Build: b}
 	// The store's metadata says whether the stage got the kernel from the
 	// cache; the artifact's metadata.json how it was built.
@@ -589,8 +594,10 @@ func buildInfo(b store.Build) buildView {
 	}
 	_ = json.Unmarshal(b.Metadata, &rec)
 	var m build.Metadata
-	if b.ArtifactDir != "" {
-		if raw, err := os.ReadFile(filepath.Join(b.ArtifactDir, "metadata.json")); err == nil && json.Unmarshal(raw, &m) == nil {
+	if f, err := d.src.BuildFile(ctx, b, "metadata.json"); err == nil {
+		raw, err := io.ReadAll(io.LimitReader(f, 16<<20))
+		f.Close()
+		if err == nil && json.Unmarshal(raw, &m) == nil {
 			v.HasMeta = true
 			if !rec.CacheHit {
 				v.Seconds = m.Results.Duration["total"]
@@ -599,9 +606,10 @@ func buildInfo(b store.Build) buildView {
 			v.Hits = m.Results.CCacheHits
 			v.Cache = m.Build.CompilerCache
 		}
-		if _, err := os.Stat(filepath.Join(b.ArtifactDir, "build.log")); err == nil {
-			v.HasLog = true
-		}
+	}
+	if f, err := d.src.BuildFile(ctx, b, "build.log"); err == nil {
+		f.Close()
+		v.HasLog = true
 	}
 	return v
 }
@@ -743,11 +751,17 @@ func (d *Dashboard) buildLog(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	for _, b := range builds {
-		if b.ID == bid && b.ArtifactDir != "" {
-			w.Header().Set("Content-Type", "text/plain; charset=utf-8")
-			http.ServeFile(w, r, filepath.Join(b.ArtifactDir, "build.log"))
-			return
+		if b.ID != bid {
+			continue
 		}
+		f, err := d.src.BuildFile(r.Context(), b, "build.log")
+		if err != nil {
+			break
+		}
+		defer f.Close()
+		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+		io.Copy(w, f)
+		return
 	}
 	d.fail(w, fail.Inputf("evaluation %d has no build %q with a log", e.ID, r.PathValue("b")))
 }
