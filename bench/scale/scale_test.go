@@ -11,6 +11,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/go-git/go-git/v5/plumbing"
+
 	"github.com/patcheval/patcheval/internal/gittree"
 	"github.com/patcheval/patcheval/internal/gittree/gittest"
 	"github.com/patcheval/patcheval/internal/testenv"
@@ -178,6 +180,7 @@ func TestScale(t *testing.T) {
 		if d := gittest.DiffLists(gittest.LsTree(t, local, a), gittest.DirListing(t, dir)); d != "" {
 			t.Fatalf("fresh checkout of %s differs from git ls-tree:\n%s", a, d)
 		}
+		checkTreeID(t, local, a, dir)
 		timed(t, "checkout incremental "+a+" -> "+b, func() {
 			var err error
 			if st, err = gittree.Checkout(ctx, local, b, dir); err != nil {
@@ -195,6 +198,7 @@ func TestScale(t *testing.T) {
 		if d := gittest.DiffLists(gittest.LsTree(t, local, b), gittest.DirListing(t, dir)); d != "" {
 			t.Fatalf("incremental checkout to %s differs from git ls-tree:\n%s", b, d)
 		}
+		checkTreeID(t, local, b, dir)
 	})
 
 	t.Run("range", func(t *testing.T) {
@@ -281,7 +285,50 @@ func TestScale(t *testing.T) {
 		if out := git(t, local, "rev-list", "--objects", "--missing=print", "-n", "1", "v99.0-rc1"); strings.Contains(out, "?") {
 			t.Errorf("missing objects after the fetch:\n%s", out)
 		}
+
+		// The GitHub reporter's push: the applied backport to a new branch.
+		testgit.Git(t, nil, nil, "--git-dir="+remote, "config", "http.receivepack", "true")
+		// The clone copied the branch: the remote must not know it.
+		testgit.Git(t, nil, nil, "--git-dir="+remote, "update-ref", "-d", "refs/heads/scale/backport")
+		r, st, _, err := gittree.Open(local, 64)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer st.Close()
+		pushed := git(t, local, "rev-parse", "refs/heads/scale/backport")
+		var ps gittree.PushStats
+		timed(t, "push the backport (gittree.Push)", func() {
+			if ps, err = gittree.Push(ctx, r, url, nil, plumbing.NewHash(pushed), "refs/heads/patcheval/backport"); err != nil {
+				t.Fatal(err)
+			}
+		})
+		if h := git(t, remote, "rev-parse", "refs/heads/patcheval/backport"); h != pushed {
+			t.Errorf("remote patcheval/backport is %s, want %s", h, pushed)
+		}
+		if out := git(t, remote, "rev-list", "--objects", "--missing=print", "-n", "1", pushed); strings.Contains(out, "?") {
+			t.Errorf("missing objects on the remote after the push:\n%s", out)
+		}
+		wantObjs := strings.Count(git(t, local, "rev-list", "--objects", pushed, "^"+deep)+"\n", "\n")
+		t.Logf("push: %+v; git rev-list --objects %s ^%s lists %d", ps, pushed[:12], deep, wantObjs)
+		if ps.Commits != 1 || ps.Objects != wantObjs || ps.Walked > 100 {
+			t.Errorf("push sent %d commits, %d objects after walking %d commits; want 1 commit and git's %d objects", ps.Commits, ps.Objects, ps.Walked, wantObjs)
+		}
 	})
+}
+
+// checkTreeID hashes the checkout dir into a scratch index with git
+// (add -A -f: the kernel tracks files its .gitignore matches; the
+// checkout's state files left out) and compares the tree id
+// with rev's.
+func checkTreeID(t *testing.T, gitDir, rev, dir string) {
+	t.Helper()
+	idx := []string{"GIT_INDEX_FILE=" + filepath.Join(t.TempDir(), "index")}
+	testgit.Git(t, idx, nil, "--git-dir="+gitDir, "--work-tree="+dir, "add", "-A", "-f", "--", ".",
+		":(exclude)"+gittree.StateFile, ":(exclude)"+gittree.LockName)
+	got := testgit.Git(t, idx, nil, "--git-dir="+gitDir, "write-tree")
+	if want := git(t, gitDir, "rev-parse", rev+"^{tree}"); got != want {
+		t.Errorf("checkout of %s hashes to tree %s, git's %s^{tree} is %s", rev, got, rev, want)
+	}
 }
 
 func indexOf(xs []string, x string) int {
