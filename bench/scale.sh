@@ -19,6 +19,9 @@
 #   tags       ls-remote over smart HTTP, tags in version order
 #              (vs git ls-remote | sort -V)
 #   fetch      one new tag from a smart-HTTP remote (vs git fetch)
+#   push       the applied backport to a new branch of a smart-HTTP remote
+#              holding the tree (gittree.Push, the GitHub reporter's push,
+#              vs git push)
 #
 # Writes $BENCH_DIR/summary.txt (the table) and results.txt (every run).
 set -euo pipefail
@@ -168,6 +171,17 @@ for i in $(seq "$RUNS"); do
 	done
 done
 rm -rf "$f"
+git --git-dir="$remote" config http.receivepack true
+pushed=$(git --git-dir="$local" rev-parse bench/run1)
+for i in $(seq "$RUNS"); do
+	timeit push.patcheval "$op" push "$local" "$url" bench/run1 refs/heads/patcheval/push
+	echo "push: $(cat "$bench/out.txt") (commits, objects sent, commits walked)" >>"$results"
+	timeit push.git git --git-dir="$local" push -q "$url" bench/run1:refs/heads/patcheval/git
+	for b in push git; do
+		[ "$(git --git-dir="$remote" rev-parse "refs/heads/patcheval/$b")" = "$pushed" ] || { echo "push: $b did not set the remote branch" >&2; exit 1; }
+		git --git-dir="$remote" update-ref -d "refs/heads/patcheval/$b"
+	done
+done
 
 {
 	echo "tree: $big"
@@ -175,7 +189,7 @@ rm -rf "$f"
 	echo
 	echo "deep tag $deep; incremental $prev -> $nextrc; range $good..$deep = $rangen first-parent commits; $RUNS runs, medians"
 	printf '%-24s %12s %12s %12s %12s %8s\n' operation patcheval_s patcheval_MB git_s git_MB time_x
-	for o in resolve apply checkout-fresh checkout-incremental range tags fetch; do
+	for o in resolve apply checkout-fresh checkout-incremental range tags fetch push; do
 		pm=$(awk -v o="$o.patcheval" '$1 == o {print $2, $3}' "$results" | sort -n | awk '{a[NR]=$1; b[NR]=$2} END {m=int((NR+1)/2); print a[m], b[m]/1024}')
 		for g in git git-am git-apply-cached; do
 			gm=$(awk -v o="$o.$g" '$1 == o {print $2, $3}' "$results" | sort -n | awk 'NR {a[NR]=$1; b[NR]=$2} END {if (NR) {m=int((NR+1)/2); print a[m], b[m]/1024}}')

@@ -9,6 +9,7 @@
 //	scaleop range REPO GOOD BAD         # first-parent commits in GOOD..BAD
 //	scaleop tags URL                    # version tags (ls-remote), in order
 //	scaleop fetch REPO URL TAG          # commit fetched
+//	scaleop push REPO URL REV REF       # commits, objects sent (gittree.Push, as the GitHub reporter does)
 //	scaleop serve ROOT                  # smart-HTTP server (git http-backend) on loopback; prints its URL
 package main
 
@@ -21,6 +22,8 @@ import (
 	"os"
 	"strings"
 	"time"
+
+	"github.com/go-git/go-git/v5/plumbing"
 
 	"github.com/patcheval/patcheval/internal/gittree"
 	"github.com/patcheval/patcheval/mbox"
@@ -127,6 +130,24 @@ func run(args []string) error {
 			return err
 		}
 		fmt.Println(c)
+	case "push":
+		if err := need(args, 4, "push REPO URL REV REF"); err != nil {
+			return err
+		}
+		r, st, _, err := gittree.Open(args[0], 64)
+		if err != nil {
+			return err
+		}
+		defer st.Close()
+		c, err := gittree.ResolveIn(r, args[2])
+		if err != nil {
+			return err
+		}
+		ps, err := gittree.Push(ctx, r, args[1], nil, c.Hash, plumbing.ReferenceName(args[3]))
+		if err != nil {
+			return err
+		}
+		fmt.Println(ps.Commits, ps.Objects, ps.Walked)
 	case "serve":
 		if err := need(args, 1, "serve ROOT"); err != nil {
 			return err
