@@ -14,7 +14,7 @@
 #              and read-tree + apply --cached + write-tree in a scratch index
 #   checkout   fresh (vs git worktree add) and incremental between two
 #              adjacent tags (vs git checkout)     [proportional to the changes]
-#   range      first-parent commits of a ~10,000-commit bisection range
+#   range      first-parent commits of a 10,000+-commit bisection range
 #              (vs git rev-list --first-parent)                    [<= 2 s]
 #   tags       ls-remote over smart HTTP, tags in version order
 #              (vs git ls-remote | sort -V)
@@ -58,13 +58,14 @@ releases=$(grep -E '^v[0-9]+\.[0-9]+$' <<<"$tags")
 deep=$(tail -1 <<<"$releases")
 prev=$(tail -2 <<<"$releases" | head -1)
 nextrc=$(awk -v p="$prev" 'f && /-rc/ {print; exit} $0 == p {f = 1}' <<<"$tags")
-# good: the tag whose first-parent distance to deep is closest to 10,000.
+# good: the -rc1 tag nearest below deep whose first-parent range to deep
+# holds at least 10,000 commits (the target's size); on a tree too small
+# for that, the farthest.
 good=$(head -1 <<<"$tags")
-best=-1
-for t in $(grep -E -- '-rc1$' <<<"$tags"); do
+for t in $(grep -E -- '-rc1$' <<<"$tags" | tac); do
 	c=$(git --git-dir="$local" rev-list --first-parent --count "$t..$deep")
-	d=$((c > 10000 ? c - 10000 : 10000 - c))
-	if [ "$best" -lt 0 ] || [ "$d" -lt "$best" ]; then best=$d good=$t; fi
+	good=$t
+	[ "$c" -lt 10000 ] || break
 done
 rangen=$(git --git-dir="$local" rev-list --first-parent --count "$good..$deep")
 echo "scale.sh: $big: deep tag $deep, adjacent $prev -> $nextrc, range $good..$deep ($rangen first-parent commits)" >&2
