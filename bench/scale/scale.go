@@ -4,7 +4,8 @@
 // millions of objects) against the git CLI doing the same: resolve a tag,
 // apply the seed backport on a deep tag, check out fresh and
 // incrementally, list tags in version order, the first-parent range of a
-// bisection, ls-remote and fetch of a new tag over smart HTTP.
+// bisection, ls-remote and fetch of a new tag and the push of the applied
+// backport (the GitHub reporter's gittree.Push) over smart HTTP.
 //
 // The test (PATCHEVAL_SCALE_TESTS=1; PATCHEVAL_SCALE_COMMITS sets the size,
 // default 100000; PATCHEVAL_SCALE_TREE names an existing repository to use
