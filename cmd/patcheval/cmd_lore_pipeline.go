@@ -19,6 +19,7 @@ import (
 	"github.com/patcheval/patcheval/pipelines"
 	"github.com/patcheval/patcheval/pipelines/bisect"
 	"github.com/patcheval/patcheval/pipelines/perpatch"
+	"github.com/patcheval/patcheval/pipelines/repro"
 	"github.com/patcheval/patcheval/pipelines/runner"
 )
 
@@ -147,6 +148,10 @@ func (pf *pipelineFlags) run(ctx context.Context, env *Env, lr *loreResult, af a
 	if err == nil {
 		err = pf.takeApart(ctx, renv, res, opts)
 	}
+	var reproDir string
+	if err == nil {
+		reproDir = writeRepro(env.Stderr, st, res.EvaluationID, filepath.Join(opts.OutDir, "repro"))
+	}
 	pr.Done()
 	if err != nil {
 		if res != nil {
@@ -159,8 +164,11 @@ func (pf *pipelineFlags) run(ctx context.Context, env *Env, lr *loreResult, af a
 			lr.Extra = map[string]any{}
 		}
 		lr.Extra["evaluation"] = res
+		if reproDir != "" {
+			lr.Extra["reproducer"] = reproDir
+		}
 	}
-	if err := pf.deliver(ctx, env, res, lr.JSON); err != nil {
+	if err := pf.deliver(ctx, env, res, reproDir, lr.JSON); err != nil {
 		return err
 	}
 	if pf.failOnRegression && len(res.Regressions) > 0 {
@@ -224,9 +232,12 @@ func printOutcome(w io.Writer, res *runner.Outcome, o report.TextOptions) {
 // deliver prints the outcome (unless asJSON), mails the reply draft when
 // --send asks (after the confirmation) and then says where the draft is
 // and whether it was sent.
-func (pf *pipelineFlags) deliver(ctx context.Context, env *Env, res *runner.Outcome, asJSON bool) error {
+func (pf *pipelineFlags) deliver(ctx context.Context, env *Env, res *runner.Outcome, reproDir string, asJSON bool) error {
 	if !asJSON {
 		printOutcome(env.Stdout, res, report.TextOptions{Verbose: pf.verbose})
+		if reproDir != "" {
+			fmt.Fprintf(env.Stdout, "reproducer:  %s (rerun: sh %s)\n", reproDir, filepath.Join(reproDir, "repro.sh"))
+		}
 	}
 	sent := false
 	var err error
@@ -245,6 +256,25 @@ func (pf *pipelineFlags) deliver(ctx context.Context, env *Env, res *runner.Outc
 		fmt.Fprintf(env.Stdout, "reply draft: %s (%s)\n", res.Draft, state)
 	}
 	return err
+}
+
+// writeRepro writes evaluation id's reproducer (pipelines/repro) as dir,
+// replacing an earlier run's, and returns dir; "" with a warning on w
+// when it cannot (the evaluation stands without it: `patcheval repro`
+// writes it again).
+func writeRepro(w io.Writer, st *store.Store, id int64, dir string) string {
+	r, err := repro.Build(st, id, repro.Options{})
+	if err == nil {
+		err = r.Replace(dir)
+	}
+	if err != nil {
+		fmt.Fprintf(w, "warning: evaluation %d: the reproducer was not written to %s: %v (patcheval repro %d writes it)\n", id, dir, err, id)
+		return ""
+	}
+	for _, m := range r.Missing {
+		fmt.Fprintf(w, "warning: reproducer %s: missing %s\n", dir, m)
+	}
+	return dir
 }
 
 // draftSender is --from, else PATCHEVAL_FROM, else git config

@@ -86,4 +86,22 @@ func TestReproCommand(t *testing.T) {
 	if _, errOut, code := runsCLI(t, "repro", "--db", db, "1", dir); code != 2 || !strings.Contains(errOut, "not empty") {
 		t.Errorf("over an existing reproducer: exit %d %s", code, errOut)
 	}
+	// lore --pipeline writes it beside its reports (replacing an earlier
+	// run's); one that cannot be built is a warning, not a failure.
+	st, err = store.Open(db)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	var w strings.Builder
+	os.WriteFile(filepath.Join(dir, "stale"), nil, 0o644)
+	if got := writeRepro(&w, st, 1, dir); got != dir || w.Len() != 0 {
+		t.Errorf("writeRepro: %q, warnings %q", got, w.String())
+	}
+	if _, err := os.Stat(filepath.Join(dir, "stale")); err == nil {
+		t.Error("writeRepro kept the earlier reproducer's files")
+	}
+	if got := writeRepro(&w, st, 99, filepath.Join(t.TempDir(), "repro")); got != "" || !strings.Contains(w.String(), "evaluation 99: the reproducer was not written") {
+		t.Errorf("writeRepro of no evaluation: %q, warnings %q", got, w.String())
+	}
 }

@@ -79,7 +79,7 @@ func TestLoreSendSaysSent(t *testing.T) {
 		}
 		var out, errb bytes.Buffer
 		pf := pipelineFlags{send: true}
-		if err := pf.deliver(context.Background(), &Env{Stdin: slave, Stdout: &out, Stderr: &errb}, res, false); err != nil {
+		if err := pf.deliver(context.Background(), &Env{Stdin: slave, Stdout: &out, Stderr: &errb}, res, "", false); err != nil {
 			t.Fatalf("answer %q: %v\n%s", tc.answer, err, errb.String())
 		}
 		if !strings.HasSuffix(out.String(), tc.want) || strings.Count(out.String(), "reply draft:") != 1 {
@@ -92,7 +92,7 @@ func TestLoreSendSaysSent(t *testing.T) {
 	// Without --send nothing is asked and nothing is sent.
 	var out bytes.Buffer
 	pf := pipelineFlags{}
-	if err := pf.deliver(context.Background(), &Env{Stdin: strings.NewReader(""), Stdout: &out, Stderr: io.Discard}, res, false); err != nil {
+	if err := pf.deliver(context.Background(), &Env{Stdin: strings.NewReader(""), Stdout: &out, Stderr: io.Discard}, res, "", false); err != nil {
 		t.Fatal(err)
 	}
 	if !strings.HasSuffix(out.String(), "reply draft: out/reply.eml (not sent)\n") {

@@ -7,8 +7,10 @@
 // a fresh cache and compares the new samples with these.
 //
 // The entry point is Build (from the store); the Repro it returns is
-// written as a directory (WriteDir, `patcheval repro <evaluation> [DIR]`)
-// or a tar.gz (WriteTarGz, the service's dashboard download). Compare
+// written as a directory (WriteDir, `patcheval repro <evaluation> [DIR]`;
+// Replace, the repro/ directory `lore --pipeline` and serve's report
+// stage write beside every report) or a tar.gz (WriteTarGz, the
+// service's dashboard download). Compare
 // checks two samples.csv files against each other.
 package repro
 
@@ -283,6 +285,35 @@ func (r *Repro) WriteDir(dir string) error {
 		if err := os.WriteFile(p, f.Data, f.Mode); err != nil {
 			return fail.Infra(err)
 		}
+	}
+	return nil
+}
+
+// Replace writes the reproducer as dir, replacing what dir held (the
+// reproducer an earlier run of the same evaluation wrote there): it is
+// written beside dir first and renamed over it, so dir is never half
+// written.
+func (r *Repro) Replace(dir string) error {
+	parent := filepath.Dir(dir)
+	if err := os.MkdirAll(parent, 0o755); err != nil {
+		return fail.Infra(err)
+	}
+	tmp, err := os.MkdirTemp(parent, "."+filepath.Base(dir)+".new-")
+	if err != nil {
+		return fail.Infra(err)
+	}
+	defer os.RemoveAll(tmp)
+	if err := os.Chmod(tmp, 0o755); err != nil {
+		return fail.Infra(err)
+	}
+	if err := r.WriteDir(tmp); err != nil {
+		return err
+	}
+	if err := os.RemoveAll(dir); err != nil {
+		return fail.Infra(err)
+	}
+	if err := os.Rename(tmp, dir); err != nil {
+		return fail.Infra(err)
 	}
 	return nil
 }

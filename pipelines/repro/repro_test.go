@@ -157,6 +157,20 @@ func TestBuildFromStore(t *testing.T) {
 	if err := r.WriteDir(dir); err == nil || !strings.Contains(err.Error(), "not empty") {
 		t.Errorf("writing over a reproducer: %v", err)
 	}
+	// Replace writes over an earlier reproducer, leaving nothing else.
+	os.WriteFile(filepath.Join(dir, "stale.txt"), []byte("from an earlier run"), 0o644)
+	if err := r.Replace(dir); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(filepath.Join(dir, "stale.txt")); err == nil {
+		t.Error("Replace kept a file of the reproducer it replaced")
+	}
+	if b, err := os.ReadFile(filepath.Join(dir, "samples.csv")); err != nil || string(b) != file("samples.csv") {
+		t.Errorf("replaced samples.csv: %v", err)
+	}
+	if ents, _ := os.ReadDir(filepath.Dir(dir)); len(ents) != 1 {
+		t.Errorf("Replace left %d entries beside the reproducer, want none", len(ents)-1)
+	}
 	var tgz bytes.Buffer
 	if err := r.WriteTarGz(&tgz, "patcheval-repro-1", time.Unix(1700000000, 0)); err != nil {
 		t.Fatal(err)

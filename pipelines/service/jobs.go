@@ -3,6 +3,7 @@ package service
 import (
 	"context"
 	"fmt"
+	"path/filepath"
 	"runtime"
 	"strconv"
 	"time"
@@ -14,6 +15,7 @@ import (
 	"github.com/patcheval/patcheval/internal/fail"
 	"github.com/patcheval/patcheval/internal/progress"
 	"github.com/patcheval/patcheval/pipelines"
+	"github.com/patcheval/patcheval/pipelines/repro"
 	"github.com/patcheval/patcheval/pipelines/runner"
 )
 
@@ -393,6 +395,7 @@ func (w *reportWorker) Work(ctx context.Context, job *river.Job[ReportArgs]) err
 		out, err := runner.Report(ctx, env, a.EvaluationID, w.s.OutDir(a.EvaluationID))
 		if err == nil && out != nil {
 			env.Progress.Printf("done: %d regression(s); reports in %s", len(out.Regressions), w.s.OutDir(a.EvaluationID))
+			w.s.writeRepro(a.EvaluationID)
 		}
 		return err
 	}, func(ctx context.Context, tx *store.Tx) ([]river.InsertManyParams, error) {
@@ -505,4 +508,23 @@ func (s *Service) Rerun(ctx context.Context, id int64) (int64, error) {
 	}
 	s.evalLog(id).printf("queued again")
 	return id, nil
+}
+
+// writeRepro writes evaluation id's reproducer (pipelines/repro) as
+// repro/ beside its reports, replacing an earlier one. The evaluation
+// stands without it (the dashboard's download builds it again): a
+// failure is only logged.
+func (s *Service) writeRepro(id int64) {
+	dir := filepath.Join(s.OutDir(id), "repro")
+	r, err := repro.Build(s.db.Store, id, repro.Options{})
+	if err == nil {
+		err = r.Replace(dir)
+	}
+	if err != nil {
+		s.evalLog(id).printf("the reproducer was not written to %s: %v", dir, err)
+		return
+	}
+	for _, m := range r.Missing {
+		s.evalLog(id).printf("reproducer %s: missing %s", dir, m)
+	}
 }

@@ -89,4 +89,9 @@ func TestReproDownload(t *testing.T) {
 	if code, e, raw := call(t, "GET", base+"/api/v1/evaluations/999/repro.tar.gz", "", nil); code != 404 || e.Field != "id" {
 		t.Errorf("unknown evaluation: %d %s", code, raw)
 	}
+	// The report stage writes it beside the reports too.
+	s.writeRepro(id)
+	if b, err := os.ReadFile(filepath.Join(s.OutDir(id), "repro", "samples.csv")); err != nil || !strings.Contains(string(b), "selinux-off,0,0,kill,ns/op,900") {
+		t.Errorf("repro/ beside the reports: %v %q", err, b)
+	}
 }
