@@ -200,6 +200,8 @@ func commitsToSend(ctx context.Context, s storer.EncodedObjectStorer, commit plu
 		if f&flagHave == 0 {
 			sendQueued--
 			order = append(order, c)
+		} else {
+			f = flagHave // what the remote has needs no send mark below it
 		}
 		for _, p := range c.ParentHashes {
 			if err := add(p, f); err != nil {

@@ -110,6 +110,22 @@ func TestPushSendsOnlyWhatTheRemoteLacks(t *testing.T) {
 		t.Errorf("mirror's patcheval/y = %s, want %s", got, head)
 	}
 
+	// A remote whose ref is master's first parent: its side of the walk
+	// passes the topic's commits (older than most of master's), and only
+	// the merge and the topic are sent.
+	ahead := testgit.InitBare(t, filepath.Join(srv, "ahead.git"))
+	testgit.Git(t, nil, nil, "--git-dir="+ahead, "config", "http.receivepack", "true")
+	testgit.Git(t, nil, nil, "--git-dir="+local, "push", "-q", ahead, "master^1:refs/heads/master")
+	mp, err := gittree.Push(ctx, r, url+"/ahead.git", nil, plumbing.NewHash(head), ref)
+	if err != nil {
+		t.Fatal(err)
+	}
+	testgit.Git(t, nil, nil, "--git-dir="+ahead, "fsck", "--no-progress")
+	want = strings.Count(testgit.Git(t, nil, nil, "--git-dir="+local, "rev-list", "--objects", "master", "^master^1")+"\n", "\n")
+	if mp.Commits != 6 || mp.Objects != want {
+		t.Errorf("push over master^1 sent %d commits, %d objects; want the merge and 5 topic commits, %d objects", mp.Commits, mp.Objects, want)
+	}
+
 	// An empty remote gets everything.
 	all, err := gittree.Push(ctx, r, url+"/empty.git", nil, plumbing.NewHash(head), ref)
 	if err != nil {
