@@ -1,7 +1,9 @@
 package service
 
 import (
+	"fmt"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/patcheval/patcheval/internal/testgit"
@@ -35,6 +37,7 @@ $(O)/vmlinux: kernel/fake.c FORCE
 	@if [ -f $(O)/.vmlinux.cmd ] && [ $@ -nt kernel/fake.c ]; then exit 0; fi; \
 	mkdir -p $(O)/include/config; \
 	echo '  CC      kernel/fake.o'; \
+	sleep $$(cat compile-seconds); \
 	echo partial > $@; \
 	while [ -e "$$(cat gate)" ]; do sleep 0.05; done; \
 	echo 6.1.0-fake > $(O)/include/config/kernel.release; \
@@ -47,36 +50,39 @@ $(O)/vmlinux: kernel/fake.c FORCE
 // kernel tree, the second changing its source; it returns the repository
 // and the commits. Its link waits while the file gate exists, so that a
 // test holds a build mid-link for as long as it needs (to kill it there,
-// or to see two builds at once).
-func fakeKernelTree(t testing.TB, gate string) (repo, commit, next string) {
+// or to see two builds at once). Its compile takes seconds (a benchmark's
+// stand-in for a kernel's compile time; 0 in tests).
+func fakeKernelTree(t testing.TB, gate string, seconds int) (repo, commit, next string) {
 	t.Helper()
 	repo = testgit.InitBare(t, filepath.Join(t.TempDir(), "linux.git"))
 	commit = testgit.Commit(t, repo, "", "fake kernel", "2026-11-02T10:00:00Z", map[string]string{
-		"Makefile": fakeKernelMakefile, "gate": gate + "\n", "kernel/fake.c": "int fake;\n"})
+		"Makefile": fakeKernelMakefile, "gate": gate + "\n", "compile-seconds": fmt.Sprintln(seconds), "kernel/fake.c": "int fake;\n"})
 	testgit.Git(t, nil, nil, "--git-dir="+repo, "update-ref", "refs/heads/master", commit)
 	next = testgit.Commit(t, repo, commit, "fake change", "2026-11-02T10:01:00Z", map[string]string{"kernel/fake.c": "int fake = 2;\n"})
 	return repo, commit, next
 }
 
-// fakePipeline evaluates one variant, with Kconfig symbol sym=y, of the
-// fake kernel tree on arches (a TOML list's items: "ppc64le", "arm64").
-func fakePipeline(t testing.TB, arches, sym string) *pipelines.Pipeline {
+// fakePipeline evaluates the fake kernel tree on arches (a TOML list's
+// items: "ppc64le", "arm64"), one variant per Kconfig symbol of syms,
+// which it sets to y.
+func fakePipeline(t testing.TB, arches string, syms ...string) *pipelines.Pipeline {
 	t.Helper()
-	p, err := pipelines.Parse([]byte(`name = "farm-fake"
+	src := `name = "farm-fake"
 description = "a fake kernel tree (farm tests)"
 [tree]
 base = "master"
 [series]
 apply = false
 [build]
-arch = [`+arches+`]
+arch = [` + arches + `]
 config = "tinyconfig"
 [[benchmark]]
 name = "kill"
-[[variant]]
-name = "a"
-symbols = { `+sym+` = "y" }
-`), "farm-fake.toml")
+`
+	for _, sym := range syms {
+		src += fmt.Sprintf("[[variant]]\nname = %q\nsymbols = { %s = \"y\" }\n", strings.ToLower(sym), sym)
+	}
+	p, err := pipelines.Parse([]byte(src), "farm-fake.toml")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -46,10 +46,14 @@ const (
 	farmWorkerEnv = "PATCHEVAL_FARM_TEST_WORKER"
 )
 
-// farmSpec tells the coordinator process where the workers live.
+// farmSpec tells the coordinator process where the workers live and what
+// to run: the farm's test, or with Scenario "bench" the build benchmark
+// (Kernels kernels compiling for Seconds each).
 type farmSpec struct {
-	Dir     string
-	Workers []farmLink
+	Dir              string
+	Workers          []farmLink
+	Scenario         string
+	Kernels, Seconds int
 }
 
 // farmLink is worker i's namespace and the coordinator's address on its
@@ -113,10 +117,41 @@ func farmNetwork(t *testing.T, workers int) (coord string, links []farmLink) {
 // what happens), on a fake kernel tree: real git, make, the build
 // package, River, Postgres and HTTP, but make's work takes no time.
 func TestFarmAcrossNetworkNamespaces(t *testing.T) {
+	runFarm(t, farmSpec{})
+}
+
+// TestFarmBuildBench is bench/farm-build.sh: the build stage of an
+// evaluation of PATCHEVAL_FARM_BENCH=KERNELS,SECONDS fake kernels, each
+// compiling for SECONDS, on one worker building one kernel at a time
+// (the one-machine reference) and then on two such workers, in one run.
+// It prints a BENCH line with both wall times.
+func TestFarmBuildBench(t *testing.T) {
+	v := os.Getenv("PATCHEVAL_FARM_BENCH")
+	if v == "" {
+		t.Skip("a benchmark: bench/farm-build.sh (PATCHEVAL_FARM_BENCH=KERNELS,SECONDS)")
+	}
+	var spec farmSpec
+	if _, err := fmt.Sscanf(v, "%d,%d", &spec.Kernels, &spec.Seconds); err != nil || spec.Kernels < 1 || spec.Seconds < 0 {
+		t.Fatalf("PATCHEVAL_FARM_BENCH=%q: want KERNELS,SECONDS", v)
+	}
+	spec.Scenario = "bench"
+	out := runFarm(t, spec)
+	for _, l := range strings.Split(out, "\n") {
+		if i := strings.Index(l, "BENCH "); i >= 0 {
+			fmt.Println(l[i:])
+		}
+	}
+}
+
+// runFarm makes the namespaces and runs TestFarmCoordinatorRole with
+// spec in the coordinator's; it returns the coordinator's output.
+func runFarm(t *testing.T, spec farmSpec) string {
+	t.Helper()
 	coord, links := farmNetwork(t, 2)
-	spec, _ := json.Marshal(farmSpec{Dir: t.TempDir(), Workers: links})
-	cmd := exec.Command("ip", "netns", "exec", coord, os.Args[0], "-test.run=^TestFarmCoordinatorRole$", "-test.v", "-test.count=1")
-	cmd.Env = append(os.Environ(), farmCoordEnv+"="+string(spec))
+	spec.Dir, spec.Workers = t.TempDir(), links
+	js, _ := json.Marshal(spec)
+	cmd := exec.Command("ip", "netns", "exec", coord, os.Args[0], "-test.run=^TestFarmCoordinatorRole$", "-test.v", "-test.count=1", "-test.timeout=0")
+	cmd.Env = append(os.Environ(), farmCoordEnv+"="+string(js))
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	out, err := cmd.CombinedOutput()
 	if err != nil {
@@ -129,6 +164,7 @@ func TestFarmAcrossNetworkNamespaces(t *testing.T) {
 		t.Fatalf("the coordinator did not pass:\n%s", out)
 	}
 	t.Logf("coordinator:\n%s", out)
+	return string(out)
 }
 
 // farmProc is a worker process.
@@ -141,7 +177,8 @@ type farmProc struct {
 }
 
 // TestFarmCoordinatorRole is the coordinator of
-// TestFarmAcrossNetworkNamespaces, run in its namespace:
+// TestFarmAcrossNetworkNamespaces (and TestFarmBuildBench), run in its
+// namespace:
 //
 //  1. Two workers, one building ppc64le and one arm64, build the two
 //     kernels of an evaluation at the same time (each held mid-link until
@@ -184,14 +221,15 @@ func TestFarmCoordinatorRole(t *testing.T) {
 		Work: &Capabilities{Coordinator: true, Cores: 1}, OrphanCheck: 300 * time.Millisecond, OrphanConfirm: 3 * time.Second}, ":0")
 	_, port, _ := net.SplitHostPort(strings.TrimPrefix(base, "http://"))
 	gate := filepath.Join(spec.Dir, "gate")
-	repo, _, next := fakeKernelTree(t, gate)
+	repo, _, next := fakeKernelTree(t, gate, spec.Seconds)
+	suffix := "" // of the workers' names and caches
 
 	start := func(i int, arches ...string) *farmProc {
 		t.Helper()
 		l := spec.Workers[i]
 		u, _ := url.Parse(db)
 		u.Host = net.JoinHostPort(l.Coord, u.Port())
-		name := fmt.Sprintf("w%d", i+1)
+		name := fmt.Sprintf("w%d%s", i+1, suffix)
 		ws := farmWorkerSpec{DB: u.String(), Server: "http://" + net.JoinHostPort(l.Coord, port), TokenFile: tokFile, Name: name,
 			Cache: filepath.Join(spec.Dir, name), IDFile: filepath.Join(spec.Dir, name+".id"), Build: arches}
 		os.Remove(ws.IDFile)
@@ -242,7 +280,7 @@ func TestFarmCoordinatorRole(t *testing.T) {
 	builtOK := func(id int64, n int) []store.Build {
 		t.Helper()
 		var ok []store.Build
-		waitFor(t, 3*time.Minute, fmt.Sprintf("evaluation %d's %d kernel(s) recorded", id, n), func() bool {
+		waitFor(t, 3*time.Minute+time.Duration(spec.Kernels*spec.Seconds)*time.Second, fmt.Sprintf("evaluation %d's %d kernel(s) recorded", id, n), func() bool {
 			bs, err := s.Store().BuildsOf(id)
 			if err != nil {
 				t.Fatal(err)
@@ -298,6 +336,42 @@ func TestFarmCoordinatorRole(t *testing.T) {
 			t.Fatal(err)
 		}
 		return func() { os.Remove(gate) }
+	}
+
+	if spec.Scenario == "bench" {
+		// The same evaluation's build stage, its kernels distinct (no
+		// cache hit), on one worker and then on two, from fresh caches.
+		var syms []string
+		for i := range spec.Kernels {
+			syms = append(syms, fmt.Sprintf("FAKE_R%d", i))
+		}
+		var took []time.Duration
+		for n := 1; n <= 2; n++ {
+			suffix = fmt.Sprintf("-run%d", n)
+			var ws []*farmProc
+			for i := range n {
+				ws = append(ws, start(i, "ppc64le"))
+			}
+			for i := range syms {
+				syms[i] = fmt.Sprintf("FAKE_RUN%d_%d", n, i)
+			}
+			t0 := time.Now()
+			id, _, err := s.Submit(ctx, fakePipeline(t, `"ppc64le"`, syms...), runner.Options{Tree: repo})
+			if err != nil {
+				t.Fatal(err)
+			}
+			builtOK(id, spec.Kernels)
+			took = append(took, time.Since(t0))
+			if err := s.Cancel(ctx, id); err != nil {
+				t.Fatal(err)
+			}
+			for _, w := range ws {
+				stop(w)
+			}
+		}
+		t.Logf("BENCH farm-build: %d kernels, %d s of compile each, -j1: one worker %.1f s, two workers %.1f s (%.2fx)",
+			spec.Kernels, spec.Seconds, took[0].Seconds(), took[1].Seconds(), took[1].Seconds()/took[0].Seconds())
+		return
 	}
 
 	// 1. Two workers, two kernels at once.
