@@ -60,6 +60,7 @@ func init() {
 			grace := fs.Duration("grace", 30*time.Second, "on SIGTERM, how long running jobs may finish before they are cancelled (and retried on the next start)")
 			cacheDir := fs.String("cache-dir", "", "cache directory (default $PATCHEVAL_CACHE_DIR or ~/.cache/patcheval)")
 			work := fs.String("work", "all", "the stages serve runs itself: all (every arch and SSH target: no workers needed), coordinator (apply, more and report: builds and boots wait for `patcheval worker`s), or detect (coordinator plus what this machine's toolchains and QEMU can run)")
+			noSeriesBisect := fs.Bool("no-series-bisect", false, "when an evaluation's whole series (of several patches) regresses, do not bisect inside the series before it is done (its report and the bots' replies then do not name the patch)")
 			publicURL := fs.String("public-url", "", "the dashboard's `URL` as others reach it, for the links in Patchwork checks, GitHub statuses and mails (default http://<listen>)")
 			return func(ctx context.Context, env *Env, args []string) error {
 				if len(args) > 0 {
@@ -85,7 +86,7 @@ func init() {
 				}
 				cfg := service.Config{Work: caps, Database: *database, CacheDir: *cacheDir, Jobs: *jobs, BootWorkers: *workers,
 					BuildWorkers: *buildWorkers, Grace: *grace, PublicRead: *publicRead, AllowTrees: allow, Lore: *lore,
-					Log: env.Stderr, Loops: serveLoops}
+					Log: env.Stderr, Loops: serveLoops, SeriesBisect: !*noSeriesBisect}
 				if *tokenFile != "" {
 					tok, err := service.ReadToken(*tokenFile)
 					if err != nil {

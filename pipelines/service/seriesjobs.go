@@ -78,7 +78,7 @@ func (s *Service) runEnv(id int64) runner.Env {
 
 // afterReport is what follows evaluation id's report: the per-patch run
 // when it was asked for (the evaluation stays running until it ends),
-// else the done notification.
+// else finishEvaluation.
 func (s *Service) afterReport(ctx context.Context, tx *store.Tx, id, gen int64) ([]river.InsertManyParams, error) {
 	in, err := runner.Load(s.db.Store, id)
 	if err != nil {
@@ -90,7 +90,64 @@ func (s *Service) afterReport(ctx context.Context, tx *store.Tx, id, gen int64) 
 		}
 		return []river.InsertManyParams{perPatchJob(id, gen)}, nil
 	}
+	return s.finishEvaluation(ctx, tx, id, gen)
+}
+
+// finishEvaluation ends generation gen of evaluation id, inside tx:
+// with Config.SeriesBisect, a whole-series regression of a series of
+// several patches is first bisected inside the series (the evaluation
+// stays running and the bisection's end finishes it, so that the report
+// and the bots' replies name the patch); otherwise the evaluation is
+// done and Notify is told.
+func (s *Service) finishEvaluation(ctx context.Context, tx *store.Tx, id, gen int64) ([]river.InsertManyParams, error) {
+	if s.cfg.SeriesBisect {
+		st, pl, err := s.autoBisection(id)
+		if err != nil {
+			return nil, err
+		}
+		if st != nil {
+			st.DoneGen = gen
+			if err := s.setStatus(tx, id, "running"); err != nil {
+				return nil, err
+			}
+			if err := s.db.Store.SetSeriesBisectionTx(tx, id, st); err != nil {
+				return nil, err
+			}
+			s.evalLog(id).printf("the series regresses %s %s %+.1f%%: bisecting it inside the series before the evaluation is done",
+				pl.Benchmark, pl.Metric, pl.Change)
+			return []river.InsertManyParams{seriesBisectJob(id, st.Gen, 0)}, nil
+		}
+	}
+	if err := s.setStatus(tx, id, store.StatusDone); err != nil {
+		return nil, err
+	}
 	return s.notifyJobs(id, gen, EventDone), nil
+}
+
+// autoBisection is the new state of an automatic bisection of evaluation
+// id, nil when there is nothing to bisect (one patch, no whole-series
+// regression, a pipeline per-patch cannot use) or one was already made
+// or is under way.
+func (s *Service) autoBisection(id int64) (*SeriesBisectState, *perpatch.Bisection, error) {
+	if st, err := s.SeriesBisection(id); err != nil || (st != nil && st.Status != SeriesBisectFailed) {
+		return nil, nil, err
+	}
+	ser, err := perpatch.Load(s.db.Store, id)
+	if err != nil {
+		if fail.KindOf(err) == fail.KindInput {
+			return nil, nil, nil // not a series applied by the runner
+		}
+		return nil, nil, err
+	}
+	pl, _, err := perpatch.PlanBisection(ser, perpatch.Options{BisectMeasurer: func(*pipelines.Pipeline, string, string, string) bisect.Measurer { return nil }})
+	if err != nil || pl == nil {
+		if fail.KindOf(err) == fail.KindInput {
+			err = nil
+		}
+		return nil, nil, err
+	}
+	return &SeriesBisectState{Status: SeriesBisectQueued, Gen: time.Now().UnixNano(), Variant: pl.Variant, Benchmark: pl.Benchmark,
+		Metric: pl.Metric, Change: pl.Change}, pl, nil
 }
 
 type perPatchWorker struct {
@@ -144,8 +201,18 @@ func (w *perPatchWorker) Work(ctx context.Context, job *river.Job[PerPatchArgs])
 	} else {
 		log.printf("per-patch: done; reports in %s", dir)
 	}
-	return completeWith(ctx, s, job, s.notifyJobs(a.EvaluationID, a.Gen, EventDone), func(tx *store.Tx) error {
-		return s.setStatus(tx, a.EvaluationID, store.StatusDone)
+	return s.db.Store.Tx(ctx, func(tx *store.Tx) error {
+		next, err := s.finishEvaluation(ctx, tx, a.EvaluationID, a.Gen)
+		if err != nil {
+			return err
+		}
+		if err := s.engine.insertManyTx(ctx, tx, next); err != nil {
+			return fail.Infraf("river: %w", err)
+		}
+		if err := completeTx(ctx, tx, job); err != nil {
+			return fail.Infraf("river: completing job %d: %w", job.ID, err)
+		}
+		return nil
 	})
 }
 
@@ -236,6 +303,10 @@ type SeriesBisectState struct {
 	// Requesters are who asked (opaque to the service: Config.SeriesBisected
 	// is told them).
 	Requesters []string `json:"requesters,omitempty"`
+	// DoneGen, set on an automatic bisection (Config.SeriesBisect), is
+	// the generation of the evaluation its end finishes: marked done and
+	// Notify told, with the bisection in its reports.
+	DoneGen int64 `json:"done_gen,omitempty"`
 }
 
 // Ended says whether the bisection is over.
@@ -385,10 +456,19 @@ func (w *seriesBisectWorker) Work(ctx context.Context, job *river.Job[SeriesBise
 	defer s.beat.end(job.ID)
 	log := s.evalLog(a.EvaluationID)
 	dir := filepath.Join(s.OutDir(a.EvaluationID), "series-bisect")
+	// retry returns an infrastructure error for River to retry; the last
+	// attempt ends the bisection as failed instead (an automatic one
+	// would otherwise leave its evaluation running).
+	retry := func(err error) error {
+		if ctx.Err() == nil && job.Attempt >= job.MaxAttempts {
+			return s.seriesBisectEnd(ctx, job, st, SeriesBisectFailed, nil, err.Error())
+		}
+		return err
+	}
 	ser, err := perpatch.Load(s.db.Store, a.EvaluationID)
 	if err != nil {
 		if fail.KindOf(err) == fail.KindInfra {
-			return err
+			return retry(err)
 		}
 		return s.seriesBisectEnd(ctx, job, st, SeriesBisectFailed, nil, err.Error())
 	}
@@ -406,7 +486,7 @@ func (w *seriesBisectWorker) Work(ctx context.Context, job *river.Job[SeriesBise
 	res, need, err := bisect.Resume(ctx, pl.Options, st.Records, st.Started)
 	if err != nil {
 		if ctx.Err() != nil || fail.KindOf(err) == fail.KindInfra {
-			return err
+			return retry(err)
 		}
 		status := SeriesBisectFailed
 		if res != nil {
@@ -417,7 +497,7 @@ func (w *seriesBisectWorker) Work(ctx context.Context, job *river.Job[SeriesBise
 	if need == nil {
 		b, err := pl.Finish(res, dir, bisect.Context{Tree: ser.Repo, Arch: strings.Join(ser.Pipeline.Arches, ",")})
 		if err != nil {
-			return err
+			return retry(err)
 		}
 		return s.seriesBisectEnd(ctx, job, st, res.Status, b, "")
 	}
@@ -429,10 +509,7 @@ func (w *seriesBisectWorker) Work(ctx context.Context, job *river.Job[SeriesBise
 	log.printf("series bisection: measuring %.12s (%d boot(s), measurement %d)", need.Commit, need.Boots, a.Seq+1)
 	rec, err := bisect.Measure(ctx, measurer, *need)
 	if err != nil {
-		if ctx.Err() == nil && job.Attempt >= job.MaxAttempts {
-			return s.seriesBisectEnd(ctx, job, st, SeriesBisectFailed, nil, err.Error())
-		}
-		return err // shutdown or infrastructure: retried, the same measurement again
+		return retry(err) // shutdown or infrastructure: retried, the same measurement again
 	}
 	st.Records = append(st.Records, rec)
 	return completeWith(ctx, s, job, []river.InsertManyParams{seriesBisectJob(a.EvaluationID, a.Gen, a.Seq+1)},
@@ -457,7 +534,17 @@ func (s *Service) seriesBisectEnd(ctx context.Context, job *river.Job[SeriesBise
 		next = append(next, river.InsertManyParams{Args: SeriesBisectedArgs{id, st.Gen},
 			InsertOpts: &river.InsertOpts{Queue: QueueReport, MaxAttempts: 10, UniqueOpts: river.UniqueOpts{ByArgs: true}}})
 	}
-	return completeWith(ctx, s, job, next, func(tx *store.Tx) error { return s.db.Store.SetSeriesBisectionTx(tx, id, st) })
+	if st.DoneGen != 0 {
+		next = append(next, s.notifyJobs(id, st.DoneGen, EventDone)...)
+	}
+	return completeWith(ctx, s, job, next, func(tx *store.Tx) error {
+		if st.DoneGen != 0 {
+			if err := s.setStatus(tx, id, store.StatusDone); err != nil {
+				return err
+			}
+		}
+		return s.db.Store.SetSeriesBisectionTx(tx, id, st)
+	})
 }
 
 // amendBisection adds b to evaluation id's reports (when it has any).

@@ -486,3 +486,78 @@ func TestServeSeriesBisectSurvivesKill(t *testing.T) {
 		t.Errorf("%d series_bisect jobs, want one per measurement and the last step's (%d)", n, len(bs.Records)+1)
 	}
 }
+
+// TestServeAutoBisect: with SeriesBisect, an evaluation submitted with
+// per_patch whose whole series regresses goes report -> per_patch ->
+// series_bisect steps, staying running; only when the bisection has
+// named the patch is it done and Notify told, and its reports (the reply
+// draft too) carry the per-patch table and the patch.
+func TestServeAutoBisect(t *testing.T) {
+	tr := newSeriesTree(t)
+	spec := &testSeriesSpec{Log: filepath.Join(t.TempDir(), "series.log")}
+	ms := spec.measurers()
+	m := &treeMeasurer{repo: tr.repo}
+	ms.PerPatch = func(_ *perpatch.Series, _ *pipelines.Pipeline, _ string) perpatch.Measurer { return m }
+	var n notified
+	var s *Service
+	// What the bots would post: the report as it is when Notify hears
+	// "done".
+	var atDone *report.Report
+	notify := func(ctx context.Context, id int64, event string) error {
+		if event == EventDone {
+			if f, err := os.Open(filepath.Join(s.OutDir(id), "report.json")); err == nil {
+				atDone, _ = report.ReadJSON(f)
+				f.Close()
+			}
+		}
+		return n.notify(ctx, id, event)
+	}
+	s, _ = testService(t, Config{Notify: notify, Series: ms, SeriesBisect: true, From: testFrom})
+	id := tr.evaluated(t, s, true)
+	ctx := context.Background()
+	err := s.db.Store.Tx(ctx, func(tx *store.Tx) error {
+		next, err := s.afterReport(ctx, tx, id, 1)
+		if err != nil {
+			return err
+		}
+		return s.engine.insertManyTx(ctx, tx, next)
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(60 * time.Second)
+	for !n.has(fmt.Sprintf("%d done", id)) {
+		if time.Now().After(deadline) {
+			log, _ := os.ReadFile(spec.Log)
+			t.Fatalf("no done event; events %v; measurements:\n%s", n.events, log)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if atDone == nil || atDone.PerPatch == nil || atDone.PerPatch.Bisection == nil || len(atDone.PerPatch.Tables) != 1 {
+		t.Fatalf("the report when Notify heard done: %+v; want the per-patch table and the bisection", atDone)
+	}
+	if e, _ := s.Store().Evaluation(id); e.Status != store.StatusDone {
+		t.Errorf("status %s, want done", e.Status)
+	}
+	bs, err := s.SeriesBisection(id)
+	if err != nil || bs == nil || bs.Status != bisect.Found || bs.Result == nil || bs.Result.Patch != 3 || bs.DoneGen != 1 {
+		t.Fatalf("bisection %+v %v; want patch 3 found, finishing generation 1", bs, err)
+	}
+	f, err := os.Open(filepath.Join(s.OutDir(id), "report.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, err := report.ReadJSON(f)
+	f.Close()
+	if err != nil || r.PerPatch == nil || len(r.PerPatch.Tables) != 1 || r.PerPatch.Bisection == nil || r.PerPatch.Bisection.Patch != 3 {
+		t.Fatalf("report.json per_patch: %+v %v", r.PerPatch, err)
+	}
+	eml, _ := os.ReadFile(filepath.Join(s.OutDir(id), "reply.eml"))
+	if !strings.Contains(string(eml), "patch 3/4") {
+		t.Errorf("the reply draft does not name the patch:\n%s", eml)
+	}
+	// Without a regression (or with SeriesBisect off) nothing is bisected.
+	if st, pl, err := s.autoBisection(id); err != nil || st != nil || pl != nil {
+		t.Errorf("a second automatic bisection of the same evaluation: %+v %v", st, err)
+	}
+}

@@ -105,6 +105,11 @@ type Config struct {
 	// Series makes the per-patch runs' and the bisections' measurements
 	// (zero: the runner in this service's store and cache).
 	Series SeriesMeasurers
+	// SeriesBisect bisects inside the series, before the evaluation is
+	// done, every evaluation whose whole series (of several patches)
+	// regresses, as lore --pipeline does unless --no-series-bisect: the
+	// report and the bots' replies then name the patch.
+	SeriesBisect bool
 	// SeriesBisected, when set, is told how a bisection inside a series
 	// ended (text: the sentence naming the patch, or why there is none)
 	// and who asked for it (BisectSeries' requesters). It runs as a River
