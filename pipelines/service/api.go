@@ -121,6 +121,7 @@ func (s *Service) api() http.Handler {
 	mux.HandleFunc("POST /api/v1/evaluations/{id}/cancel", s.apiCancel)
 	mux.HandleFunc("POST /api/v1/evaluations/{id}/rerun", s.apiRerun)
 	mux.HandleFunc("POST /api/v1/evaluations/{id}/bisect", s.apiBisect)
+	mux.HandleFunc("POST /api/v1/evaluations/{id}/log", s.apiLog)
 	mux.HandleFunc("GET /api/v1/jobs", s.apiJobs)
 	mux.HandleFunc("GET /api/v1/series", s.apiSeries)
 	mux.HandleFunc("GET /api/v1/watches/{name}", s.apiWatch)

@@ -399,6 +399,16 @@ func TestFarmCoordinatorRole(t *testing.T) {
 			t.Errorf("build job %d: %s, attempted by %v; want completed at the first attempt by w1 (%s) or w2 (%s)", j.ID, j.State, j.AttemptedBy, w1.id, w2.id)
 		}
 	}
+	// The workers' progress lines reach serve's live log of the
+	// evaluation (the evaluation page's), each with its worker's name.
+	waitFor(t, 30*time.Second, "the workers' progress lines in serve's log", func() bool {
+		var p, a bool
+		for _, l := range s.evalLog(id1).snapshot() {
+			p = p || strings.HasPrefix(l, w1.spec.Name+": ") && strings.Contains(l, "built ppc64le/")
+			a = a || strings.HasPrefix(l, w2.spec.Name+": ") && strings.Contains(l, "built arm64/")
+		}
+		return p && a
+	})
 	// The dashboard shows the workers' build logs, from serve's artifact
 	// store: the build directories are on the workers (here hidden from
 	// serve by a rename, since the namespaces share one filesystem).

@@ -144,6 +144,8 @@ type Service struct {
 	// trees is a worker's mirrors of the coordinator's trees (nil: builds
 	// read the evaluation's tree at its recorded path).
 	trees *mirrors
+	// logFwd sends a worker's progress lines to serve (logfwd.go).
+	logFwd *logForwarder
 
 	// watchCfg and watcher are set by Watch (nil: no watches).
 	watchCfg *WatchConfig
@@ -224,6 +226,9 @@ func (s *Service) newEngine() error {
 func (s *Service) Close() error {
 	if s.ui.cancel != nil {
 		s.ui.cancel()
+	}
+	if s.logFwd != nil {
+		s.logFwd.close()
 	}
 	if s.budget != nil {
 		s.budget.Close()
@@ -450,6 +455,8 @@ type evalLog struct {
 	part  []byte
 	out   io.Writer
 	id    int64
+	// fwd, on a worker with a server, sends the lines to serve's log.
+	fwd *logForwarder
 }
 
 const logLines = 200
@@ -459,7 +466,7 @@ func (s *Service) evalLog(id int64) *evalLog {
 	defer s.mu.Unlock()
 	l := s.logs[id]
 	if l == nil {
-		l = &evalLog{subs: map[chan string]bool{}, out: s.log, id: id}
+		l = &evalLog{subs: map[chan string]bool{}, out: s.log, id: id, fwd: s.logFwd}
 		s.logs[id] = l
 	}
 	return l
@@ -490,6 +497,9 @@ func (l *evalLog) printf(format string, a ...any) {
 
 func (l *evalLog) add(line string) {
 	fmt.Fprintf(l.out, "evaluation %d: %s\n", l.id, line)
+	if l.fwd != nil {
+		l.fwd.send(l.id, line)
+	}
 	l.lines = append(l.lines, line)
 	if len(l.lines) > logLines {
 		l.lines = l.lines[len(l.lines)-logLines:]

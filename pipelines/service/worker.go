@@ -106,6 +106,7 @@ func NewWorker(ctx context.Context, cfg WorkerConfig) (*Worker, error) {
 		s.artifacts = &artifact.Client{Base: strings.TrimRight(cfg.Server, "/") + ArtifactsPath, Token: cfg.Token,
 			Cache: artifact.Dir{Path: filepath.Join(cache, "artifact-store")}}
 		s.trees = &mirrors{dir: filepath.Join(cache, "trees", "farm"), server: strings.TrimRight(cfg.Server, "/"), token: cfg.Token}
+		s.logFwd = newLogForwarder(strings.TrimRight(cfg.Server, "/"), cfg.Token, s.beat.w.Name, s.logf)
 	}
 	return &Worker{s: s}, nil
 }
