@@ -107,6 +107,11 @@ type Series struct {
 	// Samples are the evaluation's samples; Boots its boots per variant.
 	Samples []evaluate.Sample
 	Boots   int
+	// Known are samples taken before at other commits of the series (a
+	// per-patch run's prefixes), by commit, named by the series
+	// variants: PlanBisection's measurer answers its first look at those
+	// commits with them instead of measuring again.
+	Known map[string][]evaluate.Sample
 }
 
 // Load reads evaluation id as a Series.
@@ -405,6 +410,9 @@ func PlanBisection(s *Series, o Options) (*Bisection, string, error) {
 	}
 	labels := labelPairs(p, pairs)
 	known := map[string][]evaluate.Sample{}
+	for c, ss := range s.Known {
+		known[c] = append(known[c], ss...)
+	}
 	for _, sm := range s.Samples {
 		for _, lp := range labels {
 			switch sm.Variant {

@@ -15,6 +15,7 @@ import (
 
 	"github.com/riverqueue/river"
 
+	"github.com/patcheval/patcheval/evaluate"
 	"github.com/patcheval/patcheval/evaluate/report"
 	"github.com/patcheval/patcheval/evaluate/store"
 	"github.com/patcheval/patcheval/internal/fail"
@@ -465,7 +466,7 @@ func (w *seriesBisectWorker) Work(ctx context.Context, job *river.Job[SeriesBise
 		}
 		return err
 	}
-	ser, err := perpatch.Load(s.db.Store, a.EvaluationID)
+	ser, err := s.loadSeries(a.EvaluationID)
 	if err != nil {
 		if fail.KindOf(err) == fail.KindInfra {
 			return retry(err)
@@ -514,6 +515,40 @@ func (w *seriesBisectWorker) Work(ctx context.Context, job *river.Job[SeriesBise
 	st.Records = append(st.Records, rec)
 	return completeWith(ctx, s, job, []river.InsertManyParams{seriesBisectJob(a.EvaluationID, a.Gen, a.Seq+1)},
 		func(tx *store.Tx) error { return s.db.Store.SetSeriesBisectionTx(tx, a.EvaluationID, st) })
+}
+
+// loadSeries is evaluation id taken apart as perpatch.Load does, with the
+// samples its per-patch run took at the prefixes (the steps' stored
+// evaluations its report names) as Known: the bisection does not
+// measure those commits again.
+func (s *Service) loadSeries(id int64) (*perpatch.Series, error) {
+	ser, err := perpatch.Load(s.db.Store, id)
+	if err != nil {
+		return nil, err
+	}
+	f, err := os.Open(filepath.Join(s.OutDir(id), "report.json"))
+	if err != nil {
+		return ser, nil // no report (yet): nothing measured per patch
+	}
+	r, err := report.ReadJSON(f)
+	f.Close()
+	if err != nil || r.PerPatch == nil {
+		return ser, nil
+	}
+	for _, step := range r.PerPatch.Steps {
+		if step.EvaluationID == 0 || step.EvaluationID == id || step.Commit == "" {
+			continue
+		}
+		ss, err := s.db.Store.Samples(step.EvaluationID)
+		if err != nil {
+			return nil, err
+		}
+		if ser.Known == nil {
+			ser.Known = map[string][]evaluate.Sample{}
+		}
+		ser.Known[step.Commit] = append(ser.Known[step.Commit], ss...)
+	}
+	return ser, nil
 }
 
 // seriesBisectEnd ends a series bisection with status: b is the found

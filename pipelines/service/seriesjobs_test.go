@@ -174,9 +174,11 @@ func (st *seriesTree) writeReport(t *testing.T, db *store.Store, id int64, dir s
 }
 
 // treeMeasurer is the per-patch measurer of these tests: the kernels
-// stand for bench/getppid's number at the commit.
+// stand for bench/getppid's number at the commit. Each prefix is a
+// stored evaluation of st (when set), as the runner's are.
 type treeMeasurer struct {
 	repo     string
+	st       *store.Store
 	mu       sync.Mutex
 	measured []string
 }
@@ -186,7 +188,23 @@ func (m *treeMeasurer) Measure(ctx context.Context, commit string) ([]evaluate.S
 	m.measured = append(m.measured, commit)
 	m.mu.Unlock()
 	ss, err := benchSamples(m.repo, commit, "patched", 3)
-	return ss, 0, err
+	if err != nil || m.st == nil {
+		return ss, 0, err
+	}
+	e, _, err := m.st.CreateOrResumeEvaluation(store.Key("at-commit", commit), store.EvaluationMeta{Pipeline: "default.at-commit", Base: commit})
+	if err != nil {
+		return nil, 0, err
+	}
+	for _, sm := range ss {
+		run, err := m.st.BeginRun(e.ID, sm.Variant, sm.Boot)
+		if err != nil {
+			return nil, e.ID, err
+		}
+		if err := m.st.FinishRun(run, store.RunOK, evaluate.Environment{Deterministic: true}, nil, []evaluate.Sample{sm}); err != nil {
+			return nil, e.ID, err
+		}
+	}
+	return ss, e.ID, m.st.SetEvaluationStatus(e.ID, store.StatusDone)
 }
 
 // notified collects Config.Notify's events.
@@ -513,6 +531,7 @@ func TestServeAutoBisect(t *testing.T) {
 		return n.notify(ctx, id, event)
 	}
 	s, _ = testService(t, Config{Notify: notify, Series: ms, SeriesBisect: true, From: testFrom})
+	m.st = s.Store()
 	id := tr.evaluated(t, s, true)
 	ctx := context.Background()
 	err := s.db.Store.Tx(ctx, func(tx *store.Tx) error {
@@ -551,6 +570,13 @@ func TestServeAutoBisect(t *testing.T) {
 	f.Close()
 	if err != nil || r.PerPatch == nil || len(r.PerPatch.Tables) != 1 || r.PerPatch.Bisection == nil || r.PerPatch.Bisection.Patch != 3 {
 		t.Fatalf("report.json per_patch: %+v %v", r.PerPatch, err)
+	}
+	// The bisection took the per-patch run's samples for its first look
+	// at each patch: it measured only the confirmation (the culprit and
+	// its parent again).
+	starts := logLinesOf(spec.Log, "start ")
+	if len(starts) != 2 || !strings.HasSuffix(starts[0], " 1") || !strings.HasSuffix(starts[1], " 1") {
+		t.Errorf("the bisection measured %q; want only the two confirmations (measurement 1 of 2/4 and 3/4)", starts)
 	}
 	eml, _ := os.ReadFile(filepath.Join(s.OutDir(id), "reply.eml"))
 	if !strings.Contains(string(eml), "patch 3/4") {
