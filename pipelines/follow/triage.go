@@ -19,7 +19,8 @@ import (
 // of the store, found by its Message-ID in the reply's In-Reply-To or
 // References) may carry commands, one per line:
 //
-//	#patcheval retest [pipeline]   evaluate the series again (or with another pipeline)
+//	#patcheval retest [--per-patch] [pipeline]   evaluate the series again (or with
+//	                               another pipeline; --per-patch: after each patch too)
 //	#patcheval invalid             withdraw the report
 //	#patcheval bisect              bisect the regression inside the series (the result
 //	                               follows in the thread when the bisection ends)

@@ -15,6 +15,7 @@ import (
 	"github.com/patcheval/patcheval/evaluate/store"
 	"github.com/patcheval/patcheval/internal/testgit"
 	"github.com/patcheval/patcheval/internal/testinbox"
+	"github.com/patcheval/patcheval/pipelines"
 	"github.com/patcheval/patcheval/pipelines/runner"
 )
 
@@ -187,7 +188,19 @@ func TestTriageOnPublicInbox(t *testing.T) {
 		requesters = append(requesters, requester)
 		return fmt.Sprintf("bisection inside the series of evaluation %d started", id), nil
 	}
-	triager := ServiceTriager{Service: rs, Store: st, Reporting: rep, Bisect: bisector}
+	// "pairs" is a pipeline per-patch can use (base without the series,
+	// patched with it); anything else is a shipped pipeline.
+	pairs := filepath.Join(root, "pairs.toml")
+	os.WriteFile(pairs, []byte("name = \"pairs\"\n[build]\narch = \"x86_64\"\nconfig = \"tinyconfig\"\nfragments = [\"qemu-boot\"]\n"+
+		"[[variant]]\nname = \"base\"\napply_series = false\n[[variant]]\nname = \"patched\"\napply_series = true\n"+
+		"[[benchmark]]\nname = \"getppid\"\n[[comparison]]\nbase = \"base\"\nother = \"patched\"\n"), 0o644)
+	find := func(name string) (*pipelines.Pipeline, error) {
+		if name == "pairs" {
+			return pipelines.Load(pairs)
+		}
+		return pipelines.Builtin(name)
+	}
+	triager := ServiceTriager{Service: rs, Store: st, Reporting: rep, Bisect: bisector, Find: find}
 	f.Triage = triager
 	// #patcheval test names another series on the list's inbox, or a
 	// branch of a git remote (served by git http-backend on loopback)
@@ -205,13 +218,14 @@ func TestTriageOnPublicInbox(t *testing.T) {
 		msg("s2@example.org", "Mae Maint <mae@example.org>", report, refs, "#patcheval invalid\n#patcheval bisect\n"),
 		msg("s3@example.org", sam, report, refs, "#patcheval test "+srv.URL+"/"+srv.Inbox+"/ttt-v1-0@example.org/\n"+
 			"#patcheval test "+gitURL+" topic\n#patcheval test "+gitURL+" no-such\n#patcheval test file:///srv/linux.git topic\n"+
-			"#patcheval test git://git.example.org/linux.git\n#patcheval test /etc/passwd\n")))
+			"#patcheval test git://git.example.org/linux.git\n#patcheval test /etc/passwd\n"),
+		msg("s4@example.org", sam, report, refs, "#patcheval retest --per-patch pairs\n#patcheval retest --per-patch\n#patcheval retest --per-patch a b\n")))
 	if err := f.Poll(ctx); err != nil {
 		t.Fatal(err)
 	}
 	cmds, _ = st.TriageCommands("test")
 	got = nil
-	for _, c := range cmds[len(cmds)-10:] {
+	for _, c := range cmds[len(cmds)-13:] {
 		got = append(got, c.Command+" "+c.Status+": "+c.Note)
 	}
 	wantRows = []string{
@@ -225,6 +239,9 @@ func TestTriageOnPublicInbox(t *testing.T) {
 		"#patcheval test file:///srv/linux.git topic failed: #patcheval test file:///srv/linux.git topic: \"file:///srv/linux.git\" is not a git URL: want http://, https:// or git:// and a host",
 		"#patcheval test git://git.example.org/linux.git failed: #patcheval test git://git.example.org/linux.git: a git URL needs a branch: #patcheval test <git URL> <branch>",
 		"#patcheval test /etc/passwd failed: #patcheval test /etc/passwd: want the lore URL (http or https) or the Message-ID of a series, or a git URL and a branch",
+		"#patcheval retest --per-patch pairs done: evaluation 5: the series with pipeline pairs, measured after each patch too",
+		"#patcheval retest --per-patch failed: #patcheval retest --per-patch: pipeline ppc-preempt-dynamic: no comparison of a variant without the series against the same kernel with it: nothing to measure patch by patch",
+		"#patcheval retest --per-patch a b failed: #patcheval retest --per-patch a b: want [--per-patch] [pipeline]",
 	}
 	if !reflect.DeepEqual(got, wantRows) {
 		t.Errorf("service triage:\n  %s\nwant:\n  %s", strings.Join(got, "\n  "), strings.Join(wantRows, "\n  "))
@@ -241,6 +258,9 @@ func TestTriageOnPublicInbox(t *testing.T) {
 	}
 	if e3, err := st.Evaluation(3); err != nil || e3.SeriesMsgID != "ttt-v1-0@example.org" || e3.Pipeline != "ppc-preempt-dynamic" {
 		t.Errorf("evaluation 3 (#patcheval test): %+v %v", e3, err)
+	}
+	if in, err := runner.Load(st, 5); err != nil || !in.Options.PerPatch || in.Pipeline.Name != "pairs" {
+		t.Errorf("evaluation 5 (#patcheval retest --per-patch pairs): %+v %v", in, err)
 	}
 	// The branch's evaluation: its two commits as a series on master.
 	if in, err := runner.Load(st, 4); err != nil || in.Series == nil || len(in.Series.Patches) != 2 || in.BaseHash != master ||
@@ -273,8 +293,8 @@ func TestTriageOnPublicInbox(t *testing.T) {
 			}
 		}
 	}
-	if checks != 1 || acks != 10 || results != 1 {
-		t.Errorf("%d withdrawn checks, %d acknowledgements and %d bisection results queued, want 1, 10 and 1", checks, acks, results)
+	if checks != 1 || acks != 13 || results != 1 {
+		t.Errorf("%d withdrawn checks, %d acknowledgements and %d bisection results queued, want 1, 13 and 1", checks, acks, results)
 	}
 }
 

@@ -16,6 +16,7 @@ import (
 	"github.com/patcheval/patcheval/internal/fail"
 	"github.com/patcheval/patcheval/mbox"
 	"github.com/patcheval/patcheval/pipelines"
+	"github.com/patcheval/patcheval/pipelines/perpatch"
 	"github.com/patcheval/patcheval/pipelines/runner"
 	"github.com/patcheval/patcheval/series"
 )
@@ -32,6 +33,8 @@ type Rerunner interface {
 //	retest             queues the evaluation again (Rerun: what failed is
 //	                   redone, finished boots are kept, the report is new)
 //	retest <pipeline>  evaluates the series with that pipeline
+//	retest --per-patch [pipeline]  the same, and measures the series after
+//	                   each patch too (runner.Options.PerPatch)
 //	invalid            withdraws the report: the list's Patchwork checks
 //	                   become success "withdrawn"
 //	bisect             queues the bisection inside the series of the
@@ -53,7 +56,9 @@ type ServiceTriager struct {
 	// Reporting posts the withdrawal and the acknowledgement (nil: the
 	// list has no reporters; the command is only recorded).
 	Reporting *Reporting
-	// Find resolves a pipeline name (default pipelines.Find).
+	// Find resolves a pipeline name: the list's own (default
+	// pipelines.Find) and one a #patcheval retest names (default
+	// pipelines.Builtin: a mail never names a file).
 	Find func(string) (*pipelines.Pipeline, error)
 	// Bisect queues the bisection of evaluation id's whole-series
 	// regression inside the series for requester and returns at once
@@ -86,32 +91,52 @@ func (t ServiceTriager) Triage(ctx context.Context, r TriageRequest) (string, er
 func (t ServiceTriager) do(ctx context.Context, r TriageRequest) (string, error) {
 	switch r.Command.Name {
 	case "retest":
-		if len(r.Command.Args) == 0 {
+		args, perPatch := r.Command.Args, false
+		if len(args) > 0 && args[0] == "--per-patch" {
+			args, perPatch = args[1:], true
+		}
+		if len(args) > 1 {
+			return "", fail.Inputf("#patcheval retest %s: want [--per-patch] [pipeline]", strings.Join(r.Command.Args, " "))
+		}
+		if len(args) == 0 && !perPatch {
 			id, err := t.Service.Rerun(ctx, r.EvaluationID)
 			if err != nil {
 				return "", err
 			}
 			return fmt.Sprintf("evaluation %d queued again", id), nil
 		}
-		find := t.Find
-		if find == nil {
-			find = pipelines.Find
-		}
-		p, err := find(r.Command.Args[0])
-		if err != nil {
-			return "", err
-		}
 		in, err := runner.Load(t.Store, r.EvaluationID)
 		if err != nil {
 			return "", err
 		}
-		o := in.Options
-		o.Branch = "" // the new pipeline's own branch
+		p, o := in.Pipeline, in.Options
+		if len(args) == 1 {
+			find := t.Find
+			if find == nil {
+				// A name from a mail: shipped pipelines only, never a
+				// file of the serving machine.
+				find = pipelines.Builtin
+			}
+			if p, err = find(args[0]); err != nil {
+				return "", err
+			}
+			o.Branch = "" // the new pipeline's own branch
+		}
+		if perPatch {
+			if _, err := perpatch.AtCommit(p, perpatch.SeriesPairs(p)); err != nil {
+				return "", fail.Inputf("#patcheval retest --per-patch: %v", err)
+			}
+			o.PerPatch = true
+		}
 		id, _, err := t.Service.Submit(ctx, p, o)
 		if err != nil {
 			return "", err
 		}
-		return fmt.Sprintf("evaluation %d: the series with pipeline %s", id, p.Name), nil
+		what := "the series with pipeline " + p.Name
+		if perPatch {
+			what += ", measured after each patch too"
+		}
+		return fmt.Sprintf("evaluation %d: %s", id, what), nil
 	case "invalid":
 		if t.Reporting == nil {
 			return "report withdrawn (the list posts no checks)", nil
