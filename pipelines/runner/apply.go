@@ -64,7 +64,7 @@ func Apply(ctx context.Context, env Env, id int64) (err error) {
 		took, note = time.Since(start), fmt.Sprintf("branch %s", res.Branch)
 		pr.Printf("applied %d patch(es) on %s: %s (%s)", len(res.Commits), ev.in.Base, short(res.Head), res.Branch)
 	}
-	inputs, err := seriesInputs(env, ev, applied.Head)
+	inputs, err := seriesInputs(ctx, env, ev, applied.Head)
 	if err != nil {
 		return err
 	}
@@ -191,7 +191,7 @@ func upper(s string) string {
 // on what the pipeline's kernels do not build of it, and with Cover the
 // pipeline whose kernels also get the symbols that build its C files. nil
 // when nothing changes.
-func seriesInputs(env Env, ev *evaluation, head string) ([]byte, error) {
+func seriesInputs(ctx context.Context, env Env, ev *evaluation, head string) ([]byte, error) {
 	if ev.series == nil {
 		return nil, nil
 	}
@@ -213,6 +213,9 @@ func seriesInputs(env Env, ev *evaluation, head string) ([]byte, error) {
 		}
 		if in.Pipeline, err = json.Marshal(cp); err != nil {
 			return nil, fail.Infraf("evaluation %d: pipeline: %w", ev.id, err)
+		}
+		if err := storeFiles(ctx, env, &in, cp); err != nil {
+			return nil, err
 		}
 		if note != "" {
 			pr.Printf("%s", note)

@@ -183,13 +183,23 @@ func buildRequest(ctx context.Context, env Env, ev *evaluation, spec pipelines.B
 	}
 	req := build.Request{Repo: repo, Commit: commit, Arch: spec.Arch, BaseConfig: ev.p.BaseConfig,
 		Symbols: spec.Symbols, Variant: spec.Variant}
+	if filepath.IsAbs(req.BaseConfig) {
+		var err error
+		if req.BaseConfig, err = localFile(ctx, env, ev, req.BaseConfig); err != nil {
+			return build.Request{}, err
+		}
+	}
 	cache := env.CacheDir
 	if cache == "" {
 		cache = xdg.CacheDir()
 	}
 	for _, f := range spec.Fragments {
 		if f.Path != "" {
-			req.Fragments = append(req.Fragments, f.Path)
+			path, err := localFile(ctx, env, ev, f.Path)
+			if err != nil {
+				return build.Request{}, err
+			}
+			req.Fragments = append(req.Fragments, path)
 			continue
 		}
 		path, err := build.WriteBootConfig(spec.Arch, filepath.Join(cache, "boot-configs"))

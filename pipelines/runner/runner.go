@@ -167,6 +167,10 @@ type inputs struct {
 	Options
 	// Mbox travels in its own column.
 	BaseHash string `json:"base_hash"`
+	// Files are the pipeline's files (base config, fragments, the cover
+	// fragment) by path, as keys in Env.Artifacts (files.go); none
+	// without a store.
+	Files artifact.Manifest `json:"files,omitempty"`
 }
 
 // evaluation is a stored evaluation loaded for a stage.
@@ -208,6 +212,9 @@ type Outcome struct {
 func Submit(ctx context.Context, env Env, p *pipelines.Pipeline, o Options) (id int64, resumed bool, err error) {
 	in, s, err := check(p, o)
 	if err != nil {
+		return 0, false, err
+	}
+	if err := storeFiles(ctx, env, &in, p); err != nil {
 		return 0, false, err
 	}
 	mboxData := in.Mbox

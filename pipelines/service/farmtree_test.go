@@ -67,6 +67,13 @@ func fakeKernelTree(t testing.TB, gate string, seconds int) (repo, commit, next 
 // which it sets to y.
 func fakePipeline(t testing.TB, arches string, syms ...string) *pipelines.Pipeline {
 	t.Helper()
+	return fakePipelineWith(t, arches, "", syms...)
+}
+
+// fakePipelineWith is fakePipeline with the fragment file frag ("":
+// none).
+func fakePipelineWith(t testing.TB, arches, frag string, syms ...string) *pipelines.Pipeline {
+	t.Helper()
 	src := `name = "farm-fake"
 description = "a fake kernel tree (farm tests)"
 [tree]
@@ -76,7 +83,7 @@ apply = false
 [build]
 arch = [` + arches + `]
 config = "tinyconfig"
-[[benchmark]]
+` + map[bool]string{true: fmt.Sprintf("fragments = [%q]\n", frag)}[frag != ""] + `[[benchmark]]
 name = "kill"
 `
 	for _, sym := range syms {

@@ -374,14 +374,27 @@ func TestFarmCoordinatorRole(t *testing.T) {
 		return
 	}
 
-	// 1. Two workers, two kernels at once.
-	w1, w2 := start(0, "ppc64le"), start(1, "arm64")
+	// 1. Two workers, two kernels at once. The pipeline has a fragment
+	// file, gone from its path on this machine before any worker starts.
+	frag := filepath.Join(spec.Dir, "pipeline", "farm.config")
+	os.MkdirAll(filepath.Dir(frag), 0o755)
+	if err := os.WriteFile(frag, []byte("CONFIG_FAKE_FRAG=y\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
 	release := holdBuilds()
-	id1, _, err := s.Submit(ctx, fakePipeline(t, `"ppc64le", "arm64"`, "FAKE_A"), runner.Options{Tree: repo})
+	id1, _, err := s.Submit(ctx, fakePipelineWith(t, `"ppc64le", "arm64"`, frag, "FAKE_A"), runner.Options{Tree: repo})
 	if err != nil {
 		t.Fatal(err)
 	}
+	if err := os.Rename(filepath.Dir(frag), filepath.Dir(frag)+".gone"); err != nil {
+		t.Fatal(err)
+	}
+	w1, w2 := start(0, "ppc64le"), start(1, "arm64")
 	waitFor(t, 2*time.Minute, "both kernels building at once", func() bool {
+		if e, _ := s.Store().Evaluation(id1); e != nil && e.Status == "failed" {
+			bs, _ := s.Store().BuildsOf(id1)
+			t.Fatalf("evaluation %d failed: builds %+v", id1, bs)
+		}
 		n := 0
 		for _, j := range buildJobs(id1) {
 			if j.State == rivertype.JobStateRunning {
@@ -392,7 +405,13 @@ func TestFarmCoordinatorRole(t *testing.T) {
 	})
 	release()
 	for _, b := range builtOK(id1, 2) {
-		builtBy(b, map[string]*farmProc{"ppc64le": w1, "arm64": w2}[b.Arch])
+		w := map[string]*farmProc{"ppc64le": w1, "arm64": w2}[b.Arch]
+		builtBy(b, w)
+		a := fromStore(b)
+		if cfg, _ := os.ReadFile(a.Config); !bytes.Contains(cfg, []byte("CONFIG_FAKE_FRAG=y")) ||
+			!slices.ContainsFunc(a.Meta.Build.KconfigAdd, func(f string) bool { return strings.HasPrefix(f, filepath.Join(w.spec.Cache, "farm-files")+"/") }) {
+			t.Errorf("build %s/%s: the fragment file did not come from serve's store (fragments %v):\n%s", b.Arch, b.Variant, a.Meta.Build.KconfigAdd, cfg)
+		}
 	}
 	for _, j := range buildJobs(id1) {
 		if j.State != rivertype.JobStateCompleted || len(j.AttemptedBy) != 1 || (j.AttemptedBy[0] != w1.id && j.AttemptedBy[0] != w2.id) {
