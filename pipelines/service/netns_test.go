@@ -218,7 +218,7 @@ func TestFarmCoordinatorRole(t *testing.T) {
 	}
 	// In this namespace every address is one the test made.
 	s, base := testServiceOn(t, Config{Database: db, Token: tok, Name: "coordinator", CacheDir: filepath.Join(spec.Dir, "coordinator"),
-		Work: &Capabilities{Coordinator: true, Cores: 1}, OrphanCheck: 300 * time.Millisecond, OrphanConfirm: 3 * time.Second}, ":0")
+		Work: &Capabilities{Coordinator: true, Cores: 1}, OrphanCheck: 300 * time.Millisecond, OrphanConfirm: DefaultOrphanConfirm}, ":0")
 	_, port, _ := net.SplitHostPort(strings.TrimPrefix(base, "http://"))
 	gate := filepath.Join(spec.Dir, "gate")
 	repo, _, next := fakeKernelTree(t, gate, spec.Seconds)
