@@ -388,6 +388,18 @@ func (s *Service) BisectSeries(ctx context.Context, id int64, requester string) 
 	if err != nil {
 		return "", err
 	}
+	if st != nil && !st.Ended() {
+		// A bisection whose jobs were cancelled with the evaluation never
+		// ended: with no job of the evaluation left to carry it on, it
+		// is started again.
+		jobs, err := s.engine.Jobs(ctx, id, 1, unfinished...)
+		if err != nil {
+			return "", err
+		}
+		if len(jobs) == 0 {
+			st.Status, st.Note = SeriesBisectFailed, "interrupted: its jobs were cancelled"
+		}
+	}
 	var out string
 	err = s.db.Store.Tx(ctx, func(tx *store.Tx) error {
 		if st != nil && !st.Ended() {

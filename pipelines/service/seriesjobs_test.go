@@ -587,3 +587,32 @@ func TestServeAutoBisect(t *testing.T) {
 		t.Errorf("a second automatic bisection of the same evaluation: %+v %v", st, err)
 	}
 }
+
+// A bisection whose jobs were cancelled (with its evaluation) is started
+// again when asked for; one whose jobs are still queued gains the new
+// requester instead.
+func TestBisectSeriesAfterCancel(t *testing.T) {
+	tr := newSeriesTree(t)
+	// Nothing measures here: the service works the x86_64 builds only.
+	s, _ := testService(t, Config{Work: &Capabilities{Build: []string{"x86_64"}, Cores: 1}})
+	id := tr.evaluated(t, s, false)
+	ctx := context.Background()
+	if _, err := s.BisectSeries(ctx, id, "a"); err != nil {
+		t.Fatal(err)
+	}
+	first, _ := s.SeriesBisection(id)
+	note, err := s.BisectSeries(ctx, id, "b")
+	if st, _ := s.SeriesBisection(id); err != nil || !strings.Contains(note, "already queued") || st.Gen != first.Gen ||
+		strings.Join(st.Requesters, " ") != "a b" {
+		t.Fatalf("asked again while queued: %q %v, state %+v", note, err, st)
+	}
+	if _, err := s.engine.CancelEvaluation(ctx, id); err != nil {
+		t.Fatal(err)
+	}
+	note, err = s.BisectSeries(ctx, id, "c")
+	st, _ := s.SeriesBisection(id)
+	if err != nil || !strings.Contains(note, "queued:") || st.Gen == first.Gen || st.Status != SeriesBisectQueued ||
+		strings.Join(st.Requesters, " ") != "c" {
+		t.Fatalf("asked again after the cancel: %q %v, state %+v", note, err, st)
+	}
+}
