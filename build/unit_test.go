@@ -156,6 +156,14 @@ func TestBootConfigs(t *testing.T) {
 			}
 		}
 	}
+	// perf_event_open(2) for perf stat and the guest's probe of the events
+	// it counts; arch/x86/Kconfig selects PERF_EVENTS itself.
+	for _, a := range []string{"ppc64le", "arm64"} {
+		name, data := BootConfig(a)
+		if _, vals := symbolLines(data); vals["PERF_EVENTS"] != "y" {
+			t.Errorf("%s: CONFIG_PERF_EVENTS=%q, want y", name, vals["PERF_EVENTS"])
+		}
+	}
 	_, x86 := BootConfig("amd64")
 	if !strings.Contains(string(x86), "CONFIG_SERIAL_8250_CONSOLE=y") || !strings.Contains(string(x86), "CONFIG_64BIT=y") {
 		t.Error("x86_64 boot config lacks the 8250 console or 64BIT")

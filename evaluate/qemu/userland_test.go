@@ -3,6 +3,7 @@ package qemu
 import (
 	"context"
 	"os"
+	"strings"
 	"testing"
 
 	"github.com/patcheval/patcheval/evaluate"
@@ -33,4 +34,9 @@ func TestUserlandTools(t *testing.T) {
 		t.Fatal(err)
 	}
 	checkToolSamples(t, res, "stress-ng --kill 1 -t 3", "perf bench syscall basic -l 50000")
+	// The pseries boot config sets PERF_EVENTS: software events count
+	// whatever QEMU's CPU model emulates (hardware events: it says).
+	if pe := res.Output.Info.PerfEvents; pe == nil || !pe.Software || !strings.Contains(strings.Join(pe.PMUs, ","), "software") {
+		t.Errorf("ppc64le guest perf events: %s, want software events and the software PMU (CONFIG_PERF_EVENTS=y)", pe)
+	}
 }
