@@ -3,6 +3,7 @@ package qemu
 import (
 	"context"
 	"os"
+	"strings"
 	"sync"
 	"testing"
 
@@ -41,6 +42,13 @@ func TestOtherArches(t *testing.T) {
 			if len(res.Output.Results) != 3 || res.Output.Info.Release == "" {
 				t.Fatalf("results %+v info %+v", res.Output.Results, res.Output.Info)
 			}
+			// The virt boot config sets PERF_EVENTS (x86's Kconfig selects
+			// it): software events count under TCG; hardware events
+			// depend on the CPU model QEMU emulates, so they are logged.
+			if pe := res.Output.Info.PerfEvents; pe == nil || !pe.Software || !strings.Contains(strings.Join(pe.PMUs, ","), "software") {
+				t.Errorf("%s guest perf events: %s, want software events and the software PMU (CONFIG_PERF_EVENTS=y)", arch, pe)
+			}
+			t.Logf("%s guest perf events: %s", arch, res.Output.Info.PerfEvents)
 			t.Logf("%s %s: first result after %.1fs; kill %.1f ns/op, getppid %.1f ns/op (deterministic)", arch, res.Output.Info.Release,
 				res.FirstResult.Seconds(), res.Output.Results[0].NsPerOp, res.Output.Results[1].NsPerOp)
 		})
