@@ -16,7 +16,7 @@
 # generated tag.
 #
 # The repack (BIGTREE_REPACK):
-#   keep-base (default)  git repack -a -d --window=250 --depth=50
+#   keep-base            git repack -a -d --window=250 --depth=50
 #                        --keep-pack=<the 6.1 import's pack>: the base pack
 #                        is kept as it is (hard-linked, never re-deltified)
 #                        and the generated objects go into one new pack.
@@ -27,11 +27,11 @@
 #                        The full -f repack spends its time re-deltifying
 #                        the 78k base files: it did not finish in 90 minutes
 #                        at 10^4 commits on the shared 2-core machine.
-#   keep-base-f          the same with -f: the generated objects get git's
-#                        own delta search (window 250; recent versions whole,
-#                        older ones deltas, as in kernel.org's packs), the
-#                        base still untouched. 150 s at 10^4 commits, about
-#                        ten times that at 10^5.
+#   keep-base-f (default) the same with -f: the generated objects get
+#                        git's own delta search (window 250; recent versions
+#                        whole, older ones deltas, as in kernel.org's packs),
+#                        the base still untouched. 150 s at 10^4 commits,
+#                        19 minutes (634 CPU-s) at 10^5 on the shared machine.
 #   full                 git repack -adf --window=250 --depth=50 over
 #                        everything, as kernel.org does (CPU-hours at 10^6:
 #                        an idle machine's job).
@@ -44,7 +44,7 @@
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 n=1000000 releases=100 stable=12 seed=1
-window=${BIGTREE_WINDOW:-250} depth=${BIGTREE_DEPTH:-50} mode=${BIGTREE_REPACK:-keep-base}
+window=${BIGTREE_WINDOW:-250} depth=${BIGTREE_DEPTH:-50} mode=${BIGTREE_REPACK:-keep-base-f}
 case $mode in keep-base | keep-base-f | full) ;; *) echo "bigtree.sh: BIGTREE_REPACK=$mode: want keep-base, keep-base-f or full" >&2; exit 2 ;; esac
 while getopts n:r:s:S: opt; do
 	case $opt in
