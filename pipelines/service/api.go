@@ -244,7 +244,7 @@ func (s *Service) checkSubmission(ctx context.Context, req SubmitRequest) (*pipe
 	// go-git's PlainOpen refuses) and maps pack indexes without loading them.
 	_, st, _, err := gittree.Open(tree, 1)
 	if err != nil {
-		return nil, o, bad("tree", "tree %s is not a git repository: %v", tree, err)
+		return nil, o, bad("tree", "%v", err) // names the tree and what is wrong
 	}
 	st.Close()
 	o = runner.Options{Tree: tree, Base: req.Base, Boots: req.Boots, Version: req.Version, PerPatch: req.PerPatch}
