@@ -1,7 +1,10 @@
 package build
 
 import (
+	"bytes"
+	"crypto/sha256"
 	"embed"
+	"encoding/hex"
 	"os"
 	"path/filepath"
 	"strings"
@@ -33,22 +36,39 @@ func BootConfig(archName string) (name string, data []byte) {
 }
 
 // WriteBootConfig writes the arch's boot fragment into dir (created when
-// missing) and returns its path, for use as a Request Fragment.
+// missing) and returns its path, for use as a Request Fragment. The file
+// is dir/<content hash>/<name>: one name per content, so processes of
+// different patcheval versions sharing a cache (a test waiting on the
+// build lock, a worker not yet upgraded) never read each other's fragment
+// between writing theirs and Build reading it. The file's base name stays
+// the fragment's name.
 func WriteBootConfig(archName, dir string) (string, error) {
 	name, data := BootConfig(archName)
 	if name == "" {
 		return "", fail.Inputf("no boot config for architecture %q (have %s)", archName, strings.Join(arch.Names(), ", "))
 	}
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return "", fail.Infra(err)
-	}
-	p := filepath.Join(dir, name)
-	if old, err := os.ReadFile(p); err == nil && string(old) == string(data) {
-		return p, nil
-	}
-	tmp, err := os.CreateTemp(dir, ".tmp-"+name)
+	p, err := writeFragment(dir, name, data)
 	if err != nil {
 		return "", fail.Infra(err)
+	}
+	return p, nil
+}
+
+// writeFragment writes data as dir/<sha256 prefix of data>/name unless
+// that file already holds it, and returns the path.
+func writeFragment(dir, name string, data []byte) (string, error) {
+	sum := sha256.Sum256(data)
+	sub := filepath.Join(dir, hex.EncodeToString(sum[:8]))
+	p := filepath.Join(sub, name)
+	if old, err := os.ReadFile(p); err == nil && bytes.Equal(old, data) {
+		return p, nil
+	}
+	if err := os.MkdirAll(sub, 0o755); err != nil {
+		return "", err
+	}
+	tmp, err := os.CreateTemp(sub, ".tmp-"+name)
+	if err != nil {
+		return "", err
 	}
 	_, werr := tmp.Write(data)
 	if cerr := tmp.Close(); werr == nil {
@@ -62,7 +82,7 @@ func WriteBootConfig(archName, dir string) (string, error) {
 	}
 	if werr != nil {
 		os.Remove(tmp.Name())
-		return "", fail.Infra(werr)
+		return "", werr
 	}
 	return p, nil
 }

@@ -1,6 +1,7 @@
 package build
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -179,6 +180,38 @@ func TestBootConfigs(t *testing.T) {
 	}
 	if _, err := os.Stat(p); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// TestBootConfigPathPerContent: two patcheval versions sharing a cache
+// write different contents of one boot fragment; each keeps its own file
+// (the cache once built a kernel from the other version's fragment, read
+// while the test waited on the build lock).
+func TestBootConfigPathPerContent(t *testing.T) {
+	dir := t.TempDir()
+	_, cur := BootConfig("ppc64le")
+	old := bytes.Replace(cur, []byte("CONFIG_PERF_EVENTS=y\n"), nil, 1)
+	if bytes.Equal(old, cur) {
+		t.Fatal("the pseries boot config has no CONFIG_PERF_EVENTS=y line to drop")
+	}
+	pCur, err := WriteBootConfig("ppc64le", dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pOld, err := writeFragment(dir, "ppc64le-pseries.config", old)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if pOld == pCur || filepath.Base(pOld) != filepath.Base(pCur) {
+		t.Fatalf("paths %s and %s: want two files of one name", pOld, pCur)
+	}
+	if again, err := WriteBootConfig("ppc64le", dir); err != nil || again != pCur {
+		t.Fatalf("second write: %s, %v; want %s", again, err, pCur)
+	}
+	for p, want := range map[string][]byte{pCur: cur, pOld: old} {
+		if got, err := os.ReadFile(p); err != nil || !bytes.Equal(got, want) {
+			t.Errorf("%s: %d bytes (%v), want its own %d", p, len(got), err, len(want))
+		}
 	}
 }
 
