@@ -58,7 +58,7 @@ func Apply(ctx context.Context, env Env, id int64) (err error) {
 		}
 		applied = store.Applied{Head: res.Head, Branch: res.Branch}
 		for _, c := range res.Commits {
-			applied.Commits = append(applied.Commits, store.AppliedCommit{Hash: c.Hash, Tree: c.Tree, Subject: c.Label})
+			applied.Commits = append(applied.Commits, store.AppliedCommit{Hash: c.Hash, Tree: c.Tree, Subject: c.Subject})
 			applied.Tree = c.Tree
 		}
 		took, note = time.Since(start), fmt.Sprintf("branch %s", res.Branch)

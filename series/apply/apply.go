@@ -72,8 +72,10 @@ type Options struct {
 // AppliedCommit is one commit written.
 type AppliedCommit struct {
 	Label string `json:"label"`
-	Hash  string `json:"commit"`
-	Tree  string `json:"tree"`
+	// Subject is the commit's title (its message's first line).
+	Subject string `json:"subject"`
+	Hash    string `json:"commit"`
+	Tree    string `json:"tree"`
 	// Notes tell about hunks applied at an offset or with fuzz.
 	Notes []string `json:"notes,omitempty"`
 }
@@ -210,7 +212,8 @@ func Apply(ctx context.Context, repoPath string, commits []Commit, opt Options) 
 			if err != nil {
 				return nil, fail.Infraf("--3way: read commit %s: %v", h, err)
 			}
-			res.Commits = append(res.Commits, AppliedCommit{Label: commits[i].Label, Hash: h.String(), Tree: c.TreeHash.String()})
+			res.Commits = append(res.Commits, AppliedCommit{Label: commits[i].Label, Subject: firstLine(c.Message),
+				Hash: h.String(), Tree: c.TreeHash.String()})
 			parent = c
 		}
 	}
@@ -458,7 +461,7 @@ func applyOne(st storer.EncodedObjectStorer, parent *object.Commit, c Commit, co
 		}
 	}
 	ed := newTreeEdit(st, parent.TreeHash)
-	ac := &AppliedCommit{Label: c.Label}
+	ac := &AppliedCommit{Label: c.Label, Subject: firstLine(c.Message)}
 	for _, f := range files {
 		notes, err := ed.applyFile(f, fuzz)
 		name := f.NewName

@@ -175,8 +175,8 @@ func TestApplyOffsetAndKinds(t *testing.T) {
 		c2 := diffOf(t, repo, "series-mid", "two", map[string]string{"f.c": strings.Replace(strings.Replace(numbered(40), "line 3\n", "line three\n", 1), "line 4\n", "line four\n", 1)})
 		c2.Label = "2/2 two"
 		res := applyAndCompare(t, repo, "base", c1, c2)
-		if len(res.Commits) != 2 {
-			t.Errorf("commits: %+v", res.Commits)
+		if len(res.Commits) != 2 || res.Commits[0].Subject != "one" || res.Commits[1].Subject != "two" {
+			t.Errorf("commits (want subjects one, two; labels are not subjects): %+v", res.Commits)
 		}
 	})
 }
