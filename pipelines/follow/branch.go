@@ -56,8 +56,10 @@ func checkBranchArgs(rawURL, branch string) error {
 
 // branchSeries fetches branch from rawURL into tree and returns its
 // commits on top of base (a commit-ish of tree) as a resolved series and
-// its thread; the cover letter is from from.
-func branchSeries(ctx context.Context, tree, base, rawURL, branch string, from mbox.Address) (*series.Series, *mbox.Thread, error) {
+// its thread; the cover letter is from from and answers the command's
+// mail (inReplyTo, when known), so replies to the series thread under
+// the command on the list, the only message of it the list has.
+func branchSeries(ctx context.Context, tree, base, rawURL, branch string, from mbox.Address, inReplyTo string) (*series.Series, *mbox.Thread, error) {
 	cmd := "#patcheval test " + rawURL + " " + branch
 	if err := checkBranchArgs(rawURL, branch); err != nil {
 		return nil, nil, err
@@ -142,10 +144,17 @@ func branchSeries(ctx context.Context, tree, base, rawURL, branch string, from m
 	if n > 1 {
 		args = append(args, "--cover-letter")
 	}
+	if inReplyTo != "" {
+		args = append(args, "--in-reply-to="+inReplyTo)
+	}
 	out, err := g(append(args, mb+".."+tip)...)
 	if err != nil {
 		return nil, nil, err
 	}
+	// format-patch names a cover letter <cover.<the second it ran>.git.
+	// <committer>>: two branches tested within one second would share it
+	// (and be threaded, and keyed, as one series). The tip names it.
+	out = strings.ReplaceAll(out, "<cover.", fmt.Sprintf("<cover.%.12s.", tip))
 	title := fmt.Sprintf("branch %s of %s", branch, rawURL)
 	out = strings.Replace(out, "*** SUBJECT HERE ***", title, 1)
 	out = strings.Replace(out, "*** BLURB HERE ***", fmt.Sprintf("The %d commit(s) of %s at %.12s on top of %.12s (#patcheval test).", n, title, tip, mb), 1)

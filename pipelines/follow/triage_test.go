@@ -269,6 +269,19 @@ func TestTriageOnPublicInbox(t *testing.T) {
 	} else if !strings.Contains(string(in.Series.Patches[1].Diff), "+topic 2") {
 		t.Errorf("evaluation 4: patch 2/2 diff:\n%s", in.Series.Patches[1].Diff)
 	}
+	// Its made-up cover answers the command's mail and is named by the
+	// branch's tip, not by the second format-patch ran in.
+	if e4, err := st.Evaluation(4); err != nil || !strings.HasPrefix(e4.SeriesMsgID, "cover."+topic[:12]+".") {
+		t.Errorf("evaluation 4's series Message-ID: %+v %v, want cover.%.12s.*", e4, err, topic)
+	}
+	if in, err := runner.Load(st, 4); err == nil && in.Series != nil {
+		if c := in.Series.Cover; c == nil || c.InReplyTo != "s3@example.org" {
+			t.Errorf("evaluation 4's cover letter does not answer the command's mail s3@example.org (cover %v)", c != nil)
+			if c != nil {
+				t.Errorf("its In-Reply-To: %q", c.InReplyTo)
+			}
+		}
+	}
 	if len(rs.reruns) != 1 || rs.reruns[0] != ev {
 		t.Errorf("reruns %v", rs.reruns)
 	}

@@ -295,7 +295,11 @@ func (t ServiceTriager) testBranch(ctx context.Context, r TriageRequest, rawURL,
 	if r.List.Base == "series" {
 		base = in.BaseHash
 	}
-	s, th, err := branchSeries(ctx, in.Options.Tree, base, rawURL, branch, in.Options.From)
+	var cmdID string
+	if r.Reply != nil {
+		cmdID = r.Reply.MessageID
+	}
+	s, th, err := branchSeries(ctx, in.Options.Tree, base, rawURL, branch, in.Options.From, cmdID)
 	if err != nil {
 		return "", err
 	}
