@@ -346,11 +346,14 @@ func TestWatchRetestsNewTagAndBisectsTheRegression(t *testing.T) {
 }
 
 // BenchmarkRetestBisect runs the watch flow of the end-to-end test with a
-// fresh build recipe (the test pipeline plus a fragment holding only a
-// comment with a nonce: the same kernels, but no cached artifact and a
-// new O= directory, with kcc's store warm), so every figure includes real
-// builds: the first tick's build, the re-test of the new tag, and the
-// bisection's incremental step builds. With PATCHEVAL_BENCH_CLEAN=1 it
+// fresh build recipe (the test pipeline plus a fragment that sets
+// CONFIG_LOCALVERSION to a nonce: the same kernels but for their release
+// string, so no cached artifact and a new O= directory, with kcc's store
+// warm), so every figure includes real builds: the first tick's build,
+// the re-test of the new tag, and the bisection's incremental step
+// builds. (A fragment holding only a comment changed the recipe but not
+// the .config, and kernels are cached by their final .config: every step
+// was a cache hit.) With PATCHEVAL_BENCH_CLEAN=1 it
 // also builds the culprit from scratch (fresh cache, no compiler cache)
 // for the incremental-vs-clean ratio. bench/bisect.sh runs it. The watch
 // runs through its jobs (runWatchFlow).
@@ -359,7 +362,7 @@ func BenchmarkRetestBisect(b *testing.B) {
 	for i := 0; i < b.N; i++ {
 		dir := b.TempDir()
 		nonce := filepath.Join(dir, "bench-nonce.config")
-		if err := os.WriteFile(nonce, []byte(fmt.Sprintf("# bench run %d: changes the recipe, not the kernel\n", time.Now().UnixNano())), 0o644); err != nil {
+		if err := os.WriteFile(nonce, []byte(fmt.Sprintf("CONFIG_LOCALVERSION=\"-bench%d\"\n", time.Now().UnixNano())), 0o644); err != nil {
 			b.Fatal(err)
 		}
 		src, err := os.ReadFile("../watch/testdata/retest-x86-getppid.toml")
