@@ -10,9 +10,26 @@ import (
 	"github.com/go-git/go-git/v5/plumbing"
 	"github.com/go-git/go-git/v5/plumbing/transport"
 	githttp "github.com/go-git/go-git/v5/plumbing/transport/http"
+	"github.com/go-git/go-git/v5/storage/memory"
 
 	"github.com/patcheval/patcheval/internal/fail"
 )
+
+// ListRefs lists the refs of the remote at url, with peeled tags, as
+// `git ls-remote` does: nothing is cloned or written. A ctx ended while
+// listing is its own error; any other failure is an infra error naming
+// the remote.
+func ListRefs(ctx context.Context, url string) ([]*plumbing.Reference, error) {
+	rem := git.NewRemote(memory.NewStorage(), &config.RemoteConfig{Name: "list", URLs: []string{url}})
+	refs, err := rem.ListContext(ctx, &git.ListOptions{PeelingOption: git.AppendPeeled})
+	if err != nil {
+		if errors.Is(err, context.Canceled) && ctx.Err() != nil {
+			return nil, fail.Infra(ctx.Err())
+		}
+		return nil, fail.Infraf("listing remote %s: %w", url, err)
+	}
+	return refs, nil
+}
 
 // Fetch fetches only what ref needs from url into the repository at
 // repoPath, storing it under local (e.g. refs/tags/v6.2-rc3), and returns

@@ -12,10 +12,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/go-git/go-git/v5"
-	"github.com/go-git/go-git/v5/config"
 	"github.com/go-git/go-git/v5/plumbing"
-	"github.com/go-git/go-git/v5/storage/memory"
 
 	"github.com/patcheval/patcheval/internal/fail"
 	"github.com/patcheval/patcheval/internal/gittree"
@@ -67,8 +64,7 @@ func branchSeries(ctx context.Context, tree, base, rawURL, branch string, from m
 	ctx, cancel := context.WithTimeout(ctx, branchFetchTimeout)
 	defer cancel()
 	// List first: a branch the remote lacks is named with what it has.
-	rem := git.NewRemote(memory.NewStorage(), &config.RemoteConfig{Name: "test", URLs: []string{rawURL}})
-	refs, err := rem.ListContext(ctx, &git.ListOptions{})
+	refs, err := gittree.ListRefs(ctx, rawURL)
 	if err != nil {
 		return nil, nil, fail.Inputf("%s: cannot list the remote: %v", cmd, err)
 	}

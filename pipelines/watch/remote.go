@@ -2,15 +2,11 @@ package watch
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"strings"
 	"time"
 
-	"github.com/go-git/go-git/v5"
-	"github.com/go-git/go-git/v5/config"
 	"github.com/go-git/go-git/v5/plumbing"
-	"github.com/go-git/go-git/v5/storage/memory"
 
 	"github.com/patcheval/patcheval/evaluate/store"
 	"github.com/patcheval/patcheval/internal/fail"
@@ -146,15 +142,7 @@ func listRefs(ctx context.Context, url string) ([]*plumbing.Reference, error) {
 		ctx, cancel = context.WithTimeout(ctx, ListTimeout)
 		defer cancel()
 	}
-	rem := git.NewRemote(memory.NewStorage(), &config.RemoteConfig{Name: "watch", URLs: []string{url}})
-	refs, err := rem.ListContext(ctx, &git.ListOptions{PeelingOption: git.AppendPeeled})
-	if err != nil {
-		if errors.Is(err, context.Canceled) && ctx.Err() != nil {
-			return nil, fail.Infra(ctx.Err())
-		}
-		return nil, fail.Infraf("listing remote %s: %w", url, err)
-	}
-	return refs, nil
+	return gittree.ListRefs(ctx, url)
 }
 
 // FetchRef fetches only what ref (a tag or branch name on the remote, or
