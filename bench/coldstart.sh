@@ -18,6 +18,9 @@ root=$(cd "$(dirname "$0")/.." && pwd)
 bench=${BENCH_DIR:-$(mktemp -d /tmp/patcheval-bench-coldstart.XXXXXX)}
 mkdir -p "$bench"
 export PATCHEVAL_CACHE_DIR=$bench/cache
+# A new user has no evaluation store either: with the caller's, a "cold"
+# run would resume a finished evaluation (or trip over an old schema).
+export PATCHEVAL_STATE_DIR=$bench/state
 command -v go >/dev/null || PATH="$PATH:/usr/local/go/bin"
 results=$bench/results.txt
 modes="cold warm"
@@ -51,7 +54,7 @@ EOF
 
 for mode in $modes; do
 	if [ "$mode" = cold ]; then
-		rm -rf "$PATCHEVAL_CACHE_DIR"
+		rm -rf "$PATCHEVAL_CACHE_DIR" "$PATCHEVAL_STATE_DIR"
 		mkdir -p "$PATCHEVAL_CACHE_DIR"
 	fi
 	say "$mode: load before: $(uptime)"
