@@ -660,6 +660,11 @@ func (j *job) run(ctx context.Context) (*Artifact, error) {
 	meta.Results.ObjectsCompiled = objectCount(lines)
 	meta.Patcheval.Isolation = r.iso
 	if err != nil {
+		if madeItsOwnExit(ctx, err, j.srcDir) {
+			// Make ended by itself and Kbuild deleted what it could not
+			// finish: the next build need not walk the directory.
+			os.Remove(filepath.Join(out, runningMark))
+		}
 		ferr := r.makeFailure(ctx, err, lines, logPath)
 		setVariant(ferr, j.req.Variant)
 		return failWith(ferr, "build")

@@ -1,10 +1,15 @@
 package build
 
 import (
+	"bytes"
+	"context"
+	"errors"
 	"io/fs"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
+	"syscall"
 )
 
 // runningMark is the file in a build directory (O=) that says make runs
@@ -66,4 +71,26 @@ func markRunning(out string) error {
 	p := filepath.Join(out, runningMark)
 	os.Remove(p)
 	return os.WriteFile(p, []byte("make runs here; if no build holds the workspace lock, it was interrupted\n"), 0o644)
+}
+
+// madeItsOwnExit says whether a failed make (err from running it) left
+// its directory as trustworthy as a finished one: make exited by itself
+// (a compile error, not a signal, not this build's cancellation) in a
+// tree whose Kbuild declares .DELETE_ON_ERROR (Linux 4.19 and later), so
+// every target whose recipe failed was deleted and every other recipe
+// ran to its end. Then runningMark can go; otherwise the next build
+// distrusts what this one wrote.
+func madeItsOwnExit(ctx context.Context, err error, src string) bool {
+	if ctx.Err() != nil {
+		return false
+	}
+	var ee *exec.ExitError
+	if !errors.As(err, &ee) {
+		return false
+	}
+	if ws, ok := ee.Sys().(syscall.WaitStatus); !ok || ws.Signaled() || !ws.Exited() {
+		return false
+	}
+	inc, rerr := os.ReadFile(filepath.Join(src, "scripts", "Kbuild.include"))
+	return rerr == nil && bytes.Contains(inc, []byte("\n.DELETE_ON_ERROR:"))
 }

@@ -1,7 +1,9 @@
 package build
 
 import (
+	"context"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"testing"
 	"time"
@@ -60,5 +62,49 @@ func TestDistrustInterrupted(t *testing.T) {
 	}
 	if n != len(gone) {
 		t.Errorf("%d removed, want %d", n, len(gone))
+	}
+}
+
+// TestMadeItsOwnExit: only a make that exited by itself with an error, in
+// a tree whose Kbuild deletes what a failed recipe wrote, leaves its
+// directory trusted; a signal, a cancelled build, a make that never ran
+// and an old Kbuild without .DELETE_ON_ERROR keep the mark.
+func TestMadeItsOwnExit(t *testing.T) {
+	kbuild := func(text string) string {
+		src := t.TempDir()
+		if err := os.MkdirAll(filepath.Join(src, "scripts"), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(src, "scripts", "Kbuild.include"), []byte(text), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return src
+	}
+	modern := kbuild("# SPDX\n\n# Delete partially updated (i.e. corrupted) files on error\n.DELETE_ON_ERROR:\n")
+	old := kbuild("# SPDX\n# no .DELETE_ON_ERROR: here before 4.19\n")
+	run := func(ctx context.Context, script string) error {
+		return exec.CommandContext(ctx, "sh", "-c", script).Run()
+	}
+	bg := context.Background()
+	cancelled, cancel := context.WithCancel(bg)
+	cancel()
+	for _, c := range []struct {
+		name string
+		ctx  context.Context
+		err  error
+		src  string
+		want bool
+	}{
+		{"compile error", bg, run(bg, "exit 2"), modern, true},
+		{"old kbuild", bg, run(bg, "exit 2"), old, false},
+		{"no kbuild", bg, run(bg, "exit 2"), t.TempDir(), false},
+		{"killed", bg, run(bg, "kill -9 $$"), modern, false},
+		{"cancelled", cancelled, run(bg, "exit 2"), modern, false},
+		{"exit 127", bg, run(bg, "exec /nonexistent/make"), modern, true},
+		{"not started", bg, exec.Command("/nonexistent/make").Run(), modern, false},
+	} {
+		if got := madeItsOwnExit(c.ctx, c.err, c.src); got != c.want {
+			t.Errorf("%s (%v): %v, want %v", c.name, c.err, got, c.want)
+		}
 	}
 }
