@@ -4,6 +4,7 @@ import (
 	"database/sql"
 	"encoding/json"
 	"errors"
+	"strconv"
 	"time"
 
 	"github.com/patcheval/patcheval/internal/fail"
@@ -24,7 +25,7 @@ CREATE TABLE series_bisections (
 `
 
 // SeriesBisection is evaluation evalID's series bisection state as
-// SetSeriesBisection stored it (JSON), nil when there is none.
+// SetSeriesBisectionTx stored it (JSON), nil when there is none.
 func (s *Store) SeriesBisection(evalID int64) ([]byte, error) {
 	var state string
 	err := s.db.QueryRow(`SELECT state FROM series_bisections WHERE evaluation_id = ?`, evalID).Scan(&state)
@@ -37,14 +38,38 @@ func (s *Store) SeriesBisection(evalID int64) ([]byte, error) {
 	return []byte(state), nil
 }
 
-// SetSeriesBisection stores v (as JSON) as evaluation evalID's series
-// bisection state.
-func (s *Store) SetSeriesBisection(evalID int64, v any) error {
-	return s.setSeriesBisection(s.db, evalID, v)
+// SeriesBisectionTx is SeriesBisection read in tx for a change written
+// back in it with SetSeriesBisectionTx: tx holds evaluation evalID's
+// series bisection until it ends, against every other transaction that
+// reads it so (the state is one document: a step recording its
+// measurement and a request adding its requester must not each write
+// back a copy that lacks the other's change). SQLite's write
+// transactions are alone already; on Postgres the row is read FOR UPDATE,
+// after an advisory lock on the evaluation (which also serialises the
+// transactions that find no row yet and insert one).
+func (s *Store) SeriesBisectionTx(tx *Tx, evalID int64) ([]byte, error) {
+	if err := tx.Lock("series_bisections", strconv.FormatInt(evalID, 10)); err != nil {
+		return nil, fail.Infraf("store: %s: series bisection of evaluation %d: %w", s.where, evalID, err)
+	}
+	q := `SELECT state FROM series_bisections WHERE evaluation_id = ?`
+	if tx.pgTx != nil {
+		q += ` FOR UPDATE`
+	}
+	var state string
+	err := tx.QueryRow(q, evalID).Scan(&state)
+	if errors.Is(err, sql.ErrNoRows) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fail.Infraf("store: %s: series bisection of evaluation %d: %w", s.where, evalID, err)
+	}
+	return []byte(state), nil
 }
 
-// SetSeriesBisectionTx is SetSeriesBisection in tx (a step records its
-// measurement and queues the next step together).
+// SetSeriesBisectionTx stores v (as JSON) as evaluation evalID's series
+// bisection state, in tx (a change to what SeriesBisectionTx read in
+// it; a step records its measurement and queues the next step
+// together).
 func (s *Store) SetSeriesBisectionTx(tx *Tx, evalID int64, v any) error {
 	return s.setSeriesBisection(tx, evalID, v)
 }

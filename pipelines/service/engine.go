@@ -340,6 +340,24 @@ func completeTx[T river.JobArgs](ctx context.Context, tx *store.Tx, job *river.J
 // Jobs lists River jobs, newest first, in the given states (all when
 // none) and, when evalID > 0, of that evaluation only.
 func (e *Engine) Jobs(ctx context.Context, evalID int64, limit int, states ...rivertype.JobState) ([]*rivertype.JobRow, error) {
+	res, err := e.client.JobList(ctx, e.jobsParams(evalID, limit, states))
+	if err != nil {
+		return nil, fail.Infraf("river: listing jobs: %w", err)
+	}
+	return res.Jobs, nil
+}
+
+// jobsTx is Jobs in tx.
+func (e *Engine) jobsTx(ctx context.Context, tx *store.Tx, evalID int64, limit int, states ...rivertype.JobState) ([]*rivertype.JobRow, error) {
+	res, err := e.jobListTx(ctx, tx, e.jobsParams(evalID, limit, states))
+	if err != nil {
+		return nil, fail.Infraf("river: listing jobs: %w", err)
+	}
+	return res.Jobs, nil
+}
+
+// jobsParams are Jobs' list parameters.
+func (e *Engine) jobsParams(evalID int64, limit int, states []rivertype.JobState) *river.JobListParams {
 	p := river.NewJobListParams().OrderBy(river.JobListOrderByID, river.SortOrderDesc).First(max(1, limit))
 	if len(states) > 0 {
 		p = p.States(states...)
@@ -353,11 +371,7 @@ func (e *Engine) Jobs(ctx context.Context, evalID int64, limit int, states ...ri
 	if evalID > 0 {
 		p = e.evalJobs(p, evalID)
 	}
-	res, err := e.client.JobList(ctx, p)
-	if err != nil {
-		return nil, fail.Infraf("river: listing jobs: %w", err)
-	}
-	return res.Jobs, nil
+	return p
 }
 
 // JobCounts counts River's jobs by queue and state (an index-only scan

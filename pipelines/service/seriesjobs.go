@@ -102,7 +102,7 @@ func (s *Service) afterReport(ctx context.Context, tx *store.Tx, id, gen int64) 
 // done and Notify is told.
 func (s *Service) finishEvaluation(ctx context.Context, tx *store.Tx, id, gen int64) ([]river.InsertManyParams, error) {
 	if s.cfg.SeriesBisect {
-		st, pl, err := s.autoBisection(id)
+		st, pl, err := s.autoBisection(tx, id)
 		if err != nil {
 			return nil, err
 		}
@@ -126,11 +126,11 @@ func (s *Service) finishEvaluation(ctx context.Context, tx *store.Tx, id, gen in
 }
 
 // autoBisection is the new state of an automatic bisection of evaluation
-// id, nil when there is nothing to bisect (one patch, no whole-series
-// regression, a pipeline per-patch cannot use) or one was already made
-// or is under way.
-func (s *Service) autoBisection(id int64) (*SeriesBisectState, *perpatch.Bisection, error) {
-	if st, err := s.SeriesBisection(id); err != nil || (st != nil && st.Status != SeriesBisectFailed) {
+// id, to be stored in tx, nil when there is nothing to bisect (one patch,
+// no whole-series regression, a pipeline per-patch cannot use) or one
+// was already made or is under way.
+func (s *Service) autoBisection(tx *store.Tx, id int64) (*SeriesBisectState, *perpatch.Bisection, error) {
+	if st, err := s.seriesBisectionTx(tx, id); err != nil || (st != nil && st.Status != SeriesBisectFailed) {
 		return nil, nil, err
 	}
 	ser, err := perpatch.Load(s.db.Store, id)
@@ -353,6 +353,19 @@ func (s *Service) SeriesBisection(id int64) (*SeriesBisectState, error) {
 
 func seriesBisectionIn(st *store.Store, id int64) (*SeriesBisectState, error) {
 	b, err := st.SeriesBisection(id)
+	return decodeSeriesBisection(id, b, err)
+}
+
+// seriesBisectionTx is evaluation id's series bisection read in tx for a
+// change stored in it: every read-modify-write of the state goes through
+// it, so that none writes back a copy without another's change
+// (store.SeriesBisectionTx holds the state until tx ends).
+func (s *Service) seriesBisectionTx(tx *store.Tx, id int64) (*SeriesBisectState, error) {
+	b, err := s.db.Store.SeriesBisectionTx(tx, id)
+	return decodeSeriesBisection(id, b, err)
+}
+
+func decodeSeriesBisection(id int64, b []byte, err error) (*SeriesBisectState, error) {
 	if err != nil || b == nil {
 		return nil, err
 	}
@@ -381,27 +394,27 @@ func (s *Service) BisectSeries(ctx context.Context, id int64, requester string) 
 	if pl == nil {
 		return "", fail.Inputf("evaluation %d: nothing to bisect inside the series: %s", id, note)
 	}
-	// Read before the transaction: a racing request for the same
-	// evaluation at worst queues a second run, whose jobs the first's
-	// Gen check then ignores.
-	st, err := s.SeriesBisection(id)
-	if err != nil {
-		return "", err
-	}
-	if st != nil && !st.Ended() {
-		// A bisection whose jobs were cancelled with the evaluation never
-		// ended: with no job of the evaluation left to carry it on, it
-		// is started again.
-		jobs, err := s.engine.Jobs(ctx, id, 1, unfinished...)
-		if err != nil {
-			return "", err
-		}
-		if len(jobs) == 0 {
-			st.Status, st.Note = SeriesBisectFailed, "interrupted: its jobs were cancelled"
-		}
-	}
 	var out string
 	err = s.db.Store.Tx(ctx, func(tx *store.Tx) error {
+		// Read, changed and written back in this transaction: the job
+		// making a measurement writes its record in its own (the
+		// state is one document).
+		st, err := s.seriesBisectionTx(tx, id)
+		if err != nil {
+			return err
+		}
+		if st != nil && !st.Ended() {
+			// A bisection whose jobs were cancelled with the evaluation
+			// never ended: with no job of the evaluation left to carry it
+			// on, it is started again.
+			jobs, err := s.engine.jobsTx(ctx, tx, id, 1, unfinished...)
+			if err != nil {
+				return err
+			}
+			if len(jobs) == 0 {
+				st.Status, st.Note = SeriesBisectFailed, "interrupted: its jobs were cancelled"
+			}
+		}
 		if st != nil && !st.Ended() {
 			if requester != "" && !slices.Contains(st.Requesters, requester) {
 				st.Requesters = append(st.Requesters, requester)
@@ -455,15 +468,18 @@ type seriesBisectWorker struct {
 
 func (w *seriesBisectWorker) Work(ctx context.Context, job *river.Job[SeriesBisectArgs]) error {
 	s, a := w.s, job.Args
+	// A snapshot to plan the step with: what this job writes it writes
+	// in a transaction that reads the state again (seriesBisectTx), so a
+	// requester added meanwhile stays and a step recorded twice is not.
 	st, err := s.SeriesBisection(a.EvaluationID)
 	if err != nil {
 		return err
 	}
-	if st == nil || st.Gen != a.Gen || st.Ended() || len(st.Records) > a.Seq {
+	if !st.isStep(a) {
+		if st != nil && st.Gen == a.Gen && !st.Ended() && len(st.Records) < a.Seq {
+			return river.JobCancel(fmt.Errorf("evaluation %d: bisection step %d queued but only %d recorded", a.EvaluationID, a.Seq, len(st.Records)))
+		}
 		return nil // another run, finished, or this step was recorded and a later job carries on
-	}
-	if len(st.Records) < a.Seq {
-		return river.JobCancel(fmt.Errorf("evaluation %d: bisection step %d queued but only %d recorded", a.EvaluationID, a.Seq, len(st.Records)))
 	}
 	s.beat.begin(job.ID, fmt.Sprintf("bisection inside the series of evaluation %d, measurement %d (attempt %d)", a.EvaluationID, a.Seq+1, job.Attempt))
 	defer s.beat.end(job.ID)
@@ -474,7 +490,7 @@ func (w *seriesBisectWorker) Work(ctx context.Context, job *river.Job[SeriesBise
 	// would otherwise leave its evaluation running).
 	retry := func(err error) error {
 		if ctx.Err() == nil && job.Attempt >= job.MaxAttempts {
-			return s.seriesBisectEnd(ctx, job, st, SeriesBisectFailed, nil, err.Error())
+			return s.seriesBisectEnd(ctx, job, SeriesBisectFailed, nil, err.Error())
 		}
 		return err
 	}
@@ -483,20 +499,21 @@ func (w *seriesBisectWorker) Work(ctx context.Context, job *river.Job[SeriesBise
 		if fail.KindOf(err) == fail.KindInfra {
 			return retry(err)
 		}
-		return s.seriesBisectEnd(ctx, job, st, SeriesBisectFailed, nil, err.Error())
+		return s.seriesBisectEnd(ctx, job, SeriesBisectFailed, nil, err.Error())
 	}
 	pl, note, err := perpatch.PlanBisection(ser, perpatch.Options{BisectMeasurer: s.bisectMeasurer(a.EvaluationID, ser, filepath.Join(dir, "steps"))})
 	if err != nil {
-		return s.seriesBisectEnd(ctx, job, st, SeriesBisectFailed, nil, err.Error())
+		return s.seriesBisectEnd(ctx, job, SeriesBisectFailed, nil, err.Error())
 	}
 	if pl == nil {
-		return s.seriesBisectEnd(ctx, job, st, SeriesBisectNone, nil, note)
+		return s.seriesBisectEnd(ctx, job, SeriesBisectNone, nil, note)
 	}
-	if st.Started.IsZero() {
-		st.Started = time.Now().UTC()
+	started := st.Started
+	if started.IsZero() {
+		started = time.Now().UTC()
 	}
 	measurer := pl.Options.Measurer
-	res, need, err := bisect.Resume(ctx, pl.Options, st.Records, st.Started)
+	res, need, err := bisect.Resume(ctx, pl.Options, st.Records, started)
 	if err != nil {
 		if ctx.Err() != nil || fail.KindOf(err) == fail.KindInfra {
 			return retry(err)
@@ -505,18 +522,21 @@ func (w *seriesBisectWorker) Work(ctx context.Context, job *river.Job[SeriesBise
 		if res != nil {
 			status = SeriesBisectNone // the ends measured again did not show it
 		}
-		return s.seriesBisectEnd(ctx, job, st, status, nil, "series bisection not done: "+err.Error())
+		return s.seriesBisectEnd(ctx, job, status, nil, "series bisection not done: "+err.Error())
 	}
 	if need == nil {
 		b, err := pl.Finish(res, dir, bisect.Context{Tree: ser.Repo, Arch: strings.Join(ser.Pipeline.Arches, ",")})
 		if err != nil {
 			return retry(err)
 		}
-		return s.seriesBisectEnd(ctx, job, st, res.Status, b, "")
+		return s.seriesBisectEnd(ctx, job, res.Status, b, "")
 	}
 	// Show the step being measured, then measure it.
-	st.Status, st.Next = SeriesBisectRunning, need
-	if err := s.db.Store.SetSeriesBisection(a.EvaluationID, st); err != nil {
+	mine, err := s.seriesBisectTx(ctx, nil, a, func(tx *store.Tx, st *SeriesBisectState) ([]river.InsertManyParams, error) {
+		st.Status, st.Next, st.Started = SeriesBisectRunning, need, started
+		return nil, nil
+	})
+	if err != nil || !mine {
 		return err
 	}
 	log.printf("series bisection: measuring %.12s (%d boot(s), measurement %d)", need.Commit, need.Boots, a.Seq+1)
@@ -524,9 +544,58 @@ func (w *seriesBisectWorker) Work(ctx context.Context, job *river.Job[SeriesBise
 	if err != nil {
 		return retry(err) // shutdown or infrastructure: retried, the same measurement again
 	}
-	st.Records = append(st.Records, rec)
-	return completeWith(ctx, s, job, []river.InsertManyParams{seriesBisectJob(a.EvaluationID, a.Gen, a.Seq+1)},
-		func(tx *store.Tx) error { return s.db.Store.SetSeriesBisectionTx(tx, a.EvaluationID, st) })
+	_, err = s.seriesBisectTx(ctx, job, a, func(tx *store.Tx, st *SeriesBisectState) ([]river.InsertManyParams, error) {
+		st.Records = append(st.Records, rec)
+		return []river.InsertManyParams{seriesBisectJob(a.EvaluationID, a.Gen, a.Seq+1)}, nil
+	})
+	return err
+}
+
+// isStep says whether step a is the one the bisection st is at (same
+// run, not ended, a.Seq measurements recorded).
+func (st *SeriesBisectState) isStep(a SeriesBisectArgs) bool {
+	return st != nil && st.Gen == a.Gen && !st.Ended() && len(st.Records) == a.Seq
+}
+
+// seriesBisectTx changes the state of the bisection step a belongs to,
+// in one transaction that reads it (seriesBisectionTx) and, when job is
+// set, completes job: change changes the state (the caller's snapshot
+// may be stale: the state as stored now, with the requesters added
+// since) and returns the jobs to queue with it. change is not called
+// when a is no longer the step the bisection is at (a new run, ended,
+// or the step recorded: a step the same job would otherwise record
+// twice); mine says whether it was.
+func (s *Service) seriesBisectTx(ctx context.Context, job *river.Job[SeriesBisectArgs], a SeriesBisectArgs,
+	change func(tx *store.Tx, st *SeriesBisectState) ([]river.InsertManyParams, error)) (mine bool, err error) {
+	err = s.db.Store.Tx(ctx, func(tx *store.Tx) error {
+		mine = false
+		st, err := s.seriesBisectionTx(tx, a.EvaluationID)
+		if err != nil {
+			return err
+		}
+		if st.isStep(a) {
+			mine = true
+			next, err := change(tx, st)
+			if err != nil {
+				return err
+			}
+			if err := s.db.Store.SetSeriesBisectionTx(tx, a.EvaluationID, st); err != nil {
+				return err
+			}
+			if len(next) > 0 {
+				if err := s.engine.insertManyTx(ctx, tx, next); err != nil {
+					return fail.Infraf("river: %w", err)
+				}
+			}
+		}
+		if job != nil {
+			if err := completeTx(ctx, tx, job); err != nil {
+				return fail.Infraf("river: completing job %d: %w", job.ID, err)
+			}
+		}
+		return nil
+	})
+	return mine, err
 }
 
 // loadSeries is evaluation id taken apart as perpatch.Load does, with the
@@ -563,35 +632,38 @@ func (s *Service) loadSeries(id int64) (*perpatch.Series, error) {
 	return ser, nil
 }
 
-// seriesBisectEnd ends a series bisection with status: b is the found
-// (or ambiguous) result, note why there is none. The evaluation's reports
-// gain b; the requesters are told by a series_bisected job queued with
-// the state.
-func (s *Service) seriesBisectEnd(ctx context.Context, job *river.Job[SeriesBisectArgs], st *SeriesBisectState, status string, b *report.SeriesBisection, note string) error {
+// seriesBisectEnd ends the series bisection job is a step of with
+// status: b is the found (or ambiguous) result, note why there is none.
+// The evaluation's reports gain b; the requesters (as stored when it
+// ends) are told by a series_bisected job queued with the state.
+func (s *Service) seriesBisectEnd(ctx context.Context, job *river.Job[SeriesBisectArgs], status string, b *report.SeriesBisection, note string) error {
 	id := job.Args.EvaluationID
-	st.Status, st.Result, st.Note, st.Next = status, b, note, nil
-	s.evalLog(id).printf("series bisection %s: %s", status, st.Text())
 	if b != nil {
 		if err := s.amendBisection(id, b); err != nil {
 			return err
 		}
 	}
-	var next []river.InsertManyParams
-	if len(st.Requesters) > 0 {
-		next = append(next, river.InsertManyParams{Args: SeriesBisectedArgs{id, st.Gen},
-			InsertOpts: &river.InsertOpts{Queue: QueueReport, MaxAttempts: 10, UniqueOpts: river.UniqueOpts{ByArgs: true}}})
-	}
-	if st.DoneGen != 0 {
-		next = append(next, s.notifyJobs(id, st.DoneGen, EventDone)...)
-	}
-	return completeWith(ctx, s, job, next, func(tx *store.Tx) error {
+	var text string
+	mine, err := s.seriesBisectTx(ctx, job, job.Args, func(tx *store.Tx, st *SeriesBisectState) ([]river.InsertManyParams, error) {
+		st.Status, st.Result, st.Note, st.Next = status, b, note, nil
+		text = st.Text()
+		var next []river.InsertManyParams
+		if len(st.Requesters) > 0 {
+			next = append(next, river.InsertManyParams{Args: SeriesBisectedArgs{id, st.Gen},
+				InsertOpts: &river.InsertOpts{Queue: QueueReport, MaxAttempts: 10, UniqueOpts: river.UniqueOpts{ByArgs: true}}})
+		}
 		if st.DoneGen != 0 {
+			next = append(next, s.notifyJobs(id, st.DoneGen, EventDone)...)
 			if err := s.setStatus(tx, id, store.StatusDone); err != nil {
-				return err
+				return nil, err
 			}
 		}
-		return s.db.Store.SetSeriesBisectionTx(tx, id, st)
+		return next, nil
 	})
+	if err == nil && mine {
+		s.evalLog(id).printf("series bisection %s: %s", status, text)
+	}
+	return err
 }
 
 // amendBisection adds b to evaluation id's reports (when it has any).

@@ -583,8 +583,14 @@ func TestServeAutoBisect(t *testing.T) {
 		t.Errorf("the reply draft does not name the patch:\n%s", eml)
 	}
 	// Without a regression (or with SeriesBisect off) nothing is bisected.
-	if st, pl, err := s.autoBisection(id); err != nil || st != nil || pl != nil {
-		t.Errorf("a second automatic bisection of the same evaluation: %+v %v", st, err)
+	err = s.db.Store.Tx(ctx, func(tx *store.Tx) error {
+		if st, pl, err := s.autoBisection(tx, id); err != nil || st != nil || pl != nil {
+			t.Errorf("a second automatic bisection of the same evaluation: %+v %v", st, err)
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
 	}
 }
 
@@ -615,4 +621,114 @@ func TestBisectSeriesAfterCancel(t *testing.T) {
 		strings.Join(st.Requesters, " ") != "c" {
 		t.Fatalf("asked again after the cancel: %q %v, state %+v", note, err, st)
 	}
+}
+
+// gatedMeasurer is a series bisection's measurer whose first
+// measurement waits: it says on started that it began, and ends when
+// release is closed.
+type gatedMeasurer struct {
+	repo     string
+	once     *sync.Once
+	started  chan struct{}
+	release  chan struct{}
+	measured *[]string // "commit n" of each measurement made
+	mu       *sync.Mutex
+}
+
+func (m *gatedMeasurer) Measure(ctx context.Context, commit string, boots int) (*bisect.Measurement, error) {
+	return nil, fail.Infraf("the service must say which measurement of %s it makes (MeasureNth)", commit)
+}
+
+func (m *gatedMeasurer) MeasureNth(ctx context.Context, commit string, boots, n int) (*bisect.Measurement, error) {
+	first := false
+	m.once.Do(func() { first = true })
+	if first {
+		close(m.started)
+		select {
+		case <-m.release:
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+	}
+	ss, err := benchSamples(m.repo, commit, "patched", boots)
+	if err != nil {
+		return nil, err
+	}
+	m.mu.Lock()
+	*m.measured = append(*m.measured, fmt.Sprintf("%s %d", commit, n))
+	m.mu.Unlock()
+	out := &bisect.Measurement{Unit: "ns", Built: true, BuildTime: time.Second}
+	for _, s := range ss {
+		out.Values = append(out.Values, s.Value)
+	}
+	return out, nil
+}
+
+// TestBisectSeriesAskedDuringMeasurement: a second request for a series
+// bisection that arrives while its job is measuring is not lost when the
+// job records the measurement (nor is the measurement lost to the
+// request): the bisection goes on to name patch 3/4, with every
+// measurement it made recorded, and both requesters are told. On both
+// databases.
+func TestBisectSeriesAskedDuringMeasurement(t *testing.T) {
+	eachDatabase(t, func(t *testing.T, db string) {
+		tr := newSeriesTree(t)
+		var once sync.Once
+		var mu sync.Mutex
+		var measured []string
+		gm := &gatedMeasurer{repo: tr.repo, once: &once, started: make(chan struct{}), release: make(chan struct{}), measured: &measured, mu: &mu}
+		type told struct {
+			requesters []string
+			text       string
+		}
+		toldc := make(chan told, 4)
+		s, _ := testService(t, Config{Database: db,
+			Series: SeriesMeasurers{Bisect: func(*perpatch.Series, *pipelines.Pipeline, string, string, string, string) bisect.Measurer {
+				return gm
+			}},
+			SeriesBisected: func(_ context.Context, _ int64, requesters []string, text string) error {
+				toldc <- told{requesters, text}
+				return nil
+			}})
+		id := tr.evaluated(t, s, false)
+		ctx := context.Background()
+		if note, err := s.BisectSeries(ctx, id, "a"); err != nil || !strings.Contains(note, "queued:") {
+			t.Fatalf("first request: %q %v", note, err)
+		}
+		select {
+		case <-gm.started:
+		case <-time.After(60 * time.Second):
+			t.Fatal("the bisection's first measurement did not start")
+		}
+		note, err := s.BisectSeries(ctx, id, "b")
+		if err != nil || !strings.Contains(note, "already running") {
+			t.Fatalf("second request, during the first measurement: %q %v", note, err)
+		}
+		close(gm.release)
+		var got told
+		select {
+		case got = <-toldc:
+		case <-time.After(60 * time.Second):
+			st, _ := s.SeriesBisection(id)
+			t.Fatalf("nobody was told of the bisection's end; state %+v", st)
+		}
+		st, err := s.SeriesBisection(id)
+		if err != nil || st.Status != bisect.Found || st.Result == nil || st.Result.Patch != 3 {
+			t.Fatalf("bisection %+v %v; want patch 3/4 found", st, err)
+		}
+		recorded := map[string]int{}
+		for _, r := range st.Records {
+			recorded[fmt.Sprintf("%s %d", r.Commit, r.N)]++
+		}
+		mu.Lock()
+		for _, m := range measured {
+			if recorded[m] != 1 {
+				t.Errorf("measurement %s recorded %d times, want once; records %+v", m, recorded[m], st.Records)
+			}
+		}
+		mu.Unlock()
+		if strings.Join(got.requesters, " ") != "a b" || !strings.Contains(got.text, "patch 3/4") {
+			t.Errorf("told %q: %q; want both requesters (a b) told the patch", got.requesters, got.text)
+		}
+	})
 }
