@@ -54,6 +54,9 @@ type farmSpec struct {
 	Workers          []farmLink
 	Scenario         string
 	Kernels, Seconds int
+	// Tree and Cache, in scenario "boot" (netns_boot_test.go): the
+	// kernel tree and the cache holding its built kernel, serve's.
+	Tree, Cache string
 }
 
 // farmLink is worker i's namespace and the coordinator's address on its
@@ -65,7 +68,13 @@ type farmLink struct {
 // farmWorkerSpec is one worker process.
 type farmWorkerSpec struct {
 	DB, Server, TokenFile, Name, Cache, IDFile string
-	Build                                      []string
+	Build, QEMU                                []string
+	// Hide are directories of the coordinator's machine (its cache and
+	// state) that the worker must not read: an empty read-only tmpfs
+	// covers each in the worker's mount namespace (ip netns exec gives
+	// it one of its own), so that what it needs of them crosses the
+	// network.
+	Hide []string
 }
 
 var farmSeq atomic.Int64
@@ -77,12 +86,7 @@ var farmSeq atomic.Int64
 // (not root, no ip).
 func farmNetwork(t *testing.T, workers int) (coord string, links []farmLink) {
 	t.Helper()
-	if os.Geteuid() != 0 {
-		t.Skip("the farm's network-namespace test makes namespaces with ip netns: it needs root")
-	}
-	if _, err := exec.LookPath("ip"); err != nil {
-		t.Skipf("the farm's network-namespace test needs the ip command (apt-get install iproute2): %v", err)
-	}
+	skipUnlessNetns(t)
 	ip := func(args ...string) {
 		t.Helper()
 		if out, err := exec.Command("ip", args...).CombinedOutput(); err != nil {
@@ -110,6 +114,18 @@ func farmNetwork(t *testing.T, workers int) (coord string, links []farmLink) {
 		links = append(links, farmLink{NS: w, Coord: c, Net: fmt.Sprintf("10.201.%d.0/30", i+1)})
 	}
 	return coord, links
+}
+
+// skipUnlessNetns skips t where the farm's namespaces cannot be made (not
+// root, no ip).
+func skipUnlessNetns(t *testing.T) {
+	t.Helper()
+	if os.Geteuid() != 0 {
+		t.Skip("the farm's network-namespace test makes namespaces with ip netns: it needs root")
+	}
+	if _, err := exec.LookPath("ip"); err != nil {
+		t.Skipf("the farm's network-namespace test needs the ip command (apt-get install iproute2): %v", err)
+	}
 }
 
 // TestFarmAcrossNetworkNamespaces runs serve with Postgres in one network
@@ -151,7 +167,9 @@ func runFarm(t *testing.T, spec farmSpec) string {
 	spec.Dir, spec.Workers = t.TempDir(), links
 	js, _ := json.Marshal(spec)
 	cmd := exec.Command("ip", "netns", "exec", coord, os.Args[0], "-test.run=^TestFarmCoordinatorRole$", "-test.v", "-test.count=1", "-test.timeout=0")
-	cmd.Env = append(os.Environ(), farmCoordEnv+"="+string(js))
+	// serve's state (its reports and artifact store) stays in the test's
+	// directory.
+	cmd.Env = append(os.Environ(), farmCoordEnv+"="+string(js), "PATCHEVAL_STATE_DIR="+filepath.Join(spec.Dir, "state"))
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	out, err := cmd.CombinedOutput()
 	if err != nil {
@@ -217,51 +235,33 @@ func TestFarmCoordinatorRole(t *testing.T) {
 		t.Fatal(err)
 	}
 	// In this namespace every address is one the test made.
-	s, base := testServiceOn(t, Config{Database: db, Token: tok, Name: "coordinator", CacheDir: filepath.Join(spec.Dir, "coordinator"),
-		Work: &Capabilities{Coordinator: true, Cores: 1}, OrphanCheck: 300 * time.Millisecond, OrphanConfirm: DefaultOrphanConfirm}, ":0")
+	cfg := Config{Database: db, Token: tok, Name: "coordinator", CacheDir: filepath.Join(spec.Dir, "coordinator"),
+		Work: &Capabilities{Coordinator: true, Cores: 1}, OrphanCheck: 300 * time.Millisecond, OrphanConfirm: DefaultOrphanConfirm}
+	if spec.Scenario == "boot" {
+		// serve builds too, in the cache that holds the kernel: its
+		// build is a cache hit put into its artifact store. No Postgres
+		// restart here, so orphans are confirmed sooner.
+		cfg.CacheDir, cfg.Work.Build, cfg.OrphanConfirm = spec.Cache, []string{"ppc64le"}, time.Second
+	}
+	s, base := testServiceOn(t, cfg, ":0")
 	_, port, _ := net.SplitHostPort(strings.TrimPrefix(base, "http://"))
+	c := &farmCoord{spec: spec, db: db, port: port, tokFile: tokFile}
+	if spec.Scenario == "boot" {
+		farmBootScenario(t, s, c)
+		return
+	}
 	gate := filepath.Join(spec.Dir, "gate")
 	repo, _, next := fakeKernelTree(t, gate, spec.Seconds)
 	suffix := "" // of the workers' names and caches
 
 	start := func(i int, arches ...string) *farmProc {
 		t.Helper()
-		l := spec.Workers[i]
-		u, _ := url.Parse(db)
-		u.Host = net.JoinHostPort(l.Coord, u.Port())
 		name := fmt.Sprintf("w%d%s", i+1, suffix)
-		ws := farmWorkerSpec{DB: u.String(), Server: "http://" + net.JoinHostPort(l.Coord, port), TokenFile: tokFile, Name: name,
-			Cache: filepath.Join(spec.Dir, name), IDFile: filepath.Join(spec.Dir, name+".id"), Build: arches}
-		os.Remove(ws.IDFile)
-		js, _ := json.Marshal(ws)
-		p := &farmProc{spec: ws, ns: l.NS, done: make(chan error, 1)}
-		p.cmd = exec.Command("ip", "netns", "exec", l.NS, os.Args[0], "-test.run=^$")
-		p.cmd.Env = append(os.Environ(), farmWorkerEnv+"="+string(js))
-		p.cmd.Stdout, p.cmd.Stderr = testWriter{t}, testWriter{t}
-		p.cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
-		if err := p.cmd.Start(); err != nil {
-			t.Fatal(err)
-		}
-		go func() { p.done <- p.cmd.Wait() }()
-		t.Cleanup(func() {
-			if p.cmd.ProcessState == nil {
-				p.cmd.Process.Kill()
-				<-p.done
-			}
-		})
-		waitFor(t, time.Minute, name+" starts", func() bool {
-			b, err := os.ReadFile(ws.IDFile)
-			p.id = string(b)
-			return err == nil && p.id != ""
-		})
-		return p
+		return c.start(t, i, farmWorkerSpec{Name: name, Cache: filepath.Join(spec.Dir, name), Build: arches})
 	}
 	stop := func(p *farmProc) {
 		t.Helper()
-		p.cmd.Process.Signal(syscall.SIGTERM)
-		if err := <-p.done; err != nil {
-			t.Fatalf("%s after SIGTERM: %v", p.spec.Name, err)
-		}
+		p.stop(t)
 	}
 	buildJobs := func(id int64) []*rivertype.JobRow {
 		t.Helper()
@@ -558,6 +558,62 @@ func TestFarmCoordinatorRole(t *testing.T) {
 	stop(victim)
 }
 
+// farmCoord is what the coordinator's role tells its workers: the
+// database, serve's port and the token file.
+type farmCoord struct {
+	spec              farmSpec
+	db, port, tokFile string
+}
+
+// start starts worker process ws (its Name, Cache and capabilities set)
+// in worker i's namespace, reaching the coordinator over its link, and
+// waits until it works.
+func (c *farmCoord) start(t *testing.T, i int, ws farmWorkerSpec) *farmProc {
+	t.Helper()
+	l := c.spec.Workers[i]
+	u, _ := url.Parse(c.db)
+	u.Host = net.JoinHostPort(l.Coord, u.Port())
+	ws.DB, ws.Server, ws.TokenFile = u.String(), "http://"+net.JoinHostPort(l.Coord, c.port), c.tokFile
+	ws.IDFile = filepath.Join(c.spec.Dir, ws.Name+".id")
+	os.Remove(ws.IDFile)
+	js, _ := json.Marshal(ws)
+	p := &farmProc{spec: ws, ns: l.NS, done: make(chan error, 1)}
+	p.cmd = exec.Command("ip", "netns", "exec", l.NS, os.Args[0], "-test.run=^$")
+	p.cmd.Env = append(os.Environ(), farmWorkerEnv+"="+string(js))
+	p.cmd.Stdout, p.cmd.Stderr = testWriter{t}, testWriter{t}
+	p.cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	if err := p.cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	go func() { p.done <- p.cmd.Wait() }()
+	t.Cleanup(func() {
+		if p.cmd.ProcessState == nil {
+			p.cmd.Process.Kill()
+			<-p.done
+		}
+	})
+	waitFor(t, time.Minute, ws.Name+" starts", func() bool {
+		select {
+		case err := <-p.done:
+			t.Fatalf("%s exited before it worked: %v", ws.Name, err)
+		default:
+		}
+		b, err := os.ReadFile(ws.IDFile)
+		p.id = string(b)
+		return err == nil && p.id != ""
+	})
+	return p
+}
+
+// stop stops p with SIGTERM; it must exit cleanly.
+func (p *farmProc) stop(t *testing.T) {
+	t.Helper()
+	p.cmd.Process.Signal(syscall.SIGTERM)
+	if err := <-p.done; err != nil {
+		t.Fatalf("%s after SIGTERM: %v", p.spec.Name, err)
+	}
+}
+
 // waitFor polls cond every 50 ms until it holds, failing t after d.
 func waitFor(t *testing.T, d time.Duration, what string, cond func() bool) {
 	t.Helper()
@@ -576,6 +632,12 @@ func farmWorkerMain(raw string) int {
 		fmt.Fprintln(os.Stderr, err)
 		return 2
 	}
+	for _, dir := range spec.Hide {
+		if err := syscall.Mount("patcheval-hidden", dir, "tmpfs", syscall.MS_RDONLY|syscall.MS_NOSUID|syscall.MS_NODEV, "size=4k,mode=0555"); err != nil {
+			fmt.Fprintf(os.Stderr, "hiding %s from the worker: %v\n", dir, err)
+			return 3
+		}
+	}
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM)
 	defer stop()
 	tok, err := ReadToken(spec.TokenFile)
@@ -584,7 +646,7 @@ func farmWorkerMain(raw string) int {
 		return 2
 	}
 	w, err := NewWorker(ctx, WorkerConfig{Database: spec.DB, Server: spec.Server, Token: tok, Name: spec.Name, CacheDir: spec.Cache,
-		Jobs: 1, BuildWorkers: 1, BootWorkers: 1, Grace: 5 * time.Second, Capabilities: Capabilities{Build: spec.Build, Cores: 1}, Log: os.Stderr})
+		Jobs: 1, BuildWorkers: 1, BootWorkers: 1, Grace: 5 * time.Second, Capabilities: Capabilities{Build: spec.Build, QEMU: spec.QEMU, Cores: 1}, Log: os.Stderr})
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 3
