@@ -2,6 +2,7 @@ package pipelines
 
 import (
 	"fmt"
+	"path/filepath"
 	"sort"
 	"time"
 
@@ -62,6 +63,12 @@ type Pipeline struct {
 	Target      Target       `json:"target"`
 	Comparisons []Comparison `json:"comparisons"`
 	Chains      []Chain      `json:"chains,omitempty"`
+	// SELinuxPolicy is the policy that variants with SELinux enforcing
+	// or permissive load ([selinux] policy).
+	SELinuxPolicy *Policy `json:"selinux_policy,omitempty"`
+	// Tables are the thread's tables the report reproduces (not part of
+	// Hash: presentation only).
+	Tables []Table `json:"tables,omitempty"`
 	// Deterministic runs QEMU with -icount shift=0,sleep=off: timings are
 	// functions of executed instructions, and every result says so.
 	Deterministic bool `json:"deterministic"`
@@ -124,7 +131,47 @@ type Variant struct {
 	Sysctls      map[string]string `json:"sysctls,omitempty"`
 	// CPUs pins the benchmarks like taskset -c.
 	CPUs string `json:"cpus,omitempty"`
-	Line int    `json:"-"`
+	// SELinux is the mode the agent sets after boot: enforcing or
+	// permissive (with the pipeline's SELinuxPolicy loaded), or disabled
+	// (checked: the command line's selinux=0 took).
+	SELinux string `json:"selinux,omitempty"`
+	Line    int    `json:"-"`
+}
+
+// Policy is an SELinux policy source: a shipped one (Name, see
+// evaluate/selinux) or a file (Path, absolute). SHA256 is the source's
+// hash, so that editing it changes Hash.
+type Policy struct {
+	Name   string `json:"name,omitempty"`
+	Path   string `json:"path,omitempty"`
+	SHA256 string `json:"sha256"`
+	Source []byte `json:"-"`
+}
+
+// Label names the policy in reports: its name or file name.
+func (p *Policy) Label() string {
+	if p.Name != "" {
+		return p.Name
+	}
+	return filepath.Base(p.Path)
+}
+
+// Table is a table of the thread the report reproduces in the thread's
+// shape: one row per benchmark and metric, the mean of each of Columns
+// (variants), then Change, the change of Change.Other over Change.Base
+// with its confidence interval (a [[comparison]] of the pipeline).
+type Table struct {
+	Name    string       `json:"name"`
+	Columns []string     `json:"columns"`
+	Change  *TableChange `json:"change,omitempty"`
+}
+
+// TableChange is a Table's change column ("SELinux tax": enforcing over
+// disabled).
+type TableChange struct {
+	Name  string `json:"name"`
+	Base  string `json:"base"`
+	Other string `json:"other"`
 }
 
 // Benchmark is one benchmark and its parameters.

@@ -114,15 +114,45 @@ func TestSelinuxAndRCU(t *testing.T) {
 	if s.NeedsSeries() || len(s.Builds()) != 1 {
 		t.Errorf("selinux-tax: needs series %v, builds %v", s.NeedsSeries(), s.Builds())
 	}
-	if s.Variant("selinux-off").Cmdline != "selinux=0" || s.Variant("selinux-on").Cmdline != "security=selinux selinux=1" {
-		t.Errorf("selinux cmdlines: %+v", s.Variants)
+	if s.Variant("disabled").Cmdline != "selinux=0" || s.Variant("enforcing").Cmdline != "" || s.Variant("permissive").Kernel != "disabled" {
+		t.Errorf("selinux variants: %+v", s.Variants)
 	}
-	if s.Variant("selinux-on").Symbols["SECURITY_SELINUX_BOOTPARAM"] != "y" {
-		t.Error("selinux= needs SECURITY_SELINUX_BOOTPARAM")
+	for _, sym := range []string{"SECURITY_SELINUX", "SECURITY_SELINUX_BOOTPARAM", "SECURITY_SELINUX_DEVELOP"} {
+		if s.Variant("enforcing").Symbols[sym] != "y" {
+			t.Errorf("selinux-tax's kernel needs %s=y", sym)
+		}
 	}
-	src, _ := BuiltinSource("selinux-tax")
-	if !strings.Contains(string(src), "NO POLICY IS LOADED") || !strings.Contains(string(src), `"no policy loaded"`) {
-		t.Error("selinux-tax must say that no policy is loaded")
+	if s.SELinuxPolicy == nil || s.SELinuxPolicy.Label() != "minimal" || len(s.SELinuxPolicy.Source) == 0 || s.SELinuxPolicy.SHA256 == "" {
+		t.Fatalf("selinux policy %+v", s.SELinuxPolicy)
+	}
+	modes := map[string]guest.SELinux{}
+	for _, r := range s.Runs() {
+		if r.Plan.SELinux == nil {
+			t.Fatalf("boot %v plans no SELinux mode", r.BootKey)
+		}
+		modes[r.Name] = *r.Plan.SELinux
+	}
+	want := map[string]guest.SELinux{"disabled": {Mode: "disabled"}, "enforcing": {Mode: "enforcing", PolicyName: "minimal"},
+		"permissive": {Mode: "permissive", PolicyName: "minimal"}}
+	if !reflect.DeepEqual(modes, want) {
+		t.Errorf("planned SELinux modes %+v, want %+v", modes, want)
+	}
+	wantTable := []Table{{Name: "SELinux tax", Columns: []string{"enforcing", "permissive", "disabled"},
+		Change: &TableChange{Name: "SELinux tax", Base: "disabled", Other: "enforcing"}}}
+	if !reflect.DeepEqual(s.Tables, wantTable) {
+		t.Errorf("tables %+v", s.Tables)
+	}
+	// The policy's text is part of the evaluation key, the table is not.
+	c := *s
+	c.Tables = nil
+	pol := *s.SELinuxPolicy
+	pol.SHA256 = "other"
+	if c.Hash() != s.Hash() {
+		t.Error("a table changed the evaluation key")
+	}
+	c.SELinuxPolicy = &pol
+	if c.Hash() == s.Hash() {
+		t.Error("another policy kept the evaluation key")
 	}
 
 	r, err := Builtin("rcu-sync-latency")
@@ -283,6 +313,17 @@ func TestMalformed(t *testing.T) {
 		{"threshold zero", "", "[compare]\nthreshold = \"0%\"\n", 23, `compare.threshold = "0%": want more than 0%`},
 		{"threshold 100", "", "[compare]\nthreshold = \"150%\"\n", 23, "less than 100%"},
 		{"threshold misspelt", "", "[compare]\nthreshhold = \"1%\"\n", 23, `unknown key "compare.threshhold"`},
+		{"unknown selinux mode", "name = \"a\"\n", "name = \"a\"\nselinux = \"on\"\n", 10, `selinux = "on": want one of enforcing, permissive, disabled`},
+		{"selinux without SECURITY_SELINUX", "name = \"a\"\n", "name = \"a\"\nselinux = \"enforcing\"\n", 10, "SECURITY_SELINUX=y"},
+		{"selinux without policy", "PREEMPT_VOLUNTARY = \"y\"", "PREEMPT_VOLUNTARY = \"y\", SECURITY_SELINUX = \"y\", SECURITY_SELINUX_DEVELOP = \"y\" }\nselinux = \"permissive\"\n#", 11, "name one in [selinux] policy"},
+		{"enforcing without DEVELOP", "PREEMPT_VOLUNTARY = \"y\"", "SECURITY_SELINUX = \"y\" }\nselinux = \"enforcing\"\n#", 11, "SECURITY_SELINUX_DEVELOP=y"},
+		{"disabled without selinux=0", "PREEMPT_VOLUNTARY = \"y\"", "SECURITY_SELINUX = \"y\", SECURITY_SELINUX_BOOTPARAM = \"y\" }\nselinux = \"disabled\"\n#", 11, "selinux=0"},
+		{"disabled without BOOTPARAM", "PREEMPT_VOLUNTARY = \"y\"", "SECURITY_SELINUX = \"y\" }\ncmdline = \"selinux=0\"\nselinux = \"disabled\"\n#", 12, "SECURITY_SELINUX_BOOTPARAM=y"},
+		{"unknown policy", "", "[selinux]\npolicy = \"strict\"\n", 23, `no shipped SELinux policy of that name (have minimal)`},
+		{"missing policy file", "", "[selinux]\npolicy = \"my/policy.conf\"\n", 23, `SELinux policy "my/policy.conf": no such file`},
+		{"table of unknown variant", "", "[[table]]\nname = \"T\"\ncolumns = [\"a\", \"zz\"]\n", 24, `table "T": unknown variant "zz"`},
+		{"table change not compared", "", "[[table]]\nname = \"T\"\ncolumns = [\"a\", \"b\"]\nchange = { name = \"tax\", base = \"b\", other = \"a\" }\n", 25, "change b -> a is not one of the pipeline's comparisons"},
+		{"table without name", "", "[[table]]\ncolumns = [\"a\"]\n", 22, "a table needs a name"},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {

@@ -126,6 +126,12 @@ func (p *Pipeline) runs(from, to int) []BootPlan {
 					Sysctls:    v.Sysctls,
 					CPUs:       v.CPUs,
 				}
+				if v.SELinux != "" {
+					plan.SELinux = &guest.SELinux{Mode: v.SELinux}
+					if p.SELinuxPolicy != nil && v.SELinux != guest.SELinuxDisabled {
+						plan.SELinux.PolicyName = p.SELinuxPolicy.Label()
+					}
+				}
 				out = append(out, BootPlan{BootKey: evaluate.BootKey{Variant: label, Boot: boot}, Name: v.Name, Arch: arch, BuildKey: builds[arch+"/"+v.Name],
 					Cmdline: cmd, Plan: plan, Deterministic: p.Deterministic, Target: p.Target})
 			}
@@ -141,6 +147,7 @@ func (p *Pipeline) Hash() string {
 	c := *p
 	c.Description, c.Warnings = "", nil
 	c.Compare = Compare{} // judging, not measuring
+	c.Tables = nil        // presentation
 	c.Fragments = nil
 	for _, f := range p.Fragments {
 		if f.Path != "" {

@@ -15,6 +15,24 @@ type rawPipeline struct {
 	Target        rawTarget       `toml:"target"`
 	Comparison    []rawComparison `toml:"comparison"`
 	Chain         []rawChain      `toml:"chain"`
+	SELinux       rawSELinux      `toml:"selinux"`
+	Table         []rawTable      `toml:"table"`
+}
+
+type rawSELinux struct {
+	Policy string `toml:"policy"`
+}
+
+type rawTable struct {
+	Name    string    `toml:"name"`
+	Columns []string  `toml:"columns"`
+	Change  rawChange `toml:"change"`
+}
+
+type rawChange struct {
+	Name  string `toml:"name"`
+	Base  string `toml:"base"`
+	Other string `toml:"other"`
 }
 
 type rawTree struct {
@@ -44,6 +62,7 @@ type rawVariant struct {
 	SchedPreempt string         `toml:"sched_preempt"`
 	Sysctls      map[string]any `toml:"sysctls"`
 	CPUs         string         `toml:"cpus"`
+	SELinux      string         `toml:"selinux"`
 }
 
 type rawBenchmark struct {

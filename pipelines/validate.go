@@ -1,6 +1,8 @@
 package pipelines
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"os"
@@ -13,6 +15,7 @@ import (
 	"github.com/BurntSushi/toml"
 
 	"github.com/patcheval/patcheval/evaluate/guest"
+	"github.com/patcheval/patcheval/evaluate/selinux"
 	"github.com/patcheval/patcheval/evaluate/stats"
 	"github.com/patcheval/patcheval/internal/arch"
 )
@@ -249,7 +252,126 @@ func (ps *parser) build(r *rawPipeline) *Pipeline {
 	}
 
 	ps.comparisons(p, r)
+	ps.selinux(p, r)
+	ps.tables(p, r)
 	return p
+}
+
+// selinuxModes are the values of a variant's selinux key.
+var selinuxModes = []string{guest.SELinuxEnforcing, guest.SELinuxPermissive, guest.SELinuxDisabled}
+
+// selinux reads [selinux] policy and checks the variants' selinux modes
+// against their kernels and command lines.
+func (ps *parser) selinux(p *Pipeline, r *rawPipeline) {
+	if pol := r.SELinux.Policy; pol != "" {
+		path := "selinux.policy"
+		if !strings.ContainsAny(pol, "/") && !strings.HasSuffix(pol, ".conf") || contains(selinux.Shipped(), pol) {
+			if src, err := selinux.Source(pol); err != nil {
+				ps.errorf(path, "policy %q: no shipped SELinux policy of that name (have %s); a file needs a path with a / or .conf", pol, strings.Join(selinux.Shipped(), ", "))
+			} else {
+				p.SELinuxPolicy = newPolicy(strings.TrimSuffix(pol, ".conf"), "", src)
+			}
+		} else if abs, ok := ps.file_(pol, path, "SELinux policy"); ok {
+			if src, err := os.ReadFile(abs); err != nil {
+				ps.errorf(path, "SELinux policy %q: %v", pol, err)
+			} else {
+				p.SELinuxPolicy = newPolicy("", abs, src)
+			}
+		}
+	}
+	used := false
+	for i, v := range p.Variants {
+		if v.SELinux == "" {
+			continue
+		}
+		used = true
+		path := fmt.Sprintf("variant[%d].selinux", i)
+		if !contains(selinuxModes, v.SELinux) {
+			ps.errorf(path, "selinux = %q: want one of %s", v.SELinux, strings.Join(selinuxModes, ", "))
+			continue
+		}
+		if p.Target.Kind == "ssh" {
+			ps.errorf(path, "variant %q: selinux = %q is set by the agent as /init in QEMU; over ssh the machine's own SELinux setup stays (target.kind = \"ssh\")", v.Name, v.SELinux)
+		}
+		if v.Symbols["SECURITY_SELINUX"] != "y" {
+			ps.errorf(path, "variant %q: selinux = %q needs its kernel %q to request SECURITY_SELINUX=y (symbols)", v.Name, v.SELinux, v.Kernel)
+		}
+		cmd := strings.Fields(p.Target.Cmdline + " " + v.Cmdline)
+		if v.SELinux == guest.SELinuxDisabled {
+			if !contains(cmd, "selinux=0") {
+				ps.errorf(path, "variant %q: selinux = \"disabled\" is the command line's selinux=0; add it to the variant's cmdline", v.Name)
+			}
+			if v.Symbols["SECURITY_SELINUX_BOOTPARAM"] != "y" {
+				ps.errorf(path, "variant %q: selinux=0 is honoured only with SECURITY_SELINUX_BOOTPARAM=y; request it in the kernel's symbols", v.Name)
+			}
+			continue
+		}
+		if contains(cmd, "selinux=0") {
+			ps.errorf(path, "variant %q: selinux = %q but its command line has selinux=0", v.Name, v.SELinux)
+		}
+		if p.SELinuxPolicy == nil {
+			ps.errorf(path, "variant %q: selinux = %q loads a policy: name one in [selinux] policy (shipped: %s)", v.Name, v.SELinux, strings.Join(selinux.Shipped(), ", "))
+		}
+		if v.Symbols["SECURITY_SELINUX_DEVELOP"] != "y" {
+			ps.errorf(path, "variant %q: selinux = %q is set through /sys/fs/selinux/enforce, which is writable only with SECURITY_SELINUX_DEVELOP=y; request it in the kernel's symbols", v.Name, v.SELinux)
+		}
+	}
+	if p.SELinuxPolicy != nil && !used {
+		ps.warnf("selinux.policy", "[selinux] policy is set but no variant sets selinux = \"enforcing\" or \"permissive\": it is never loaded")
+	}
+}
+
+func newPolicy(name, path string, src []byte) *Policy {
+	sum := sha256.Sum256(src)
+	return &Policy{Name: name, Path: path, SHA256: hex.EncodeToString(sum[:]), Source: src}
+}
+
+// tables reads [[table]]: the thread's tables the report reproduces.
+func (ps *parser) tables(p *Pipeline, r *rawPipeline) {
+	names := map[string]bool{}
+	for i, rt := range r.Table {
+		path := fmt.Sprintf("table[%d]", i)
+		t := Table{Name: strings.TrimSpace(rt.Name), Columns: rt.Columns}
+		if t.Name == "" {
+			ps.errorf(path+".name", "a table needs a name (its title in the report)")
+		} else if names[t.Name] {
+			ps.errorf(path+".name", "table %q is listed twice", t.Name)
+		}
+		names[t.Name] = true
+		if len(t.Columns) == 0 {
+			ps.errorf(path+".columns", "table %q needs columns: the variants whose means it shows", t.Name)
+		}
+		seen := map[string]bool{}
+		for _, c := range t.Columns {
+			if p.Variant(c) == nil {
+				ps.errorf(path+".columns", "table %q: unknown variant %q (have %s)", t.Name, c, variantNames(p))
+			} else if seen[c] {
+				ps.errorf(path+".columns", "table %q names %q twice", t.Name, c)
+			}
+			seen[c] = true
+		}
+		if ch := rt.Change; ch != (rawChange{}) {
+			c := Comparison{Base: ch.Base, Other: ch.Other}
+			switch {
+			case ch.Name == "":
+				ps.errorf(path+".change", "table %q: the change column needs a name (\"SELinux tax\", \"change %%\")", t.Name)
+			case !containsComparison(p.Comparisons, c):
+				ps.errorf(path+".change", "table %q: change %s -> %s is not one of the pipeline's comparisons; add [[comparison]] base = %q other = %q", t.Name, c.Base, c.Other, c.Base, c.Other)
+			default:
+				t.Change = &TableChange{Name: ch.Name, Base: ch.Base, Other: ch.Other}
+			}
+		}
+		p.Tables = append(p.Tables, t)
+	}
+}
+
+func containsComparison(list []Comparison, c Comparison) bool {
+	for _, x := range list {
+		if x == c {
+			return true
+		}
+	}
+	return false
 }
 
 // compare reads [compare]: the threshold T, a percentage ("1%").
@@ -400,7 +522,7 @@ func (ps *parser) variants(p *Pipeline, r *rawPipeline) {
 		path := fmt.Sprintf("variant[%d]", i)
 		v := Variant{Name: rv.Name, Description: strings.TrimSpace(rv.Description), Kernel: rv.Name,
 			Cmdline: strings.Join(strings.Fields(rv.Cmdline), " "), SchedPreempt: rv.SchedPreempt, CPUs: rv.CPUs,
-			ApplySeries: p.Series.Apply, Line: ps.ix.line(path)}
+			ApplySeries: p.Series.Apply, SELinux: rv.SELinux, Line: ps.ix.line(path)}
 		switch {
 		case v.Name == "":
 			ps.errorf(path, "variant without a name")

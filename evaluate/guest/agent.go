@@ -237,7 +237,18 @@ func (a *agent) applyKnobs(p *Plan) (*Info, error) {
 			errs = append(errs, fmt.Errorf("writing %q to %s: %w", p.Preempt, preemptFile, err))
 		}
 	}
+	if p.SELinux != nil {
+		if err := applySELinux(p.SELinux, a.noInit); err != nil {
+			errs = append(errs, err)
+		}
+	}
 	info := &Info{AgentVersion: Version, NoInit: a.noInit, NumCPU: runtime.NumCPU(), CPUs: p.CPUs}
+	if !a.noInit || p.SELinux != nil {
+		if !a.noInit {
+			mountSELinuxFS()
+		}
+		info.SELinux = selinuxState()
+	}
 	var u syscall.Utsname
 	if syscall.Uname(&u) == nil {
 		info.Release = utsString(u.Release[:])

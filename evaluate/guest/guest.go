@@ -88,6 +88,32 @@ type Plan struct {
 	CPUs string `json:"cpus,omitempty"`
 	// LibPath is LD_LIBRARY_PATH for the tools of the userland archive.
 	LibPath string `json:"lib_path,omitempty"`
+	// SELinux sets SELinux's mode before the benchmarks: loads Policy
+	// through selinuxfs and sets enforcing or permissive, or checks that
+	// SELinux is disabled (selinux=0). Only as /init (QEMU).
+	SELinux *SELinux `json:"selinux,omitempty"`
+}
+
+// SELinux modes of Plan.SELinux and Info.SELinux.
+const (
+	SELinuxEnforcing  = "enforcing"
+	SELinuxPermissive = "permissive"
+	SELinuxDisabled   = "disabled"
+	// SELinuxNoPolicy is Info.SELinux of a kernel with SELinux enabled
+	// but no policy loaded: every AVC check allows early.
+	SELinuxNoPolicy = "enabled, no policy loaded"
+)
+
+// SELinux is the SELinux state a boot asks for.
+type SELinux struct {
+	// Mode is SELinuxEnforcing, SELinuxPermissive or SELinuxDisabled.
+	Mode string `json:"mode"`
+	// Policy is a binary policy (checkpolicy's output, see
+	// evaluate/selinux), written to /sys/fs/selinux/load before the mode
+	// is set; required for enforcing and permissive.
+	Policy []byte `json:"policy,omitempty"`
+	// PolicyName names it in reports ("minimal").
+	PolicyName string `json:"policy_name,omitempty"`
 }
 
 // Info is the agent's first record: what it runs on.
@@ -108,6 +134,10 @@ type Info struct {
 	Tools []string `json:"tools,omitempty"`
 	// PerfEvents says which perf events the kernel on this machine counts.
 	PerfEvents *PerfEvents `json:"perf_events,omitempty"`
+	// SELinux is SELinux's state after the plan's knobs, as selinuxfs
+	// shows it: enforcing, permissive, SELinuxNoPolicy or disabled
+	// (no /sys/fs/selinux); "" when the agent did not look (--no-init).
+	SELinux string `json:"selinux,omitempty"`
 }
 
 // PerfEvents is what perf_event_open(2) gives the agent for itself:

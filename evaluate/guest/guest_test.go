@@ -115,6 +115,27 @@ func TestAgentNoInit(t *testing.T) {
 		}
 		t.Logf("%s #%d: %.0f ns/op %s", r.Benchmark, r.Iteration, r.NsPerOp, r.Skipped)
 	}
+	// On a running system the agent never loads an SELinux policy; it
+	// only checks that SELinux is disabled when asked to.
+	for mode, want := range map[string]string{SELinuxEnforcing: "only as /init", SELinuxPermissive: "only as /init", "strict": `selinux mode "strict"`} {
+		cmd = exec.Command(bin, NoInitFlag)
+		pj, _ := json.Marshal(Plan{Benchmarks: []Bench{{Name: BenchKill, Ops: 10}}, SELinux: &SELinux{Mode: mode, Policy: []byte("x")}})
+		cmd.Stdin = strings.NewReader(string(pj))
+		o, err = cmd.Output()
+		out, _ = ParseBytes(o)
+		if err == nil || len(out.Errors) != 1 || !strings.Contains(out.Errors[0], want) || out.Info == nil || out.Info.SELinux == "" {
+			t.Errorf("selinux %s on a running system: err %v, %+v, want an error saying %q", mode, err, out, want)
+		}
+	}
+	if _, err := os.Stat("/sys/fs/selinux"); err != nil {
+		cmd = exec.Command(bin, NoInitFlag)
+		cmd.Stdin = strings.NewReader(`{"benchmarks":[{"name":"kill","ops":10}],"selinux":{"mode":"disabled"}}`)
+		o, err = cmd.Output()
+		out, _ = ParseBytes(o)
+		if err != nil || !out.OK || out.Info == nil || out.Info.SELinux != SELinuxDisabled {
+			t.Errorf("selinux disabled on a host without selinuxfs: %v %+v", err, out.Info)
+		}
+	}
 	// An unknown benchmark fails the agent with an error record.
 	cmd = exec.Command(bin, NoInitFlag)
 	cmd.Stdin = strings.NewReader(`{"benchmarks":[{"name":"nope"}]}`)

@@ -142,6 +142,11 @@ func WriteMarkdown(w io.Writer, r *Report) error {
 			}
 		}
 	}
+	for _, t := range r.Tables {
+		f("## %s\n\n%s\n\n", mdText(t.Name), mdText(t.caption()))
+		mdTable(bw, t.grid())
+		f("\n")
+	}
 	for _, b := range r.Benchmarks {
 		f("## %s\n\n", mdText(b.heading()))
 		if b.Description != "" {

@@ -43,7 +43,9 @@ type Report struct {
 	// Confounds are the config differences between compared Variants.
 	Confounds []Confound `json:"confounds,omitempty"`
 
-	Benchmarks     []Benchmark     `json:"benchmarks"`
+	Benchmarks []Benchmark `json:"benchmarks"`
+	// Tables are the thread's tables in its own shape (AddTable).
+	Tables         []Table         `json:"tables,omitempty"`
 	Decompositions []Decomposition `json:"decompositions,omitempty"`
 
 	// Timings is the wall time of each stage (fetch, apply, build, boot,

@@ -98,6 +98,12 @@ func WriteTextWith(w io.Writer, r *Report, o TextOptions) error {
 		p(confoundTextLines(r.Confounds, width, o.Verbose)...)
 		p("")
 	}
+	for _, t := range r.Tables {
+		p(t.Name, strings.Repeat("=", Width(t.Name)))
+		p(Wrap(t.caption(), width, "", "")...)
+		p(t.grid().lines("  ", 0)...)
+		p("")
+	}
 	for _, b := range r.Benchmarks {
 		h := b.heading()
 		p(h, strings.Repeat("-", Width(h)))

@@ -7,6 +7,8 @@ import (
 	"time"
 
 	"github.com/patcheval/patcheval/evaluate"
+	"github.com/patcheval/patcheval/evaluate/guest"
+	"github.com/patcheval/patcheval/evaluate/selinux"
 	"github.com/patcheval/patcheval/evaluate/stats"
 	"github.com/patcheval/patcheval/evaluate/store"
 	"github.com/patcheval/patcheval/evaluate/target"
@@ -65,7 +67,7 @@ func Boot(ctx context.Context, env Env, id int64, b evaluate.BootKey) (err error
 	if err != nil {
 		return err
 	}
-	bp, pb, err := plannedKernel(env, ev, b)
+	bp, pb, err := plannedKernel(ctx, env, ev, b)
 	if err != nil {
 		return err
 	}
@@ -122,7 +124,7 @@ func BootPlanOf(ctx context.Context, env Env, id int64, b evaluate.BootKey) (pip
 
 // plannedKernel is planned boot b of ev: the pipeline's plan of it, and
 // the boot of its built kernel.
-func plannedKernel(env Env, ev *evaluation, b evaluate.BootKey) (pipelines.BootPlan, evaluate.PlannedBoot, error) {
+func plannedKernel(ctx context.Context, env Env, ev *evaluation, b evaluate.BootKey) (pipelines.BootPlan, evaluate.PlannedBoot, error) {
 	bp, ok := planOf(ev.p, b)
 	if !ok {
 		return bp, evaluate.PlannedBoot{}, fail.Inputf("evaluation %d: pipeline %s plans no boot %d of %q", ev.id, ev.p.Name, b.Boot, b.Variant)
@@ -137,7 +139,21 @@ func plannedKernel(env Env, ev *evaluation, b evaluate.BootKey) (pipelines.BootP
 	}
 	k := evaluate.Kernel{Variant: bp.Variant, Arch: bp.Arch, Image: art.Image, SystemMap: art.SystemMap,
 		Config: art.Config, ConfigHash: art.ConfigHash(), Commit: art.Meta.Git.Commit, Cmdline: bp.Cmdline}
-	return bp, evaluate.PlannedBoot{Key: bp.BootKey, Kernel: k, Plan: bp.Plan}, nil
+	plan := bp.Plan
+	if s := plan.SELinux; s != nil && s.Mode != guest.SELinuxDisabled && ev.p.SELinuxPolicy != nil {
+		// The policy is compiled here, on the host, for the boot that
+		// loads it (cached by content): the plan stored with the
+		// pipeline names it only.
+		pol := ev.p.SELinuxPolicy
+		bin, err := selinux.Compile(ctx, pol.Label(), pol.Source, env.CacheDir)
+		if err != nil {
+			return bp, evaluate.PlannedBoot{}, err
+		}
+		c := *s
+		c.Policy = bin
+		plan.SELinux = &c
+	}
+	return bp, evaluate.PlannedBoot{Key: bp.BootKey, Kernel: k, Plan: plan}, nil
 }
 
 // recordBoot records, in the transaction that finishes a boot, the time it

@@ -15,6 +15,7 @@ import (
 	"github.com/patcheval/patcheval/build"
 	"github.com/patcheval/patcheval/build/kconfig"
 	"github.com/patcheval/patcheval/evaluate"
+	"github.com/patcheval/patcheval/evaluate/guest"
 	"github.com/patcheval/patcheval/evaluate/report"
 	"github.com/patcheval/patcheval/evaluate/stats"
 	"github.com/patcheval/patcheval/evaluate/store"
@@ -375,6 +376,13 @@ func buildReport(ev *evaluation, tree report.TreeInfo, byKey map[string]*build.A
 		if v.CPUs != "" {
 			rv.Runtime = append(rv.Runtime, "taskset -c "+v.CPUs)
 		}
+		if v.SELinux != "" {
+			s := "SELinux " + v.SELinux
+			if v.SELinux != guest.SELinuxDisabled && p.SELinuxPolicy != nil {
+				s += " (policy " + p.SELinuxPolicy.Label() + " loaded through selinuxfs)"
+			}
+			rv.Runtime = append(rv.Runtime, s)
+		}
 		if art != nil {
 			rv.Kernel = evaluate.Kernel{Variant: v.Name, Arch: s.Arch, Image: art.Image, Config: art.Config,
 				ConfigHash: art.ConfigHash(), Commit: art.Meta.Git.Commit, Cmdline: rv.Cmdline}
@@ -431,6 +439,14 @@ func buildReport(ev *evaluation, tree report.TreeInfo, byKey map[string]*build.A
 	}
 	if err := r.AddResults(stats.Primary(samples), report.Spec{Comparisons: pairs, Chains: chains, Stats: opts}); err != nil {
 		return nil, err
+	}
+	for _, t := range p.Tables {
+		var ch *report.Pair
+		name := ""
+		if t.Change != nil {
+			ch, name = &report.Pair{Base: t.Change.Base, Other: t.Change.Other}, t.Change.Name
+		}
+		r.AddTable(t.Name, t.Columns, name, ch)
 	}
 	return r, nil
 }
