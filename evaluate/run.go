@@ -306,6 +306,12 @@ func Samples(variant string, boot int, res *BootResult) (samples []Sample, skipp
 		s = base
 		s.Metric, s.Unit, s.Value, s.HigherIsBetter, s.Extra = "ops/s", "ops/s", r.OpsPerSec, true, extra
 		samples = append(samples, s)
+		if sys, ok := r.Counters[guest.CounterSysNS]; ok && r.Iterations > 0 {
+			// time(1)'s sys per loop (tick-sampled by the kernel).
+			s = base
+			s.Metric, s.Unit, s.Value, s.Extra = "sys ns/op", "ns", sys/float64(r.Iterations), extra
+			samples = append(samples, s)
+		}
 		for i, run := range r.Runs {
 			s = base
 			s.Metric, s.Unit, s.Value = "mean_ns", "ns", run.MeanNS

@@ -70,4 +70,11 @@ func TestSamples(t *testing.T) {
 	if s[4].Metric != "mean_ns" || s[4].Extra["min_ns"] != 4 || s[5].Extra["run"] != 1 {
 		t.Errorf("rcu run samples %+v %+v", s[4], s[5])
 	}
+	// The bridge loop's system time per loop, as time(1)'s sys.
+	res.Output.Results = []guest.Result{{Benchmark: "bridge", Iterations: 100, DurationNS: 2e9, NsPerOp: 2e7, OpsPerSec: 50,
+		Counters: map[string]float64{guest.CounterSysNS: 4e8, guest.CounterUserNS: 1e7}}}
+	s, _ = Samples("base", 0, res)
+	if len(s) != 3 || s[2].Metric != "sys ns/op" || s[2].Value != 4e6 || s[2].HigherIsBetter || s[2].Extra["user_ns"] != 1e7 {
+		t.Errorf("bridge samples %+v", s)
+	}
 }

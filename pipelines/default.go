@@ -139,7 +139,13 @@ func Default(s *series.Series, arches []string, repo string) (*Pipeline, error) 
 	}
 	b.WriteString("[repeats]\nboots = 3\niterations = 1\n\n")
 	b.WriteString("[target]\nkind = \"qemu\"\nsmp = 1\nmemory = \"512M\"\ntimeout = \"10m\"\nkvm = \"off\"\n\n")
-	b.WriteString("[[comparison]]\nbase = \"base\"\nother = \"patched\"\n")
+	b.WriteString("[[comparison]]\nbase = \"base\"\nother = \"patched\"\n\n")
+	// Seed 002's perf bench syscall tables (Base, test, change %): perf's
+	// own syscall basic, and the agent's loops for the syscalls bookworm's
+	// perf 6.1 does not have (getpgid, fork, execve).
+	b.WriteString("[[table]]\nname = \"perf bench syscall\"\ncolumns = [\"base\", \"patched\"]\n" +
+		"benchmarks = [\"perf bench syscall\", \"getppid\", \"getpgid\", \"fork\", \"execve\"]\n" +
+		"change = { name = \"change %\", base = \"base\", other = \"patched\" }\n")
 	p, err := parse([]byte(b.String()), "pipelines/default (generated)", "")
 	if err != nil {
 		return nil, fmt.Errorf("default pipeline: %w\n%s", err, b.String())

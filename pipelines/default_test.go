@@ -55,6 +55,11 @@ func TestDefaultPipelineShape(t *testing.T) {
 	if strings.Join(p.Tools(), ",") != "perf" {
 		t.Errorf("tools %v", p.Tools())
 	}
+	// Seed 002's perf bench syscall table: base vs test, change %.
+	if len(p.Tables) != 1 || p.Tables[0].Name != "perf bench syscall" || strings.Join(p.Tables[0].Columns, ",") != "base,patched" ||
+		p.Tables[0].Change == nil || p.Tables[0].Change.Name != "change %" || p.Tables[0].Benchmarks[0] != "perf bench syscall" {
+		t.Errorf("default pipeline tables %+v", p.Tables)
+	}
 	if len(p.Warnings) != 1 || !strings.Contains(p.Warnings[0], "base-commit b3bb56f2e4c9 is not in the tree") {
 		t.Errorf("warnings %v", p.Warnings)
 	}

@@ -161,9 +161,12 @@ func (p *Policy) Label() string {
 // (variants), then Change, the change of Change.Other over Change.Base
 // with its confidence interval (a [[comparison]] of the pipeline).
 type Table struct {
-	Name    string       `json:"name"`
-	Columns []string     `json:"columns"`
-	Change  *TableChange `json:"change,omitempty"`
+	Name    string   `json:"name"`
+	Columns []string `json:"columns"`
+	// Benchmarks, when set, keeps the rows whose benchmark label starts
+	// with one of them ("perf bench", "getpgid").
+	Benchmarks []string     `json:"benchmarks,omitempty"`
+	Change     *TableChange `json:"change,omitempty"`
 }
 
 // TableChange is a Table's change column ("SELinux tax": enforcing over

@@ -15,7 +15,7 @@ import (
 
 func TestShippedPipelinesLoad(t *testing.T) {
 	names := List()
-	if !reflect.DeepEqual(names, []string{"ppc-preempt-dynamic", "rcu-sync-latency", "selinux-tax"}) {
+	if !reflect.DeepEqual(names, []string{"arm64-kill", "bridge-loop", "ppc-preempt-dynamic", "rcu-sync-latency", "selinux-tax"}) {
 		t.Fatalf("List() = %v", names)
 	}
 	for _, n := range names {
@@ -44,6 +44,59 @@ func TestShippedPipelinesLoad(t *testing.T) {
 		if got := len(p.Runs()); got != p.Repeats.Boots*len(p.Variants) {
 			t.Errorf("%s: %d runs", n, got)
 		}
+	}
+}
+
+// TestSeedPipelines checks the plans of seed 004's arm64 pipeline and
+// seed 003's bridge loop: what they build (arm64's voluntary kernel is the
+// boot kernel's own recipe; BRIDGE is the bridge pipeline's own symbol,
+// not the shared boot config's), how they pin, and their tables.
+func TestSeedPipelines(t *testing.T) {
+	a, err := Builtin("arm64-kill")
+	if err != nil {
+		t.Fatal(err)
+	}
+	builds := a.Builds()
+	if len(builds) != 2 || builds[0].Arch != "arm64" || len(builds[0].Symbols) != 0 || builds[1].Symbols["PREEMPT_DYNAMIC"] != "y" ||
+		strings.Join(builds[1].Variants, ",") != "vol-dynamic,vol-dynamic@cpu0" || builds[0].Fragments[0].Name != "arm64-virt" {
+		t.Errorf("arm64-kill builds %+v", builds)
+	}
+	pins := map[string]string{}
+	for _, r := range a.Runs() {
+		pins[r.Name] = r.Plan.CPUs
+	}
+	if a.Target.SMP != 2 || pins["vol-dynamic@cpu0"] != "0" || pins["vol-nodynamic@cpu0"] != "0" || pins["vol-dynamic"] != "" {
+		t.Errorf("arm64-kill: smp %d, pins %v", a.Target.SMP, pins)
+	}
+	var labels []string
+	for _, b := range a.Benchmarks {
+		labels = append(labels, b.Guest().Label())
+	}
+	if got := strings.Join(labels, " | "); got != "kill | kill-child | getppid | stress-ng --kill 1 -t 5" {
+		t.Errorf("arm64-kill benchmarks: %s", got)
+	}
+	if len(a.Tables) != 3 || a.Tables[0].Change != nil || a.Tables[2].Change.Base != "vol-nodynamic@cpu0" {
+		t.Errorf("arm64-kill tables %+v", a.Tables)
+	}
+
+	b, err := Builtin("bridge-loop")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if bs := b.Builds(); len(bs) != 1 || !reflect.DeepEqual(bs[0].Symbols, map[string]string{"BRIDGE": "y"}) || bs[0].Fragments[0].Name != "ppc64le-pseries" {
+		t.Errorf("bridge-loop builds %+v", bs)
+	}
+	boot, err := os.ReadFile(filepath.Join("..", "build", "configs", "ppc64le-pseries.config"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(string(boot), "CONFIG_BRIDGE") {
+		t.Error("BRIDGE belongs to the bridge pipeline, not to the shared boot config every kernel is built from")
+	}
+	r := b.Runs()[1]
+	if r.Name != "fqs1" || !reflect.DeepEqual(r.Plan.Benchmarks[0], guest.Bench{Name: "bridge", Ops: 100}) || r.Plan.Iterations != 3 || b.Target.SMP != 2 ||
+		!strings.Contains(r.Cmdline, "rcutree.jiffies_till_first_fqs=1") {
+		t.Errorf("bridge-loop run %+v", r)
 	}
 }
 
@@ -323,6 +376,7 @@ func TestMalformed(t *testing.T) {
 		{"missing policy file", "", "[selinux]\npolicy = \"my/policy.conf\"\n", 23, `SELinux policy "my/policy.conf": no such file`},
 		{"table of unknown variant", "", "[[table]]\nname = \"T\"\ncolumns = [\"a\", \"zz\"]\n", 24, `table "T": unknown variant "zz"`},
 		{"table change not compared", "", "[[table]]\nname = \"T\"\ncolumns = [\"a\", \"b\"]\nchange = { name = \"tax\", base = \"b\", other = \"a\" }\n", 25, "change b -> a is not one of the pipeline's comparisons"},
+		{"table of unknown benchmark", "", "[[table]]\nname = \"T\"\ncolumns = [\"a\"]\nbenchmarks = [\"perf bench\"]\n", 25, `table "T": no benchmark of the pipeline starts with "perf bench"`},
 		{"table without name", "", "[[table]]\ncolumns = [\"a\"]\n", 22, "a table needs a name"},
 	}
 	for _, c := range cases {

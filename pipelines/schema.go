@@ -24,9 +24,10 @@ type rawSELinux struct {
 }
 
 type rawTable struct {
-	Name    string    `toml:"name"`
-	Columns []string  `toml:"columns"`
-	Change  rawChange `toml:"change"`
+	Name       string    `toml:"name"`
+	Columns    []string  `toml:"columns"`
+	Benchmarks []string  `toml:"benchmarks"`
+	Change     rawChange `toml:"change"`
 }
 
 type rawChange struct {

@@ -350,6 +350,16 @@ func (ps *parser) tables(p *Pipeline, r *rawPipeline) {
 			}
 			seen[c] = true
 		}
+		for _, b := range rt.Benchmarks {
+			found := false
+			for _, pb := range p.Benchmarks {
+				found = found || strings.HasPrefix(pb.Guest().Label(), b)
+			}
+			if !found {
+				ps.errorf(path+".benchmarks", "table %q: no benchmark of the pipeline starts with %q", t.Name, b)
+			}
+		}
+		t.Benchmarks = rt.Benchmarks
 		if ch := rt.Change; ch != (rawChange{}) {
 			c := Comparison{Base: ch.Base, Other: ch.Other}
 			switch {

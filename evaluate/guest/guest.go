@@ -49,6 +49,15 @@ const (
 	BenchStressNGKill = "stress-ng-kill"
 )
 
+// Counters of a loop's Result: the system and user time (getrusage of
+// the benchmark's thread) over the whole timed loop, in ns. The bridge
+// loop sets them (its thread asked about time(1)'s sys); evaluate turns
+// CounterSysNS into a "sys ns/op" sample.
+const (
+	CounterSysNS  = "sys_ns"
+	CounterUserNS = "user_ns"
+)
+
 // Benchmarks lists every benchmark name in a stable order.
 var Benchmarks = []string{BenchKill, BenchKillChild, BenchGetppid, BenchGetpgid, BenchFork, BenchExecve, BenchRCU, BenchBridge}
 
@@ -205,7 +214,7 @@ type Result struct {
 	// Runs holds per-run statistics of the rcu benchmark.
 	Runs []RunStat `json:"runs,omitempty"`
 	// Counters holds external counters (perf stat on SSH targets,
-	// stress-ng's miscellaneous metrics).
+	// stress-ng's miscellaneous metrics, CounterSysNS).
 	Counters map[string]float64 `json:"counters,omitempty"`
 	// Skipped says why the benchmark did not run ("no bridge support").
 	Skipped string `json:"skipped,omitempty"`

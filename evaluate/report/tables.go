@@ -32,10 +32,14 @@ type TableRow struct {
 
 // AddTable appends a Table over r.Benchmarks (call it after AddResults):
 // a row for every benchmark and metric with samples of at least one of
-// columns; change, when set, names the Comparison of its column.
-func (r *Report) AddTable(name string, columns []string, changeName string, change *Pair) {
+// columns, only the benchmarks whose name starts with one of only when
+// only is set; change, when set, names the Comparison of its column.
+func (r *Report) AddTable(name string, columns, only []string, changeName string, change *Pair) {
 	t := Table{Name: name, Columns: append([]string(nil), columns...), ChangeName: changeName}
 	for _, b := range r.Benchmarks {
+		if len(only) > 0 && !hasPrefix(b.Name, only) {
+			continue
+		}
 		row := TableRow{Benchmark: b.Name, Metric: b.Metric, Unit: b.Unit, Source: b.Source, HigherIsBetter: b.HigherIsBetter,
 			Means: make([]float64, len(columns)), N: make([]int, len(columns))}
 		any := false
@@ -136,4 +140,13 @@ func (t Table) caption() string {
 		s += fmt.Sprintf("; %s = %s over %s (%s)", t.ChangeName, c.Other, c.Base, strings.TrimSpace(c.Label()))
 	}
 	return s
+}
+
+func hasPrefix(s string, prefixes []string) bool {
+	for _, p := range prefixes {
+		if strings.HasPrefix(s, p) {
+			return true
+		}
+	}
+	return false
 }

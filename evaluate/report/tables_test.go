@@ -27,7 +27,7 @@ func TestSeedTable(t *testing.T) {
 	if err := r.AddResults(ss, Spec{Comparisons: []Pair{{"disabled", "enforcing"}}}); err != nil {
 		t.Fatal(err)
 	}
-	r.AddTable("SELinux tax", []string{"enforcing", "permissive", "disabled"}, "SELinux tax", &Pair{"disabled", "enforcing"})
+	r.AddTable("SELinux tax", []string{"enforcing", "permissive", "disabled"}, nil, "SELinux tax", &Pair{"disabled", "enforcing"})
 	tb := r.Tables[0]
 	if len(tb.Rows) != 2 {
 		t.Fatalf("rows %+v, want stress-ng and kill (getppid has no sample of the columns)", tb.Rows)

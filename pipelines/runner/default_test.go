@@ -104,6 +104,25 @@ func TestRunDefaultBackport(t *testing.T) {
 	if !sawPerf || !sawLoop {
 		t.Errorf("benchmarks: perf bench usec/op %v, agent loop kill %v", sawPerf, sawLoop)
 	}
+	// Seed 002's perf bench syscall table: base vs test, usec/op and
+	// ops/sec from the guest's real perf, change %.
+	if len(r.Tables) != 1 || r.Tables[0].Name != "perf bench syscall" {
+		t.Fatalf("tables %+v", r.Tables)
+	}
+	perfRows := map[string]bool{}
+	for _, row := range r.Tables[0].Rows {
+		t.Logf("perf bench syscall table: %-40s %-10s base %.4f patched %.4f (n=%v) change %+.2f%%", row.Benchmark, row.Metric,
+			row.Means[0], row.Means[1], row.N, row.Change.Change)
+		if strings.HasPrefix(row.Benchmark, "perf bench syscall basic") && row.N[0] == 2 && row.N[1] == 2 && row.Change != nil {
+			perfRows[row.Metric] = true
+		}
+		if row.Benchmark == "kill" {
+			t.Errorf("the perf bench table has a kill row")
+		}
+	}
+	if !perfRows["usec/op"] || !perfRows["ops/sec"] {
+		t.Errorf("perf bench table rows: %+v", r.Tables[0].Rows)
+	}
 	txt, _ := os.ReadFile(res.Text)
 	// The text report wraps long lines: compare with whitespace folded.
 	flat := strings.Join(strings.Fields(string(txt)), " ")

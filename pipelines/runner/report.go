@@ -441,12 +441,30 @@ func buildReport(ev *evaluation, tree report.TreeInfo, byKey map[string]*build.A
 		return nil, err
 	}
 	for _, t := range p.Tables {
-		var ch *report.Pair
-		name := ""
-		if t.Change != nil {
-			ch, name = &report.Pair{Base: t.Change.Base, Other: t.Change.Other}, t.Change.Name
+		// With several arches the samples' variants are "name/arch":
+		// one table per arch.
+		suffixes := []string{""}
+		if len(p.Arches) > 1 {
+			suffixes = nil
+			for _, a := range p.Arches {
+				suffixes = append(suffixes, "/"+a)
+			}
 		}
-		r.AddTable(t.Name, t.Columns, name, ch)
+		for _, sfx := range suffixes {
+			var ch *report.Pair
+			name, title := "", t.Name
+			if sfx != "" {
+				title += " (" + sfx[1:] + ")"
+			}
+			if t.Change != nil {
+				ch, name = &report.Pair{Base: t.Change.Base + sfx, Other: t.Change.Other + sfx}, t.Change.Name
+			}
+			var cols []string
+			for _, c := range t.Columns {
+				cols = append(cols, c+sfx)
+			}
+			r.AddTable(title, cols, t.Benchmarks, name, ch)
+		}
 	}
 	return r, nil
 }
