@@ -2,6 +2,7 @@ package runner
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -83,4 +84,94 @@ func TestRunSELinuxTax(t *testing.T) {
 		}
 	}
 	t.Logf("report:\n%s", txt)
+}
+
+// runSeed runs shipped pipeline name for real with boots boots per
+// variant and no series, and returns its report and report text.
+func runSeed(t *testing.T, name string, boots int) (*report.Report, string) {
+	t.Helper()
+	repo := buildtest.Repo(t)
+	p, err := pipelines.Builtin(name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	opts := Options{Tree: repo, OutDir: t.TempDir(), Boots: boots}
+	env := Env{Store: openStore(t, filepath.Join(t.TempDir(), "patcheval.db")), CacheDir: buildtest.Options(t).CacheDir, Progress: progress.New(os.Stderr)}
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Minute)
+	defer cancel()
+	start := time.Now()
+	res, err := Run(ctx, env, p, opts)
+	if err != nil {
+		t.Fatalf("run %s: %v", name, err)
+	}
+	t.Logf("%s: %s wall", name, time.Since(start).Round(time.Second))
+	txt, err := os.ReadFile(res.Text)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("report:\n%s", txt)
+	return res.Report, string(txt)
+}
+
+// logTables logs every table row of r.
+func logTables(t *testing.T, r *report.Report) map[string]report.TableRow {
+	rows := map[string]report.TableRow{}
+	for _, tb := range r.Tables {
+		for _, row := range tb.Rows {
+			rows[tb.Name+": "+row.Benchmark+" "+row.Metric] = row
+			ch := ""
+			if row.Change != nil {
+				ch = fmt.Sprintf(" %s %+.2f%% (%s)", tb.ChangeName, row.Change.Change, row.Change.Label())
+			}
+			t.Logf("%s: %s %s %v = %v%s", tb.Name, row.Benchmark, row.Metric, tb.Columns, row.Means, ch)
+		}
+	}
+	return rows
+}
+
+// TestRunARM64Kill runs seed 004's arm64 pipeline for real: the arm64
+// boot kernel (cached) and the same with PREEMPT_DYNAMIC (a build of its
+// own), unpinned and pinned to CPU 0. Cross-process kill costs more per
+// op than self-kill, and the confound report names PREEMPT_RCU.
+func TestRunARM64Kill(t *testing.T) {
+	testenv.SkipUnlessLong(t, "an arm64 kernel with PREEMPT_DYNAMIC (a build of its own) and 8 deterministic QEMU boots with stress-ng")
+	r, _ := runSeed(t, "arm64-kill", 2)
+	rows := logTables(t, r)
+	self, cross := rows["self-kill vs cross-process kill: kill ns/op"], rows["self-kill vs cross-process kill: kill-child ns/op"]
+	if self.N == nil || cross.N == nil || self.N[0] < 2 || cross.Means[0] <= self.Means[0] {
+		t.Errorf("self-kill %+v, cross-process kill %+v: want both measured, cross-process dearer", self, cross)
+	}
+	for _, k := range []string{"PREEMPT_DYNAMIC on arm64: kill ns/op", "PREEMPT_DYNAMIC on arm64, taskset: kill-child ns/op",
+		"PREEMPT_DYNAMIC on arm64: stress-ng --kill 1 -t 5 bogo-ops/s (real time)"} {
+		if row, ok := rows[k]; !ok || row.Change == nil {
+			t.Errorf("no row %q with a delta", k)
+		}
+	}
+	rcu := false
+	for _, cf := range r.Confounds {
+		for _, d := range cf.Deltas {
+			rcu = rcu || (cf.Base == "vol-nodynamic" && cf.Other == "vol-dynamic" && d.Symbol == "PREEMPT_RCU" && d.To == "y")
+		}
+	}
+	if !rcu {
+		t.Errorf("the confound report does not name PREEMPT_RCU between vol-nodynamic and vol-dynamic: %+v", r.Confounds)
+	}
+}
+
+// TestRunBridgeLoop runs seed 003's bridge loop for real: the pseries
+// kernel with BRIDGE=y (a build of its own, mostly compiler-cache hits),
+// 100 add/del loops per measurement, time and sys time per loop.
+func TestRunBridgeLoop(t *testing.T) {
+	testenv.SkipUnlessLong(t, "a ppc64le kernel with BRIDGE (a build of its own) and 6 deterministic QEMU boots")
+	r, txt := runSeed(t, "bridge-loop", 2)
+	rows := logTables(t, r)
+	for _, m := range []string{"ns/op", "sys ns/op"} {
+		row, ok := rows["bridge add/del, 100 loops: bridge "+m]
+		if !ok || row.Change == nil || row.N[0] < 4 || row.Means[0] <= 0 {
+			t.Errorf("bridge %s: %+v", m, row)
+		}
+	}
+	if !strings.Contains(txt, "bridge [agent loop] (sys ns/op") {
+		t.Errorf("report has no sys time per loop")
+	}
 }
