@@ -8,27 +8,41 @@
 # kernels (the artifact store) cross veth links as between machines.
 #
 #   bench/farm-build.sh [--kernels N] [--seconds S]   # default 4 kernels, 20 s
+#   bench/farm-build.sh --fetch
 #
 # The kernels are a fake Kbuild-like tree whose compile takes S seconds
 # (sleep): the figure is the farm's scheduling and transfer overhead
 # against the parallelism it buys (expect near 0.5x for two workers when
-# S is large beside the overhead), not a kernel's compile time. A
-# real-kernel variant is not written. Prints the load average before and
-# after, and the BENCH line with both wall times and their ratio.
+# S is large beside the overhead), not a kernel's compile time.
+#
+# --fetch: a worker's first fetch of the whole imported 6.1 tree (the
+# suite's, PATCHEVAL_CACHE_DIR) into its empty mirror over serve's
+# /git/<id> (go-git, one commit by hash), against C git's `git clone
+# --bare` and `git fetch` of that commit from the same URL
+# (pipelines/service TestFarmTreeFetchBench; loopback, no root needed).
+#
+# Prints the load average before and after, and the BENCH lines.
 set -euo pipefail
 kernels=4
 seconds=20
+mode=build
 while [ $# -gt 0 ]; do
 	case $1 in
 	--kernels) kernels=$2; shift 2 ;;
 	--seconds) seconds=$2; shift 2 ;;
-	*) echo "usage: bench/farm-build.sh [--kernels N] [--seconds S]" >&2; exit 2 ;;
+	--fetch) mode=fetch; shift ;;
+	*) echo "usage: bench/farm-build.sh [--kernels N] [--seconds S] | --fetch" >&2; exit 2 ;;
 	esac
 done
 root=$(cd "$(dirname "$0")/.." && pwd)
 export PATH=$PATH:/usr/local/go/bin
 cd "$root"
 echo "load before: $(cut -d' ' -f1-3 /proc/loadavg)"
-PATCHEVAL_FARM_BENCH="$kernels,$seconds" go test ./pipelines/service/ -run '^TestFarmBuildBench$' -count=1 -timeout 0 -v |
+case $mode in
+build) export PATCHEVAL_FARM_BENCH="$kernels,$seconds" test=TestFarmBuildBench ;;
+fetch) export PATCHEVAL_FARM_FETCH_BENCH=1 test=TestFarmTreeFetchBench ;;
+esac
+start=$(date +%s)
+go test ./pipelines/service/ -run "^$test\$" -count=1 -timeout 0 -v |
 	grep -E '^BENCH|^(--- )?FAIL|^ok' || { echo "bench/farm-build.sh: the benchmark failed (run the go test above with -v)" >&2; exit 1; }
-echo "load after: $(cut -d' ' -f1-3 /proc/loadavg)"
+echo "load after: $(cut -d' ' -f1-3 /proc/loadavg); $(($(date +%s) - start)) s in all"

@@ -246,7 +246,8 @@ func TestFarmCoordinatorRole(t *testing.T) {
 	s, base := testServiceOn(t, cfg, ":0")
 	_, port, _ := net.SplitHostPort(strings.TrimPrefix(base, "http://"))
 	c := &farmCoord{spec: spec, db: db, port: port, tokFile: tokFile}
-	if spec.Scenario == "boot" {
+	switch spec.Scenario {
+	case "boot":
 		farmBootScenario(t, s, c)
 		return
 	}
