@@ -29,31 +29,7 @@ func TestUserlandToolsDebianKernel(t *testing.T) {
 	}
 	ctx := context.Background()
 	cache := xdg.CacheDir()
-	out, err := exec.Command("apt-cache", "depends", "linux-image-cloud-amd64").Output()
-	if err != nil {
-		t.Fatal(err)
-	}
-	var pkg string
-	for _, l := range strings.Split(string(out), "\n") {
-		if f := strings.Fields(l); len(f) == 2 && f[0] == "Depends:" && strings.HasPrefix(f[1], "linux-image-") {
-			pkg = f[1]
-		}
-	}
-	if pkg == "" {
-		t.Fatalf("linux-image-cloud-amd64 depends on no image:\n%s", out)
-	}
-	deb, err := userland.Fetch(ctx, "x86_64", pkg, cache)
-	if err != nil {
-		t.Fatal(err)
-	}
-	dir := t.TempDir()
-	if o, err := exec.Command("dpkg-deb", "-x", deb, dir).CombinedOutput(); err != nil {
-		t.Fatalf("dpkg-deb -x %s: %v\n%s", deb, err, o)
-	}
-	imgs, _ := filepath.Glob(filepath.Join(dir, "boot", "vmlinuz-*"))
-	if len(imgs) != 1 {
-		t.Fatalf("no vmlinuz in %s", deb)
-	}
+	img := debianKernel(t)
 	u, err := userland.Build(ctx, "x86_64", []string{"stress-ng", "perf"}, cache, os.Stderr)
 	if err != nil {
 		t.Fatal(err)
@@ -62,7 +38,7 @@ func TestUserlandToolsDebianKernel(t *testing.T) {
 	if testing.Verbose() {
 		cfg.Console = &testLog{t: t}
 	}
-	res, err := New(cfg).Boot(ctx, evaluate.Kernel{Variant: "debian", Arch: "x86_64", Image: imgs[0]}, guest.Plan{Benchmarks: []guest.Bench{
+	res, err := New(cfg).Boot(ctx, evaluate.Kernel{Variant: "debian", Arch: "x86_64", Image: img}, guest.Plan{Benchmarks: []guest.Bench{
 		{Name: guest.BenchStressNG, Args: []string{"--kill", "1", "-t", "3"}},
 		{Name: guest.BenchPerfBench, Args: []string{"syscall", "basic", "-l", "50000"}},
 		{Name: guest.BenchKill, Ops: 50000},
@@ -112,4 +88,36 @@ func checkToolSamples(t *testing.T, res *evaluate.BootResult, sng, perf string) 
 		t.Fatalf("info %+v", info)
 	}
 	t.Logf("guest perf events: %s; boot %.1fs", info.PerfEvents, res.Duration.Seconds())
+}
+
+// debianKernel is the image of Debian's x86_64 cloud kernel
+// (linux-image-cloud-amd64's dependency, through apt, cached).
+func debianKernel(t *testing.T) string {
+	t.Helper()
+	out, err := exec.Command("apt-cache", "depends", "linux-image-cloud-amd64").Output()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var pkg string
+	for _, l := range strings.Split(string(out), "\n") {
+		if f := strings.Fields(l); len(f) == 2 && f[0] == "Depends:" && strings.HasPrefix(f[1], "linux-image-") {
+			pkg = f[1]
+		}
+	}
+	if pkg == "" {
+		t.Fatalf("linux-image-cloud-amd64 depends on no image:\n%s", out)
+	}
+	deb, err := userland.Fetch(context.Background(), "x86_64", pkg, xdg.CacheDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	if o, err := exec.Command("dpkg-deb", "-x", deb, dir).CombinedOutput(); err != nil {
+		t.Fatalf("dpkg-deb -x %s: %v\n%s", deb, err, o)
+	}
+	imgs, _ := filepath.Glob(filepath.Join(dir, "boot", "vmlinuz-*"))
+	if len(imgs) != 1 {
+		t.Fatalf("no vmlinuz in %s", deb)
+	}
+	return imgs[0]
 }
