@@ -51,6 +51,13 @@ type Sample struct {
 	Deterministic bool `json:"deterministic,omitempty"`
 }
 
+// BootInitramfs stands in Environment.QEMUArgs for the initramfs a QEMU
+// boot ran with: a file patcheval writes for each boot (the guest agent
+// as /init, the boot's plan, the userland archive) and removes when the
+// boot ends, so that the recorded command line names no file that is
+// gone. A reproducer's qemu.txt gives it as "$INITRAMFS".
+const BootInitramfs = "$INITRAMFS"
+
 // Environment records what a run ran on.
 type Environment struct {
 	KernelRelease string   `json:"kernel_release,omitempty"`

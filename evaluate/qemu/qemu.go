@@ -17,6 +17,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strings"
 	"sync"
 	"syscall"
@@ -166,6 +167,19 @@ func (t *Target) Command(k evaluate.Kernel, initrd string) (argv []string, cmdli
 	return argv, cmdline, kvm, nil
 }
 
+// RecordedArgs is argv as a boot's Environment records it: the per-boot
+// initramfs initrd (removed when the boot ends) named
+// evaluate.BootInitramfs.
+func RecordedArgs(argv []string, initrd string) []string {
+	out := slices.Clone(argv)
+	for i, a := range out {
+		if a == initrd {
+			out[i] = evaluate.BootInitramfs
+		}
+	}
+	return out
+}
+
 // Boot boots k once and runs plan p in it.
 func (t *Target) Boot(ctx context.Context, k evaluate.Kernel, p guest.Plan) (*evaluate.BootResult, error) {
 	m, err := MachineFor(k.Arch)
@@ -218,7 +232,7 @@ func (t *Target) Boot(ctx context.Context, k evaluate.Kernel, p guest.Plan) (*ev
 	res := &evaluate.BootResult{
 		Output: &guest.Output{},
 		Env: evaluate.Environment{
-			ConfigHash: k.ConfigHash, Cmdline: cmdline, Target: "qemu", QEMUArgs: argv,
+			ConfigHash: k.ConfigHash, Cmdline: cmdline, Target: "qemu", QEMUArgs: RecordedArgs(argv, initrd),
 			Host: host, AgentVersion: guest.Version, Deterministic: t.cfg.Deterministic, KVM: kvm,
 		},
 	}

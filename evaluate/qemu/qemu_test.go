@@ -6,6 +6,7 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -123,6 +124,11 @@ func TestRunDeterministic(t *testing.T) {
 		r := rec.Result
 		if !r.Env.Deterministic || r.Env.KernelRelease == "" || r.Output.Info == nil {
 			t.Errorf("%v: env %+v info %+v", rec.Key, r.Env, r.Output.Info)
+		}
+		// The recorded command line names the per-boot initramfs (gone
+		// after the boot) by its placeholder.
+		if i := slices.Index(r.Env.QEMUArgs, "-initrd"); i < 0 || i+1 >= len(r.Env.QEMUArgs) || r.Env.QEMUArgs[i+1] != evaluate.BootInitramfs {
+			t.Errorf("%v: recorded QEMU command %q: want -initrd %s", rec.Key, r.Env.QEMUArgs, evaluate.BootInitramfs)
 		}
 		if rec.Key.Variant == "a" && !strings.Contains(r.Output.Info.Cmdline, "selinux=0") {
 			t.Errorf("variant a cmdline %q lacks selinux=0", r.Output.Info.Cmdline)

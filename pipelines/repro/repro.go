@@ -24,6 +24,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -220,6 +221,14 @@ func Build(st *store.Store, id int64, o Options) (*Repro, error) {
 
 	// The boots.
 	var qemu, guest strings.Builder
+	for _, run := range runs {
+		if slices.Contains(run.Env.QEMUArgs, evaluate.BootInitramfs) {
+			fmt.Fprintf(&qemu, "# $INITRAMFS is the initramfs patcheval wrote for each boot (guest agent %s as /init, the boot's\n"+
+				"# plan, the userland archive) and removed after it; repro.sh makes it again by running patcheval.\n",
+				orNone(run.Env.AgentVersion))
+			break
+		}
+	}
 	for _, run := range runs {
 		m.Runs = append(m.Runs, Run{Variant: run.Variant, Boot: run.Boot, Status: string(run.Status), QEMU: run.Env.QEMUArgs,
 			Target: run.Env.Target, KernelRelease: run.Env.KernelRelease, AgentVersion: run.Env.AgentVersion, Deterministic: run.Env.Deterministic})
@@ -426,6 +435,9 @@ func shellJoin(args []string) string {
 }
 
 func shellQuote(s string) string {
+	if s == evaluate.BootInitramfs {
+		return `"` + s + `"`
+	}
 	if s != "" && strings.Trim(s, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-_=+,.:/@%") == "" {
 		return s
 	}

@@ -71,7 +71,8 @@ func seed(t *testing.T) (*store.Store, int64, []evaluate.Sample) {
 			smp := []evaluate.Sample{{Variant: v.Name, Benchmark: "kill", Metric: "ns/op", Value: 955 + float64(10*i+boot), Unit: "ns/op", Boot: boot, Deterministic: true,
 				Time: time.Unix(0, 0)}}
 			env := evaluate.Environment{Target: "qemu", KernelRelease: "6.1.0", AgentVersion: "agent-1.2", Deterministic: true,
-				QEMUArgs: []string{"qemu-system-ppc64", "-M", "pseries", "-append", "console=hvc0 preempt=" + v.Name, "-icount", "shift=0,sleep=off"}}
+				QEMUArgs: []string{"qemu-system-ppc64", "-M", "pseries", "-append", "console=hvc0 preempt=" + v.Name, "-icount", "shift=0,sleep=off",
+					"-initrd", evaluate.BootInitramfs}}
 			if err := st.FinishRun(run, store.RunOK, env, nil, smp); err != nil {
 				t.Fatal(err)
 			}
@@ -117,7 +118,10 @@ func TestBuildFromStore(t *testing.T) {
 	if tc := file("toolchains.txt"); !strings.Contains(tc, "full (ppc64le): powerpc64le-linux-gnu-gcc (Debian 12.2.0-14) 12.2.0; make GNU Make 4.3") {
 		t.Errorf("toolchains.txt: %q", tc)
 	}
-	if q := file("qemu.txt"); !strings.Contains(q, "qemu-system-ppc64 -M pseries -append 'console=hvc0 preempt=voluntary+dyn@full' -icount shift=0,sleep=off") {
+	// The per-boot initramfs is gone after the boot: qemu.txt names it
+	// $INITRAMFS and says what it held, not a temporary path.
+	if q := file("qemu.txt"); !strings.Contains(q, "qemu-system-ppc64 -M pseries -append 'console=hvc0 preempt=voluntary+dyn@full' -icount shift=0,sleep=off -initrd \"$INITRAMFS\"\n") ||
+		!strings.HasPrefix(q, "# $INITRAMFS is the initramfs patcheval wrote for each boot (guest agent agent-1.2 as /init") {
 		t.Errorf("qemu.txt: %q", q)
 	}
 	if g := file("guest.txt"); !strings.Contains(g, "full boot 2: kernel 6.1.0, agent agent-1.2, deterministic true") {
