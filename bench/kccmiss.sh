@@ -7,6 +7,9 @@
 #   kcc    through a wrapper with an empty store (a cold miss: preprocess,
 #          hash, compile the preprocessed text, store)
 #   hit    the same wrapper again (the object now in its store)
+#   plain+thp  the compiler alone with the huge-page library a wrapper
+#          preloads into it (kcc-thp.so beside the wrapper, when there is
+#          one): what the library alone saves, apart from caching
 # Figures are CPU time (user+sys of all processes, /usr/bin/time), so they
 # hold up better than wall time on a loaded machine; wall is shown too.
 #
@@ -22,6 +25,10 @@ shift $(($# < 2 ? $# : 2))
 cache=${PATCHEVAL_CACHE_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/patcheval}
 wrappers=("$@")
 [ ${#wrappers[@]} -gt 0 ] || wrappers=("$cache/kcc/bin/kcc")
+shim=
+for w in "${wrappers[@]}"; do
+	[ -n "$shim" ] || [ ! -f "$(dirname "$w")/kcc-thp.so" ] || shim=$(dirname "$w")/kcc-thp.so
+done
 bench=${BENCH_DIR:-$(mktemp -d /tmp/patcheval-bench-kccmiss.XXXXXX)}
 mkdir -p "$bench"
 [ -x /usr/bin/time ] || { echo "kccmiss.sh: /usr/bin/time missing (apt-get install time)" >&2; exit 3; }
@@ -70,6 +77,7 @@ for c in "${picked[@]}"; do
 		esac
 	done
 	run plain "${args[@]}"
+	[ -z "$shim" ] || run plain+thp env LD_PRELOAD="$shim" "${args[@]}"
 	for w in "${wrappers[@]}"; do
 		store=$bench/store
 		rm -rf "$store"
@@ -79,7 +87,7 @@ for c in "${picked[@]}"; do
 			PATCHEVAL_KCC_LOG="$bench/kcc.log" TMPDIR="$bench" "$w" "${args[@]}"
 	done
 done
-for label in plain $(for w in "${wrappers[@]}"; do echo "kcc:$w hit:$w"; done); do
+for label in plain ${shim:+plain+thp} $(for w in "${wrappers[@]}"; do echo "kcc:$w hit:$w"; done); do
 	printf '%-60s cpu %7.2f s (%.3fx plain)  wall %7.2f s\n' "$label" "${cpu[$label]}" \
 		"$(echo "${cpu[$label]} / ${cpu[plain]}" | bc -l)" "${wall[$label]}" | tee -a "$bench/results.txt"
 done

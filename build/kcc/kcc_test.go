@@ -455,3 +455,87 @@ func TestCheck(t *testing.T) {
 		t.Fatalf("Check of a non-executable: %v", err)
 	}
 }
+
+// hugeProbe is a stand-in compiler: it maps 4 MiB of anonymous memory the
+// way GCC's heap does and writes that mapping's VmFlags (from
+// /proc/self/smaps) to its -o file, or to stdout.
+const hugeProbe = `#include <stdio.h>
+#include <string.h>
+#include <sys/mman.h>
+int main(int argc, char **argv)
+{
+	char *p = mmap(NULL, 4 << 20, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	char line[1024], flags[1024] = "VmFlags: none\n";
+	unsigned long lo, hi;
+	int in = 0;
+	FILE *f = fopen("/proc/self/smaps", "r"), *o = stdout;
+	if (p == MAP_FAILED || !f)
+		return 3;
+	p[0] = 1;
+	while (fgets(line, sizeof line, f)) {
+		if (sscanf(line, "%lx-%lx ", &lo, &hi) == 2)
+			in = (unsigned long)p >= lo && (unsigned long)p < hi;
+		else if (in && strncmp(line, "VmFlags:", 8) == 0)
+			strcpy(flags, line);
+	}
+	for (int i = 1; i + 1 < argc; i++)
+		if (strcmp(argv[i], "-o") == 0 && !(o = fopen(argv[i + 1], "w")))
+			return 4;
+	fputs(flags, o);
+	return fclose(o) != 0;
+}
+`
+
+// The compiler runs with the huge-page library preloaded, on both paths
+// (a cacheable compile's preprocess and compile, and a pass-through): a
+// large anonymous mapping of its carries the advice (VmFlags "hg"), which
+// the same program run directly does not. That the advice changes no
+// object is what every compileCheck above shows: those compiles run gcc
+// with the library too.
+func TestCompilerGetsHugePageAdvice(t *testing.T) {
+	needGCC(t)
+	if _, err := os.Stat("/sys/kernel/mm/transparent_hugepage/enabled"); err != nil {
+		t.Skip("kernel without transparent huge pages")
+	}
+	p := newProject(t, baseFiles)
+	if _, err := os.Stat(filepath.Join(filepath.Dir(p.wrapper), shimName)); err != nil {
+		t.Fatalf("Install left no %s beside the wrapper: %v", shimName, err)
+	}
+	dir := t.TempDir()
+	probe := filepath.Join(dir, "probe")
+	os.WriteFile(probe+".c", []byte(hugeProbe), 0o644)
+	if out, err := exec.Command("gcc", "-O2", "-o", probe, probe+".c").CombinedOutput(); err != nil {
+		t.Fatalf("building the probe: %v\n%s", err, out)
+	}
+	direct, err := exec.Command(probe).Output()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(string(direct), " hg") {
+		t.Fatalf("the probe run directly already has the advice: %s", direct)
+	}
+
+	// A cacheable compile: the probe writes its flags as the object.
+	cmd := exec.Command(p.wrapper, append([]string{probe}, p.args("a.c", "a.o")...)...)
+	cmd.Dir = p.out
+	cmd.Env = append(os.Environ(), Env(p.store, p.src, p.log)...)
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("compile through kcc: %v\n%s", err, out)
+	}
+	if s := p.stats(); s.Misses != 1 {
+		t.Fatalf("the probe's compile was not a kcc miss: %+v", s)
+	}
+	if obj := p.read("a.o"); !strings.Contains(string(obj), " hg") {
+		t.Errorf("the compiler kcc ran had no huge-page advice: %s", obj)
+	}
+	// A pass-through (not a compile): exec'd with the same environment.
+	cmd = exec.Command(p.wrapper, probe, "--version")
+	cmd.Env = append(os.Environ(), Env(p.store, p.src, p.log)...)
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(out), " hg") {
+		t.Errorf("the compiler kcc passed through had no huge-page advice: %s", out)
+	}
+}
