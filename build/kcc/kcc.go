@@ -37,7 +37,6 @@
 package kcc
 
 import (
-	"bufio"
 	"bytes"
 	"crypto/sha256"
 	_ "embed"
@@ -555,11 +554,12 @@ func (c *compile) run(cc string, args []string, store string) (int, error) {
 		logf("uncached preprocess-failed %s", c.output)
 		return runCC(cc, args, nil), nil
 	}
-	text, err := os.ReadFile(tmpName)
+	text, unmap, err := mapFile(tmpName)
 	if err != nil {
 		return 0, err
 	}
 	key, cacheable := c.key(cc, args, text)
+	unmap()
 	if !cacheable {
 		logf("uncached text %s", c.output)
 		return runCC(cc, c.rewrite(args, true, c.output, c.input), nil), nil
@@ -662,10 +662,10 @@ func lockKey(store, key string) (unlock func()) {
 // dependency-file and output names, the workspace prefix normalised) and
 // the preprocessed text (line markers and blank lines removed unless -g).
 func (c *compile) key(cc string, args []string, text []byte) (string, bool) {
-	if bytes.Contains(text, []byte("incbin")) || bytes.Contains(text, []byte(".include")) {
+	if containsAt(text, "inc", "bin") || bytes.Contains(text, []byte(".include")) {
 		return "", false // the object embeds a file the text does not show
 	}
-	keepMarkers := c.debug || bytes.Contains(text, []byte("__builtin_FILE")) || bytes.Contains(text, []byte("__builtin_LINE"))
+	keepMarkers := c.debug || containsAt(text, "__builtin_", "FILE") || containsAt(text, "__builtin_", "LINE")
 	h := sha256.New()
 	fmt.Fprintf(h, "%s\x00%s\x00", version, c.lang)
 	if p, err := exec.LookPath(cc); err == nil {
@@ -694,23 +694,50 @@ func (c *compile) key(cc string, args []string, text []byte) (string, bool) {
 	return hex.EncodeToString(h.Sum(nil)), true
 }
 
-// writeStripped writes text without line markers (# 12 "file" flags) and
-// without blank lines.
-func writeStripped(w io.Writer, text []byte) {
-	bw := bufio.NewWriterSize(w, 64<<10)
-	for len(text) > 0 {
-		var line []byte
-		if i := bytes.IndexByte(text, '\n'); i >= 0 {
-			line, text = text[:i+1], text[i+1:]
-		} else {
-			line, text = text, nil
+// containsAt is bytes.Contains(text, pre+anchor), searching for anchor:
+// bytes.Index hops from one occurrence of its pattern's first byte to the
+// next, and "_", "i" are among the commonest bytes of preprocessed C while
+// "F", "L", "b" are rare (a whole-text search for "__builtin_FILE" took
+// longer than hashing the text).
+func containsAt(text []byte, pre, anchor string) bool {
+	for off := len(pre); off <= len(text); {
+		i := bytes.Index(text[off:], []byte(anchor))
+		if i < 0 {
+			return false
 		}
-		if isMarker(line) || len(bytes.TrimSpace(line)) == 0 {
-			continue
+		i += off
+		if string(text[i-len(pre):i]) == pre {
+			return true
 		}
-		bw.Write(line)
+		off = i + 1
 	}
-	bw.Flush()
+	return false
+}
+
+// writeStripped writes text without line markers (# 12 "file" flags) and
+// without blank lines. Runs of kept lines go to w in one write.
+func writeStripped(w io.Writer, text []byte) {
+	kept := 0 // start of the run of kept lines not yet written
+	for i := 0; i < len(text); {
+		end := len(text)
+		if j := bytes.IndexByte(text[i:], '\n'); j >= 0 {
+			end = i + j + 1
+		}
+		// Most lines start with a byte that is neither '#' nor (ASCII or
+		// Unicode) space: kept without a closer look.
+		if b := text[i]; b == '#' || b <= ' ' || b >= 0x80 {
+			if line := text[i:end]; isMarker(line) || len(bytes.TrimSpace(line)) == 0 {
+				if kept < i {
+					w.Write(text[kept:i])
+				}
+				kept = end
+			}
+		}
+		i = end
+	}
+	if kept < len(text) {
+		w.Write(text[kept:])
+	}
 }
 
 // isMarker reports a preprocessor line marker: `# 123 "file"` (or #line).
@@ -724,6 +751,29 @@ func isMarker(l []byte) bool {
 	}
 	r = bytes.TrimLeft(r, " \t")
 	return len(r) > 0 && r[0] >= '0' && r[0] <= '9'
+}
+
+// mapFile maps the preprocessed file read-only: reading several megabytes
+// into a fresh heap would cost a page fault per 4 KiB (the kernel maps a
+// file's cached pages 64 KiB at a time) and a copy. unmap releases it; the
+// file is the wrapper's own and nothing truncates it meanwhile.
+func mapFile(path string) (text []byte, unmap func(), err error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, nil, err
+	}
+	defer f.Close()
+	st, err := f.Stat()
+	if err != nil {
+		return nil, nil, err
+	}
+	if st.Size() > 0 && st.Size() == int64(int(st.Size())) {
+		if b, err := syscall.Mmap(int(f.Fd()), 0, int(st.Size()), syscall.PROT_READ, syscall.MAP_SHARED); err == nil {
+			return b, func() { syscall.Munmap(b) }, nil
+		}
+	}
+	b, err := io.ReadAll(f)
+	return b, func() {}, err
 }
 
 func removeArg(args []string, a string) []string {

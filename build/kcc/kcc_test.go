@@ -539,3 +539,49 @@ func TestCompilerGetsHugePageAdvice(t *testing.T) {
 		t.Errorf("the compiler kcc passed through had no huge-page advice: %s", out)
 	}
 }
+
+// writeStripped writes runs of lines at once and looks closely only at
+// lines that start with '#' or a space: the same bytes as dropping marker
+// and blank lines one line at a time (the hash, and so every stored key,
+// depends on it).
+func TestStripRunsMatchLineByLine(t *testing.T) {
+	lines := []string{"# 1 \"a.c\"\n", "#line 3 \"b.h\" 2\n", "int a;\n", "\n", "   \n", "\t\n", "\v\f\r\n",
+		"\u00a0\n", "\u00a0x\n", "  int b;\n", "#pragma once\n", "#define X 1\n", "# define Y\n", "#\n", "x", "#", " ", "\x01\n"}
+	byLine := func(text []byte) []byte {
+		var out []byte
+		for len(text) > 0 {
+			line := text
+			if i := bytes.IndexByte(text, '\n'); i >= 0 {
+				line = text[:i+1]
+			}
+			text = text[len(line):]
+			if !isMarker(line) && len(bytes.TrimSpace(line)) > 0 {
+				out = append(out, line...)
+			}
+		}
+		return out
+	}
+	// Every sequence of three lines, and each line last without its newline.
+	for _, a := range lines {
+		for _, b := range lines {
+			for _, c := range lines {
+				text := []byte(a + b + c)
+				var got bytes.Buffer
+				writeStripped(&got, text)
+				if want := byLine(text); !bytes.Equal(got.Bytes(), want) {
+					t.Fatalf("%q: got %q want %q", text, got.Bytes(), want)
+				}
+			}
+		}
+	}
+}
+
+func TestContainsAt(t *testing.T) {
+	text := []byte("x = __builtin_expect(a, 0); asm(\".incbi\" \"n\"); FILE *f; __builtin_LINE();")
+	for _, p := range [][2]string{{"__builtin_", "FILE"}, {"__builtin_", "LINE"}, {"__builtin_", "expect"}, {"inc", "bin"},
+		{"x = ", "__"}, {"", "x"}, {"LINE();", ""}, {"__builtin_LINE();", "z"}} {
+		if got, want := containsAt(text, p[0], p[1]), bytes.Contains(text, []byte(p[0]+p[1])); got != want {
+			t.Errorf("containsAt(%q, %q) = %v, bytes.Contains says %v", p[0], p[1], got, want)
+		}
+	}
+}
