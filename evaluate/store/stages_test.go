@@ -217,3 +217,50 @@ func TestInterruptRuns(t *testing.T) {
 		}
 	})
 }
+
+// TestStageSpans: a stage's jobs that ran at the same time (three
+// kernels built side by side) count once in its wall time, the jobs'
+// added-up time is kept as Busy, and time added without a span (an older
+// patcheval's) counts as it was.
+func TestStageSpans(t *testing.T) {
+	eachDB(t, func(t *testing.T, db string) {
+		s, _ := openTemp(t, db)
+		e, _, err := s.CreateOrResumeEvaluation("k", EvaluationMeta{Pipeline: "p"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t0 := time.Unix(1_700_000_000, 0)
+		min := time.Minute
+		err = s.Tx(context.Background(), func(tx *Tx) error {
+			for _, sp := range []struct {
+				stage      string
+				start, len time.Duration
+			}{
+				{"build", 0, 30 * min}, // three kernels at once:
+				{"build", 1 * min, 34 * min},
+				{"build", 2 * min, 32 * min}, // 0..35
+				{"build", 50 * min, 5 * min}, // a rebuild after a pause: 50..55
+				{"boot", 60 * min, min},      // serial boots: no overlap
+				{"boot", 62 * min, min},
+			} {
+				if err := s.AddSpanTx(tx, e.ID, sp.stage, t0.Add(sp.start), sp.len, ""); err != nil {
+					return err
+				}
+			}
+			return s.AddTimingTx(tx, e.ID, "build", 2*min, "") // no span
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		tm, err := s.Timings(e.ID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if b := tm["build"]; b.Duration != 42*min || b.Busy != 103*min {
+			t.Errorf("build: wall %s, busy %s; want 42m (35+5+2) and 1h43m", b.Duration, b.Busy)
+		}
+		if b := tm["boot"]; b.Duration != 2*min || b.Busy != 0 {
+			t.Errorf("boot: wall %s, busy %s; want 2m, and no busy time beside it", b.Duration, b.Busy)
+		}
+	})
+}

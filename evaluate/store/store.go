@@ -399,6 +399,9 @@ CREATE INDEX samples_by_run ON samples(run_id);
 	// 9: bisections inside a series run as queue work (see
 	// seriesbisect.go, pipelines/service).
 	migrationSeriesBisections,
+	// 10: when each job of a stage ran, for stages whose jobs run at the
+	// same time (see stages.go).
+	migrationStageSpans,
 }
 
 // SchemaVersion is the schema version this code writes.

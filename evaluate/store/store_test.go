@@ -410,8 +410,11 @@ func checkAfterCrash(t *testing.T, path string, finished map[evaluate.BootKey]in
 			t.Errorf("run %v was reported finished before the kill but is not in the resume set", k)
 		}
 	}
-	// At most one run may have committed without the child getting to print it.
-	if extra := len(fin) - len(finished); extra < 0 || extra > 1 {
+	// Runs may have committed after the last one the child printed, before
+	// the kill landed: how many depends on how soon this process read the
+	// line and signalled (under load, several). Those must be whole (below);
+	// none the child reported may be missing (above).
+	if extra := len(fin) - len(finished); extra < 0 {
 		t.Errorf("resume set has %d runs, the child reported %d finished", len(fin), len(finished))
 	}
 	runs, err := s.RunsOf(e.ID)

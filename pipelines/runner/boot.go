@@ -166,10 +166,10 @@ func recordBoot(ctx context.Context, env Env, ev *evaluation, tx *store.Tx, rec 
 		}
 	}
 	if res := rec.Result; res != nil {
-		if err := env.Store.AddTimingTx(tx, ev.id, "boot", res.FirstResult, ""); err != nil {
+		if err := env.Store.AddSpanTx(tx, ev.id, "boot", res.Started, res.FirstResult, ""); err != nil {
 			return err
 		}
-		if err := env.Store.AddTimingTx(tx, ev.id, "benchmark", res.Duration-res.FirstResult, ""); err != nil {
+		if err := env.Store.AddSpanTx(tx, ev.id, "benchmark", res.Started.Add(res.FirstResult), res.Duration-res.FirstResult, ""); err != nil {
 			return err
 		}
 	}

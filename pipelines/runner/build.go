@@ -107,7 +107,7 @@ func Build(ctx context.Context, env Env, id int64, key string) (err error) {
 		if _, err := env.Store.RecordBuildTx(tx, id, b); err != nil {
 			return err
 		}
-		if err := env.Store.AddTimingTx(tx, id, "build", time.Since(start), ""); err != nil {
+		if err := env.Store.AddSpanTx(tx, id, "build", start, time.Since(start), ""); err != nil {
 			return err
 		}
 		if buildErr != nil {

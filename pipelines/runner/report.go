@@ -219,9 +219,12 @@ func timings(env Env, ev *evaluation, byKey map[string]*build.Artifact, reportTi
 			cached++
 		}
 	}
-	out = append(out,
-		report.StageTiming{Stage: "build", Duration: stored["build"].Duration,
-			Note: fmt.Sprintf("%d kernel(s), %d cached", len(byKey), cached)})
+	bt := stored["build"]
+	note := fmt.Sprintf("%d kernel(s), %d cached", len(byKey), cached)
+	if bt.Busy > bt.Duration {
+		note += fmt.Sprintf("; %s added up over kernels built at once", bt.Busy.Round(time.Second))
+	}
+	out = append(out, report.StageTiming{Stage: "build", Duration: bt.Duration, Note: note})
 	if tools := ev.p.Tools(); len(tools) > 0 && ev.p.Target.Kind != "ssh" {
 		out = append(out, report.StageTiming{Stage: "userland", Duration: stored["userland"].Duration, Note: strings.Join(tools, ", ")})
 	}
