@@ -203,6 +203,9 @@ func (r *runner) run(ctx context.Context, logw io.Writer, parallel bool, targets
 		if r.jobserver != nil {
 			env = append(env, fmt.Sprintf("MAKEFLAGS=-j --jobserver-auth=3,4"))
 			extra = []*os.File{r.jobserver.r, r.jobserver.w}
+			if r.kcc != "" {
+				env = append(env, kcc.JobserverEnv(r.jobserver.path))
+			}
 		} else {
 			args = append(args[:1], append([]string{fmt.Sprintf("-j%d", max(1, r.jobs))}, args[1:]...)...)
 		}
@@ -336,17 +339,47 @@ func (r *runner) makeFailure(ctx context.Context, err error, lines []string, log
 }
 
 // jobserver is a GNU make jobserver pipe shared by concurrent builds so
-// that together they stay within one -j budget.
+// that together they stay within one -j budget. It is a named pipe (in a
+// private temporary directory) so that kcc, whose compiles make does not
+// hand the pipe's descriptors, can open it and lend its job slot while it
+// waits for another build's compile of the same object
+// (kcc.JobserverEnv).
 type jobserver struct {
 	r, w *os.File
+	path string
 }
 
 func newJobserver(tokens int) (*jobserver, error) {
-	r, w, err := os.Pipe()
+	dir, err := os.MkdirTemp("", "patcheval-jobserver-")
 	if err != nil {
 		return nil, err
 	}
-	js := &jobserver{r: r, w: w}
+	path := filepath.Join(dir, "fifo")
+	if err := syscall.Mkfifo(path, 0o600); err != nil {
+		os.RemoveAll(dir)
+		return nil, err
+	}
+	// Two descriptors, both read-write (a named pipe opened so never
+	// waits for its other end), blocking as make expects.
+	open := func() (*os.File, error) {
+		fd, err := syscall.Open(path, syscall.O_RDWR|syscall.O_CLOEXEC, 0)
+		if err != nil {
+			return nil, err
+		}
+		return os.NewFile(uintptr(fd), path), nil
+	}
+	r, err := open()
+	if err != nil {
+		os.RemoveAll(dir)
+		return nil, err
+	}
+	w, err := open()
+	if err != nil {
+		r.Close()
+		os.RemoveAll(dir)
+		return nil, err
+	}
+	js := &jobserver{r: r, w: w, path: path}
 	js.add(tokens)
 	return js, nil
 }
@@ -371,4 +404,5 @@ func (j *jobserver) take(n int) {
 func (j *jobserver) close() {
 	j.r.Close()
 	j.w.Close()
+	os.RemoveAll(filepath.Dir(j.path))
 }

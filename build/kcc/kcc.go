@@ -60,6 +60,7 @@ const (
 	envDir     = "PATCHEVAL_KCC_DIR"     // the object store
 	envBaseDir = "PATCHEVAL_KCC_BASEDIR" // prefix replaced in arguments (the workspace)
 	envLog     = "PATCHEVAL_KCC_LOG"     // per-build statistics log, one word per compile
+	envJobs    = "PATCHEVAL_KCC_JOBS"    // the build's make jobserver as a named pipe (JobserverEnv)
 	envTmp     = "TMPDIR"
 )
 
@@ -325,6 +326,13 @@ func Env(storeDir, baseDir, logPath string) []string {
 	return []string{envMode + "=1", envDir + "=" + storeDir, envBaseDir + "=" + baseDir, envLog + "=" + logPath}
 }
 
+// JobserverEnv is the variable that tells the wrapper where the make
+// jobserver its compiles run under can be opened (a named pipe, the one
+// make was given as --jobserver-auth): a compile that waits for another
+// build's compile of the same object gives its job slot back while it
+// waits (see lockKey).
+func JobserverEnv(fifo string) string { return envJobs + "=" + fifo }
+
 // Stats counts a build's compiles by outcome.
 type Stats struct {
 	Hits, Misses, Uncached int
@@ -572,7 +580,7 @@ func (c *compile) run(cc string, args []string, store string) (int, error) {
 	// kernels) miss on the same objects at about the same time: one
 	// compiles while the others wait for its object instead of compiling
 	// it again.
-	if unlock := lockKey(store, key); unlock != nil {
+	if unlock := lockKey(store, key, os.Getenv(envJobs)); unlock != nil {
 		defer unlock()
 		if hit, err := c.fetch(obj, key); hit || err != nil {
 			return 0, err
@@ -632,7 +640,14 @@ func (c *compile) fetch(obj, key string) (bool, error) {
 // two keys that share one wait for each other's compile, rarely. It
 // returns nil when there is no lock to take (the compile then goes ahead
 // unlocked); the kernel drops the lock if the wrapper dies.
-func lockKey(store, key string) (unlock func()) {
+//
+// Waiting holds a job slot of make's budget that compiles nothing: two
+// kernels built together that share most objects (base and patched) would
+// keep one core idle while one waits for the other's compiles. With
+// jobserver (a named pipe holding the budget's tokens) the wait first
+// puts a token in it, so make starts another job, and takes one back
+// before going on, so the budget holds.
+func lockKey(store, key, jobserver string) (unlock func()) {
 	dir := filepath.Join(store, "locks")
 	p := filepath.Join(dir, key[:3])
 	f, err := os.OpenFile(p, os.O_RDWR|os.O_CREATE, 0o644)
@@ -645,17 +660,54 @@ func lockKey(store, key string) (unlock func()) {
 	if err != nil {
 		return nil
 	}
-	for {
-		err = syscall.Flock(int(f.Fd()), syscall.LOCK_EX)
-		if err != syscall.EINTR {
-			break
-		}
+	err = flock(f, syscall.LOCK_EX|syscall.LOCK_NB)
+	if err == syscall.EWOULDBLOCK {
+		lent := lendSlot(jobserver)
+		err = flock(f, syscall.LOCK_EX)
+		lent()
 	}
 	if err != nil {
 		f.Close()
 		return nil
 	}
 	return func() { f.Close() }
+}
+
+func flock(f *os.File, how int) error {
+	for {
+		if err := syscall.Flock(int(f.Fd()), how); err != syscall.EINTR {
+			return err
+		}
+	}
+}
+
+// lendSlot gives this compile's job slot to the jobserver at path (a
+// token written into it) and returns the function that takes one back,
+// waiting for a running job to return it. Without a jobserver, or one
+// that cannot be opened, nothing is lent.
+func lendSlot(path string) (takeBack func()) {
+	none := func() {}
+	if path == "" {
+		return none
+	}
+	// O_RDWR: a named pipe opened so never waits for the other end.
+	js, err := os.OpenFile(path, os.O_RDWR, 0)
+	if err != nil {
+		return none
+	}
+	if _, err := js.Write([]byte{'+'}); err != nil {
+		js.Close()
+		return none
+	}
+	return func() {
+		defer js.Close()
+		var b [1]byte
+		for {
+			if _, err := js.Read(b[:]); err != syscall.EINTR {
+				return
+			}
+		}
+	}
 }
 
 // key hashes what decides the object: the compiler, the arguments (minus
