@@ -345,7 +345,13 @@ func (r *runner) makeFailure(ctx context.Context, err error, lines []string, log
 // waits for another build's compile of the same object
 // (kcc.JobserverEnv).
 type jobserver struct {
-	r, w *os.File
+	r, w *os.File // make's ends (--jobserver-auth=3,4)
+	// own is this process's end for add and take: an open of its own,
+	// because make sets O_NONBLOCK on the file it is handed (shared with
+	// r), and a blocking read there would then return EAGAIN at once
+	// instead of waiting; own is polled by the runtime, so take waits
+	// and close ends the wait.
+	own  *os.File
 	path string
 }
 
@@ -379,29 +385,37 @@ func newJobserver(tokens int) (*jobserver, error) {
 		os.RemoveAll(dir)
 		return nil, err
 	}
-	js := &jobserver{r: r, w: w, path: path}
+	own, err := os.OpenFile(path, os.O_RDWR, 0)
+	if err != nil {
+		r.Close()
+		w.Close()
+		os.RemoveAll(dir)
+		return nil, err
+	}
+	js := &jobserver{r: r, w: w, own: own, path: path}
 	js.add(tokens)
 	return js, nil
 }
 
 func (j *jobserver) add(n int) {
 	if n > 0 {
-		j.w.Write([]byte(strings.Repeat("+", n)))
+		j.own.Write([]byte(strings.Repeat("+", n)))
 	}
 }
 
 // take reads n tokens back out of the pipe, waiting for running makes to
-// return them (or for close, whose closing of the write end ends the wait).
+// return them (or for close, which ends the wait).
 func (j *jobserver) take(n int) {
 	buf := make([]byte, 1)
 	for ; n > 0; n-- {
-		if _, err := j.r.Read(buf); err != nil {
+		if _, err := j.own.Read(buf); err != nil {
 			return
 		}
 	}
 }
 
 func (j *jobserver) close() {
+	j.own.Close()
 	j.r.Close()
 	j.w.Close()
 	os.RemoveAll(filepath.Dir(j.path))

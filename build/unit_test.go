@@ -508,3 +508,39 @@ func TestToolchainMissing(t *testing.T) {
 		}
 	}
 }
+
+// TestJobserverTakeWaits: make sets O_NONBLOCK on the jobserver file it
+// is handed; take must still wait for a token (not return on EAGAIN with
+// the token never taken back), and close must end that wait.
+func TestJobserverTakeWaits(t *testing.T) {
+	js, err := newJobserver(0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rc, err := js.r.SyscallConn()
+	if err != nil {
+		t.Fatal(err)
+	}
+	rc.Control(func(fd uintptr) { syscall.SetNonblock(int(fd), true) }) // what make does
+	done := make(chan struct{})
+	go func() { js.take(1); done <- struct{}{} }()
+	select {
+	case <-done:
+		t.Fatal("take returned with no token in the pipe")
+	case <-time.After(300 * time.Millisecond):
+	}
+	js.add(1)
+	select {
+	case <-done:
+	case <-time.After(10 * time.Second):
+		t.Fatal("take did not take the token added")
+	}
+	go func() { js.take(1); done <- struct{}{} }()
+	time.Sleep(100 * time.Millisecond)
+	js.close()
+	select {
+	case <-done:
+	case <-time.After(10 * time.Second):
+		t.Fatal("close did not end a waiting take")
+	}
+}

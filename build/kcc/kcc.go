@@ -700,13 +700,11 @@ func lendSlot(path string) (takeBack func()) {
 		return none
 	}
 	return func() {
-		defer js.Close()
 		var b [1]byte
-		for {
-			if _, err := js.Read(b[:]); err != syscall.EINTR {
-				return
-			}
+		if _, err := js.Read(b[:]); err != nil {
+			fmt.Fprintf(os.Stderr, "patcheval kcc: taking a job slot back from %s: %v (the build's -j budget is one over)\n", path, err)
 		}
+		js.Close()
 	}
 }
 
