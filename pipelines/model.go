@@ -145,7 +145,9 @@ type Policy struct {
 	Name   string `json:"name,omitempty"`
 	Path   string `json:"path,omitempty"`
 	SHA256 string `json:"sha256"`
-	Source []byte `json:"-"`
+	// Source is kept in the pipeline as a stage stores it: the boot
+	// stage compiles the policy from the stored pipeline.
+	Source []byte `json:"source,omitempty"`
 }
 
 // Label names the policy in reports: its name or file name.

@@ -1,6 +1,8 @@
 package pipelines
 
 import (
+	"bytes"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
@@ -167,7 +169,8 @@ func TestSelinuxAndRCU(t *testing.T) {
 	if s.NeedsSeries() || len(s.Builds()) != 1 {
 		t.Errorf("selinux-tax: needs series %v, builds %v", s.NeedsSeries(), s.Builds())
 	}
-	if s.Variant("disabled").Cmdline != "selinux=0" || s.Variant("enforcing").Cmdline != "" || s.Variant("permissive").Kernel != "disabled" {
+	if s.Variant("disabled").Cmdline != "security=selinux selinux=0" || s.Variant("enforcing").Cmdline != "security=selinux" ||
+		s.Variant("permissive").Cmdline != "security=selinux" || s.Variant("permissive").Kernel != "disabled" {
 		t.Errorf("selinux variants: %+v", s.Variants)
 	}
 	for _, sym := range []string{"SECURITY_SELINUX", "SECURITY_SELINUX_BOOTPARAM", "SECURITY_SELINUX_DEVELOP"} {
@@ -177,6 +180,19 @@ func TestSelinuxAndRCU(t *testing.T) {
 	}
 	if s.SELinuxPolicy == nil || s.SELinuxPolicy.Label() != "minimal" || len(s.SELinuxPolicy.Source) == 0 || s.SELinuxPolicy.SHA256 == "" {
 		t.Fatalf("selinux policy %+v", s.SELinuxPolicy)
+	}
+	// The stages read the pipeline as the first one stored it (JSON):
+	// the boot stage compiles the policy from that.
+	stored, err := json.Marshal(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var back Pipeline
+	if err := json.Unmarshal(stored, &back); err != nil {
+		t.Fatal(err)
+	}
+	if back.SELinuxPolicy == nil || !bytes.Equal(back.SELinuxPolicy.Source, s.SELinuxPolicy.Source) {
+		t.Fatalf("the stored pipeline lost its policy's source: %+v", back.SELinuxPolicy)
 	}
 	modes := map[string]guest.SELinux{}
 	for _, r := range s.Runs() {
@@ -370,6 +386,7 @@ func TestMalformed(t *testing.T) {
 		{"selinux without SECURITY_SELINUX", "name = \"a\"\n", "name = \"a\"\nselinux = \"enforcing\"\n", 10, "SECURITY_SELINUX=y"},
 		{"selinux without policy", "PREEMPT_VOLUNTARY = \"y\"", "PREEMPT_VOLUNTARY = \"y\", SECURITY_SELINUX = \"y\", SECURITY_SELINUX_DEVELOP = \"y\" }\nselinux = \"permissive\"\n#", 11, "name one in [selinux] policy"},
 		{"enforcing without DEVELOP", "PREEMPT_VOLUNTARY = \"y\"", "SECURITY_SELINUX = \"y\" }\nselinux = \"enforcing\"\n#", 11, "SECURITY_SELINUX_DEVELOP=y"},
+		{"enforcing without SELinux started", "PREEMPT_VOLUNTARY = \"y\"", "SECURITY_SELINUX = \"y\", SECURITY_SELINUX_DEVELOP = \"y\" }\nselinux = \"enforcing\"\n#", 11, "add security=selinux"},
 		{"disabled without selinux=0", "PREEMPT_VOLUNTARY = \"y\"", "SECURITY_SELINUX = \"y\", SECURITY_SELINUX_BOOTPARAM = \"y\" }\nselinux = \"disabled\"\n#", 11, "selinux=0"},
 		{"disabled without BOOTPARAM", "PREEMPT_VOLUNTARY = \"y\"", "SECURITY_SELINUX = \"y\" }\ncmdline = \"selinux=0\"\nselinux = \"disabled\"\n#", 12, "SECURITY_SELINUX_BOOTPARAM=y"},
 		{"unknown policy", "", "[selinux]\npolicy = \"strict\"\n", 23, `no shipped SELinux policy of that name (have minimal)`},

@@ -309,6 +309,9 @@ func (ps *parser) selinux(p *Pipeline, r *rawPipeline) {
 		if contains(cmd, "selinux=0") {
 			ps.errorf(path, "variant %q: selinux = %q but its command line has selinux=0", v.Name, v.SELinux)
 		}
+		if !selinuxStarts(cmd, v.Symbols["LSM"]) {
+			ps.errorf(path, "variant %q: selinux = %q needs SELinux among the LSMs the kernel starts, and tinyconfig's CONFIG_LSM does not list it: add security=selinux (or lsm=...,selinux) to the variant's cmdline", v.Name, v.SELinux)
+		}
 		if p.SELinuxPolicy == nil {
 			ps.errorf(path, "variant %q: selinux = %q loads a policy: name one in [selinux] policy (shipped: %s)", v.Name, v.SELinux, strings.Join(selinux.Shipped(), ", "))
 		}
@@ -428,6 +431,23 @@ func (ps *parser) file_(f, path, what string) (string, bool) {
 		return "", false
 	}
 	return abs, true
+}
+
+// selinuxStarts says whether a kernel booted with command line cmd
+// (fields) starts SELinux: security=selinux adds it to the LSMs (Linux
+// 5.1 and later), lsm= replaces CONFIG_LSM, and otherwise the kernel's
+// CONFIG_LSM (lsm, when the pipeline sets it) decides.
+func selinuxStarts(cmd []string, lsm string) bool {
+	list := strings.Trim(lsm, `"`)
+	for _, f := range cmd {
+		if f == "security=selinux" {
+			return true
+		}
+		if v, ok := strings.CutPrefix(f, "lsm="); ok {
+			list = v
+		}
+	}
+	return contains(strings.Split(list, ","), "selinux")
 }
 
 func contains(list []string, s string) bool {
