@@ -536,8 +536,11 @@ func (w *seriesBisectWorker) Work(ctx context.Context, job *river.Job[SeriesBise
 		st.Status, st.Next, st.Started = SeriesBisectRunning, need, started
 		return nil, nil
 	})
-	if err != nil || !mine {
-		return err
+	if err != nil {
+		return retry(err)
+	}
+	if !mine {
+		return nil
 	}
 	log.printf("series bisection: measuring %.12s (%d boot(s), measurement %d)", need.Commit, need.Boots, a.Seq+1)
 	rec, err := bisect.Measure(ctx, measurer, *need)
@@ -548,7 +551,10 @@ func (w *seriesBisectWorker) Work(ctx context.Context, job *river.Job[SeriesBise
 		st.Records = append(st.Records, rec)
 		return []river.InsertManyParams{seriesBisectJob(a.EvaluationID, a.Gen, a.Seq+1)}, nil
 	})
-	return err
+	if err != nil {
+		return retry(err) // the last attempt ends the bisection rather than leave it running
+	}
+	return nil
 }
 
 // isStep says whether step a is the one the bisection st is at (same
