@@ -96,8 +96,6 @@ func Build(ctx context.Context, env Env, id int64, key string) (err error) {
 	if buildErr != nil {
 		b.Status, b.ErrorKind, b.ErrorText = "failed", fail.KindOf(buildErr).String(), buildErr.Error()
 		buildErr = fmt.Errorf("%s/%s: %w", spec.Arch, spec.Variant, buildErr)
-	} else {
-		pr.Printf("built %s/%s: %s%s", spec.Arch, spec.Variant, art.Image, map[bool]string{true: " (cached)"}[art.CacheHit])
 	}
 	rctx := ctx
 	if buildErr == nil {
@@ -117,6 +115,11 @@ func Build(ctx context.Context, env Env, id int64, key string) (err error) {
 	})
 	if buildErr != nil {
 		return buildErr
+	}
+	if err == nil {
+		// Said once the evaluation has it: a run stopped after this line
+		// resumes without building this kernel again.
+		pr.Printf("built %s/%s: %s%s", spec.Arch, spec.Variant, art.Image, map[bool]string{true: " (cached)"}[art.CacheHit])
 	}
 	return err
 }
