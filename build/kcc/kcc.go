@@ -94,14 +94,6 @@ func Install(store string) (string, error) {
 	if strings.ContainsAny(dst, " \t\n'\"\\$;&|<>()*?[]#~=%") {
 		return "", fmt.Errorf("kcc: store path %q has characters make would split or expand", dst)
 	}
-	if st, err := os.Stat(dst); err == nil && st.Mode()&0o111 != 0 {
-		if v, err := os.ReadFile(stamp); err == nil && strings.TrimSpace(string(v)) == version {
-			return dst, nil
-		}
-	}
-	if err := os.MkdirAll(filepath.Dir(dst), 0o755); err != nil {
-		return "", fmt.Errorf("kcc: %w", err)
-	}
 	replace := func(name string, fill func(tmp string) error, mode os.FileMode) error {
 		f, err := os.CreateTemp(filepath.Dir(dst), ".kcc-install-*")
 		if err != nil {
@@ -118,6 +110,27 @@ func Install(store string) (string, error) {
 		}
 		os.Remove(tmp)
 		return err
+	}
+	// The huge-page library beside it, when there is a C compiler (a
+	// kernel build has one: HOSTCC); without it compiles run as before.
+	// Tried again while it is missing (no compiler when kcc was
+	// installed, one now).
+	shim := filepath.Join(filepath.Dir(dst), shimName)
+	installShim := func() {
+		if err := replace(shim, buildShim, 0o644); err != nil {
+			os.Remove(shim)
+		}
+	}
+	if st, err := os.Stat(dst); err == nil && st.Mode()&0o111 != 0 {
+		if v, err := os.ReadFile(stamp); err == nil && strings.TrimSpace(string(v)) == version {
+			if _, err := os.Stat(shim); err != nil {
+				installShim()
+			}
+			return dst, nil
+		}
+	}
+	if err := os.MkdirAll(filepath.Dir(dst), 0o755); err != nil {
+		return "", fmt.Errorf("kcc: %w", err)
 	}
 	// The wrapper runs once per compile, so its start-up is paid ~1,000
 	// times per kernel: a binary of this package alone starts with about
@@ -138,12 +151,7 @@ func Install(store string) (string, error) {
 	if err := replace(dst, fill, 0o755); err != nil {
 		return "", fmt.Errorf("kcc: installing the wrapper: %w", err)
 	}
-	// The huge-page library beside it, when there is a C compiler (a
-	// kernel build has one: HOSTCC); without it compiles run as before.
-	shim := filepath.Join(filepath.Dir(dst), shimName)
-	if err := replace(shim, buildShim, 0o644); err != nil {
-		os.Remove(shim)
-	}
+	installShim()
 	if err := replace(stamp, func(tmp string) error { return os.WriteFile(tmp, []byte(version+"\n"), 0o644) }, 0o644); err != nil {
 		return "", fmt.Errorf("kcc: installing the wrapper: %w", err)
 	}

@@ -446,6 +446,22 @@ func TestInstallIsStable(t *testing.T) {
 	if err != nil || a != b {
 		t.Fatalf("second install: %q %v (first %q)", b, err, a)
 	}
+	// A huge-page library that could not be built (no C compiler then) is
+	// tried again by the next install, without the wrapper being rebuilt.
+	if _, err := exec.LookPath("cc"); err == nil {
+		shim := filepath.Join(filepath.Dir(a), shimName)
+		before, _ := os.Stat(a)
+		os.Remove(shim)
+		if _, err := Install(dir); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := os.Stat(shim); err != nil {
+			t.Errorf("the missing %s was not built again: %v", shimName, err)
+		}
+		if after, _ := os.Stat(a); !after.ModTime().Equal(before.ModTime()) {
+			t.Error("the wrapper was rebuilt to restore the library")
+		}
+	}
 	if st, err := os.Stat(a); err != nil || st.Mode()&0o111 == 0 {
 		t.Fatalf("wrapper not executable: %v", err)
 	}
