@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -355,8 +356,14 @@ type jobserver struct {
 	path string
 }
 
+// jobserverPrefix names the jobserver's temporary directory, with the
+// owning process's PID: a process killed before its budget closed
+// leaves it behind, and the next one removes it (sweepJobservers).
+const jobserverPrefix = "patcheval-jobserver-"
+
 func newJobserver(tokens int) (*jobserver, error) {
-	dir, err := os.MkdirTemp("", "patcheval-jobserver-")
+	sweepJobservers(os.TempDir())
+	dir, err := os.MkdirTemp("", fmt.Sprintf("%s%d-", jobserverPrefix, os.Getpid()))
 	if err != nil {
 		return nil, err
 	}
@@ -410,6 +417,29 @@ func (j *jobserver) take(n int) {
 	for ; n > 0; n-- {
 		if _, err := j.own.Read(buf); err != nil {
 			return
+		}
+	}
+}
+
+// sweepJobservers removes the jobserver directories in tmp whose
+// process is gone.
+func sweepJobservers(tmp string) {
+	ents, err := os.ReadDir(tmp)
+	if err != nil {
+		return
+	}
+	for _, e := range ents {
+		rest, ok := strings.CutPrefix(e.Name(), jobserverPrefix)
+		if !ok || !e.IsDir() {
+			continue
+		}
+		pidText, _, ok := strings.Cut(rest, "-")
+		pid, err := strconv.Atoi(pidText)
+		if !ok || err != nil || pid <= 0 {
+			continue
+		}
+		if syscall.Kill(pid, 0) == syscall.ESRCH {
+			os.RemoveAll(filepath.Join(tmp, e.Name()))
 		}
 	}
 }

@@ -544,3 +544,31 @@ func TestJobserverTakeWaits(t *testing.T) {
 		t.Fatal("close did not end a waiting take")
 	}
 }
+
+// TestSweepJobservers: a jobserver directory left by a process that is
+// gone (killed before its budget closed) is removed by the next budget;
+// a live process's is kept.
+func TestSweepJobservers(t *testing.T) {
+	tmp := t.TempDir()
+	done := exec.Command("true")
+	if err := done.Run(); err != nil {
+		t.Fatal(err)
+	}
+	dead := filepath.Join(tmp, fmt.Sprintf("%s%d-123", jobserverPrefix, done.Process.Pid))
+	live := filepath.Join(tmp, fmt.Sprintf("%s%d-456", jobserverPrefix, os.Getpid()))
+	other := filepath.Join(tmp, "patcheval-something-else")
+	for _, d := range []string{dead, live, other} {
+		if err := os.MkdirAll(d, 0o700); err != nil {
+			t.Fatal(err)
+		}
+	}
+	sweepJobservers(tmp)
+	if _, err := os.Stat(dead); !os.IsNotExist(err) {
+		t.Errorf("the gone process's jobserver directory is still there: %v", err)
+	}
+	for _, d := range []string{live, other} {
+		if _, err := os.Stat(d); err != nil {
+			t.Errorf("%s removed: %v", filepath.Base(d), err)
+		}
+	}
+}
