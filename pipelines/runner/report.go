@@ -222,7 +222,7 @@ func timings(env Env, ev *evaluation, byKey map[string]*build.Artifact, reportTi
 	bt := stored["build"]
 	note := fmt.Sprintf("%d kernel(s), %d cached", len(byKey), cached)
 	if bt.Busy > bt.Duration {
-		note += fmt.Sprintf("; %s added up over kernels built at once", bt.Busy.Round(time.Second))
+		note += fmt.Sprintf("; %s added up over the kernels' builds, which overlapped", bt.Busy.Round(time.Second))
 	}
 	out = append(out, report.StageTiming{Stage: "build", Duration: bt.Duration, Note: note})
 	if tools := ev.p.Tools(); len(tools) > 0 && ev.p.Target.Kind != "ssh" {
