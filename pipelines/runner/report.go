@@ -221,7 +221,7 @@ func timings(env Env, ev *evaluation, byKey map[string]*build.Artifact, reportTi
 	}
 	bt := stored["build"]
 	note := fmt.Sprintf("%d kernel(s), %d cached", len(byKey), cached)
-	if bt.Busy > bt.Duration {
+	if bt.Busy.Round(time.Second) > bt.Duration.Round(time.Second) {
 		note += fmt.Sprintf("; %s added up over the kernels' builds, which overlapped", bt.Busy.Round(time.Second))
 	}
 	out = append(out, report.StageTiming{Stage: "build", Duration: bt.Duration, Note: note})
