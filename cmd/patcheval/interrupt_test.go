@@ -215,10 +215,32 @@ func TestInterruptEveryStage(t *testing.T) {
 	// The children build the pipeline's kernels when the cache lacks
 	// them: under the test build lock, like buildtest's builds.
 	buildtest.Serialize(t, func() {
+		warmPipelineKernels(t, repo)
 		for _, sig := range []syscall.Signal{syscall.SIGKILL, syscall.SIGINT} {
 			t.Run(map[syscall.Signal]string{syscall.SIGKILL: "SIGKILL", syscall.SIGINT: "SIGINT"}[sig], func(t *testing.T) { interruptEveryStage(t, repo, sig) })
 		}
 	})
+}
+
+// warmPipelineKernels has a child build the pipeline's three kernels into
+// the shared cache and kills it at its first boot, so that the stops
+// below find them there whichever test package ran first. Cold, the
+// three take 15 to 30 minutes on 2 cores: more than childTimeout allows
+// one interrupted child, and not the stage this test is about.
+func warmPipelineKernels(t *testing.T, repo string) {
+	dir := t.TempDir()
+	t.Setenv("PATCHEVAL_STATE_DIR", dir)
+	branch := fmt.Sprintf("patcheval/test-interrupt-warm-%d", os.Getpid())
+	t.Cleanup(func() { exec.Command("git", "--git-dir="+repo, "branch", "-D", branch).Run() })
+	defer func(d time.Duration) { childTimeout = d }(childTimeout)
+	childTimeout = 80 * time.Minute
+	args := []string{"lore", "-m", backport, "--pipeline", "ppc-preempt-dynamic", "--tree", repo, "--branch", branch,
+		"--boots", "1", "--db", filepath.Join(dir, "warm.db"), "--out", filepath.Join(dir, "out"),
+		"--from", "Kernel Tester <tester@example.org>"}
+	res := runChild(t, args, &stop{name: "warm", gate: `boot \S+ #1 on`, hold: true}, syscall.SIGKILL)
+	if !res.reached {
+		t.Fatalf("warming the pipeline's kernels: the child never reached its first boot (exit %d):\n%s", res.code, res.stderr)
+	}
 }
 
 func interruptEveryStage(t *testing.T, repo string, sig syscall.Signal) {
