@@ -51,7 +51,10 @@ func TestMain(m *testing.M) {
 	if a := os.Getenv(childArgsEnv); a != "" {
 		os.Exit(childMain(a))
 	}
-	os.Exit(testpg.Main(m))
+	cleanup := testenv.PrivateDirs()
+	code := testpg.Main(m)
+	cleanup()
+	os.Exit(code)
 }
 
 // childMain is main() with the gate on stderr.

@@ -97,3 +97,23 @@ func LinuxTree(tb testing.TB) string {
 	}
 	return treePath
 }
+
+// PrivateDirs points PATCHEVAL_STATE_DIR and PATCHEVAL_CONFIG_DIR, where the
+// caller has not set them, at a fresh directory of this test binary (its
+// child processes inherit them), so that no test reads the user's
+// settings or writes its state into ~/.local/share/patcheval; a serve on
+// Postgres, for one, keeps its report files in the state directory. The
+// cache directory is left alone: it is meant to be shared. Call it from
+// TestMain and the returned function after m.Run.
+func PrivateDirs() (cleanup func()) {
+	dir, err := os.MkdirTemp("", "patcheval-test-home-")
+	if err != nil {
+		panic(fmt.Sprintf("testenv: a private state directory: %v", err))
+	}
+	for env, sub := range map[string]string{"PATCHEVAL_STATE_DIR": "state", "PATCHEVAL_CONFIG_DIR": "config"} {
+		if os.Getenv(env) == "" {
+			os.Setenv(env, filepath.Join(dir, sub))
+		}
+	}
+	return func() { os.RemoveAll(dir) }
+}

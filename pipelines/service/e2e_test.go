@@ -22,6 +22,7 @@ import (
 	"github.com/patcheval/patcheval/evaluate/report"
 	"github.com/patcheval/patcheval/evaluate/store"
 	"github.com/patcheval/patcheval/internal/progress"
+	"github.com/patcheval/patcheval/internal/testenv"
 	"github.com/patcheval/patcheval/internal/testinbox"
 	"github.com/patcheval/patcheval/internal/testpg"
 	"github.com/patcheval/patcheval/mbox"
@@ -45,7 +46,10 @@ func TestMain(m *testing.M) {
 	if v := os.Getenv(farmWorkerEnv); v != "" {
 		os.Exit(farmWorkerMain(v))
 	}
-	os.Exit(testpg.Main(m))
+	cleanup := testenv.PrivateDirs()
+	code := testpg.Main(m)
+	cleanup()
+	os.Exit(code)
 }
 
 // serveMain runs a Service like `patcheval serve` does (SIGTERM ends it
