@@ -237,42 +237,33 @@ func (s *Store) AddTimingTx(tx *Tx, evalID int64, stage string, d time.Duration,
 	return nil
 }
 
-// Timings returns evaluation evalID's stage timings by stage name.
+// Timings returns evaluation evalID's stage timings by stage name. The
+// added-up times and the spans are read by one statement, so a stage that
+// records both in one transaction is never seen half-recorded.
 func (s *Store) Timings(evalID int64) (map[string]Timing, error) {
-	rows, err := s.db.Query(`SELECT stage, duration_ns, note FROM stage_timings WHERE evaluation_id = ?`, evalID)
+	rows, err := s.db.Query(`SELECT 0, stage, duration_ns, 0, note FROM stage_timings WHERE evaluation_id = ?
+		UNION ALL SELECT 1, stage, started_ns, ended_ns, '' FROM stage_spans WHERE evaluation_id = ?
+		ORDER BY 1, 2, 3`, evalID, evalID)
 	if err != nil {
 		return nil, fail.Infraf("store: %s: timings of evaluation %d: %w", s.where, evalID, err)
 	}
 	defer rows.Close()
 	out := map[string]Timing{}
+	byStage := map[string][][2]int64{}
 	for rows.Next() {
-		var t Timing
-		var ns int64
-		if err := rows.Scan(&t.Stage, &ns, &t.Note); err != nil {
+		var kind int
+		var stage, note string
+		var a, b int64
+		if err := rows.Scan(&kind, &stage, &a, &b, &note); err != nil {
 			return nil, fail.Infraf("store: %s: %w", s.where, err)
 		}
-		t.Duration = time.Duration(ns)
-		out[t.Stage] = t
+		if kind == 0 {
+			out[stage] = Timing{Stage: stage, Duration: time.Duration(a), Note: note}
+		} else {
+			byStage[stage] = append(byStage[stage], [2]int64{a, b})
+		}
 	}
 	if err := rows.Err(); err != nil {
-		return nil, fail.Infraf("store: %s: %w", s.where, err)
-	}
-	rows.Close()
-	spans, err := s.db.Query(`SELECT stage, started_ns, ended_ns FROM stage_spans WHERE evaluation_id = ? ORDER BY stage, started_ns`, evalID)
-	if err != nil {
-		return nil, fail.Infraf("store: %s: stage spans of evaluation %d: %w", s.where, evalID, err)
-	}
-	defer spans.Close()
-	byStage := map[string][][2]int64{}
-	for spans.Next() {
-		var stage string
-		var a, b int64
-		if err := spans.Scan(&stage, &a, &b); err != nil {
-			return nil, fail.Infraf("store: %s: %w", s.where, err)
-		}
-		byStage[stage] = append(byStage[stage], [2]int64{a, b})
-	}
-	if err := spans.Err(); err != nil {
 		return nil, fail.Infraf("store: %s: %w", s.where, err)
 	}
 	for stage, sp := range byStage {
