@@ -209,14 +209,21 @@ func (b *Budget) start(ctx context.Context) (finish func(), err error) {
 	// Taken back in the background: the tokens may be out with running
 	// makes' compiles (or lost with a killed make, when Close ends the
 	// wait), and this build need not wait for them.
-	go b.js.take(take)
+	b.js.takeBack(take)
 	return func() {
 		b.mu.Lock()
 		b.running--
-		give := max(0, b.want()-b.added)
-		b.added += give
+		if b.running == 0 {
+			// Nothing holds a token now: put the pipe right, whatever
+			// killed makes took with them.
+			b.js.settle(b.jobs)
+			b.added = b.jobs
+		} else {
+			give := max(0, b.want()-b.added)
+			b.added += give
+			b.js.add(give)
+		}
 		b.mu.Unlock()
-		b.js.add(give)
 		<-b.turn
 	}, nil
 }

@@ -14,6 +14,7 @@ import (
 	"sync"
 	"syscall"
 	"time"
+	"unsafe"
 
 	"github.com/patcheval/patcheval/build/kcc"
 	"github.com/patcheval/patcheval/internal/arch"
@@ -203,7 +204,7 @@ func (r *runner) run(ctx context.Context, logw io.Writer, parallel bool, targets
 	if parallel {
 		if r.jobserver != nil {
 			env = append(env, fmt.Sprintf("MAKEFLAGS=-j --jobserver-auth=3,4"))
-			extra = []*os.File{r.jobserver.r, r.jobserver.w}
+			extra = []*os.File{r.jobserver.mk, r.jobserver.mk}
 			if r.kcc != "" {
 				env = append(env, kcc.JobserverEnv(r.jobserver.path))
 			}
@@ -346,14 +347,15 @@ func (r *runner) makeFailure(ctx context.Context, err error, lines []string, log
 // waits for another build's compile of the same object
 // (kcc.JobserverEnv).
 type jobserver struct {
-	r, w *os.File // make's ends (--jobserver-auth=3,4)
+	mk *os.File // make's end, handed as both fds of --jobserver-auth=3,4
 	// own is this process's end for add and take: an open of its own,
 	// because make sets O_NONBLOCK on the file it is handed (shared with
-	// r), and a blocking read there would then return EAGAIN at once
+	// mk), and a blocking read there would then return EAGAIN at once
 	// instead of waiting; own is polled by the runtime, so take waits
 	// and close ends the wait.
-	own  *os.File
-	path string
+	own    *os.File
+	path   string
+	taking sync.WaitGroup // takes under way
 }
 
 // jobserverPrefix names the jobserver's temporary directory, with the
@@ -361,45 +363,33 @@ type jobserver struct {
 // leaves it behind, and the next one removes it (sweepJobservers).
 const jobserverPrefix = "patcheval-jobserver-"
 
-func newJobserver(tokens int) (*jobserver, error) {
+func newJobserver(tokens int) (js *jobserver, err error) {
 	sweepJobservers(os.TempDir())
 	dir, err := os.MkdirTemp("", fmt.Sprintf("%s%d-", jobserverPrefix, os.Getpid()))
 	if err != nil {
 		return nil, err
 	}
 	path := filepath.Join(dir, "fifo")
-	if err := syscall.Mkfifo(path, 0o600); err != nil {
-		os.RemoveAll(dir)
-		return nil, err
-	}
-	// Two descriptors, both read-write (a named pipe opened so never
-	// waits for its other end), blocking as make expects.
-	open := func() (*os.File, error) {
-		fd, err := syscall.Open(path, syscall.O_RDWR|syscall.O_CLOEXEC, 0)
+	js = &jobserver{path: path}
+	defer func() {
 		if err != nil {
-			return nil, err
+			js.close()
+			js = nil
 		}
-		return os.NewFile(uintptr(fd), path), nil
-	}
-	r, err := open()
-	if err != nil {
-		os.RemoveAll(dir)
+	}()
+	if err := syscall.Mkfifo(path, 0o600); err != nil {
 		return nil, err
 	}
-	w, err := open()
+	// make's end: read-write (a named pipe opened so never waits for its
+	// other end) and blocking, as make expects.
+	fd, err := syscall.Open(path, syscall.O_RDWR|syscall.O_CLOEXEC, 0)
 	if err != nil {
-		r.Close()
-		os.RemoveAll(dir)
 		return nil, err
 	}
-	own, err := os.OpenFile(path, os.O_RDWR, 0)
-	if err != nil {
-		r.Close()
-		w.Close()
-		os.RemoveAll(dir)
+	js.mk = os.NewFile(uintptr(fd), path)
+	if js.own, err = os.OpenFile(path, os.O_RDWR, 0); err != nil {
 		return nil, err
 	}
-	js := &jobserver{r: r, w: w, own: own, path: path}
 	js.add(tokens)
 	return js, nil
 }
@@ -410,8 +400,18 @@ func (j *jobserver) add(n int) {
 	}
 }
 
+// takeBack takes n tokens back in the background (see take); settle
+// ends the wait.
+func (j *jobserver) takeBack(n int) {
+	j.taking.Add(1)
+	go func() {
+		defer j.taking.Done()
+		j.take(n)
+	}()
+}
+
 // take reads n tokens back out of the pipe, waiting for running makes to
-// return them (or for close, which ends the wait).
+// return them (or for settle or close, which end the wait).
 func (j *jobserver) take(n int) {
 	buf := make([]byte, 1)
 	for ; n > 0; n-- {
@@ -419,6 +419,51 @@ func (j *jobserver) take(n int) {
 			return
 		}
 	}
+}
+
+// settle makes the pipe hold exactly tokens, when no make holds any (no
+// build runs): the takes still waiting end, and the tokens the pipe has
+// are counted and topped up or read out. A make that was killed with
+// tokens out (a cancelled build) never returns them, and a take waiting
+// for them would steal the next ones returned: without this, a
+// long-lived budget (the service's) would shrink with every cancelled
+// build.
+func (j *jobserver) settle(tokens int) {
+	j.own.SetReadDeadline(time.Now())
+	j.taking.Wait()
+	j.own.SetReadDeadline(time.Time{})
+	n, err := j.queued()
+	if err != nil {
+		return
+	}
+	if n < tokens {
+		j.add(tokens - n)
+	}
+	buf := make([]byte, 1)
+	for ; n > tokens; n-- {
+		if _, err := j.own.Read(buf); err != nil {
+			return
+		}
+	}
+}
+
+// queued is how many tokens are in the pipe (FIONREAD).
+func (j *jobserver) queued() (int, error) {
+	rc, err := j.own.SyscallConn()
+	if err != nil {
+		return 0, err
+	}
+	var n int32
+	var errno syscall.Errno
+	if err := rc.Control(func(fd uintptr) {
+		_, _, errno = syscall.Syscall(syscall.SYS_IOCTL, fd, syscall.TIOCINQ, uintptr(unsafe.Pointer(&n)))
+	}); err != nil {
+		return 0, err
+	}
+	if errno != 0 {
+		return 0, errno
+	}
+	return int(n), nil
 }
 
 // sweepJobservers removes the jobserver directories in tmp whose
@@ -444,9 +489,13 @@ func sweepJobservers(tmp string) {
 	}
 }
 
+// close closes both ends and removes the pipe's directory; it is also
+// newJobserver's clean-up of a half-made jobserver.
 func (j *jobserver) close() {
-	j.own.Close()
-	j.r.Close()
-	j.w.Close()
+	for _, f := range []*os.File{j.own, j.mk} {
+		if f != nil {
+			f.Close()
+		}
+	}
 	os.RemoveAll(filepath.Dir(j.path))
 }

@@ -269,7 +269,7 @@ func runMakes(t *testing.T, js *jobserver, b *Budget, dirs ...string) {
 			}
 			cmd := exec.Command("make", "-s", "-C", dir)
 			cmd.Env = append(os.Environ(), "MAKEFLAGS=-j --jobserver-auth=3,4")
-			cmd.ExtraFiles = []*os.File{js.r, js.w}
+			cmd.ExtraFiles = []*os.File{js.mk, js.mk}
 			out, err := cmd.CombinedOutput()
 			if err != nil {
 				err = fmt.Errorf("%v: %s", err, out)
@@ -376,7 +376,7 @@ func tableArch(t *testing.T, name string) arch.Arch {
 // settle at want (it fails the test after a few seconds).
 func pipeTokens(t *testing.T, b *Budget, want int) {
 	t.Helper()
-	rc, err := b.js.r.SyscallConn()
+	rc, err := b.js.mk.SyscallConn()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -430,7 +430,7 @@ func TestBudgetTokens(t *testing.T) {
 	f1, _ := b.start(ctx)
 	pipeTokens(t, b, 1)
 	buf := make([]byte, 1)
-	b.js.r.Read(buf) // a make takes the last token
+	b.js.mk.Read(buf) // a make takes the last token
 	f2, _ := b.start(ctx)
 	pipeTokens(t, b, 0)
 	b.js.add(1) // the make returns it: the second build's start takes it
@@ -439,6 +439,39 @@ func TestBudgetTokens(t *testing.T) {
 	pipeTokens(t, b, 1)
 	f1()
 	pipeTokens(t, b, 2)
+}
+
+// A make killed while it holds a token (a cancelled build) never returns
+// it, and the start that waits to take a token back would then take the
+// next one returned. Once no build runs, the pipe holds the whole budget
+// again, and the accounting goes on from there.
+func TestBudgetSettlesAfterKilledMake(t *testing.T) {
+	b, err := NewBudget(2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	ctx := context.Background()
+	fa, _ := b.start(ctx)
+	pipeTokens(t, b, 1)
+	buf := make([]byte, 1)
+	b.js.mk.Read(buf) // A's make takes the last token and is killed with it
+	fb, _ := b.start(ctx)
+	pipeTokens(t, b, 0) // B's start waits to take one back
+	fb()                // B's slot goes to B's own pending take
+	pipeTokens(t, b, 0)
+	fa()
+	pipeTokens(t, b, 2) // drifted to 1 before
+	for round := 0; round < 2; round++ {
+		f1, _ := b.start(ctx)
+		pipeTokens(t, b, 1)
+		f2, _ := b.start(ctx)
+		pipeTokens(t, b, 0)
+		f2()
+		pipeTokens(t, b, 1)
+		f1()
+		pipeTokens(t, b, 2)
+	}
 }
 
 // Builds sharing a Budget keep every slot busy: with real makes under a
@@ -517,7 +550,7 @@ func TestJobserverTakeWaits(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	rc, err := js.r.SyscallConn()
+	rc, err := js.mk.SyscallConn()
 	if err != nil {
 		t.Fatal(err)
 	}
