@@ -306,7 +306,15 @@ func ParseCPUs(s string) ([]int, error) {
 	return out, nil
 }
 
-// bridge adds and deletes a bridge device through rtnetlink n times.
+// bridgeAddr is the address the thread's bridge.sh gives its bridge
+// ("ifconfig virbr0 192.0.0.1 up").
+var bridgeAddr = [4]byte{192, 0, 0, 1}
+
+// bridge runs seed 003's bridge.sh n times: add a bridge (brctl addbr,
+// here RTM_NEWLINK kind bridge), give it an address and bring it up
+// (ifconfig ADDR up), set the address again and bring it down (ifconfig
+// ADDR down), delete it (brctl delbr, RTM_DELLINK). Bringing it down
+// and unregistering it wait for RCU grace periods (synchronize_net).
 func bridge(n int) (*Result, error) {
 	fd, err := syscall.Socket(syscall.AF_NETLINK, syscall.SOCK_RAW|syscall.SOCK_CLOEXEC, syscall.NETLINK_ROUTE)
 	if err != nil {
@@ -316,6 +324,12 @@ func bridge(n int) (*Result, error) {
 	if err := syscall.Bind(fd, &syscall.SockaddrNetlink{Family: syscall.AF_NETLINK}); err != nil {
 		return nil, fmt.Errorf("binding netlink socket: %w", err)
 	}
+	// ifconfig's socket for its SIOCSIF* ioctls.
+	inet, err := syscall.Socket(syscall.AF_INET, syscall.SOCK_DGRAM|syscall.SOCK_CLOEXEC, 0)
+	if err != nil {
+		return &Result{Skipped: fmt.Sprintf("no bridge loop: an AF_INET socket for ifconfig's ioctls: %v", err)}, nil
+	}
+	defer syscall.Close(inet)
 	name := fmt.Sprintf("pebr%d", os.Getpid()%100000)
 	seq := uint32(0)
 	do := func(typ uint16, flags uint16, attrs []byte) error {
@@ -328,6 +342,32 @@ func bridge(n int) (*Result, error) {
 		return do(syscall.RTM_NEWLINK, syscall.NLM_F_CREATE|syscall.NLM_F_EXCL, append(append([]byte{}, ifname...), linkinfo...))
 	}
 	del := func() error { return do(syscall.RTM_DELLINK, 0, ifname) }
+	// ifconfig NAME ADDR up|down: SIOCSIFADDR, then SIOCGIFFLAGS and
+	// SIOCSIFFLAGS with IFF_UP|IFF_RUNNING set or IFF_UP cleared.
+	ifconfig := func(up bool) error {
+		if err := ifAddr(inet, name, bridgeAddr); err != nil {
+			return fmt.Errorf("ifconfig %s %d.%d.%d.%d: %w", name, bridgeAddr[0], bridgeAddr[1], bridgeAddr[2], bridgeAddr[3], err)
+		}
+		if err := ifUp(inet, name, up); err != nil {
+			return fmt.Errorf("ifconfig %s up=%v: %w", name, up, err)
+		}
+		return nil
+	}
+	once := func() error {
+		if err := add(); err != nil {
+			return fmt.Errorf("adding bridge %s: %w", name, err)
+		}
+		if err := ifconfig(true); err != nil {
+			return err
+		}
+		if err := ifconfig(false); err != nil {
+			return err
+		}
+		if err := del(); err != nil {
+			return fmt.Errorf("deleting bridge %s: %w", name, err)
+		}
+		return nil
+	}
 	if err := add(); err != nil {
 		if errors.Is(err, syscall.EOPNOTSUPP) || errors.Is(err, syscall.EAFNOSUPPORT) || errors.Is(err, syscall.EPROTONOSUPPORT) {
 			return &Result{Skipped: fmt.Sprintf("no bridge support: %v", err)}, nil
@@ -344,15 +384,7 @@ func bridge(n int) (*Result, error) {
 	// time: the calling thread's user and system time go along.
 	var ru0, ru1 syscall.Rusage
 	syscall.Getrusage(rusageThread, &ru0)
-	res, err := loop(n, func() error {
-		if err := add(); err != nil {
-			return fmt.Errorf("adding bridge %s: %w", name, err)
-		}
-		if err := del(); err != nil {
-			return fmt.Errorf("deleting bridge %s: %w", name, err)
-		}
-		return nil
-	})
+	res, err := loop(n, once)
 	if err == nil && syscall.Getrusage(rusageThread, &ru1) == nil {
 		res.Counters = map[string]float64{
 			CounterSysNS:  float64(ru1.Stime.Nano() - ru0.Stime.Nano()),
@@ -360,6 +392,51 @@ func bridge(n int) (*Result, error) {
 		}
 	}
 	return res, err
+}
+
+// ifreq is struct ifreq: the interface name, then a union of 24 bytes
+// (an address, or the flags as a short).
+type ifreq struct {
+	name [syscall.IFNAMSIZ]byte
+	data [24]byte
+}
+
+func newIfreq(name string) *ifreq {
+	r := &ifreq{}
+	copy(r.name[:syscall.IFNAMSIZ-1], name)
+	return r
+}
+
+func ioctlIfreq(fd int, req uintptr, r *ifreq) error {
+	if _, _, e := syscall.Syscall(syscall.SYS_IOCTL, uintptr(fd), req, uintptr(unsafe.Pointer(r))); e != 0 {
+		return e
+	}
+	return nil
+}
+
+// ifAddr sets the IPv4 address of interface name (SIOCSIFADDR).
+func ifAddr(fd int, name string, addr [4]byte) error {
+	r := newIfreq(name)
+	binary.NativeEndian.PutUint16(r.data[0:], syscall.AF_INET) // sockaddr_in: family, port 0, address
+	copy(r.data[4:8], addr[:])
+	return ioctlIfreq(fd, syscall.SIOCSIFADDR, r)
+}
+
+// ifUp brings interface name up (IFF_UP|IFF_RUNNING, as ifconfig does)
+// or down (SIOCGIFFLAGS, SIOCSIFFLAGS).
+func ifUp(fd int, name string, up bool) error {
+	r := newIfreq(name)
+	if err := ioctlIfreq(fd, syscall.SIOCGIFFLAGS, r); err != nil {
+		return err
+	}
+	flags := binary.NativeEndian.Uint16(r.data[0:])
+	if up {
+		flags |= syscall.IFF_UP | syscall.IFF_RUNNING
+	} else {
+		flags &^= syscall.IFF_UP
+	}
+	binary.NativeEndian.PutUint16(r.data[0:], flags)
+	return ioctlIfreq(fd, syscall.SIOCSIFFLAGS, r)
 }
 
 // rusageThread is RUSAGE_THREAD: the agent's benchmarks run on one

@@ -42,7 +42,7 @@ const (
 	BenchFork      = "fork"   // fork + child exit + wait4
 	BenchExecve    = "execve" // fork + execve(/init --patcheval-exit) + wait4
 	BenchRCU       = "rcu"    // membarrier(MEMBARRIER_CMD_GLOBAL) = synchronize_rcu()
-	BenchBridge    = "bridge" // RTM_NEWLINK kind bridge + RTM_DELLINK
+	BenchBridge    = "bridge" // seed 003's bridge.sh: RTM_NEWLINK kind bridge, ifconfig ADDR up, down, RTM_DELLINK
 
 	// BenchStressNGKill runs `stress-ng --kill 1 -t N --metrics-brief`
 	// (under perf stat when available) on SSH targets, not in the agent.

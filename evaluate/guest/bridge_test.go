@@ -1,0 +1,137 @@
+//go:build linux
+
+package guest
+
+import (
+	"encoding/binary"
+	"errors"
+	"runtime"
+	"syscall"
+	"testing"
+)
+
+// TestBridgeLoopIsTheThreadsScript runs the bridge benchmark in a
+// network namespace of its own and watches rtnetlink's link and address
+// groups there: each loop must do what seed 003's bridge.sh did (brctl
+// addbr, ifconfig virbr0 192.0.0.1 up, ifconfig ... down, brctl delbr),
+// not only add and delete the bridge.
+func TestBridgeLoopIsTheThreadsScript(t *testing.T) {
+	type outcome struct {
+		skip  string
+		err   error
+		res   *Result
+		links []linkEvent
+		addrs [][]byte
+	}
+	done := make(chan outcome)
+	go func() {
+		// The thread stays locked and dies with the goroutine: it never
+		// goes back to the host's namespace.
+		runtime.LockOSThread()
+		var o outcome
+		defer func() { done <- o }()
+		if err := syscall.Unshare(syscall.CLONE_NEWNET); err != nil {
+			o.skip = "no network namespace of our own: " + err.Error()
+			return
+		}
+		mon, err := syscall.Socket(syscall.AF_NETLINK, syscall.SOCK_RAW|syscall.SOCK_CLOEXEC, syscall.NETLINK_ROUTE)
+		if err != nil {
+			o.err = err
+			return
+		}
+		defer syscall.Close(mon)
+		if err := syscall.Bind(mon, &syscall.SockaddrNetlink{Family: syscall.AF_NETLINK, Groups: rtmgrpLink | rtmgrpIPv4Ifaddr}); err != nil {
+			o.err = err
+			return
+		}
+		syscall.SetsockoptInt(mon, syscall.SOL_SOCKET, syscall.SO_RCVBUF, 1<<20)
+		if o.res, o.err = RunBench(Bench{Name: BenchBridge, Ops: 2}); o.err != nil {
+			return
+		}
+		o.links, o.addrs, o.err = drainRtnetlink(mon)
+	}()
+	o := <-done
+	if o.skip != "" {
+		t.Skip(o.skip)
+	}
+	if o.err != nil {
+		t.Fatal(o.err)
+	}
+	if o.res.Skipped != "" {
+		t.Skipf("bridge benchmark skipped: %s", o.res.Skipped)
+	}
+	if o.res.Iterations != 2 || o.res.NsPerOp <= 0 || o.res.Counters[CounterSysNS] < 0 {
+		t.Errorf("result %+v", o.res)
+	}
+	var ups, dels int
+	for _, l := range o.links {
+		switch {
+		case l.typ == syscall.RTM_DELLINK:
+			dels++
+		case l.flags&syscall.IFF_UP != 0:
+			ups++
+		}
+	}
+	// The probe before the timed loop adds and deletes once more.
+	if dels != 3 || ups < 2 {
+		t.Errorf("link events %+v: want 3 deletions and the bridge up in each of 2 loops (ifconfig ... up)", o.links)
+	}
+	if len(o.addrs) != 2 {
+		t.Errorf("addresses added: %v, want 192.0.0.1 once per loop (ifconfig virbr0 192.0.0.1)", o.addrs)
+	}
+	for _, a := range o.addrs {
+		if string(a) != string(bridgeAddr[:]) {
+			t.Errorf("address %v, want %v", a, bridgeAddr)
+		}
+	}
+}
+
+type linkEvent struct {
+	typ   uint16
+	flags uint32
+}
+
+// drainRtnetlink reads every message waiting on monitor socket fd: link
+// events and the local addresses of RTM_NEWADDR.
+func drainRtnetlink(fd int) ([]linkEvent, [][]byte, error) {
+	var links []linkEvent
+	var addrs [][]byte
+	buf := make([]byte, 1<<16)
+	for {
+		n, _, err := syscall.Recvfrom(fd, buf, syscall.MSG_DONTWAIT)
+		if errors.Is(err, syscall.EAGAIN) {
+			return links, addrs, nil
+		}
+		if err != nil {
+			return nil, nil, err
+		}
+		msgs, err := syscall.ParseNetlinkMessage(buf[:n])
+		if err != nil {
+			return nil, nil, err
+		}
+		for _, m := range msgs {
+			switch m.Header.Type {
+			case syscall.RTM_NEWLINK, syscall.RTM_DELLINK:
+				if len(m.Data) >= syscall.SizeofIfInfomsg {
+					links = append(links, linkEvent{m.Header.Type, binary.NativeEndian.Uint32(m.Data[8:])})
+				}
+			case syscall.RTM_NEWADDR:
+				attrs, err := syscall.ParseNetlinkRouteAttr(&m)
+				if err != nil {
+					return nil, nil, err
+				}
+				for _, a := range attrs {
+					if a.Attr.Type == syscall.IFA_LOCAL {
+						addrs = append(addrs, append([]byte{}, a.Value...)) // buf is read into again
+					}
+				}
+			}
+		}
+	}
+}
+
+// RTMGRP_LINK and RTMGRP_IPV4_IFADDR (linux/rtnetlink.h).
+const (
+	rtmgrpLink       = 0x1
+	rtmgrpIPv4Ifaddr = 0x10
+)
