@@ -2,6 +2,8 @@ package service
 
 import (
 	"context"
+	"fmt"
+	"io"
 	"path/filepath"
 	"sort"
 	"sync/atomic"
@@ -145,4 +147,87 @@ func BenchmarkNoopJobs(b *testing.B) {
 		db.Close()
 		b.ReportMetric(float64(jobs)/took.Seconds(), "jobs/s")
 	}
+}
+
+// BenchmarkIdleWorkers measures what an idle `patcheval worker` costs
+// Postgres (docs/farm.md, "what breaks first at 100 workers"): on a real
+// PostgreSQL 15, for 1 and then 4 workers (each a real Worker with a
+// build and a boot queue, default heartbeats and fetch polling, no
+// jobs), the database's transactions per second over 20 s and the
+// connections they hold, per worker. The figures come from
+// pg_stat_database and pg_stat_activity (River's leader election and
+// maintenance are in them; the benchmark's own queries and connection
+// are not).
+func BenchmarkIdleWorkers(b *testing.B) {
+	for _, n := range []int{1, 4} {
+		b.Run(fmt.Sprintf("workers=%d", n), func(b *testing.B) {
+			for i := 0; i < b.N; i++ {
+				benchIdleWorkers(b, n)
+			}
+		})
+	}
+}
+
+func benchIdleWorkers(b *testing.B, n int) {
+	b.StopTimer()
+	ctx := context.Background()
+	pg := testpg.New(b)
+	url := pg.Database(b)
+	db, err := OpenDB(ctx, url)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer db.Close()
+	// count is the connections to the database but the one asking; own
+	// is this benchmark's, before any worker starts.
+	count := func() int {
+		var c int
+		if err := db.Store.QueryRow(ctx, `SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() AND pid <> pg_backend_pid()`).Scan(&c); err != nil {
+			b.Fatal(err)
+		}
+		return c
+	}
+	own := count()
+	ctx, cancel := context.WithCancel(ctx)
+	var done []chan error
+	for k := range n {
+		w, err := NewWorker(ctx, WorkerConfig{Database: url, Name: fmt.Sprintf("idle-%d", k), CacheDir: b.TempDir(), Grace: time.Second,
+			Capabilities: Capabilities{Build: []string{"x86_64"}, QEMU: []string{"x86_64"}, Cores: 1}, Log: io.Discard})
+		if err != nil {
+			b.Fatal(err)
+		}
+		defer w.Close()
+		d := make(chan error, 1)
+		go func() { d <- w.Run(ctx) }()
+		done = append(done, d)
+	}
+	defer func() {
+		cancel()
+		for _, d := range done {
+			<-d
+		}
+	}()
+	time.Sleep(3 * time.Second) // started, first heartbeats written
+	// xacts is the database's committed and rolled-back transactions,
+	// less the ones this benchmark made (one per call).
+	calls := 0
+	xacts := func() float64 {
+		calls++
+		var x int64
+		if err := db.Store.QueryRow(ctx, `SELECT xact_commit + xact_rollback FROM pg_stat_database WHERE datname = current_database()`).Scan(&x); err != nil {
+			b.Fatal(err)
+		}
+		return float64(x - int64(calls))
+	}
+	// The statistics collector reports with a delay: take the counts
+	// from snapshots a window apart.
+	const window = 20 * time.Second
+	b.StartTimer()
+	x0, t0 := xacts(), time.Now()
+	time.Sleep(window)
+	x1, took := xacts(), time.Since(t0)
+	b.StopTimer()
+	conns := count() - own
+	b.ReportMetric((x1-x0)/took.Seconds()/float64(n), "xact/s/worker")
+	b.ReportMetric(float64(conns)/float64(n), "conns/worker")
 }
