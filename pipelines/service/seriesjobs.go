@@ -476,8 +476,8 @@ func (w *seriesBisectWorker) Work(ctx context.Context, job *river.Job[SeriesBise
 		return err
 	}
 	if !st.isStep(a) {
-		if st != nil && st.Gen == a.Gen && !st.Ended() && len(st.Records) < a.Seq {
-			return river.JobCancel(fmt.Errorf("evaluation %d: bisection step %d queued but only %d recorded", a.EvaluationID, a.Seq, len(st.Records)))
+		if st.ahead(a) {
+			return s.seriesBisectCatchUp(ctx, job)
 		}
 		return nil // another run, finished, or this step was recorded and a later job carries on
 	}
@@ -561,6 +561,54 @@ func (w *seriesBisectWorker) Work(ctx context.Context, job *river.Job[SeriesBise
 // run, not ended, a.Seq measurements recorded).
 func (st *SeriesBisectState) isStep(a SeriesBisectArgs) bool {
 	return st != nil && st.Gen == a.Gen && !st.Ended() && len(st.Records) == a.Seq
+}
+
+// ahead says whether step a belongs to the bisection st is at (same run,
+// not ended) with fewer measurements recorded than a.Seq.
+func (st *SeriesBisectState) ahead(a SeriesBisectArgs) bool {
+	return st != nil && st.Gen == a.Gen && !st.Ended() && len(st.Records) < a.Seq
+}
+
+// seriesBisectCatchUp ends step job, which is ahead of its bisection's
+// records (its state and the queue disagree: a state written back from
+// an older copy, a database restored from a backup), so that the
+// bisection goes on: from its records, as a new run (a new Gen), whose
+// first job is queued with this one's end. Not in this run: the steps'
+// jobs are unique by their arguments, completed ones included, so a
+// step this run already queued (this one, those between the records and
+// it) could not be queued again when the bisection gets there. A job of
+// the old run still queued at the records' step then does nothing; one
+// measuring it now has its measurement made again in the new run. The
+// records, requesters and DoneGen stay.
+func (s *Service) seriesBisectCatchUp(ctx context.Context, job *river.Job[SeriesBisectArgs]) error {
+	a := job.Args
+	var note string
+	err := s.db.Store.Tx(ctx, func(tx *store.Tx) error {
+		st, err := s.seriesBisectionTx(tx, a.EvaluationID)
+		if err != nil {
+			return err
+		}
+		if st.ahead(a) {
+			at := len(st.Records)
+			st.Gen = max(time.Now().UnixNano(), a.Gen+1)
+			if err := s.db.Store.SetSeriesBisectionTx(tx, a.EvaluationID, st); err != nil {
+				return err
+			}
+			if err := s.engine.insertManyTx(ctx, tx, []river.InsertManyParams{seriesBisectJob(a.EvaluationID, st.Gen, at)}); err != nil {
+				return fail.Infraf("river: %w", err)
+			}
+			note = fmt.Sprintf("series bisection: step %d was queued with only %d measurement(s) recorded: carrying on from the records (measurement %d next)",
+				a.Seq+1, at, at+1)
+		}
+		if err := completeTx(ctx, tx, job); err != nil {
+			return fail.Infraf("river: completing job %d: %w", job.ID, err)
+		}
+		return nil
+	})
+	if err == nil && note != "" {
+		s.evalLog(a.EvaluationID).printf("%s", note)
+	}
+	return err
 }
 
 // seriesBisectTx changes the state of the bisection step a belongs to,

@@ -15,6 +15,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/riverqueue/river"
+
 	"github.com/patcheval/patcheval/evaluate"
 	"github.com/patcheval/patcheval/evaluate/report"
 	"github.com/patcheval/patcheval/evaluate/store"
@@ -731,4 +733,89 @@ func TestBisectSeriesAskedDuringMeasurement(t *testing.T) {
 			t.Errorf("told %q: %q; want both requesters (a b) told the patch", got.requesters, got.text)
 		}
 	})
+}
+
+// TestSeriesBisectStepAheadOfItsRecords: a series_bisect step whose
+// bisection has fewer measurements recorded than its Seq (the state and
+// the queue disagree: no job is at the step the records are at) carries
+// the bisection on from its records instead of cancelling itself and
+// leaving it "running" for ever; the bisection names patch 3/4 and who
+// asked is told, and nothing is measured twice, also when a job at the
+// records' step is queued too.
+func TestSeriesBisectStepAheadOfItsRecords(t *testing.T) {
+	tr := newSeriesTree(t)
+	var mu sync.Mutex
+	var measured []string
+	release := make(chan struct{})
+	close(release) // no measurement waits
+	var once sync.Once
+	once.Do(func() {})
+	gm := &gatedMeasurer{repo: tr.repo, once: &once, release: release, measured: &measured, mu: &mu}
+	toldc := make(chan string, 4)
+	s, _ := testService(t, Config{
+		Series: SeriesMeasurers{Bisect: func(*perpatch.Series, *pipelines.Pipeline, string, string, string, string) bisect.Measurer { return gm }},
+		SeriesBisected: func(_ context.Context, _ int64, requesters []string, text string) error {
+			toldc <- strings.Join(requesters, " ") + ": " + text
+			return nil
+		}})
+	ctx := context.Background()
+	// queue stores a bisection with no measurement recorded and queues
+	// the steps seqs of it (and no other).
+	queue := func(id int64, seqs ...int) {
+		t.Helper()
+		err := s.db.Store.Tx(ctx, func(tx *store.Tx) error {
+			st := &SeriesBisectState{Status: SeriesBisectRunning, Gen: time.Now().UnixNano(), Variant: "patched", Benchmark: "getppid",
+				Metric: "ns/op", Change: 25, Requesters: []string{"a"}}
+			if err := s.db.Store.SetSeriesBisectionTx(tx, id, st); err != nil {
+				return err
+			}
+			var jobs []river.InsertManyParams
+			for _, q := range seqs {
+				jobs = append(jobs, seriesBisectJob(id, st.Gen, q))
+			}
+			return s.engine.insertManyTx(ctx, tx, jobs)
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	wait := func(id int64) {
+		t.Helper()
+		select {
+		case got := <-toldc:
+			if !strings.HasPrefix(got, "a: ") || !strings.Contains(got, "patch 3/4") {
+				t.Errorf("told %q; want a told patch 3/4", got)
+			}
+		case <-time.After(60 * time.Second):
+			st, _ := s.SeriesBisection(id)
+			jobs, _ := s.engine.Jobs(ctx, id, 20)
+			var js []string
+			for _, j := range jobs {
+				js = append(js, fmt.Sprintf("%s %s %s", j.Kind, j.State, j.EncodedArgs))
+			}
+			t.Fatalf("the bisection did not end; state %+v; jobs:\n%s", st, strings.Join(js, "\n"))
+		}
+		st, err := s.SeriesBisection(id)
+		if err != nil || st.Status != bisect.Found || st.Result == nil || st.Result.Patch != 3 {
+			t.Fatalf("bisection %+v %v; want patch 3/4 found", st, err)
+		}
+		mu.Lock()
+		defer mu.Unlock()
+		seen := map[string]bool{}
+		for _, m := range measured {
+			if seen[m] {
+				t.Errorf("measurement %s made twice: %q", m, measured)
+			}
+			seen[m] = true
+		}
+		measured = nil
+	}
+	// Only a step ahead of the records is queued.
+	id := tr.evaluated(t, s, false)
+	queue(id, 2)
+	wait(id)
+	// Again, with the step at the records queued too, after the step
+	// ahead (which runs first).
+	queue(id, 2, 0)
+	wait(id)
 }
