@@ -86,3 +86,24 @@ func (s *Store) setSeriesBisection(q querier, evalID int64, v any) error {
 	}
 	return nil
 }
+
+// EvaluationStatusTx is evaluation evalID's status read in tx, which then
+// holds the evaluation's row until it ends (on Postgres FOR NO KEY
+// UPDATE, which is what an UPDATE of its status takes: rows that refer
+// to it can still be added; SQLite's write transactions are alone
+// already).
+func (s *Store) EvaluationStatusTx(tx *Tx, evalID int64) (string, error) {
+	q := `SELECT status FROM evaluations WHERE id = ?`
+	if tx.pgTx != nil {
+		q += ` FOR NO KEY UPDATE`
+	}
+	var status string
+	err := tx.QueryRow(q, evalID).Scan(&status)
+	if errors.Is(err, sql.ErrNoRows) {
+		return "", fail.Inputf("store: %s: no evaluation %d", s.where, evalID)
+	}
+	if err != nil {
+		return "", fail.Infraf("store: %s: evaluation %d: %w", s.where, evalID, err)
+	}
+	return status, nil
+}

@@ -380,7 +380,10 @@ func decodeSeriesBisection(id int64, b []byte, err error) (*SeriesBisectState, e
 // worst whole-series regression, for requester (told through
 // Config.SeriesBisected when it ends; "" for nobody). It returns a note
 // for people: queued, already running (requester is added), or the
-// outcome of the one that ended. Nothing to bisect (one patch, no
+// outcome of the one that ended. A bisection that never ended and has no
+// job left (cancelled) is started again, as the evaluation's automatic
+// one (DoneGen) when it was that and the evaluation still waits for it.
+// Nothing to bisect (one patch, no
 // regression, no comparison per-patch can use) is a bad-input error.
 func (s *Service) BisectSeries(ctx context.Context, id int64, requester string) (string, error) {
 	ser, err := perpatch.Load(s.db.Store, id)
@@ -396,6 +399,7 @@ func (s *Service) BisectSeries(ctx context.Context, id int64, requester string) 
 	}
 	var out string
 	err = s.db.Store.Tx(ctx, func(tx *store.Tx) error {
+		var doneGen int64
 		// Read, changed and written back in this transaction: the job
 		// making a measurement writes its record in its own (the
 		// state is one document).
@@ -413,6 +417,15 @@ func (s *Service) BisectSeries(ctx context.Context, id int64, requester string) 
 			}
 			if len(jobs) == 0 {
 				st.Status, st.Note = SeriesBisectFailed, "interrupted: its jobs were cancelled"
+				// An automatic one the evaluation still waits for: the
+				// new run's end finishes the evaluation instead.
+				status, err := s.db.Store.EvaluationStatusTx(tx, id)
+				if err != nil {
+					return err
+				}
+				if status == "running" {
+					doneGen = st.DoneGen
+				}
 			}
 		}
 		if st != nil && !st.Ended() {
@@ -427,7 +440,7 @@ func (s *Service) BisectSeries(ctx context.Context, id int64, requester string) 
 			return nil
 		}
 		st = &SeriesBisectState{Status: SeriesBisectQueued, Gen: time.Now().UnixNano(), Variant: pl.Variant, Benchmark: pl.Benchmark,
-			Metric: pl.Metric, Change: pl.Change}
+			Metric: pl.Metric, Change: pl.Change, DoneGen: doneGen}
 		if requester != "" {
 			st.Requesters = []string{requester}
 		}

@@ -819,3 +819,87 @@ func TestSeriesBisectStepAheadOfItsRecords(t *testing.T) {
 	queue(id, 2, 0)
 	wait(id)
 }
+
+// TestBisectSeriesRestartKeepsDoneGen: an automatic bisection (the one
+// an evaluation waits for to be done) whose jobs are gone, asked for
+// again, starts again as the evaluation's: its end finishes the
+// evaluation and tells Notify. Restarted for an evaluation that is no
+// longer waiting for it (cancelled), it finishes nothing.
+func TestBisectSeriesRestartKeepsDoneGen(t *testing.T) {
+	tr := newSeriesTree(t)
+	var mu sync.Mutex
+	var measured []string
+	release := make(chan struct{})
+	close(release)
+	var once sync.Once
+	once.Do(func() {})
+	gm := &gatedMeasurer{repo: tr.repo, once: &once, release: release, measured: &measured, mu: &mu}
+	var n notified
+	toldc := make(chan string, 4)
+	s, _ := testService(t, Config{Notify: n.notify,
+		Series: SeriesMeasurers{Bisect: func(*perpatch.Series, *pipelines.Pipeline, string, string, string, string) bisect.Measurer { return gm }},
+		SeriesBisected: func(_ context.Context, _ int64, requesters []string, text string) error {
+			toldc <- strings.Join(requesters, " ") + ": " + text
+			return nil
+		}})
+	ctx := context.Background()
+	// interrupted stores an automatic bisection of evaluation id, with
+	// the evaluation status, that never ended and has no job.
+	interrupted := func(id int64, status string) {
+		t.Helper()
+		err := s.db.Store.Tx(ctx, func(tx *store.Tx) error {
+			if err := s.setStatus(tx, id, status); err != nil {
+				return err
+			}
+			return s.db.Store.SetSeriesBisectionTx(tx, id, &SeriesBisectState{Status: SeriesBisectRunning, Gen: 7, Variant: "patched",
+				Benchmark: "getppid", Metric: "ns/op", Change: 25, DoneGen: 1})
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	ended := func(id int64) *SeriesBisectState {
+		t.Helper()
+		select {
+		case got := <-toldc:
+			if !strings.Contains(got, "patch 3/4") {
+				t.Errorf("told %q; want patch 3/4", got)
+			}
+		case <-time.After(60 * time.Second):
+			st, _ := s.SeriesBisection(id)
+			t.Fatalf("the restarted bisection did not end; state %+v", st)
+		}
+		st, err := s.SeriesBisection(id)
+		if err != nil || st.Status != bisect.Found {
+			t.Fatalf("bisection %+v %v; want found", st, err)
+		}
+		return st
+	}
+	id := tr.evaluated(t, s, false)
+	interrupted(id, "running")
+	if note, err := s.BisectSeries(ctx, id, "c"); err != nil || !strings.Contains(note, "queued:") {
+		t.Fatalf("asked again: %q %v", note, err)
+	}
+	if st := ended(id); st.DoneGen != 1 {
+		t.Errorf("the restarted bisection's DoneGen is %d, want 1 (the evaluation waits for it)", st.DoneGen)
+	}
+	for deadline := time.Now().Add(30 * time.Second); !n.has(fmt.Sprintf("%d done", id)); time.Sleep(20 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("Notify not told the evaluation is done; events %v", n.events)
+		}
+	}
+	if e, _ := s.Store().Evaluation(id); e.Status != store.StatusDone {
+		t.Errorf("evaluation %s, want done", e.Status)
+	}
+	// Cancelled meanwhile: the restart does not finish the evaluation.
+	interrupted(id, StatusCancelled)
+	if _, err := s.BisectSeries(ctx, id, "d"); err != nil {
+		t.Fatal(err)
+	}
+	if st := ended(id); st.DoneGen != 0 {
+		t.Errorf("restarted for a cancelled evaluation: DoneGen %d, want 0", st.DoneGen)
+	}
+	if e, _ := s.Store().Evaluation(id); e.Status != StatusCancelled {
+		t.Errorf("evaluation %s, want cancelled", e.Status)
+	}
+}
