@@ -47,7 +47,16 @@ func (s *Store) SeriesBisection(evalID int64) ([]byte, error) {
 // transactions are alone already; on Postgres the row is read FOR UPDATE,
 // after an advisory lock on the evaluation (which also serialises the
 // transactions that find no row yet and insert one).
+//
+// Before those, tx holds the evaluation's row (EvaluationStatusTx): the
+// one lock order of the transactions that change both, whichever they
+// change first (the report's sets the evaluation's status and then looks
+// at its bisection; the bisection's end changes its state and then sets
+// the status). The other order deadlocked them on Postgres.
 func (s *Store) SeriesBisectionTx(tx *Tx, evalID int64) ([]byte, error) {
+	if _, err := s.EvaluationStatusTx(tx, evalID); err != nil {
+		return nil, err
+	}
 	if err := tx.Lock("series_bisections", strconv.FormatInt(evalID, 10)); err != nil {
 		return nil, fail.Infraf("store: %s: series bisection of evaluation %d: %w", s.where, evalID, err)
 	}

@@ -5,6 +5,9 @@ import (
 	"encoding/json"
 	"sync"
 	"testing"
+	"time"
+
+	"github.com/patcheval/patcheval/internal/testpg"
 )
 
 // A series bisection's state is stored, replaced inside a transaction
@@ -101,4 +104,65 @@ func TestSeriesBisectionTxSerialises(t *testing.T) {
 			t.Fatalf("%d records (%d distinct) after %d appends: changes were lost", len(st.Records), len(seen), writers*each)
 		}
 	})
+}
+
+// The report's transaction (the evaluation's status, then its series
+// bisection) and the bisection's end (its state, then the evaluation's
+// status) at the same time on Postgres: both commit. SeriesBisectionTx
+// takes the evaluation's row first, so the second waits for the first
+// instead of holding the bisection while it waits for the row (Postgres
+// then aborted one of them: deadlock detected).
+func TestSeriesBisectionLockOrder(t *testing.T) {
+	s, _ := openTemp(t, testpg.URL(t))
+	e, _, err := s.CreateOrResumeEvaluation("k", EvaluationMeta{Pipeline: "p"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	updated, locked := make(chan struct{}), make(chan struct{})
+	errs := make(chan error, 2)
+	go func() { // the report
+		errs <- s.Tx(ctx, func(tx *Tx) error {
+			if err := s.SetEvaluationStatusTx(tx, e.ID, StatusDone); err != nil {
+				return err
+			}
+			close(updated)
+			// On until the end holds the bisection or waits for a lock.
+			for waiting := 0; waiting == 0; {
+				select {
+				case <-locked:
+					waiting = 1
+				case <-time.After(20 * time.Millisecond):
+					if err := s.QueryRow(ctx, `SELECT COUNT(*) FROM pg_stat_activity WHERE datname = current_database() AND wait_event_type = 'Lock'`).Scan(&waiting); err != nil {
+						return err
+					}
+				}
+			}
+			if _, err := s.SeriesBisectionTx(tx, e.ID); err != nil {
+				return err
+			}
+			return s.SetSeriesBisectionTx(tx, e.ID, map[string]any{"status": "queued"})
+		})
+	}()
+	go func() { // the bisection's end
+		<-updated
+		errs <- s.Tx(ctx, func(tx *Tx) error {
+			if _, err := s.SeriesBisectionTx(tx, e.ID); err != nil {
+				return err
+			}
+			close(locked)
+			if err := s.SetSeriesBisectionTx(tx, e.ID, map[string]any{"status": "found"}); err != nil {
+				return err
+			}
+			return s.SetEvaluationStatusTx(tx, e.ID, StatusDone)
+		})
+	}()
+	for range 2 {
+		if err := <-errs; err != nil {
+			t.Error(err)
+		}
+	}
+	if b, err := s.SeriesBisection(e.ID); err != nil || string(b) != `{"status":"found"}` {
+		t.Errorf("after both: %s %v; want the end's state, written after the report's", b, err)
+	}
 }
