@@ -391,7 +391,14 @@ type reportWorker struct {
 
 func (w *reportWorker) Work(ctx context.Context, job *river.Job[ReportArgs]) error {
 	a := job.Args
+	var end evalEnd
 	return work(w.s, ctx, job, a.EvaluationID, func(env runner.Env) error {
+		// Read before the report's transaction, which ends the
+		// evaluation with it (evalEnd).
+		var err error
+		if end, err = w.s.readEnd(a.EvaluationID); err != nil {
+			return err
+		}
 		out, err := runner.Report(ctx, env, a.EvaluationID, w.s.OutDir(a.EvaluationID))
 		if err == nil && out != nil {
 			env.Progress.Printf("done: %d regression(s); reports in %s", len(out.Regressions), w.s.OutDir(a.EvaluationID))
@@ -399,7 +406,7 @@ func (w *reportWorker) Work(ctx context.Context, job *river.Job[ReportArgs]) err
 		}
 		return err
 	}, func(ctx context.Context, tx *store.Tx) ([]river.InsertManyParams, error) {
-		return w.s.afterReport(ctx, tx, a.EvaluationID, a.Gen)
+		return w.s.afterReport(ctx, tx, a.EvaluationID, a.Gen, end)
 	})
 }
 

@@ -77,32 +77,56 @@ func (s *Service) runEnv(id int64) runner.Env {
 		Artifacts: s.artifacts, Progress: progress.New(s.evalLog(id))}
 }
 
+// evalEnd is what decides how an evaluation ends (afterReport,
+// finishEvaluation), read before the transaction that ends it: inside,
+// that transaction holds the evaluation's row and its bisection's lock,
+// and a read on another of the pool's connections could wait for ever
+// (every other connection taken by transactions waiting for those
+// locks).
+type evalEnd struct {
+	// perPatch: a per-patch run follows the report.
+	perPatch bool
+	// bisect is the automatic bisection inside the series to start
+	// (Config.SeriesBisect), nil for none.
+	bisect *perpatch.Bisection
+}
+
+// readEnd reads evaluation id's evalEnd (its data as stored by the
+// stages before its report).
+func (s *Service) readEnd(id int64) (evalEnd, error) {
+	in, err := runner.Load(s.db.Store, id)
+	if err != nil {
+		return evalEnd{}, err
+	}
+	if in.Options.PerPatch && in.Series != nil && len(in.Series.Patches) > 1 {
+		return evalEnd{perPatch: true}, nil
+	}
+	pl, err := s.autoPlan(id)
+	return evalEnd{bisect: pl}, err
+}
+
 // afterReport is what follows evaluation id's report: the per-patch run
 // when it was asked for (the evaluation stays running until it ends),
 // else finishEvaluation.
-func (s *Service) afterReport(ctx context.Context, tx *store.Tx, id, gen int64) ([]river.InsertManyParams, error) {
-	in, err := runner.Load(s.db.Store, id)
-	if err != nil {
-		return nil, err
-	}
-	if in.Options.PerPatch && in.Series != nil && len(in.Series.Patches) > 1 {
+func (s *Service) afterReport(ctx context.Context, tx *store.Tx, id, gen int64, end evalEnd) ([]river.InsertManyParams, error) {
+	if end.perPatch {
 		if err := s.setStatus(tx, id, "running"); err != nil {
 			return nil, err
 		}
 		return []river.InsertManyParams{perPatchJob(id, gen)}, nil
 	}
-	return s.finishEvaluation(ctx, tx, id, gen)
+	return s.finishEvaluation(ctx, tx, id, gen, end.bisect)
 }
 
 // finishEvaluation ends generation gen of evaluation id, inside tx:
 // with Config.SeriesBisect, a whole-series regression of a series of
-// several patches is first bisected inside the series (the evaluation
-// stays running and the bisection's end finishes it, so that the report
-// and the bots' replies name the patch); otherwise the evaluation is
-// done and Notify is told.
-func (s *Service) finishEvaluation(ctx context.Context, tx *store.Tx, id, gen int64) ([]river.InsertManyParams, error) {
-	if s.cfg.SeriesBisect {
-		st, pl, err := s.autoBisection(tx, id)
+// several patches (auto, from autoPlan before tx) is first bisected
+// inside the series (the evaluation stays running and the bisection's
+// end finishes it, so that the report and the bots' replies name the
+// patch); otherwise the evaluation is done and Notify is told.
+func (s *Service) finishEvaluation(ctx context.Context, tx *store.Tx, id, gen int64, auto *perpatch.Bisection) ([]river.InsertManyParams, error) {
+	if auto != nil {
+		st, err := s.autoBisection(tx, id, auto)
 		if err != nil {
 			return nil, err
 		}
@@ -115,7 +139,7 @@ func (s *Service) finishEvaluation(ctx context.Context, tx *store.Tx, id, gen in
 				return nil, err
 			}
 			s.evalLog(id).printf("the series regresses %s %s %+.1f%%: bisecting it inside the series before the evaluation is done",
-				pl.Benchmark, pl.Metric, pl.Change)
+				auto.Benchmark, auto.Metric, auto.Change)
 			return []river.InsertManyParams{seriesBisectJob(id, st.Gen, 0)}, nil
 		}
 	}
@@ -125,30 +149,45 @@ func (s *Service) finishEvaluation(ctx context.Context, tx *store.Tx, id, gen in
 	return s.notifyJobs(id, gen, EventDone), nil
 }
 
-// autoBisection is the new state of an automatic bisection of evaluation
-// id, to be stored in tx, nil when there is nothing to bisect (one patch,
-// no whole-series regression, a pipeline per-patch cannot use) or one
-// was already made or is under way.
-func (s *Service) autoBisection(tx *store.Tx, id int64) (*SeriesBisectState, *perpatch.Bisection, error) {
-	if st, err := s.seriesBisectionTx(tx, id); err != nil || (st != nil && st.Status != SeriesBisectFailed) {
-		return nil, nil, err
+// autoPlan is the automatic bisection inside evaluation id's series to
+// start (with Config.SeriesBisect), nil when there is nothing to bisect
+// (one patch, no whole-series regression, a pipeline per-patch cannot
+// use) or one was already made or is under way. It reads on the pool's
+// connections: call it outside a transaction (autoBisection checks
+// again inside).
+func (s *Service) autoPlan(id int64) (*perpatch.Bisection, error) {
+	if !s.cfg.SeriesBisect {
+		return nil, nil
+	}
+	if st, err := s.SeriesBisection(id); err != nil || (st != nil && st.Status != SeriesBisectFailed) {
+		return nil, err
 	}
 	ser, err := perpatch.Load(s.db.Store, id)
 	if err != nil {
 		if fail.KindOf(err) == fail.KindInput {
-			return nil, nil, nil // not a series applied by the runner
+			return nil, nil // not a series applied by the runner
 		}
-		return nil, nil, err
+		return nil, err
 	}
 	pl, _, err := perpatch.PlanBisection(ser, perpatch.Options{BisectMeasurer: func(*pipelines.Pipeline, string, string, string) bisect.Measurer { return nil }})
-	if err != nil || pl == nil {
-		if fail.KindOf(err) == fail.KindInput {
-			err = nil
-		}
-		return nil, nil, err
+	if fail.KindOf(err) == fail.KindInput {
+		err = nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	return pl, nil
+}
+
+// autoBisection is the new state of the automatic bisection pl of
+// evaluation id, to be stored in tx, nil when one was already made or
+// is under way (read in tx, under the bisection's lock).
+func (s *Service) autoBisection(tx *store.Tx, id int64, pl *perpatch.Bisection) (*SeriesBisectState, error) {
+	if st, err := s.seriesBisectionTx(tx, id); err != nil || (st != nil && st.Status != SeriesBisectFailed) {
+		return nil, err
 	}
 	return &SeriesBisectState{Status: SeriesBisectQueued, Gen: time.Now().UnixNano(), Variant: pl.Variant, Benchmark: pl.Benchmark,
-		Metric: pl.Metric, Change: pl.Change}, pl, nil
+		Metric: pl.Metric, Change: pl.Change}, nil
 }
 
 type perPatchWorker struct {
@@ -202,8 +241,12 @@ func (w *perPatchWorker) Work(ctx context.Context, job *river.Job[PerPatchArgs])
 	} else {
 		log.printf("per-patch: done; reports in %s", dir)
 	}
+	auto, err := s.autoPlan(a.EvaluationID)
+	if err != nil {
+		return err
+	}
 	return s.db.Store.Tx(ctx, func(tx *store.Tx) error {
-		next, err := s.finishEvaluation(ctx, tx, a.EvaluationID, a.Gen)
+		next, err := s.finishEvaluation(ctx, tx, a.EvaluationID, a.Gen, auto)
 		if err != nil {
 			return err
 		}

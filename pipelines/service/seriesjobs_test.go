@@ -11,10 +11,12 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/riverqueue/river"
 
 	"github.com/patcheval/patcheval/evaluate"
@@ -22,6 +24,7 @@ import (
 	"github.com/patcheval/patcheval/evaluate/store"
 	"github.com/patcheval/patcheval/internal/fail"
 	"github.com/patcheval/patcheval/internal/testgit"
+	"github.com/patcheval/patcheval/internal/testpg"
 	"github.com/patcheval/patcheval/mbox"
 	"github.com/patcheval/patcheval/pipelines"
 	"github.com/patcheval/patcheval/pipelines/bisect"
@@ -247,11 +250,12 @@ func TestServePerPatch(t *testing.T) {
 	id := tr.evaluated(t, s, true)
 	ctx := context.Background()
 	// The end of the report stage: what follows it, in its transaction.
+	end := mustEnd(t, s, id)
 	err := s.db.Store.Tx(ctx, func(tx *store.Tx) error {
 		if err := s.setStatus(tx, id, store.StatusDone); err != nil {
 			return err
 		}
-		next, err := s.afterReport(ctx, tx, id, 1)
+		next, err := s.afterReport(ctx, tx, id, 1, end)
 		if err != nil {
 			return err
 		}
@@ -311,8 +315,9 @@ func TestServePerPatch(t *testing.T) {
 	}
 	// Without per_patch the report is followed by the done event at once.
 	id2 := tr.evaluated(t, s, false)
+	end = mustEnd(t, s, id2)
 	err = s.db.Store.Tx(ctx, func(tx *store.Tx) error {
-		next, err := s.afterReport(ctx, tx, id2, 1)
+		next, err := s.afterReport(ctx, tx, id2, 1, end)
 		if err == nil && (len(next) != 1 || next[0].Args.Kind() != (NotifyArgs{}).Kind()) {
 			err = fmt.Errorf("after the report without per_patch: %v, want the done notification", next)
 		}
@@ -536,8 +541,9 @@ func TestServeAutoBisect(t *testing.T) {
 	m.st = s.Store()
 	id := tr.evaluated(t, s, true)
 	ctx := context.Background()
+	end := mustEnd(t, s, id)
 	err := s.db.Store.Tx(ctx, func(tx *store.Tx) error {
-		next, err := s.afterReport(ctx, tx, id, 1)
+		next, err := s.afterReport(ctx, tx, id, 1, end)
 		if err != nil {
 			return err
 		}
@@ -584,9 +590,12 @@ func TestServeAutoBisect(t *testing.T) {
 	if !strings.Contains(string(eml), "patch 3/4") {
 		t.Errorf("the reply draft does not name the patch:\n%s", eml)
 	}
-	// Without a regression (or with SeriesBisect off) nothing is bisected.
+	// Not a second time.
+	if pl, err := s.autoPlan(id); err != nil || pl != nil {
+		t.Errorf("a second automatic bisection of the same evaluation planned: %+v %v", pl, err)
+	}
 	err = s.db.Store.Tx(ctx, func(tx *store.Tx) error {
-		if st, pl, err := s.autoBisection(tx, id); err != nil || st != nil || pl != nil {
+		if st, err := s.autoBisection(tx, id, &perpatch.Bisection{}); err != nil || st != nil {
 			t.Errorf("a second automatic bisection of the same evaluation: %+v %v", st, err)
 		}
 		return nil
@@ -594,6 +603,16 @@ func TestServeAutoBisect(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+}
+
+// mustEnd is s.readEnd(id).
+func mustEnd(t *testing.T, s *Service, id int64) evalEnd {
+	t.Helper()
+	end, err := s.readEnd(id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return end
 }
 
 // A bisection whose jobs were cancelled (with its evaluation) is started
@@ -901,5 +920,74 @@ func TestBisectSeriesRestartKeepsDoneGen(t *testing.T) {
 	}
 	if e, _ := s.Store().Evaluation(id); e.Status != StatusCancelled {
 		t.Errorf("evaluation %s, want cancelled", e.Status)
+	}
+}
+
+// TestFinishEvaluationReadsNothingInItsTransaction: what follows an
+// evaluation's report (the per-patch run, or with SeriesBisect an
+// automatic bisection inside the series) is decided from reads made
+// before the report's transaction: inside it, which holds the
+// evaluation's row and then its bisection's lock, nothing is read on
+// another of the pool's connections (with every other connection taken,
+// as by transactions waiting for those locks, it waited for ever). On
+// Postgres.
+func TestFinishEvaluationReadsNothingInItsTransaction(t *testing.T) {
+	tr := newSeriesTree(t)
+	ctx := context.Background()
+	s, err := New(ctx, Config{Database: testpg.URL(t), Log: testWriter{t}, SeriesBisect: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	id := tr.evaluated(t, s, false)
+	end := mustEnd(t, s, id)
+	if end.bisect == nil {
+		t.Fatal("no automatic bisection planned for the series' regression")
+	}
+	pool := s.db.Store.Postgres()
+	err = s.db.Store.Tx(ctx, func(tx *store.Tx) error {
+		if err := s.setStatus(tx, id, store.StatusDone); err != nil {
+			return err
+		}
+		// Every other connection of the pool taken, given back after 10 s
+		// if afterReport still waits then.
+		var held []*pgxpool.Conn
+		for range pool.Config().MaxConns - pool.Stat().AcquiredConns() {
+			c, err := pool.Acquire(ctx)
+			if err != nil {
+				return err
+			}
+			held = append(held, c)
+		}
+		returned := make(chan struct{})
+		var waited atomic.Bool
+		go func() {
+			select {
+			case <-returned:
+			case <-time.After(10 * time.Second):
+				waited.Store(true)
+			}
+			for _, c := range held {
+				c.Release()
+			}
+		}()
+		next, err := s.afterReport(ctx, tx, id, 1, end)
+		close(returned)
+		if waited.Load() {
+			return fmt.Errorf("afterReport waited for another connection of the pool inside the report's transaction")
+		}
+		if err != nil {
+			return err
+		}
+		if len(next) != 1 || next[0].Args.Kind() != (SeriesBisectArgs{}).Kind() {
+			return fmt.Errorf("after the report: %v, want the bisection's first step", next)
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st, err := s.SeriesBisection(id); err != nil || st == nil || st.DoneGen != 1 {
+		t.Fatalf("bisection %+v %v; want an automatic one finishing generation 1", st, err)
 	}
 }
