@@ -79,38 +79,68 @@ if [ -f "$repo/bigtree.json" ]; then
 	exit 0
 fi
 
-tmp=$(mktemp -d "$scale/make.XXXXXX")
-trap 'rm -rf "$tmp"' EXIT
-(cd "$root" && go build -o "$tmp/bigtree" ./scripts/bigtree)
-new=$tmp/repo.git
-git init -q --bare "$new"
-git --git-dir="$new" config gc.auto 0
-# The base objects: the imported tree's packs, hard-linked (no copy).
-for f in "$base"/objects/pack/pack-*.{pack,idx}; do
-	ln "$f" "$new/objects/pack/" 2>/dev/null || cp "$f" "$new/objects/pack/"
-done
-git --git-dir="$new" update-ref refs/tags/v6.1-debian "$(git --git-dir="$base" rev-parse v6.1-debian)"
-
 now() { date +%s.%N; }
 secs() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%.1f", b - a }'; }
 # /usr/bin/time -f '%U %S %M' output: CPU seconds (user + system), peak RSS.
 cpu() { tail -1 "$1" | awk '{ printf "%.1f", $1 + $2 }'; }
 rss() { tail -1 "$1" | awk '{ print $3 }'; }
-echo "bigtree.sh: generating $n commits into $repo" >&2
-t0=$(now)
-# The generator and fast-import run side by side (one core each);
-# /usr/bin/time reports each one's CPU time and peak RSS (wall time on a
-# shared machine says little: the CPU seconds are what extrapolates).
-/usr/bin/time -f '%U %S %M' -o "$tmp/gen.rss" "$tmp/bigtree" -repo "$base" -base v6.1-debian \
-	-commits "$n" -releases "$releases" -stable "$stable" -seed "$seed" -exclude "$exclude" |
-	/usr/bin/time -f '%U %S %M' -o "$tmp/fi.rss" git --git-dir="$new" fast-import --done --quiet --active-branches=16
-t1=$(now)
-for r in $(git --git-dir="$new" for-each-ref --format='%(refname)' refs/heads/gen/); do
-	git --git-dir="$new" update-ref -d "$r"
+
+# Stage 1, cached on its own (the repack modes share it, and a run stopped
+# during the repack resumes there): fast-import's repository, refs packed.
+finame="linux-shape-n$n-r$releases-s$stable-S$seed-$basesum-$gensum"
+stage1=$scale/$finame.fastimport.git
+if [ ! -f "$stage1/fastimport.json" ]; then
+	tmp=$(mktemp -d "$scale/make.XXXXXX")
+	trap 'rm -rf "$tmp"' EXIT
+	(cd "$root" && go build -o "$tmp/bigtree" ./scripts/bigtree)
+	new=$tmp/repo.git
+	git init -q --bare "$new"
+	git --git-dir="$new" config gc.auto 0
+	# The base objects: the imported tree's packs, hard-linked (no copy).
+	for f in "$base"/objects/pack/pack-*.{pack,idx}; do
+		ln "$f" "$new/objects/pack/" 2>/dev/null || cp "$f" "$new/objects/pack/"
+	done
+	git --git-dir="$new" update-ref refs/tags/v6.1-debian "$(git --git-dir="$base" rev-parse v6.1-debian)"
+	echo "bigtree.sh: generating $n commits into $stage1" >&2
+	t0=$(now)
+	# The generator and fast-import run side by side (one core each);
+	# /usr/bin/time reports each one's CPU time and peak RSS (wall time on a
+	# shared machine says little: the CPU seconds are what extrapolates).
+	/usr/bin/time -f '%U %S %M' -o "$tmp/gen.rss" "$tmp/bigtree" -repo "$base" -base v6.1-debian \
+		-commits "$n" -releases "$releases" -stable "$stable" -seed "$seed" -exclude "$exclude" |
+		/usr/bin/time -f '%U %S %M' -o "$tmp/fi.rss" git --git-dir="$new" fast-import --done --quiet --active-branches=16
+	t1=$(now)
+	for r in $(git --git-dir="$new" for-each-ref --format='%(refname)' refs/heads/gen/); do
+		git --git-dir="$new" update-ref -d "$r"
+	done
+	git --git-dir="$new" symbolic-ref HEAD refs/heads/master
+	git --git-dir="$new" pack-refs --all
+	cat >"$new/fastimport.json" <<EOF
+  "fast_import_seconds": $(secs "$t0" "$t1"),
+  "generator_cpu_seconds": $(cpu "$tmp/gen.rss"), "generator_peak_rss_kb": $(rss "$tmp/gen.rss"),
+  "fast_import_cpu_seconds": $(cpu "$tmp/fi.rss"), "fast_import_peak_rss_kb": $(rss "$tmp/fi.rss"),
+  "fast_import_made": "$(date -u +%Y-%m-%dT%H:%M:%SZ)",
+EOF
+	rm -rf "$stage1"
+	mv "$new" "$stage1"
+	rm -rf "$tmp"
+	trap - EXIT
+fi
+
+# Stage 2: the repack, in a copy whose packs are hard links to stage 1's
+# (repack -d removes the links, not stage 1's files).
+tmp=$(mktemp -d "$scale/make.XXXXXX")
+trap 'rm -rf "$tmp"' EXIT
+new=$tmp/repo.git
+git init -q --bare "$new"
+git --git-dir="$new" config gc.auto 0
+for f in "$stage1"/objects/pack/pack-*.{pack,idx}; do
+	ln "$f" "$new/objects/pack/" 2>/dev/null || cp "$f" "$new/objects/pack/"
 done
+cp "$stage1/packed-refs" "$new/packed-refs"
 git --git-dir="$new" symbolic-ref HEAD refs/heads/master
-git --git-dir="$new" pack-refs --all
-echo "bigtree.sh: fast-import done in $(secs "$t0" "$t1") s; repacking ($mode, window $window, depth $depth)" >&2
+echo "bigtree.sh: repacking $stage1 ($mode, window $window, depth $depth)" >&2
+t1=$(now)
 if [ "$mode" = full ]; then
 	repack=(-adf)
 else
@@ -134,9 +164,7 @@ cat >"$new/bigtree.json" <<EOF
   "window": $window, "depth": $depth, "repack": "$mode", "base": "$basesum", "generator": "$gensum",
   "commits": $commits, "merges": $merges, "first_parent_commits": $firstparent, "tags": $tags,
   "objects": $objects, "pack_bytes": $packbytes, "idx_bytes": $idxbytes,
-  "fast_import_seconds": $(secs "$t0" "$t1"),
-  "generator_cpu_seconds": $(cpu "$tmp/gen.rss"), "generator_peak_rss_kb": $(rss "$tmp/gen.rss"),
-  "fast_import_cpu_seconds": $(cpu "$tmp/fi.rss"), "fast_import_peak_rss_kb": $(rss "$tmp/fi.rss"),
+$(cat "$stage1/fastimport.json")
   "repack_seconds": $(secs "$t1" "$t2"),
   "repack_cpu_seconds": $(cpu "$tmp/repack.rss"), "repack_peak_rss_kb": $(rss "$tmp/repack.rss"),
   "made": "$(date -u +%Y-%m-%dT%H:%M:%SZ)", "host_cpus": $(nproc)
