@@ -2,6 +2,7 @@ package gittree
 
 import (
 	"bufio"
+	"bytes"
 	"compress/zlib"
 	"container/list"
 	"errors"
@@ -11,6 +12,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"sync/atomic"
 
 	"github.com/go-git/go-git/v5/plumbing"
 	"github.com/go-git/go-git/v5/plumbing/format/objfile"
@@ -34,6 +36,7 @@ type objectReader struct {
 	objdirs []string        // the repository's objects directory, then its alternates
 	cache   *baseCache
 	closed  bool
+	last    atomic.Int32 // the pack of the last hit (locate)
 }
 
 // errClosed is what reads after Close return: a commit or tree kept past
@@ -159,12 +162,24 @@ func (r *objectReader) pack(i int) *packReader {
 	return r.packs[i]
 }
 
-// locate finds h in the packs: (pack number, offset).
+// locate finds h in the packs: (pack number, offset). The pack of the
+// last hit is searched first (as git does): a walk reads objects of one
+// pack in a row, and a search that misses costs as much as one that hits.
 func (r *objectReader) locate(h plumbing.Hash) (int, int64, bool) {
 	r.mu.RLock()
 	defer r.mu.RUnlock()
+	last := int(r.last.Load())
+	if last < len(r.packs) {
+		if off, ok := r.packs[last].idx.find(h); ok {
+			return last, off, true
+		}
+	}
 	for i, p := range r.packs {
+		if i == last {
+			continue
+		}
 		if off, ok := p.idx.find(h); ok {
+			r.last.Store(int32(i))
 			return i, off, true
 		}
 	}
@@ -253,6 +268,12 @@ type cacheKey struct {
 
 var zlibPool sync.Pool
 
+// chunkSize is the first read of an object: its header and up to ~4 KB
+// of compressed data (a commit, a small tree or blob whole).
+const chunkSize = 4096
+
+var chunkPool = sync.Pool{New: func() any { return new([chunkSize]byte) }}
+
 // readAt decodes the object at off in pack i, resolving delta chains.
 func (r *objectReader) readAt(i int, off int64, depth int) (plumbing.ObjectType, []byte, error) {
 	if t, b, ok := r.cache.get(cacheKey{i, off}); ok {
@@ -262,12 +283,15 @@ func (r *objectReader) readAt(i int, off int64, depth int) (plumbing.ObjectType,
 		return 0, nil, fmt.Errorf("delta chain too deep at offset %d", off)
 	}
 	p := r.pack(i)
-	var hdr [64]byte
-	n, err := p.f.ReadAt(hdr[:], off)
+	// One read for the header and, for most commits and trees, the whole
+	// compressed body; a longer body is read on from the file.
+	chunk := chunkPool.Get().(*[chunkSize]byte)
+	defer chunkPool.Put(chunk)
+	n, err := p.f.ReadAt(chunk[:], off)
 	if n == 0 && err != nil {
 		return 0, nil, objErr(err)
 	}
-	h := hdr[:n]
+	h := chunk[:n]
 	pos := 0
 	next := func() (byte, error) {
 		if pos >= len(h) {
@@ -316,7 +340,18 @@ func (r *objectReader) readAt(i int, off int64, depth int) (plumbing.ObjectType,
 	default:
 		return 0, nil, fmt.Errorf("pack %s: bad object type %d at offset %d", p.f.Name(), typ, off)
 	}
-	data, err := inflate(io.NewSectionReader(p.f, off+int64(pos), p.size-off-int64(pos)), size)
+	// A body that fits in the first read (zlib's stream is at most a
+	// little longer than its content) is inflated from memory, without a
+	// buffered reader; one that may not, or did not, reads on from the file.
+	rest, end := h[pos:], off+int64(n)
+	var data []byte
+	inChunk := end >= p.size || uint64(len(rest)) >= size+size/16+64
+	if inChunk {
+		data, err = inflate(bytes.NewReader(rest), size)
+	}
+	if !inChunk || err != nil && end < p.size {
+		data, err = inflate(io.MultiReader(bytes.NewReader(rest), io.NewSectionReader(p.f, end, p.size-end)), size)
+	}
 	if err != nil {
 		return 0, nil, fmt.Errorf("pack %s: object at offset %d: %v", p.f.Name(), off, err)
 	}
@@ -347,15 +382,24 @@ type zreader struct {
 	zr io.ReadCloser
 }
 
+// inflate decompresses the zlib stream of size bytes in src. A source
+// that is an io.ByteReader (a stream held in memory) is read directly;
+// any other through the pooled bufio.Reader.
 func inflate(src io.Reader, size uint64) ([]byte, error) {
 	z, _ := zlibPool.Get().(*zreader)
-	var err error
 	if z == nil {
-		z = &zreader{br: bufio.NewReaderSize(src, 16<<10)}
-		z.zr, err = zlib.NewReader(z.br)
-	} else {
+		z = &zreader{br: bufio.NewReaderSize(nil, 16<<10)}
+	}
+	in := src
+	if _, ok := src.(io.ByteReader); !ok {
 		z.br.Reset(src)
-		err = z.zr.(zlib.Resetter).Reset(z.br, nil)
+		in = z.br
+	}
+	var err error
+	if z.zr == nil {
+		z.zr, err = zlib.NewReader(in)
+	} else {
+		err = z.zr.(zlib.Resetter).Reset(in, nil)
 	}
 	if err != nil {
 		return nil, err

@@ -19,6 +19,8 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
+	"time"
 
 	"github.com/go-git/go-billy/v5"
 	"github.com/go-git/go-billy/v5/osfs"
@@ -144,6 +146,11 @@ type Storage struct {
 	*filesystem.Storage
 	objs *objectReader
 	dot  *dotgit.DotGit
+
+	refsMu     sync.Mutex // guards the packed-refs cache (Reference)
+	packed     []byte
+	packedSize int64
+	packedTime time.Time
 }
 
 // Close closes the pack files.

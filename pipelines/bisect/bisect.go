@@ -553,7 +553,7 @@ func FirstParentRange(repoPath, goodRef, badRef string, limit int) (good, bad Co
 			return good, bad, nil, fail.Inputf("bisect: good %s is not a first-parent ancestor of bad %s (reached the root %s)",
 				goodRef, badRef, short(c.Hash.String()))
 		}
-		p, err := c.Parent(0)
+		p, err := st.ReadCommit(c.ParentHashes[0])
 		if err != nil {
 			return good, bad, nil, fail.Infraf("bisect: parent of %s: %w", short(c.Hash.String()), err)
 		}

@@ -1,0 +1,55 @@
+package scale
+
+import (
+	"os"
+	"testing"
+
+	"github.com/patcheval/patcheval/internal/gittree"
+	"github.com/patcheval/patcheval/pipelines/bisect"
+)
+
+// benchTree is PATCHEVAL_SCALE_TREE (a tree made by bench/bigtree.sh or a
+// linux.git clone); the benchmarks skip without it. Profile with e.g.
+//
+//	PATCHEVAL_SCALE_TREE=... PATCHEVAL_SCALE_GOOD=v8.3-rc1 go test ./bench/scale/ \
+//	    -run - -bench Range -cpuprofile /tmp/cpu.out
+func benchTree(b *testing.B) string {
+	p := os.Getenv("PATCHEVAL_SCALE_TREE")
+	if p == "" {
+		b.Skip("PATCHEVAL_SCALE_TREE names the repository to measure (bench/bigtree.sh makes one)")
+	}
+	return p
+}
+
+func envOr(k, def string) string {
+	if v := os.Getenv(k); v != "" {
+		return v
+	}
+	return def
+}
+
+// BenchmarkScaleRange is the bisection range of bench/scale.sh's "range"
+// operation: the first-parent commits PATCHEVAL_SCALE_GOOD..PATCHEVAL_SCALE_BAD.
+func BenchmarkScaleRange(b *testing.B) {
+	p := benchTree(b)
+	good, bad := envOr("PATCHEVAL_SCALE_GOOD", "v8.3-rc1"), envOr("PATCHEVAL_SCALE_BAD", "v11.1")
+	for i := 0; i < b.N; i++ {
+		_, _, cs, err := bisect.FirstParentRange(p, good, bad, 1<<30)
+		if err != nil {
+			b.Fatal(err)
+		}
+		b.ReportMetric(float64(len(cs)), "commits")
+	}
+}
+
+// BenchmarkScaleResolve is bench/scale.sh's "resolve": open the
+// repository and resolve a tag to its commit.
+func BenchmarkScaleResolve(b *testing.B) {
+	p := benchTree(b)
+	tag := envOr("PATCHEVAL_SCALE_BAD", "v11.1")
+	for i := 0; i < b.N; i++ {
+		if _, err := gittree.Resolve(p, tag); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
