@@ -8,6 +8,7 @@
 #   bench/scale.sh -n 100000       # RUNS=3
 #
 # Operations (issue 18's targets in brackets):
+#   start      a process that does nothing (the floor of every row)
 #   resolve    a tag                       (opening: nothing grows with the objects)
 #   apply      the seed backport on the newest release    [<= 1 s, <= 300 MB]
 #              git: `git am` in a sparse worktree at the tag (made untimed),
@@ -80,6 +81,13 @@ timeit() {
 
 backport=$root/mbox/testdata/threads/ppc-dynamic-preempt-v6.1-backport.mbox
 awk '/^From mboxrd@z/{n++} n>=2' "$backport" >"$bench/backport-am.mbox"
+
+# start: a process that does nothing (scaleop's runtime and package init;
+# git --version) — the floor of every row below
+for i in $(seq "$RUNS"); do
+	timeit start.patcheval "$op" start
+	timeit start.git git --version
+done
 
 # resolve
 for i in $(seq "$RUNS"); do
@@ -190,7 +198,7 @@ done
 	echo
 	echo "deep tag $deep; incremental $prev -> $nextrc; range $good..$deep = $rangen first-parent commits; $RUNS runs, medians"
 	printf '%-24s %12s %12s %12s %12s %8s\n' operation patcheval_s patcheval_MB git_s git_MB time_x
-	for o in resolve apply checkout-fresh checkout-incremental range tags fetch push; do
+	for o in start resolve apply checkout-fresh checkout-incremental range tags fetch push; do
 		pm=$(awk -v o="$o.patcheval" '$1 == o {print $2, $3}' "$results" | sort -n | awk '{a[NR]=$1; b[NR]=$2} END {m=int((NR+1)/2); print a[m], b[m]/1024}')
 		for g in git git-am git-apply-cached; do
 			gm=$(awk -v o="$o.$g" '$1 == o {print $2, $3}' "$results" | sort -n | awk 'NR {a[NR]=$1; b[NR]=$2} END {if (NR) {m=int((NR+1)/2); print a[m], b[m]/1024}}')
