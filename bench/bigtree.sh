@@ -95,6 +95,15 @@ secs() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%.1f", b - a }'; }
 # /usr/bin/time -f '%U %S %M' output: CPU seconds (user + system), peak RSS.
 cpu() { tail -1 "$1" | awk '{ printf "%.1f", $1 + $2 }'; }
 rss() { tail -1 "$1" | awk '{ print $3 }'; }
+# newrepo DIR FROM: a bare repository at DIR holding FROM's packs as hard
+# links (no copy; a copy where links cannot be made).
+newrepo() {
+	git init -q --bare "$1"
+	git --git-dir="$1" config gc.auto 0
+	for f in "$2"/objects/pack/pack-*.{pack,idx}; do
+		ln "$f" "$1/objects/pack/" 2>/dev/null || cp "$f" "$1/objects/pack/"
+	done
+}
 
 # Stage 1, cached on its own (the repack modes share it, and a run stopped
 # during the repack resumes there): fast-import's repository, refs packed.
@@ -105,12 +114,8 @@ if [ ! -f "$stage1/fastimport.json" ]; then
 	trap 'rm -rf "$tmp"' EXIT
 	(cd "$root" && go build -o "$tmp/bigtree" ./scripts/bigtree)
 	new=$tmp/repo.git
-	git init -q --bare "$new"
-	git --git-dir="$new" config gc.auto 0
-	# The base objects: the imported tree's packs, hard-linked (no copy).
-	for f in "$base"/objects/pack/pack-*.{pack,idx}; do
-		ln "$f" "$new/objects/pack/" 2>/dev/null || cp "$f" "$new/objects/pack/"
-	done
+	# The base objects: the imported tree's packs.
+	newrepo "$new" "$base"
 	git --git-dir="$new" update-ref refs/tags/v6.1-debian "$(git --git-dir="$base" rev-parse v6.1-debian)"
 	echo "bigtree.sh: generating $n commits into $stage1" >&2
 	t0=$(now)
@@ -143,11 +148,7 @@ fi
 tmp=$(mktemp -d "$scale/make.XXXXXX")
 trap 'rm -rf "$tmp"' EXIT
 new=$tmp/repo.git
-git init -q --bare "$new"
-git --git-dir="$new" config gc.auto 0
-for f in "$stage1"/objects/pack/pack-*.{pack,idx}; do
-	ln "$f" "$new/objects/pack/" 2>/dev/null || cp "$f" "$new/objects/pack/"
-done
+newrepo "$new" "$stage1"
 cp "$stage1/packed-refs" "$new/packed-refs"
 git --git-dir="$new" symbolic-ref HEAD refs/heads/master
 echo "bigtree.sh: repacking $stage1 ($mode, window $window, depth $depth)" >&2
