@@ -85,7 +85,7 @@ func applySELinux(s *SELinux, noInit bool) error {
 		return nil
 	}
 	if !present {
-		return fmt.Errorf("selinux %s requested but SELinux is not enabled (no %s: a kernel without SECURITY_SELINUX, or selinux=0)", s.Mode, selinuxfs)
+		return fmt.Errorf("selinux %s requested but SELinux is not enabled (no %s): the kernel lacks SECURITY_SELINUX, or its command line has selinux=0, or SELinux is not among the LSMs it starts (its CONFIG_LSM does not list selinux: add security=selinux, or lsm=...,selinux, to the command line)", s.Mode, selinuxfs)
 	}
 	if len(s.Policy) == 0 {
 		return fmt.Errorf("selinux %s requested without a policy to load", s.Mode)

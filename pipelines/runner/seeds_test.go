@@ -9,8 +9,13 @@ import (
 	"testing"
 	"time"
 
+	"github.com/patcheval/patcheval/build"
 	"github.com/patcheval/patcheval/build/buildtest"
+	"github.com/patcheval/patcheval/evaluate"
+	"github.com/patcheval/patcheval/evaluate/guest"
+	"github.com/patcheval/patcheval/evaluate/qemu"
 	"github.com/patcheval/patcheval/evaluate/report"
+	"github.com/patcheval/patcheval/evaluate/selinux"
 	"github.com/patcheval/patcheval/evaluate/stats"
 	"github.com/patcheval/patcheval/internal/progress"
 	"github.com/patcheval/patcheval/internal/testenv"
@@ -174,4 +179,65 @@ func TestRunBridgeLoop(t *testing.T) {
 	if !strings.Contains(txt, "bridge [agent loop] (sys ns/op") {
 		t.Errorf("report has no sys time per loop")
 	}
+}
+
+// TestSELinuxTaxKernelNeedsSecuritySelinux boots the selinux-tax kernel
+// (cached once TestRunSELinuxTax built it) with the enforcing plan, once
+// without and once with security=selinux. Its CONFIG_LSM (tinyconfig's)
+// does not list selinux, so without the parameter the kernel never starts
+// SELinux and the agent fails the boot: what the validator's "add
+// security=selinux" guards against, seen on the real kernel.
+func TestSELinuxTaxKernelNeedsSecuritySelinux(t *testing.T) {
+	testenv.SkipUnlessLong(t, "the selinux-tax ppc64le kernel (a build of its own unless cached) and 2 deterministic QEMU boots")
+	p, err := pipelines.Builtin("selinux-tax")
+	if err != nil {
+		t.Fatal(err)
+	}
+	specs := p.Builds()
+	if len(specs) != 1 {
+		t.Fatalf("selinux-tax builds %+v", specs)
+	}
+	spec := specs[0]
+	art := buildtest.Build(t, build.Request{Repo: buildtest.Repo(t), Commit: buildtest.BaseCommit, Arch: spec.Arch,
+		BaseConfig: spec.BaseConfig, Fragments: []string{buildtest.BootFragment(t, spec.Arch)}, Symbols: spec.Symbols, Variant: spec.Variant})
+	cfg, err := os.ReadFile(art.Config)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var lsm string
+	for _, l := range strings.Split(string(cfg), "\n") {
+		if v, ok := strings.CutPrefix(l, "CONFIG_LSM="); ok {
+			lsm = v
+		}
+	}
+	if lsm == "" || strings.Contains(lsm, "selinux") {
+		t.Fatalf("CONFIG_LSM=%s: want a list without selinux (tinyconfig's)", lsm)
+	}
+	src, err := selinux.Source(p.SELinuxPolicy.Label())
+	if err != nil {
+		t.Fatal(err)
+	}
+	pol, err := selinux.Compile(context.Background(), p.SELinuxPolicy.Label(), src, buildtest.Options(t).CacheDir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	plan := guest.Plan{SELinux: &guest.SELinux{Mode: guest.SELinuxEnforcing, Policy: pol, PolicyName: p.SELinuxPolicy.Label()},
+		Benchmarks: []guest.Bench{{Name: guest.BenchKill, Ops: 1000}}}
+	boot := func(cmdline string) (*evaluate.BootResult, error) {
+		return qemu.New(qemu.Config{Deterministic: true, Timeout: 20 * time.Minute}).Boot(context.Background(),
+			evaluate.Kernel{Variant: "enforcing", Arch: spec.Arch, Image: art.Image, Cmdline: cmdline}, plan)
+	}
+	_, err = boot("")
+	if err == nil || !strings.Contains(err.Error(), "SELinux is not enabled") || !strings.Contains(err.Error(), "add security=selinux") {
+		t.Errorf("enforcing without security=selinux: %v, want the agent to find SELinux not enabled and name the missing security=selinux", err)
+	}
+	t.Logf("without security=selinux: %v", err)
+	res, err := boot("security=selinux")
+	if err != nil {
+		t.Fatalf("enforcing with security=selinux: %v", err)
+	}
+	if info := res.Output.Info; info == nil || info.SELinux != guest.SELinuxEnforcing {
+		t.Errorf("with security=selinux: info %+v, want SELinux %s", info, guest.SELinuxEnforcing)
+	}
+	t.Logf("with security=selinux: SELinux %s, kill %.1f ns/op", res.Output.Info.SELinux, res.Output.Results[0].NsPerOp)
 }
