@@ -849,10 +849,11 @@ func (s *Store) FinishedRuns(evalID int64) (map[evaluate.BootKey]bool, error) {
 }
 
 // Samples returns every sample of evaluation evalID's finished runs, with
-// Variant and Boot filled in from the run, ordered by run then insertion.
+// Variant, Boot and Deterministic filled in from the run, ordered by run
+// then insertion.
 func (s *Store) Samples(evalID int64) ([]evaluate.Sample, error) {
 	rows, err := s.db.Query(`SELECT r.variant, r.boot, s.benchmark, s.metric, s.unit, s.value, s.higher_is_better,
-		s.iteration, s.extra, s.time
+		s.iteration, s.extra, s.time, r.deterministic
 		FROM samples s JOIN runs r ON s.run_id = r.id
 		WHERE r.evaluation_id = ? AND r.status IN ('ok', 'failed')
 		ORDER BY r.id, s.id`, evalID)
@@ -863,13 +864,14 @@ func (s *Store) Samples(evalID int64) ([]evaluate.Sample, error) {
 	var out []evaluate.Sample
 	for rows.Next() {
 		var sm evaluate.Sample
-		var hib int
+		var hib, det int
 		var extra, t string
 		if err := rows.Scan(&sm.Variant, &sm.Boot, &sm.Benchmark, &sm.Metric, &sm.Unit, &sm.Value, &hib,
-			&sm.Iteration, &extra, &t); err != nil {
+			&sm.Iteration, &extra, &t, &det); err != nil {
 			return nil, fail.Infraf("store: %s: %w", s.where, err)
 		}
 		sm.HigherIsBetter = hib != 0
+		sm.Deterministic = det != 0 // the boot's: a sample is as deterministic as the run that measured it
 		if extra != "" {
 			if err := json.Unmarshal([]byte(extra), &sm.Extra); err != nil {
 				return nil, fail.Infraf("store: %s: sample extra %q: %w", s.where, extra, err)

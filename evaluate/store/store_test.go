@@ -249,6 +249,10 @@ func TestRoundTrip(t *testing.T) {
 			samples[1].Extra["iterations"] != 200000 || !samples[1].Time.Equal(want0.Time) || samples[1].Unit != "ns" {
 			t.Fatalf("sample: %+v", samples[1])
 		}
+		// Measured in a deterministic boot (the run's environment).
+		if want0.Deterministic || !samples[1].Deterministic {
+			t.Fatalf("sample of a deterministic boot read back with Deterministic %v", samples[1].Deterministic)
+		}
 
 		runs, err := s.RunsOf(e.ID)
 		if err != nil || len(runs) != 4 {
