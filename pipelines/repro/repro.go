@@ -182,9 +182,17 @@ func Build(st *store.Store, id int64, o Options) (*Repro, error) {
 	var tools strings.Builder
 	seenKernel := map[string]bool{}
 	for _, b := range builds {
+		// The build's metadata (compiler, tools, make command) is the
+		// artifact directory's metadata.json; the build row keeps the
+		// runner's own (the pipeline's key, a cache hit), or, from
+		// older runs and other recorders, the build's.
+		metaJSON := b.Metadata
+		if data, err := os.ReadFile(filepath.Join(b.ArtifactDir, "metadata.json")); b.ArtifactDir != "" && err == nil {
+			metaJSON = data
+		}
 		var meta build.Metadata
-		if len(b.Metadata) > 0 {
-			if err := json.Unmarshal(b.Metadata, &meta); err != nil {
+		if len(metaJSON) > 0 {
+			if err := json.Unmarshal(metaJSON, &meta); err != nil {
 				return nil, fail.Infraf("evaluation %d: build %d metadata: %v", id, b.ID, err)
 			}
 		}
@@ -204,8 +212,8 @@ func Build(st *store.Store, id int64, o Options) (*Repro, error) {
 			r.Missing = append(r.Missing, fmt.Sprintf("kernels/%s.config: the build cache no longer has it (%s); the config hash is %s",
 				name, b.ArtifactDir, b.ConfigHash))
 		}
-		if len(b.Metadata) > 0 {
-			r.add("kernels/"+name+".metadata.json", 0o644, indentJSON(b.Metadata))
+		if len(metaJSON) > 0 {
+			r.add("kernels/"+name+".metadata.json", 0o644, indentJSON(metaJSON))
 		}
 		fmt.Fprintf(&tools, "%s (%s): %s", b.Variant, b.Arch, orNone(meta.Compiler.VersionFull))
 		for _, t := range sortedKeys(meta.Tools) {

@@ -57,9 +57,13 @@ func seed(t *testing.T) (*store.Store, int64, []evaluate.Sample) {
 			os.WriteFile(filepath.Join(dir, "config"), []byte("CONFIG_PPC64=y\nCONFIG_VARIANT_"+strings.ToUpper(strings.NewReplacer("+", "_", "@", "_").Replace(v.Name))+"=y\n"), 0o644)
 			meta := build.Metadata{Compiler: build.MetaCompiler{Name: "gcc", Version: "12", VersionFull: "powerpc64le-linux-gnu-gcc (Debian 12.2.0-14) 12.2.0"},
 				Tools: map[string]string{"make": "GNU Make 4.3"}, Build: build.MetaBuild{MakeCommand: []string{"make", "ARCH=powerpc", "vmlinux"}}}
+			// As the build and the runner leave them: the build's
+			// metadata in its artifact directory, the build row's
+			// metadata the runner's own (the pipeline's key, a cache hit).
 			mj, _ := json.Marshal(meta)
+			os.WriteFile(filepath.Join(dir, "metadata.json"), mj, 0o644)
 			if _, err := st.RecordBuild(id, store.Build{Variant: v.Name, Arch: "ppc64le", Commit: "abc", ConfigHash: "h" + v.Name,
-				ArtifactDir: dir, Status: "ok", Metadata: mj}); err != nil {
+				ArtifactDir: dir, Status: "ok", Metadata: []byte(`{"key":"ppc64le-` + v.Name + `","cache_hit":true}`)}); err != nil {
 				t.Fatal(err)
 			}
 		}
