@@ -213,10 +213,9 @@ func (b *Budget) start(ctx context.Context) (finish func(), err error) {
 	return func() {
 		b.mu.Lock()
 		b.running--
-		if b.running == 0 {
-			// Nothing holds a token now: put the pipe right, whatever
+		if b.running == 0 && b.js.settle(b.jobs) {
+			// Nothing held a token: the pipe is right again, whatever
 			// killed makes took with them.
-			b.js.settle(b.jobs)
 			b.added = b.jobs
 		} else {
 			give := max(0, b.want()-b.added)

@@ -428,13 +428,19 @@ func (j *jobserver) take(n int) {
 // for them would steal the next ones returned: without this, a
 // long-lived budget (the service's) would shrink with every cancelled
 // build.
-func (j *jobserver) settle(tokens int) {
-	j.own.SetReadDeadline(time.Now())
+//
+// It reports false when it cannot end the waiting takes (the pipe end
+// not pollable: it would wait for them forever) or count the pipe; the
+// budget then goes on with its own count.
+func (j *jobserver) settle(tokens int) bool {
+	if err := j.own.SetReadDeadline(time.Now()); err != nil {
+		return false
+	}
 	j.taking.Wait()
 	j.own.SetReadDeadline(time.Time{})
 	n, err := j.queued()
 	if err != nil {
-		return
+		return false
 	}
 	if n < tokens {
 		j.add(tokens - n)
@@ -442,9 +448,10 @@ func (j *jobserver) settle(tokens int) {
 	buf := make([]byte, 1)
 	for ; n > tokens; n-- {
 		if _, err := j.own.Read(buf); err != nil {
-			return
+			break
 		}
 	}
+	return true
 }
 
 // queued is how many tokens are in the pipe (FIONREAD).
