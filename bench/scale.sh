@@ -75,7 +75,7 @@ echo "scale.sh: $big: deep tag $deep, adjacent $prev -> $nextrc, range $good..$d
 timeit() {
 	local name=$1
 	shift
-	/usr/bin/time -f '%e %M' -o "$bench/time.out" "$@" >"$bench/out.txt"
+	/usr/bin/time -f '%e %M %U %S' -o "$bench/time.out" "$@" >"$bench/out.txt"
 	echo "$name $(cat "$bench/time.out")" >>"$results"
 }
 
@@ -192,20 +192,33 @@ for i in $(seq "$RUNS"); do
 	done
 done
 
+# median NAME: "wall_s peak_MB cpu_s" over NAME's runs: the median wall
+# time with that run's peak RSS, and the median CPU time; nothing when
+# NAME has no runs.
+median() {
+	local w c
+	w=$(awk -v o="$1" '$1 == o {print $2, $3}' "$results" | sort -n | awk '{a[NR]=$1; b[NR]=$2} END {if (NR) {m=int((NR+1)/2); print a[m], b[m]/1024}}')
+	[ -n "$w" ] || return 0
+	c=$(awk -v o="$1" '$1 == o {print $4 + $5}' "$results" | sort -n | awk '{a[NR]=$1} END {print a[int((NR+1)/2)]}')
+	echo "$w $c"
+}
+
 {
 	echo "tree: $big"
 	if [ -f "$big/bigtree.json" ]; then sed -n 's/^  //p' "$big/bigtree.json" | tr -d '\n'; fi
 	echo
 	echo "deep tag $deep; incremental $prev -> $nextrc; range $good..$deep = $rangen first-parent commits; $RUNS runs, medians"
-	printf '%-24s %12s %12s %12s %12s %8s\n' operation patcheval_s patcheval_MB git_s git_MB time_x
+	# Wall time is what a user waits for but says little on a loaded
+	# machine; CPU seconds (user + system) hold up better under load.
+	printf '%-24s %12s %12s %12s %12s %12s %12s %8s %8s\n' operation patcheval_s patcheval_cpu patcheval_MB git_s git_cpu git_MB time_x cpu_x
 	for o in start resolve apply checkout-fresh checkout-incremental range tags fetch push; do
-		pm=$(awk -v o="$o.patcheval" '$1 == o {print $2, $3}' "$results" | sort -n | awk '{a[NR]=$1; b[NR]=$2} END {m=int((NR+1)/2); print a[m], b[m]/1024}')
+		read -r ps pr pc <<<"$(median "$o.patcheval")"
 		for g in git git-am git-apply-cached; do
-			gm=$(awk -v o="$o.$g" '$1 == o {print $2, $3}' "$results" | sort -n | awk 'NR {a[NR]=$1; b[NR]=$2} END {if (NR) {m=int((NR+1)/2); print a[m], b[m]/1024}}')
+			gm=$(median "$o.$g")
 			[ -n "$gm" ] || continue
-			read -r ps pr <<<"$pm"
-			read -r gs gr <<<"$gm"
-			printf '%-24s %12.2f %12.0f %12.2f %12.0f %8.2f\n' "$o (vs $g)" "$ps" "$pr" "$gs" "$gr" "$(awk -v a="$ps" -v b="$gs" 'BEGIN {print (b > 0 ? a / b : 0)}')"
+			read -r gs gr gc <<<"$gm"
+			printf '%-24s %12.2f %12.2f %12.0f %12.2f %12.2f %12.0f %8.2f %8.2f\n' "$o (vs $g)" "$ps" "$pc" "$pr" "$gs" "$gc" "$gr" \
+				"$(awk -v a="$ps" -v b="$gs" 'BEGIN {print (b > 0 ? a / b : 0)}')" "$(awk -v a="$pc" -v b="$gc" 'BEGIN {print (b > 0 ? a / b : 0)}')"
 		done
 	done
 } | tee "$bench/summary.txt"
