@@ -50,8 +50,8 @@
 # fast-import 184 CPU-s, keep-base-f repack 634 CPU-s; at 10^6 about 2,000
 # CPU-s for the generation (~40 min on an idle 2-core machine, ~465
 # commits/s) and ~6,300 CPU-s for keep-base-f (~300 for keep-base), ~5 GB
-# of packs. Under four helpers' kernel builds at nice 19 it went at ~11
-# commits/s: a day.
+# of packs. Under three helpers' kernel builds at nice 19 it went at ~17
+# commits/s (fast-import got ~3% of a core): ~16 hours.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 n=1000000 releases=100 stable=12 seed=1
