@@ -96,7 +96,7 @@ func TestSeedPipelines(t *testing.T) {
 		t.Error("BRIDGE belongs to the bridge pipeline, not to the shared boot config every kernel is built from")
 	}
 	r := b.Runs()[1]
-	if r.Name != "fqs1" || !reflect.DeepEqual(r.Plan.Benchmarks[0], guest.Bench{Name: "bridge", Ops: 100}) || r.Plan.Iterations != 3 || b.Target.SMP != 2 ||
+	if r.Name != "fqs1" || !reflect.DeepEqual(r.Plan.Benchmarks[0], guest.Bench{Name: "bridge-sh", Ops: 100}) || r.Plan.Iterations != 3 || b.Target.SMP != 2 ||
 		!strings.Contains(r.Cmdline, "rcutree.jiffies_till_first_fqs=1") {
 		t.Errorf("bridge-loop run %+v", r)
 	}

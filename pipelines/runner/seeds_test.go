@@ -165,18 +165,19 @@ func TestRunARM64Kill(t *testing.T) {
 
 // TestRunBridgeLoop runs seed 003's bridge loop for real: the pseries
 // kernel with BRIDGE=y (a build of its own, mostly compiler-cache hits),
-// 100 add/del loops per measurement, time and sys time per loop.
+// 100 runs of the thread's bridge.sh per measurement, time and sys time
+// per loop.
 func TestRunBridgeLoop(t *testing.T) {
 	testenv.SkipUnlessLong(t, "a ppc64le kernel with BRIDGE (a build of its own) and 6 deterministic QEMU boots")
 	r, txt := runSeed(t, "bridge-loop", 2)
 	rows := logTables(t, r)
 	for _, m := range []string{"ns/op", "sys ns/op"} {
-		row, ok := rows["bridge add/del, 100 loops: bridge "+m]
+		row, ok := rows["bridge.sh, 100 loops: bridge-sh "+m]
 		if !ok || row.Change == nil || row.N[0] < 4 || row.Means[0] <= 0 {
 			t.Errorf("bridge %s: %+v", m, row)
 		}
 	}
-	if !strings.Contains(txt, "bridge [agent loop] (sys ns/op") {
+	if !strings.Contains(txt, "bridge-sh [agent loop] (sys ns/op") {
 		t.Errorf("report has no sys time per loop")
 	}
 }
