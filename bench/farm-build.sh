@@ -9,6 +9,7 @@
 #
 #   bench/farm-build.sh [--kernels N] [--seconds S]   # default 4 kernels, 20 s
 #   bench/farm-build.sh --fetch
+#   bench/farm-build.sh --real [--one-machine]
 #
 # The kernels are a fake Kbuild-like tree whose compile takes S seconds
 # (sleep): the figure is the farm's scheduling and transfer overhead
@@ -21,17 +22,31 @@
 # --bare` and `git fetch` of that commit from the same URL
 # (pipelines/service TestFarmTreeFetchBench; loopback, no root needed).
 #
+# --real: a real evaluation (one x86_64 tinyconfig kernel of the 6.1
+# tree, two variants, 3 deterministic boots each) on one machine with the
+# kernel from the suite's cache, then across the namespaces on two cold
+# workers: one fetches the tree and builds the kernel for real (-j2, an
+# empty compiler cache: a full kernel build, minutes), both boot it.
+# Checks the samples agree (pipelines/service TestFarmRealKernel). Needs
+# the suite's x86_64 boot kernel cached (evaluate/qemu
+# TestOtherArches/x86_64 with PATCHEVAL_LONG_TESTS=1 builds it); run it
+# under nice on a shared machine, and announce the build there.
+# --one-machine runs the one-machine half alone (boots only).
+#
 # Prints the load average before and after, and the BENCH lines.
 set -euo pipefail
 kernels=4
 seconds=20
 mode=build
+real=1
 while [ $# -gt 0 ]; do
 	case $1 in
 	--kernels) kernels=$2; shift 2 ;;
 	--seconds) seconds=$2; shift 2 ;;
 	--fetch) mode=fetch; shift ;;
-	*) echo "usage: bench/farm-build.sh [--kernels N] [--seconds S] | --fetch" >&2; exit 2 ;;
+	--real) mode=real; shift ;;
+	--one-machine) real=one-machine; shift ;;
+	*) echo "usage: bench/farm-build.sh [--kernels N] [--seconds S] | --fetch | --real [--one-machine]" >&2; exit 2 ;;
 	esac
 done
 root=$(cd "$(dirname "$0")/.." && pwd)
@@ -41,6 +56,7 @@ echo "load before: $(cut -d' ' -f1-3 /proc/loadavg)"
 case $mode in
 build) export PATCHEVAL_FARM_BENCH="$kernels,$seconds" test=TestFarmBuildBench ;;
 fetch) export PATCHEVAL_FARM_FETCH_BENCH=1 test=TestFarmTreeFetchBench ;;
+real) export PATCHEVAL_FARM_REAL=$real test=TestFarmRealKernel ;;
 esac
 start=$(date +%s)
 go test ./pipelines/service/ -run "^$test\$" -count=1 -timeout 0 -v |

@@ -75,6 +75,8 @@ type farmWorkerSpec struct {
 	// it one of its own), so that what it needs of them crosses the
 	// network.
 	Hide []string
+	// Jobs is its make -j (0: 1).
+	Jobs int
 }
 
 var farmSeq atomic.Int64
@@ -249,6 +251,9 @@ func TestFarmCoordinatorRole(t *testing.T) {
 	switch spec.Scenario {
 	case "boot":
 		farmBootScenario(t, s, c)
+		return
+	case "real", "real-one-machine":
+		farmRealScenario(t, s, c)
 		return
 	}
 	gate := filepath.Join(spec.Dir, "gate")
@@ -647,7 +652,7 @@ func farmWorkerMain(raw string) int {
 		return 2
 	}
 	w, err := NewWorker(ctx, WorkerConfig{Database: spec.DB, Server: spec.Server, Token: tok, Name: spec.Name, CacheDir: spec.Cache,
-		Jobs: 1, BuildWorkers: 1, BootWorkers: 1, Grace: 5 * time.Second, Capabilities: Capabilities{Build: spec.Build, QEMU: spec.QEMU, Cores: 1}, Log: os.Stderr})
+		Jobs: max(1, spec.Jobs), BuildWorkers: 1, BootWorkers: 1, Grace: 5 * time.Second, Capabilities: Capabilities{Build: spec.Build, QEMU: spec.QEMU, Cores: 1}, Log: os.Stderr})
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 3
