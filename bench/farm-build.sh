@@ -25,9 +25,11 @@
 # --real: a real evaluation (one x86_64 tinyconfig kernel of the 6.1
 # tree, two variants, 3 deterministic boots each) on one machine with the
 # kernel from the suite's cache, then across the namespaces on two cold
-# workers: one fetches the tree and builds the kernel for real (-j2, an
-# empty compiler cache: a full kernel build, minutes), both boot it.
-# Checks the samples agree (pipelines/service TestFarmRealKernel). Needs
+# workers: one fetches the tree over serve's git smart HTTP and builds
+# the kernel for real (-j2, an empty compiler cache: a full kernel build,
+# tens of minutes on a loaded 2-core machine), both boot it, and Postgres
+# restarts during the first boot. Checks the samples and the two
+# report.json files agree (pipelines/service TestFarmRealKernel). Needs
 # the suite's x86_64 boot kernel cached (evaluate/qemu
 # TestOtherArches/x86_64 with PATCHEVAL_LONG_TESTS=1 builds it); run it
 # under nice on a shared machine, and announce the build there.

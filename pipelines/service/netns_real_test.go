@@ -2,11 +2,13 @@ package service
 
 import (
 	"context"
+	"crypto/sha256"
 	"encoding/json"
 	"fmt"
 	"math"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
 	"testing"
@@ -18,6 +20,7 @@ import (
 	"github.com/patcheval/patcheval/internal/testenv"
 	"github.com/patcheval/patcheval/internal/xdg"
 	"github.com/patcheval/patcheval/pipelines"
+	"github.com/patcheval/patcheval/pipelines/artifact"
 	"github.com/patcheval/patcheval/pipelines/runner"
 )
 
@@ -37,10 +40,29 @@ import (
 // builds the kernel for real (no kcc hit: its compiler cache is empty),
 // and both boot it, fetched through serve's artifact store.
 //
-// It checks that both complete with the same boots and that their
-// samples agree (deterministic QEMU: within 0.1%), and prints BENCH
-// lines with the wall times. A real kernel build: opt-in
-// (PATCHEVAL_FARM_REAL=1), never in the default suite.
+// Postgres restarts while the farm's first boot runs (every session
+// ends, the workers' too): the evaluation completes.
+//
+// It checks:
+//   - the farm's kernel was built on a worker, from that worker's mirror
+//     of serve's tree (fetched over git's smart HTTP), with every object
+//     compiled (no compiler-cache hit), and serve's artifact store holds
+//     it whole; its .config equals one machine's;
+//   - both runs have the same samples (same variants, benchmarks, boots
+//     and iterations), each within 0.1% of its counterpart
+//     (deterministic QEMU is not bit-exact from boot to boot);
+//   - the two report.json files agree (diffReports): the same variants,
+//     boots, benchmarks, comparisons and verdicts, every measured number
+//     within 0.1%. Fields that say where and when the evaluation ran
+//     (ids, dates, paths of the build directory, wall times) may differ,
+//     and so may the statistics of the two variants' difference (p
+//     values, t, confidence bounds), which move freely when, as here,
+//     both variants boot one kernel and measure the same.
+//
+// It prints BENCH lines with the wall times. A real kernel build: opt-in
+// (PATCHEVAL_FARM_REAL=1), never in the default suite;
+// PATCHEVAL_FARM_KEEP=DIR keeps the workers' caches, serve's state and
+// both reports in DIR.
 func TestFarmRealKernel(t *testing.T) {
 	mode := os.Getenv("PATCHEVAL_FARM_REAL")
 	if mode == "" {
@@ -164,10 +186,13 @@ func farmRealScenario(t *testing.T, s *Service, c *farmCoord) {
 		t.Fatal(err)
 	}
 	st := s.Store()
-	var built time.Duration
-	waitFor(t, 90*time.Minute, "the farm's evaluation done", func() bool {
+	var built, restarted time.Duration
+	waitFor(t, 3*time.Hour, "the farm's evaluation done", func() bool {
 		e, err := st.Evaluation(id)
 		if err != nil {
+			if restarted != 0 && time.Since(t0)-restarted < time.Minute {
+				return false // Postgres is starting again
+			}
 			t.Fatal(err)
 		}
 		if e.Status == "failed" || e.Status == StatusCancelled {
@@ -179,9 +204,23 @@ func farmRealScenario(t *testing.T, s *Service, c *farmCoord) {
 				built = time.Since(t0)
 			}
 		}
+		// Postgres restarts mid-evaluation, once the first boot runs:
+		// every session ends (the workers' too); the evaluation goes on.
+		if restarted == 0 && e.Status != "done" {
+			if runs, _ := st.RunsOf(id); slices.ContainsFunc(runs, func(r store.Run) bool { return r.Status == store.RunRunning }) {
+				if err := c.pg.Restart(); err != nil {
+					t.Fatal(err)
+				}
+				restarted = time.Since(t0)
+				t.Logf("Postgres restarted at %.1f s, a boot running", restarted.Seconds())
+			}
+		}
 		return e.Status == "done"
 	})
 	farmWall := time.Since(t0)
+	if restarted == 0 {
+		t.Errorf("Postgres was not restarted: no boot was seen running")
+	}
 	for _, w := range ws {
 		w.stop(t)
 	}
@@ -197,6 +236,36 @@ func farmRealScenario(t *testing.T, s *Service, c *farmCoord) {
 	}
 	if builder == "" {
 		t.Errorf("the farm's kernel was built in %s, in neither worker's cache", bs[0].ArtifactDir)
+	}
+	// The kernel as serve's artifact store holds it: built from the
+	// builder's mirror of serve's tree (fetched over smart HTTP), every
+	// object compiled (an empty compiler cache).
+	files := runner.BuildFiles(bs[0])
+	if len(files) == 0 {
+		t.Fatalf("the farm's build records no artifact manifest: %s", bs[0].Metadata)
+	}
+	fetched := filepath.Join(c.spec.Dir, "farm-kernel")
+	if err := artifact.FetchDir(ctx, s.Artifacts(), files, fetched); err != nil {
+		t.Fatalf("the farm's kernel from serve's artifact store: %v", err)
+	}
+	fa, err := build.LoadArtifact(fetched)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if mirror := filepath.Join(c.spec.Dir, builder, "trees", "farm") + "/"; builder != "" && !strings.HasPrefix(fa.Meta.Git.URL, mirror) {
+		t.Errorf("the farm's kernel was built from %s, want %s's mirror under %s", fa.Meta.Git.URL, builder, mirror)
+	}
+	if r := fa.Meta.Results; r.ObjectsCompiled == 0 || r.CCacheHits != 0 {
+		t.Errorf("the farm's build: %d objects compiled, %d compiler-cache hits; want a cold build (every object compiled)", r.ObjectsCompiled, r.CCacheHits)
+	}
+	refArt, err := build.LoadArtifact(refBuilds[0].ArtifactDir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sameImage := fileHash(t, fa.Image) == fileHash(t, refArt.Image)
+	sameConfig := fileHash(t, fa.Config) == fileHash(t, refArt.Config)
+	if !sameConfig {
+		t.Errorf("the farm's .config differs from one machine's (%s, %s)", fa.Config, refArt.Config)
 	}
 
 	// The same boots, the same numbers.
@@ -255,6 +324,34 @@ func farmRealScenario(t *testing.T, s *Service, c *farmCoord) {
 	if worst > 1e-3 {
 		t.Errorf("the farm's samples differ from one machine's by up to %.3f%% (deterministic QEMU: want within 0.1%%)", 100*worst)
 	}
+	// The reports: the same variants, boots, comparisons and verdicts;
+	// numbers within 0.1%; only where and when differ.
+	one, err := os.ReadFile(filepath.Join(refOut, "report.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	farm, err := os.ReadFile(filepath.Join(s.OutDir(id), "report.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	diffs, err := diffReports(farm, one, 1e-3)
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := map[string]int{}
+	for _, d := range diffs {
+		n[d.Class]++
+		if d.Class == diffMeasured {
+			t.Errorf("report: the farm's differs from one machine's at %s", d)
+		} else {
+			t.Logf("report: difference in a %s: %s", d.Class, d)
+		}
+	}
+	t.Logf("BENCH farm-real: report.json, farm against one machine: %d difference(s) in what was measured (verdicts, samples and means within 0.1%%), %d in statistics of the variants' difference, %d in where and when",
+		n[diffMeasured], n[diffStatistic], n[diffCircumstance])
+	t.Logf("BENCH farm-real: the farm's kernel: %d objects compiled, %d compiler-cache hits, built from %s; image identical to one machine's: %v",
+		fa.Meta.Results.ObjectsCompiled, fa.Meta.Results.CCacheHits, fa.Meta.Git.URL, sameImage)
+
 	var names []string
 	for n := range means {
 		names = append(names, n)
@@ -274,6 +371,16 @@ func farmRealScenario(t *testing.T, s *Service, c *farmCoord) {
 	t.Logf("BENCH farm-real: one machine stage times: build %.1f s, boot %.1f s, benchmark %.1f s", rtm["build"].Duration.Seconds(),
 		rtm["boot"].Duration.Seconds(), rtm["benchmark"].Duration.Seconds())
 	t.Logf("the farm's kernel: %s; boot jobs by worker: %v", bs[0].ArtifactDir, booted)
+}
+
+// fileHash is the sha256 of file path, hex.
+func fileHash(t *testing.T, path string) string {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return fmt.Sprintf("%x", sha256.Sum256(b))
 }
 
 func countFinished(runs []store.Run) int {

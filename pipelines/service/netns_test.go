@@ -167,6 +167,14 @@ func runFarm(t *testing.T, spec farmSpec) string {
 	t.Helper()
 	coord, links := farmNetwork(t, 2)
 	spec.Dir, spec.Workers = t.TempDir(), links
+	if d := os.Getenv("PATCHEVAL_FARM_KEEP"); d != "" {
+		// Keep the run's files (the workers' caches, serve's state and
+		// reports) in d for a look afterwards.
+		if err := os.MkdirAll(d, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		spec.Dir = d
+	}
 	js, _ := json.Marshal(spec)
 	cmd := exec.Command("ip", "netns", "exec", coord, os.Args[0], "-test.run=^TestFarmCoordinatorRole$", "-test.v", "-test.count=1", "-test.timeout=0")
 	// serve's state (its reports and artifact store) stays in the test's
@@ -247,7 +255,7 @@ func TestFarmCoordinatorRole(t *testing.T) {
 	}
 	s, base := testServiceOn(t, cfg, ":0")
 	_, port, _ := net.SplitHostPort(strings.TrimPrefix(base, "http://"))
-	c := &farmCoord{spec: spec, db: db, port: port, tokFile: tokFile}
+	c := &farmCoord{spec: spec, db: db, port: port, tokFile: tokFile, pg: pg}
 	switch spec.Scenario {
 	case "boot":
 		farmBootScenario(t, s, c)
@@ -569,6 +577,7 @@ func TestFarmCoordinatorRole(t *testing.T) {
 type farmCoord struct {
 	spec              farmSpec
 	db, port, tokFile string
+	pg                *testpg.Server
 }
 
 // start starts worker process ws (its Name, Cache and capabilities set)
