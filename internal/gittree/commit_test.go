@@ -53,7 +53,7 @@ func TestReadCommitDecodesLikeGoGit(t *testing.T) {
 		"tree " + tree + "\nparent " + head + "\nauthor " + sig + "\ncommitter " + sig +
 			"\ngpgsig -----BEGIN PGP SIGNATURE-----\n \n abc\n -----END PGP SIGNATURE-----\n\nsigned\n\nbody\n",
 		"tree " + tree + "\nparent " + head + "\nparent " + head + "\nauthor " + sig + "\ncommitter C <c@example.org> 1700000001 -0800" +
-			"\nmergetag object " + head + "\n type commit\n tag v1\n\nencoding ISO-8859-1\nx-extra one\n  two\n\nmerge with tag\n",
+			"\nmergetag object " + head + "\n type commit\n tag v1\nencoding ISO-8859-1\nx-extra one\n  two\n\nmerge with tag\n",
 		"tree " + tree + "\nauthor " + sig + "\ncommitter " + sig + "\n",
 		"tree " + tree + "\nauthor " + sig + "\ncommitter " + sig + "\n\n",
 		"tree " + tree + "\ncommitter " + sig + "\nauthor " + sig + "\n\nswapped order\n",

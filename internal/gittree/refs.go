@@ -5,6 +5,7 @@ import (
 	"errors"
 	"os"
 	"strings"
+	"syscall"
 
 	"github.com/go-git/go-billy/v5/util"
 	"github.com/go-git/go-git/v5/plumbing"
@@ -73,7 +74,8 @@ func packedRef(b []byte, name string) (plumbing.Hash, bool) {
 }
 
 // packedRefs is the packed-refs file's content, read again only when its
-// size or modification time changed (a pack-refs, a fetch, a ref deleted).
+// size, modification time, inode or change time differ (a pack-refs, a
+// fetch, a ref deleted).
 func (s *Storage) packedRefs() ([]byte, error) {
 	fs := s.dot.Fs()
 	fi, err := fs.Stat("packed-refs")
@@ -82,13 +84,31 @@ func (s *Storage) packedRefs() ([]byte, error) {
 	}
 	s.refsMu.Lock()
 	defer s.refsMu.Unlock()
-	if s.packed != nil && fi.Size() == s.packedSize && fi.ModTime().Equal(s.packedTime) {
+	id := fileIDOf(fi)
+	if s.packed != nil && fi.Size() == s.packedSize && fi.ModTime().Equal(s.packedTime) && id == s.packedID {
 		return s.packed, nil
 	}
 	b, err := util.ReadFile(fs, "packed-refs")
 	if err != nil {
 		return nil, err
 	}
-	s.packed, s.packedSize, s.packedTime = b, fi.Size(), fi.ModTime()
+	s.packed, s.packedSize, s.packedTime, s.packedID = b, fi.Size(), fi.ModTime(), id
 	return b, nil
+}
+
+// fileID is what tells a rewritten file from the one read before besides
+// size and mtime: git rewrites packed-refs by renaming a new file over it
+// (a new inode), and a rewrite of the same size within one mtime tick
+// still changes the inode or the ctime.
+type fileID struct {
+	dev, ino uint64
+	ctime    int64 // ns
+}
+
+func fileIDOf(fi os.FileInfo) fileID {
+	st, ok := fi.Sys().(*syscall.Stat_t)
+	if !ok {
+		return fileID{}
+	}
+	return fileID{dev: uint64(st.Dev), ino: st.Ino, ctime: st.Ctim.Nano()}
 }

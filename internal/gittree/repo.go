@@ -151,6 +151,7 @@ type Storage struct {
 	packed     []byte
 	packedSize int64
 	packedTime time.Time
+	packedID   fileID
 }
 
 // Close closes the pack files.
