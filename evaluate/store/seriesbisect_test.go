@@ -3,6 +3,7 @@ package store
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"sync"
 	"testing"
 	"time"
@@ -119,19 +120,26 @@ func TestSeriesBisectionLockOrder(t *testing.T) {
 		t.Fatal(err)
 	}
 	ctx := context.Background()
-	updated, locked := make(chan struct{}), make(chan struct{})
+	updated, locked, ended, reported := make(chan struct{}), make(chan struct{}), make(chan struct{}), make(chan struct{})
 	errs := make(chan error, 2)
 	go func() { // the report
+		defer close(reported)
 		errs <- s.Tx(ctx, func(tx *Tx) error {
 			if err := s.SetEvaluationStatusTx(tx, e.ID, StatusDone); err != nil {
 				return err
 			}
 			close(updated)
-			// On until the end holds the bisection or waits for a lock.
+			// On until the end holds the bisection or waits for a lock
+			// (or has ended: failed before either).
+			deadline := time.After(2 * time.Minute)
 			for waiting := 0; waiting == 0; {
 				select {
 				case <-locked:
 					waiting = 1
+				case <-ended:
+					waiting = 1
+				case <-deadline:
+					return errors.New("the bisection's end neither took the bisection nor waited for a lock in 2 minutes")
 				case <-time.After(20 * time.Millisecond):
 					if err := s.QueryRow(ctx, `SELECT COUNT(*) FROM pg_stat_activity WHERE datname = current_database() AND wait_event_type = 'Lock'`).Scan(&waiting); err != nil {
 						return err
@@ -145,7 +153,13 @@ func TestSeriesBisectionLockOrder(t *testing.T) {
 		})
 	}()
 	go func() { // the bisection's end
-		<-updated
+		defer close(ended)
+		select {
+		case <-updated:
+		case <-reported: // failed before its update
+			errs <- errors.New("the report's transaction ended before it updated the evaluation")
+			return
+		}
 		errs <- s.Tx(ctx, func(tx *Tx) error {
 			if _, err := s.SeriesBisectionTx(tx, e.ID); err != nil {
 				return err

@@ -186,9 +186,13 @@ func Build(st *store.Store, id int64, o Options) (*Repro, error) {
 		// artifact directory's metadata.json; the build row keeps the
 		// runner's own (the pipeline's key, a cache hit), or, from
 		// older runs and other recorders, the build's.
+		// A failed build's directory is not its artifact: only an ok
+		// build's metadata.json is read.
 		metaJSON := b.Metadata
-		if data, err := os.ReadFile(filepath.Join(b.ArtifactDir, "metadata.json")); b.ArtifactDir != "" && err == nil {
-			metaJSON = data
+		if b.Status == "ok" && b.ArtifactDir != "" {
+			if data, err := os.ReadFile(filepath.Join(b.ArtifactDir, "metadata.json")); err == nil {
+				metaJSON = data
+			}
 		}
 		var meta build.Metadata
 		if len(metaJSON) > 0 {
@@ -196,6 +200,9 @@ func Build(st *store.Store, id int64, o Options) (*Repro, error) {
 				return nil, fail.Infraf("evaluation %d: build %d metadata: %v", id, b.ID, err)
 			}
 		}
+		// The runner's own row ({"key", "cache_hit"}) names no compiler:
+		// it is not the build's metadata.
+		buildMeta := meta.Compiler.VersionFull != ""
 		k := Kernel{Variant: b.Variant, Arch: b.Arch, Commit: b.Commit, ConfigHash: b.ConfigHash,
 			Compiler: meta.Compiler.VersionFull, Tools: meta.Tools, Make: meta.Build.MakeCommand}
 		name := safeName(b.Variant) + "-" + safeName(b.Arch)
@@ -212,8 +219,11 @@ func Build(st *store.Store, id int64, o Options) (*Repro, error) {
 			r.Missing = append(r.Missing, fmt.Sprintf("kernels/%s.config: the build cache no longer has it (%s); the config hash is %s",
 				name, b.ArtifactDir, b.ConfigHash))
 		}
-		if len(metaJSON) > 0 {
+		if buildMeta {
 			r.add("kernels/"+name+".metadata.json", 0o644, indentJSON(metaJSON))
+		} else if b.Status == "ok" {
+			r.Missing = append(r.Missing, fmt.Sprintf("kernels/%s.metadata.json: the build cache no longer has the build's metadata (%s); its compiler, tools and make command are not known",
+				name, b.ArtifactDir))
 		}
 		fmt.Fprintf(&tools, "%s (%s): %s", b.Variant, b.Arch, orNone(meta.Compiler.VersionFull))
 		for _, t := range sortedKeys(meta.Tools) {

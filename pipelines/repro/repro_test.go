@@ -196,6 +196,19 @@ func TestBuildFromStore(t *testing.T) {
 		!strings.Contains(string(r2.File("README").Data), "Missing:") {
 		t.Errorf("missing config: %v %v", r2.Missing, err)
 	}
+	// And one that lost a kernel's metadata.json: named as missing too,
+	// and the runner's own row is not written as the build's metadata.
+	os.Remove(filepath.Join(builds[1].ArtifactDir, "metadata.json"))
+	r3, err := Build(st, id, Options{})
+	if err != nil || len(r3.Missing) != 2 || !strings.Contains(r3.Missing[1], "metadata.json: the build cache no longer has the build's metadata") {
+		t.Errorf("missing metadata: %v %v", r3.Missing, err)
+	}
+	for _, f := range r3.Files {
+		var meta build.Metadata
+		if strings.HasSuffix(f.Name, ".metadata.json") && (json.Unmarshal(f.Data, &meta) != nil || meta.Compiler.VersionFull == "") {
+			t.Errorf("%s is the runner's row, not the build's metadata:\n%s", f.Name, f.Data)
+		}
+	}
 	if _, err := Build(st, id+100, Options{}); err == nil {
 		t.Error("an evaluation that does not exist")
 	}

@@ -951,11 +951,15 @@ func TestFinishEvaluationReadsNothingInItsTransaction(t *testing.T) {
 		}
 		// Every other connection of the pool taken, given back after 10 s
 		// if afterReport still waits then.
+		// Counted again after each acquire: a connection River gives back
+		// meanwhile is taken too, and one it takes is not waited for.
 		var held []*pgxpool.Conn
-		for range pool.Config().MaxConns - pool.Stat().AcquiredConns() {
-			c, err := pool.Acquire(ctx)
+		for pool.Stat().AcquiredConns() < pool.Config().MaxConns {
+			actx, cancel := context.WithTimeout(ctx, 10*time.Second)
+			c, err := pool.Acquire(actx)
+			cancel()
 			if err != nil {
-				return err
+				return fmt.Errorf("taking the pool's other connections (%d of %d held): %w", pool.Stat().AcquiredConns(), pool.Config().MaxConns, err)
 			}
 			held = append(held, c)
 		}
