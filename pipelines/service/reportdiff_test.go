@@ -29,7 +29,9 @@ const (
 	diffCircumstance = "circumstance"
 )
 
-func (d reportDiff) String() string { return fmt.Sprintf("%s (%s): %s | %s", d.Path, d.Class, d.A, d.B) }
+func (d reportDiff) String() string {
+	return fmt.Sprintf("%s (%s): %s | %s", d.Path, d.Class, d.A, d.B)
+}
 
 // circumstances are the report fields, as paths without list indices,
 // that say where and when an evaluation ran: the report's id and date,
