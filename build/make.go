@@ -442,15 +442,8 @@ func (j *jobserver) settle(tokens int) bool {
 	if err != nil {
 		return false
 	}
-	if n < tokens {
-		j.add(tokens - n)
-	}
-	buf := make([]byte, 1)
-	for ; n > tokens; n-- {
-		if _, err := j.own.Read(buf); err != nil {
-			break
-		}
-	}
+	j.add(tokens - n)
+	j.take(n - tokens)
 	return true
 }
 

@@ -12,7 +12,6 @@ import (
 	"syscall"
 	"testing"
 	"time"
-	"unsafe"
 
 	"github.com/patcheval/patcheval/internal/arch"
 	"github.com/patcheval/patcheval/internal/fail"
@@ -376,23 +375,13 @@ func tableArch(t *testing.T, name string) arch.Arch {
 // settle at want (it fails the test after a few seconds).
 func pipeTokens(t *testing.T, b *Budget, want int) {
 	t.Helper()
-	rc, err := b.js.mk.SyscallConn()
-	if err != nil {
-		t.Fatal(err)
-	}
-	n := -1
+	n, err := -1, error(nil)
 	for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
-		rc.Control(func(fd uintptr) {
-			var v int32
-			if _, _, e := syscall.Syscall(syscall.SYS_IOCTL, fd, syscall.TIOCINQ, uintptr(unsafe.Pointer(&v))); e == 0 {
-				n = int(v)
-			}
-		})
-		if n == want {
+		if n, err = b.js.queued(); err == nil && n == want {
 			return
 		}
 	}
-	t.Fatalf("%d tokens in the pipe, want %d", n, want)
+	t.Fatalf("%d tokens in the pipe (%v), want %d", n, err, want)
 }
 
 // A Budget's pipe holds what the running builds' implicit slots leave of
