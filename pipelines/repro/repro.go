@@ -182,6 +182,11 @@ func Build(st *store.Store, id int64, o Options) (*Repro, error) {
 	var tools strings.Builder
 	seenKernel := map[string]bool{}
 	for _, b := range builds {
+		name := safeName(b.Variant) + "-" + safeName(b.Arch)
+		if seenKernel[name] {
+			continue
+		}
+		seenKernel[name] = true
 		// The build's metadata (compiler, tools, make command) is the
 		// artifact directory's metadata.json; the build row keeps the
 		// runner's own (the pipeline's key, a cache hit), or, from
@@ -205,11 +210,6 @@ func Build(st *store.Store, id int64, o Options) (*Repro, error) {
 		buildMeta := meta.Compiler.VersionFull != ""
 		k := Kernel{Variant: b.Variant, Arch: b.Arch, Commit: b.Commit, ConfigHash: b.ConfigHash,
 			Compiler: meta.Compiler.VersionFull, Tools: meta.Tools, Make: meta.Build.MakeCommand}
-		name := safeName(b.Variant) + "-" + safeName(b.Arch)
-		if seenKernel[name] {
-			continue
-		}
-		seenKernel[name] = true
 		if b.Status != "ok" {
 			r.Missing = append(r.Missing, fmt.Sprintf("kernels/%s.config: build %s (%s)", name, b.Status, firstLine(b.ErrorText)))
 		} else if cfg, err := os.ReadFile(filepath.Join(b.ArtifactDir, "config")); err == nil {
