@@ -201,16 +201,11 @@ func TestSELinuxTaxKernelNeedsSecuritySelinux(t *testing.T) {
 	spec := specs[0]
 	art := buildtest.Build(t, build.Request{Repo: buildtest.Repo(t), Commit: buildtest.BaseCommit, Arch: spec.Arch,
 		BaseConfig: spec.BaseConfig, Fragments: []string{buildtest.BootFragment(t, spec.Arch)}, Symbols: spec.Symbols, Variant: spec.Variant})
-	cfg, err := os.ReadFile(art.Config)
+	cfg, err := build.ReadConfigFile(art.Config)
 	if err != nil {
 		t.Fatal(err)
 	}
-	var lsm string
-	for _, l := range strings.Split(string(cfg), "\n") {
-		if v, ok := strings.CutPrefix(l, "CONFIG_LSM="); ok {
-			lsm = v
-		}
-	}
+	lsm := cfg["LSM"]
 	if lsm == "" || strings.Contains(lsm, "selinux") {
 		t.Fatalf("CONFIG_LSM=%s: want a list without selinux (tinyconfig's)", lsm)
 	}
