@@ -34,6 +34,14 @@ func BuildFiles(b store.Build) artifact.Manifest {
 	return m.Files
 }
 
+// BuildCacheHit reports whether build row b's kernel came from the build
+// cache rather than a build.
+func BuildCacheHit(b store.Build) bool {
+	var m buildMeta
+	_ = json.Unmarshal(b.Metadata, &m)
+	return m.CacheHit
+}
+
 // Builds returns the keys of evaluation id's kernels (pipelines.BuildSpec
 // keys), in the pipeline's order.
 func Builds(ctx context.Context, env Env, id int64) ([]string, error) {

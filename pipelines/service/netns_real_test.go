@@ -3,7 +3,6 @@ package service
 import (
 	"context"
 	"crypto/sha256"
-	"encoding/json"
 	"fmt"
 	"math"
 	"os"
@@ -158,7 +157,7 @@ func farmRealScenario(t *testing.T, s *Service, c *farmCoord) {
 	}
 	oneWall := time.Since(t0)
 	refBuilds, _ := ref.BuildsOf(res.EvaluationID)
-	if len(refBuilds) != 1 || !cacheHit(refBuilds[0]) {
+	if len(refBuilds) != 1 || !runner.BuildCacheHit(refBuilds[0]) {
 		t.Fatalf("one machine: builds %+v, want the one kernel from the cache", refBuilds)
 	}
 	refRuns, _ := ref.RunsOf(res.EvaluationID)
@@ -225,7 +224,7 @@ func farmRealScenario(t *testing.T, s *Service, c *farmCoord) {
 		w.stop(t)
 	}
 	bs, err := st.BuildsOf(id)
-	if err != nil || len(bs) != 1 || cacheHit(bs[0]) {
+	if err != nil || len(bs) != 1 || runner.BuildCacheHit(bs[0]) {
 		t.Fatalf("the farm's builds: %+v %v, want one kernel built on a worker", bs, err)
 	}
 	builder := ""
@@ -391,13 +390,4 @@ func countFinished(runs []store.Run) int {
 		}
 	}
 	return n
-}
-
-// cacheHit reports whether build row b's kernel came from the cache.
-func cacheHit(b store.Build) bool {
-	var m struct {
-		CacheHit bool `json:"cache_hit"`
-	}
-	_ = json.Unmarshal(b.Metadata, &m)
-	return m.CacheHit
 }
