@@ -5,7 +5,6 @@ package guest
 import (
 	"encoding/binary"
 	"errors"
-	"runtime"
 	"syscall"
 	"testing"
 )
@@ -18,54 +17,42 @@ import (
 // agent does outside a guest (RunBench, not PID 1): that one must make a
 // network namespace of its own, so the caller's sees nothing.
 func TestBridgeLoopIsTheThreadsScript(t *testing.T) {
-	type outcome struct {
-		skip   string
-		err    error
+	// In a namespace of the test's own, on a thread that never goes back
+	// to the host's (the benchmark's own ownNetns).
+	var o struct {
 		res    *Result
 		links  []linkEvent
 		addrs  [][]byte
 		nested *Result
 		leaked []linkEvent
 	}
-	done := make(chan outcome)
-	go func() {
-		// The thread stays locked and dies with the goroutine: it never
-		// goes back to the host's namespace.
-		runtime.LockOSThread()
-		var o outcome
-		defer func() { done <- o }()
-		if err := syscall.Unshare(syscall.CLONE_NEWNET); err != nil {
-			o.skip = "no network namespace of our own: " + err.Error()
-			return
-		}
+	skipped, err := ownNetns(func() (*Result, error) {
 		mon, err := syscall.Socket(syscall.AF_NETLINK, syscall.SOCK_RAW|syscall.SOCK_CLOEXEC, syscall.NETLINK_ROUTE)
 		if err != nil {
-			o.err = err
-			return
+			return nil, err
 		}
 		defer syscall.Close(mon)
 		if err := syscall.Bind(mon, &syscall.SockaddrNetlink{Family: syscall.AF_NETLINK, Groups: rtmgrpLink | rtmgrpIPv4Ifaddr}); err != nil {
-			o.err = err
-			return
+			return nil, err
 		}
 		syscall.SetsockoptInt(mon, syscall.SOL_SOCKET, syscall.SO_RCVBUF, 1<<20)
-		if o.res, o.err = bridge(2); o.err != nil {
-			return
+		if o.res, err = bridge(2); err != nil {
+			return nil, err
 		}
-		if o.links, o.addrs, o.err = drainRtnetlink(mon); o.err != nil {
-			return
+		if o.links, o.addrs, err = drainRtnetlink(mon); err != nil {
+			return nil, err
 		}
-		if o.nested, o.err = RunBench(Bench{Name: BenchBridge, Ops: 2}); o.err != nil {
-			return
+		if o.nested, err = RunBench(Bench{Name: BenchBridge, Ops: 2}); err != nil {
+			return nil, err
 		}
-		o.leaked, _, o.err = drainRtnetlink(mon)
-	}()
-	o := <-done
-	if o.skip != "" {
-		t.Skip(o.skip)
+		o.leaked, _, err = drainRtnetlink(mon)
+		return nil, err
+	})
+	if err != nil {
+		t.Fatal(err)
 	}
-	if o.err != nil {
-		t.Fatal(o.err)
+	if skipped != nil {
+		t.Skip(skipped.Skipped)
 	}
 	if o.res.Skipped != "" {
 		t.Skipf("bridge benchmark skipped: %s", o.res.Skipped)
