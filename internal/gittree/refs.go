@@ -85,30 +85,31 @@ func (s *Storage) packedRefs() ([]byte, error) {
 	s.refsMu.Lock()
 	defer s.refsMu.Unlock()
 	id := fileIDOf(fi)
-	if s.packed != nil && fi.Size() == s.packedSize && fi.ModTime().Equal(s.packedTime) && id == s.packedID {
+	if s.packed != nil && id == s.packedID {
 		return s.packed, nil
 	}
 	b, err := util.ReadFile(fs, "packed-refs")
 	if err != nil {
 		return nil, err
 	}
-	s.packed, s.packedSize, s.packedTime, s.packedID = b, fi.Size(), fi.ModTime(), id
+	s.packed, s.packedID = b, id
 	return b, nil
 }
 
-// fileID is what tells a rewritten file from the one read before besides
-// size and mtime: git rewrites packed-refs by renaming a new file over it
-// (a new inode), and a rewrite of the same size within one mtime tick
-// still changes the inode or the ctime.
+// fileID tells a rewritten file from the one read before: its size and
+// mtime, and (git rewrites packed-refs by renaming a new file over it,
+// and a rewrite of the same size within one mtime tick still changes
+// them) its inode and ctime.
 type fileID struct {
-	dev, ino uint64
-	ctime    int64 // ns
+	size, mtime int64 // bytes, ns
+	dev, ino    uint64
+	ctime       int64 // ns
 }
 
 func fileIDOf(fi os.FileInfo) fileID {
-	st, ok := fi.Sys().(*syscall.Stat_t)
-	if !ok {
-		return fileID{}
+	id := fileID{size: fi.Size(), mtime: fi.ModTime().UnixNano()}
+	if st, ok := fi.Sys().(*syscall.Stat_t); ok {
+		id.dev, id.ino, id.ctime = uint64(st.Dev), st.Ino, st.Ctim.Nano()
 	}
-	return fileID{dev: uint64(st.Dev), ino: st.Ino, ctime: st.Ctim.Nano()}
+	return id
 }

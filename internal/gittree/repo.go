@@ -20,7 +20,6 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
-	"time"
 
 	"github.com/go-git/go-billy/v5"
 	"github.com/go-git/go-billy/v5/osfs"
@@ -147,11 +146,9 @@ type Storage struct {
 	objs *objectReader
 	dot  *dotgit.DotGit
 
-	refsMu     sync.Mutex // guards the packed-refs cache (Reference)
-	packed     []byte
-	packedSize int64
-	packedTime time.Time
-	packedID   fileID
+	refsMu   sync.Mutex // guards the packed-refs cache (Reference)
+	packed   []byte
+	packedID fileID
 }
 
 // Close closes the pack files.
