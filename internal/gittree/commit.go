@@ -2,7 +2,6 @@ package gittree
 
 import (
 	"bytes"
-	"encoding/hex"
 	"fmt"
 
 	"github.com/go-git/go-git/v5/plumbing"
@@ -47,11 +46,8 @@ func (s *Storage) ReadCommit(h plumbing.Hash) (*object.Commit, error) {
 		return l, true
 	}
 	hash := func(what string, v []byte) (plumbing.Hash, error) {
-		var x plumbing.Hash
-		if len(v) != 2*len(x) {
-			return x, fmt.Errorf("commit %s: malformed %s header %q", h, what, v)
-		}
-		if _, err := hex.Decode(x[:], v); err != nil {
+		x, ok := parseHash(v)
+		if !ok {
 			return x, fmt.Errorf("commit %s: malformed %s header %q", h, what, v)
 		}
 		return x, nil

@@ -65,7 +65,7 @@ func packedRef(b []byte, name string) (plumbing.Hash, bool) {
 		if start < 0 || start > 0 && b[start-1] != '\n' {
 			continue
 		}
-		h, ok := parseHash(string(b[start:j]))
+		h, ok := parseHash(b[start:j])
 		if !ok {
 			continue
 		}

@@ -203,7 +203,7 @@ func (s *Storage) HashesWithPrefix(prefix []byte) ([]plumbing.Hash, error) {
 	for _, d := range s.objs.objdirs {
 		ents, _ := os.ReadDir(filepath.Join(d, fmt.Sprintf("%02x", prefix[0])))
 		for _, e := range ents {
-			h, ok := parseHash(fmt.Sprintf("%02x", prefix[0]) + e.Name())
+			h, ok := parseHash([]byte(fmt.Sprintf("%02x", prefix[0]) + e.Name()))
 			if ok && bytes.HasPrefix(h[:], prefix) {
 				out = append(out, h)
 			}
@@ -220,17 +220,13 @@ func (s *Storage) HashesWithPrefix(prefix []byte) ([]plumbing.Hash, error) {
 	return uniq, nil
 }
 
-func parseHash(s string) (plumbing.Hash, bool) {
+func parseHash(s []byte) (plumbing.Hash, bool) {
 	var h plumbing.Hash
-	if len(s) != 40 {
+	if len(s) != 2*len(h) {
 		return h, false
 	}
-	b, err := hex.DecodeString(s)
-	if err != nil {
-		return h, false
-	}
-	copy(h[:], b)
-	return h, true
+	_, err := hex.Decode(h[:], s)
+	return h, err == nil
 }
 
 // PackfileWriter takes a fetched pack: it is written with its index to
