@@ -638,31 +638,15 @@ func (st *SeriesBisectState) ahead(a SeriesBisectArgs) bool {
 // records, requesters and DoneGen stay.
 func (s *Service) seriesBisectCatchUp(ctx context.Context, job *river.Job[SeriesBisectArgs]) error {
 	a := job.Args
-	var note string
-	err := s.db.Store.Tx(ctx, func(tx *store.Tx) error {
-		st, err := s.seriesBisectionTx(tx, a.EvaluationID)
-		if err != nil {
-			return err
-		}
-		if st.ahead(a) {
-			at := len(st.Records)
-			st.Gen = max(time.Now().UnixNano(), a.Gen+1)
-			if err := s.db.Store.SetSeriesBisectionTx(tx, a.EvaluationID, st); err != nil {
-				return err
-			}
-			if err := s.engine.insertManyTx(ctx, tx, []river.InsertManyParams{seriesBisectJob(a.EvaluationID, st.Gen, at)}); err != nil {
-				return fail.Infraf("river: %w", err)
-			}
-			note = fmt.Sprintf("series bisection: step %d was queued with only %d measurement(s) recorded: carrying on from the records (measurement %d next)",
-				a.Seq+1, at, at+1)
-		}
-		if err := completeTx(ctx, tx, job); err != nil {
-			return fail.Infraf("river: completing job %d: %w", job.ID, err)
-		}
-		return nil
+	var at int
+	mine, err := s.seriesBisectWhenTx(ctx, job, a, (*SeriesBisectState).ahead, func(tx *store.Tx, st *SeriesBisectState) ([]river.InsertManyParams, error) {
+		at = len(st.Records)
+		st.Gen = max(time.Now().UnixNano(), a.Gen+1)
+		return []river.InsertManyParams{seriesBisectJob(a.EvaluationID, st.Gen, at)}, nil
 	})
-	if err == nil && note != "" {
-		s.evalLog(a.EvaluationID).printf("%s", note)
+	if err == nil && mine {
+		s.evalLog(a.EvaluationID).printf("series bisection: step %d was queued with only %d measurement(s) recorded: carrying on from the records (measurement %d next)",
+			a.Seq+1, at, at+1)
 	}
 	return err
 }
@@ -677,13 +661,22 @@ func (s *Service) seriesBisectCatchUp(ctx context.Context, job *river.Job[Series
 // twice); mine says whether it was.
 func (s *Service) seriesBisectTx(ctx context.Context, job *river.Job[SeriesBisectArgs], a SeriesBisectArgs,
 	change func(tx *store.Tx, st *SeriesBisectState) ([]river.InsertManyParams, error)) (mine bool, err error) {
+	return s.seriesBisectWhenTx(ctx, job, a, (*SeriesBisectState).isStep, change)
+}
+
+// seriesBisectWhenTx is seriesBisectTx with the test of whether a is the
+// bisection's to change given: isStep, or ahead for a step to catch up
+// with (seriesBisectCatchUp).
+func (s *Service) seriesBisectWhenTx(ctx context.Context, job *river.Job[SeriesBisectArgs], a SeriesBisectArgs,
+	when func(*SeriesBisectState, SeriesBisectArgs) bool,
+	change func(tx *store.Tx, st *SeriesBisectState) ([]river.InsertManyParams, error)) (mine bool, err error) {
 	err = s.db.Store.Tx(ctx, func(tx *store.Tx) error {
 		mine = false
 		st, err := s.seriesBisectionTx(tx, a.EvaluationID)
 		if err != nil {
 			return err
 		}
-		if st.isStep(a) {
+		if when(st, a) {
 			mine = true
 			next, err := change(tx, st)
 			if err != nil {
