@@ -205,9 +205,6 @@ func (r *runner) run(ctx context.Context, logw io.Writer, parallel bool, targets
 		if r.jobserver != nil {
 			env = append(env, fmt.Sprintf("MAKEFLAGS=-j --jobserver-auth=3,4"))
 			extra = []*os.File{r.jobserver.mk, r.jobserver.mk}
-			if r.kcc != "" {
-				env = append(env, kcc.JobserverEnv(r.jobserver.path))
-			}
 		} else {
 			args = append(args[:1], append([]string{fmt.Sprintf("-j%d", max(1, r.jobs))}, args[1:]...)...)
 		}
@@ -342,10 +339,8 @@ func (r *runner) makeFailure(ctx context.Context, err error, lines []string, log
 
 // jobserver is a GNU make jobserver pipe shared by concurrent builds so
 // that together they stay within one -j budget. It is a named pipe (in a
-// private temporary directory) so that kcc, whose compiles make does not
-// hand the pipe's descriptors, can open it and lend its job slot while it
-// waits for another build's compile of the same object
-// (kcc.JobserverEnv).
+// private temporary directory), so that this process can open its own end
+// of it (own, below).
 type jobserver struct {
 	mk *os.File // make's end, handed as both fds of --jobserver-auth=3,4
 	// own is this process's end for add and take: an open of its own,

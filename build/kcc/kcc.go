@@ -60,7 +60,6 @@ const (
 	envDir     = "PATCHEVAL_KCC_DIR"     // the object store
 	envBaseDir = "PATCHEVAL_KCC_BASEDIR" // prefix replaced in arguments (the workspace)
 	envLog     = "PATCHEVAL_KCC_LOG"     // per-build statistics log, one word per compile
-	envJobs    = "PATCHEVAL_KCC_JOBS"    // the build's make jobserver as a named pipe (JobserverEnv)
 	envTmp     = "TMPDIR"
 )
 
@@ -334,13 +333,6 @@ func Env(storeDir, baseDir, logPath string) []string {
 	return []string{envMode + "=1", envDir + "=" + storeDir, envBaseDir + "=" + baseDir, envLog + "=" + logPath}
 }
 
-// JobserverEnv is the variable that tells the wrapper where the make
-// jobserver its compiles run under can be opened (a named pipe, the one
-// make was given as --jobserver-auth): a compile that waits for another
-// build's compile of the same object gives its job slot back while it
-// waits (see lockKey).
-func JobserverEnv(fifo string) string { return envJobs + "=" + fifo }
-
 // Stats counts a build's compiles by outcome.
 type Stats struct {
 	Hits, Misses, Uncached int
@@ -588,7 +580,7 @@ func (c *compile) run(cc string, args []string, store string) (int, error) {
 	// kernels) miss on the same objects at about the same time: one
 	// compiles while the others wait for its object instead of compiling
 	// it again.
-	if unlock := lockKey(store, key, os.Getenv(envJobs)); unlock != nil {
+	if unlock := lockKey(store, key); unlock != nil {
 		defer unlock()
 		if hit, err := c.fetch(obj, key); hit || err != nil {
 			return 0, err
@@ -649,13 +641,13 @@ func (c *compile) fetch(obj, key string) (bool, error) {
 // returns nil when there is no lock to take (the compile then goes ahead
 // unlocked); the kernel drops the lock if the wrapper dies.
 //
-// Waiting holds a job slot of make's budget that compiles nothing: two
-// kernels built together that share most objects (base and patched) would
-// keep one core idle while one waits for the other's compiles. With
-// jobserver (a named pipe holding the budget's tokens) the wait first
-// puts a token in it, so make starts another job, and takes one back
-// before going on, so the budget holds.
-func lockKey(store, key, jobserver string) (unlock func()) {
+// Waiting keeps this compile's job slot of make's budget: the wait lasts
+// one compile of the same object, and the object is then a hit. (An
+// earlier version lent the slot to make's jobserver while it waited and
+// took a token back afterwards; with several makes reading the same pipe
+// the token almost never came back to it, and two compiles of the main
+// job waited 26 minutes for one.)
+func lockKey(store, key string) (unlock func()) {
 	dir := filepath.Join(store, "locks")
 	p := filepath.Join(dir, key[:3])
 	f, err := os.OpenFile(p, os.O_RDWR|os.O_CREATE, 0o644)
@@ -668,13 +660,7 @@ func lockKey(store, key, jobserver string) (unlock func()) {
 	if err != nil {
 		return nil
 	}
-	err = flock(f, syscall.LOCK_EX|syscall.LOCK_NB)
-	if err == syscall.EWOULDBLOCK {
-		lent := lendSlot(jobserver)
-		err = flock(f, syscall.LOCK_EX)
-		lent()
-	}
-	if err != nil {
+	if err := flock(f, syscall.LOCK_EX); err != nil {
 		f.Close()
 		return nil
 	}
@@ -686,33 +672,6 @@ func flock(f *os.File, how int) error {
 		if err := syscall.Flock(int(f.Fd()), how); err != syscall.EINTR {
 			return err
 		}
-	}
-}
-
-// lendSlot gives this compile's job slot to the jobserver at path (a
-// token written into it) and returns the function that takes one back,
-// waiting for a running job to return it. Without a jobserver, or one
-// that cannot be opened, nothing is lent.
-func lendSlot(path string) (takeBack func()) {
-	none := func() {}
-	if path == "" {
-		return none
-	}
-	// O_RDWR: a named pipe opened so never waits for the other end.
-	js, err := os.OpenFile(path, os.O_RDWR, 0)
-	if err != nil {
-		return none
-	}
-	if _, err := js.Write([]byte{'+'}); err != nil {
-		js.Close()
-		return none
-	}
-	return func() {
-		var b [1]byte
-		if _, err := js.Read(b[:]); err != nil {
-			fmt.Fprintf(os.Stderr, "patcheval kcc: taking a job slot back from %s: %v (the build's -j budget is one over)\n", path, err)
-		}
-		js.Close()
 	}
 }
 
