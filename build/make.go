@@ -149,6 +149,11 @@ func (r *runner) env() []string {
 		"TMPDIR=" + filepath.Join(r.home, "tmp"),
 		"KBUILD_BUILD_USER=patcheval",
 		"KBUILD_BUILD_HOST=patcheval",
+		// The "#N" of the version string: kbuild otherwise counts the
+		// links in this O= directory (.version), so the same kernel
+		// rebuilt in another cache, or after another build in this one,
+		// differed by that number.
+		"KBUILD_BUILD_VERSION=1",
 	}
 	if r.timestamp != "" {
 		env = append(env, "KBUILD_BUILD_TIMESTAMP="+r.timestamp)

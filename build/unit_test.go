@@ -322,7 +322,7 @@ func TestScrubbedEnvironment(t *testing.T) {
 	for _, e := range env {
 		k, _, _ := strings.Cut(e, "=")
 		switch k {
-		case "PATH", "HOME", "LANG", "LC_ALL", "TMPDIR", "KBUILD_BUILD_USER", "KBUILD_BUILD_HOST",
+		case "PATH", "HOME", "LANG", "LC_ALL", "TMPDIR", "KBUILD_BUILD_USER", "KBUILD_BUILD_HOST", "KBUILD_BUILD_VERSION",
 			"KBUILD_BUILD_TIMESTAMP", "CCACHE_DIR", "CCACHE_BASEDIR", "CCACHE_NOHASHDIR", "CCACHE_MAXSIZE", "CCACHE_STATSLOG":
 		default:
 			t.Errorf("unexpected variable in the build environment: %s", e)
