@@ -531,8 +531,8 @@ func (w *seriesBisectWorker) Work(ctx context.Context, job *river.Job[SeriesBise
 	if err != nil {
 		return err
 	}
-	if !st.isStep(a) {
-		if st.ahead(a) {
+	if r := st.run(); !r.isStep(a.Gen, a.Seq) {
+		if r.ahead(a.Gen, a.Seq) {
 			return s.seriesBisectCatchUp(ctx, job)
 		}
 		return nil // another run, finished, or this step was recorded and a later job carries on
@@ -613,37 +613,32 @@ func (w *seriesBisectWorker) Work(ctx context.Context, job *river.Job[SeriesBise
 	return nil
 }
 
-// isStep says whether step a is the one the bisection st is at (same
-// run, not ended, a.Seq measurements recorded).
-func (st *SeriesBisectState) isStep(a SeriesBisectArgs) bool {
-	return st != nil && st.Gen == a.Gen && !st.Ended() && len(st.Records) == a.Seq
+// run is where the series bisection st is (bisectsteps.go).
+func (st *SeriesBisectState) run() bisectRun {
+	if st == nil {
+		return bisectRun{}
+	}
+	return bisectRun{exists: true, gen: st.Gen, recorded: len(st.Records), ended: st.Ended()}
 }
 
-// ahead says whether step a belongs to the bisection st is at (same run,
-// not ended) with fewer measurements recorded than a.Seq.
-func (st *SeriesBisectState) ahead(a SeriesBisectArgs) bool {
-	return st != nil && st.Gen == a.Gen && !st.Ended() && len(st.Records) < a.Seq
+// seriesBisectJobs is the bisection inside evaluation id's series as step
+// jobs.
+func (s *Service) seriesBisectJobs(id int64) bisectJobs[*SeriesBisectState] {
+	return bisectJobs[*SeriesBisectState]{
+		read:   func(tx *store.Tx) (*SeriesBisectState, error) { return s.seriesBisectionTx(tx, id) },
+		write:  func(tx *store.Tx, st *SeriesBisectState) error { return s.db.Store.SetSeriesBisectionTx(tx, id, st) },
+		run:    (*SeriesBisectState).run,
+		newRun: func(st *SeriesBisectState, gen int64) { st.Gen = gen },
+		step:   func(gen int64, seq int) river.InsertManyParams { return seriesBisectJob(id, gen, seq) },
+	}
 }
 
 // seriesBisectCatchUp ends step job, which is ahead of its bisection's
-// records (its state and the queue disagree: a state written back from
-// an older copy, a database restored from a backup), so that the
-// bisection goes on: from its records, as a new run (a new Gen), whose
-// first job is queued with this one's end. Not in this run: the steps'
-// jobs are unique by their arguments, completed ones included, so a
-// step this run already queued (this one, those between the records and
-// it) could not be queued again when the bisection gets there. A job of
-// the old run still queued at the records' step then does nothing; one
-// measuring it now has its measurement made again in the new run. The
-// records, requesters and DoneGen stay.
+// records, so that the bisection goes on from them as a new run
+// (catchUpTx); its requesters and DoneGen stay.
 func (s *Service) seriesBisectCatchUp(ctx context.Context, job *river.Job[SeriesBisectArgs]) error {
 	a := job.Args
-	var at int
-	mine, err := s.seriesBisectWhenTx(ctx, job, a, (*SeriesBisectState).ahead, func(tx *store.Tx, st *SeriesBisectState) ([]river.InsertManyParams, error) {
-		at = len(st.Records)
-		st.Gen = max(time.Now().UnixNano(), a.Gen+1)
-		return []river.InsertManyParams{seriesBisectJob(a.EvaluationID, st.Gen, at)}, nil
-	})
+	mine, at, err := catchUpTx(ctx, s, job, s.seriesBisectJobs(a.EvaluationID), a.Gen, a.Seq)
 	if err == nil && mine {
 		s.evalLog(a.EvaluationID).printf("series bisection: step %d was queued with only %d measurement(s) recorded: carrying on from the records (measurement %d next)",
 			a.Seq+1, at, at+1)
@@ -651,54 +646,13 @@ func (s *Service) seriesBisectCatchUp(ctx context.Context, job *river.Job[Series
 	return err
 }
 
-// seriesBisectTx changes the state of the bisection step a belongs to,
-// in one transaction that reads it (seriesBisectionTx) and, when job is
-// set, completes job: change changes the state (the caller's snapshot
-// may be stale: the state as stored now, with the requesters added
-// since) and returns the jobs to queue with it. change is not called
-// when a is no longer the step the bisection is at (a new run, ended,
-// or the step recorded: a step the same job would otherwise record
-// twice); mine says whether it was.
+// seriesBisectTx changes the state of the bisection step a belongs to
+// (changeTx): change is not called when a is no longer the step the
+// bisection is at (a new run, ended, or the step recorded: a step the
+// same job would otherwise record twice); mine says whether it was.
 func (s *Service) seriesBisectTx(ctx context.Context, job *river.Job[SeriesBisectArgs], a SeriesBisectArgs,
 	change func(tx *store.Tx, st *SeriesBisectState) ([]river.InsertManyParams, error)) (mine bool, err error) {
-	return s.seriesBisectWhenTx(ctx, job, a, (*SeriesBisectState).isStep, change)
-}
-
-// seriesBisectWhenTx is seriesBisectTx with the test of whether a is the
-// bisection's to change given: isStep, or ahead for a step to catch up
-// with (seriesBisectCatchUp).
-func (s *Service) seriesBisectWhenTx(ctx context.Context, job *river.Job[SeriesBisectArgs], a SeriesBisectArgs,
-	when func(*SeriesBisectState, SeriesBisectArgs) bool,
-	change func(tx *store.Tx, st *SeriesBisectState) ([]river.InsertManyParams, error)) (mine bool, err error) {
-	err = s.db.Store.Tx(ctx, func(tx *store.Tx) error {
-		mine = false
-		st, err := s.seriesBisectionTx(tx, a.EvaluationID)
-		if err != nil {
-			return err
-		}
-		if when(st, a) {
-			mine = true
-			next, err := change(tx, st)
-			if err != nil {
-				return err
-			}
-			if err := s.db.Store.SetSeriesBisectionTx(tx, a.EvaluationID, st); err != nil {
-				return err
-			}
-			if len(next) > 0 {
-				if err := s.engine.insertManyTx(ctx, tx, next); err != nil {
-					return fail.Infraf("river: %w", err)
-				}
-			}
-		}
-		if job != nil {
-			if err := completeTx(ctx, tx, job); err != nil {
-				return fail.Infraf("river: completing job %d: %w", job.ID, err)
-			}
-		}
-		return nil
-	})
-	return mine, err
+	return changeTx(ctx, s, job, s.seriesBisectJobs(a.EvaluationID), a.Gen, a.Seq, bisectRun.isStep, change)
 }
 
 // loadSeries is evaluation id taken apart as perpatch.Load does, with the
