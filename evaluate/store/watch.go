@@ -343,8 +343,37 @@ func (s *Store) AddWatchEvent(e WatchEvent) (*WatchEvent, bool, error) {
 func (s *Store) SetEventBisect(id int64, v any) error { return s.setEventBisect(s.db, id, v) }
 
 // SetEventBisectTx is SetEventBisect in tx (a bisection step records its
-// measurement and queues the next step together).
+// measurement and queues the next step together), a change to what
+// EventBisectTx read in it.
 func (s *Store) SetEventBisectTx(tx *Tx, id int64, v any) error { return s.setEventBisect(tx, id, v) }
+
+// EventBisectTx is event id's bisection state (JSON, nil when none) read
+// in tx for a change written back in it with SetEventBisectTx: tx holds
+// the event's row until it ends, against every other transaction that
+// reads it so (the state is one document: a step recording its
+// measurement must not write back a copy read before another's change).
+// SQLite's write transactions are alone already; on Postgres the row is
+// read FOR UPDATE. A transaction that changes several events' states
+// reads them in the order of their ids (the one lock order). A removed
+// event (its watch removed) is a bad-input error.
+func (s *Store) EventBisectTx(tx *Tx, id int64) ([]byte, error) {
+	q := `SELECT bisect FROM watch_events WHERE id = ?`
+	if tx.pgTx != nil {
+		q += ` FOR UPDATE`
+	}
+	var state string
+	err := tx.QueryRow(q, id).Scan(&state)
+	if errors.Is(err, sql.ErrNoRows) {
+		return nil, fail.Inputf("store: %s: no watch event %d (its watch was removed?)", s.where, id)
+	}
+	if err != nil {
+		return nil, fail.Infraf("store: %s: event %d: %w", s.where, id, err)
+	}
+	if state == "" {
+		return nil, nil
+	}
+	return []byte(state), nil
+}
 
 func (s *Store) setEventBisect(q querier, id int64, v any) error {
 	b, err := json.Marshal(v)

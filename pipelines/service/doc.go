@@ -55,6 +55,11 @@
 // measurement in the same queue, its state in the store, resumable after
 // a crash like a watch's bisection; when it ends, a series_bisected job
 // tells Config.SeriesBisected (the bots answer in the command's thread).
+// Both bisections' steps check and change their state the same way
+// (bisectsteps.go): each job names its run and measurement, every change
+// reads the state again in the transaction that writes it, and a step
+// ahead of the recorded measurements carries the bisection on from them
+// as a new run.
 //
 // # One SQLite database, two pools
 //

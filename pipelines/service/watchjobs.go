@@ -1,9 +1,11 @@
 package service
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"fmt"
+	"slices"
 	"strconv"
 	"time"
 
@@ -39,7 +41,13 @@ import (
 //     killed mid-bisection resumes at the step it was on; a finished step
 //     is never measured again; the step that was running is measured
 //     again as the same measurement (bisect.NthMeasurer: the same stored
-//     evaluation, its finished builds and boots kept).
+//     evaluation, its finished builds and boots kept). Its steps are
+//     those of the series bisection (bisectsteps.go): each job names its
+//     run and measurement, changes the event's state only in
+//     transactions that read it again, and a step ahead of the recorded
+//     measurements carries the bisection on from them as a new run; the
+//     last attempt of a step that keeps failing ends the bisection as
+//     failed rather than leave it running.
 
 // QueueWatch runs the watches' ticks, re-tests and bisection steps.
 const QueueWatch = "watch"
@@ -88,10 +96,12 @@ type RetestArgs struct {
 
 func (RetestArgs) Kind() string { return "retest" }
 
-// BisectStepArgs makes measurement Seq (0-based) of the bisection of a
-// watch event.
+// BisectStepArgs makes measurement Seq (0-based) of run Gen of the
+// bisection of a watch event (watch.BisectState.Gen; 0 in the jobs of a
+// bisection queued before runs were named, which stay as they were).
 type BisectStepArgs struct {
 	EventID int64 `json:"event_id"`
+	Gen     int64 `json:"gen,omitempty"`
 	Seq     int   `json:"seq"`
 }
 
@@ -111,8 +121,8 @@ func retestJob(watchID int64, tags []int64, gen int64) river.InsertManyParams {
 	return river.InsertManyParams{Args: RetestArgs{WatchID: watchID, Tag: tags[0], Rest: tags[1:], Gen: gen}, InsertOpts: o}
 }
 
-func bisectStepJob(watchID, eventID int64, seq int) river.InsertManyParams {
-	return river.InsertManyParams{Args: BisectStepArgs{EventID: eventID, Seq: seq}, InsertOpts: watchJobOpts(watchID, 5)}
+func bisectStepJob(watchID, eventID, gen int64, seq int) river.InsertManyParams {
+	return river.InsertManyParams{Args: BisectStepArgs{EventID: eventID, Gen: gen, Seq: seq}, InsertOpts: watchJobOpts(watchID, 5)}
 }
 
 // Watch enables the watches: Run starts the scheduler, and the watch
@@ -194,13 +204,17 @@ func (s *Service) watchOf(id int64) (*store.Watch, error) {
 	return w, nil
 }
 
-// completeWith inserts params and completes job in one transaction.
-func completeWith[T river.JobArgs](ctx context.Context, s *Service, job *river.Job[T], params []river.InsertManyParams, also func(tx *store.Tx) error) error {
+// completeWith inserts params and completes job in one transaction; also,
+// when set, writes in it first and returns more jobs to insert.
+func completeWith[T river.JobArgs](ctx context.Context, s *Service, job *river.Job[T], params []river.InsertManyParams,
+	also func(tx *store.Tx) ([]river.InsertManyParams, error)) error {
 	return s.db.Store.Tx(ctx, func(tx *store.Tx) error {
 		if also != nil {
-			if err := also(tx); err != nil {
+			more, err := also(tx)
+			if err != nil {
 				return err
 			}
+			params = append(more, params...)
 		}
 		if len(params) > 0 {
 			if err := s.engine.insertManyTx(ctx, tx, params); err != nil {
@@ -285,27 +299,45 @@ func (wk *retestWorker) Work(ctx context.Context, job *river.Job[RetestArgs]) er
 		return river.JobCancel(fmt.Errorf("re-testing %s: %w (the next tick retries)", t.Tag, err))
 	}
 	var params []river.InsertManyParams
-	var queued []*watch.Regression
+	var bisects []*watch.Regression
 	if s.watchCfg.Bisection != nil {
 		for i := range res.Events {
 			if r := &res.Events[i]; r.Bisect {
-				queued = append(queued, r)
-				params = append(params, bisectStepJob(w.ID, r.Event.ID, 0))
+				bisects = append(bisects, r)
 			}
 		}
+		// The events' states are read in the transaction in the order of
+		// their ids (store.EventBisectTx).
+		slices.SortFunc(bisects, func(x, y *watch.Regression) int { return cmp.Compare(x.Event.ID, y.Event.ID) })
 	}
 	if len(a.Rest) > 0 {
 		params = append(params, retestJob(w.ID, a.Rest, a.Gen))
 	}
-	err = completeWith(ctx, s, job, params, func(tx *store.Tx) error {
-		for _, r := range queued {
-			st := watch.BisectState{Result: bisect.Result{Status: watch.BisectQueued, GoodRef: r.Good.Tag, BadRef: r.Bad.Tag,
-				Benchmark: r.Event.Benchmark, Metric: r.Event.Metric}}
-			if err := s.db.Store.SetEventBisectTx(tx, r.Event.ID, st); err != nil {
-				return err
+	var queued []*watch.Regression
+	err = completeWith(ctx, s, job, params, func(tx *store.Tx) ([]river.InsertManyParams, error) {
+		queued = nil
+		var steps []river.InsertManyParams
+		for _, r := range bisects {
+			b := s.watchBisectJobs(w.ID, r.Event.ID)
+			// Read again under the event's lock: the re-test's look at it
+			// was before this transaction, and a bisection under way
+			// must not be replaced.
+			cur, err := b.read(tx)
+			if err != nil {
+				return nil, err
 			}
+			if cur != nil {
+				continue
+			}
+			st := &watch.BisectState{Result: bisect.Result{Status: watch.BisectQueued, GoodRef: r.Good.Tag, BadRef: r.Bad.Tag,
+				Benchmark: r.Event.Benchmark, Metric: r.Event.Metric}, Gen: time.Now().UnixNano()}
+			if err := b.write(tx, st); err != nil {
+				return nil, err
+			}
+			queued = append(queued, r)
+			steps = append(steps, b.step(st.Gen, 0))
 		}
-		return nil
+		return steps, nil
 	})
 	if err == nil {
 		for _, r := range queued {
@@ -313,6 +345,43 @@ func (wk *retestWorker) Work(ctx context.Context, job *river.Job[RetestArgs]) er
 		}
 	}
 	return err
+}
+
+// watchBisectRun is where a watch event's bisection st is
+// (bisectsteps.go).
+func watchBisectRun(st *watch.BisectState) bisectRun {
+	if st == nil {
+		return bisectRun{}
+	}
+	return bisectRun{exists: true, gen: st.Gen, recorded: len(st.Records), ended: st.Ended()}
+}
+
+// decodeEventBisect is a watch event's bisection state as stored (nil
+// when none).
+func decodeEventBisect(eventID int64, b []byte, err error) (*watch.BisectState, error) {
+	if err != nil || len(b) == 0 {
+		return nil, err
+	}
+	var st watch.BisectState
+	if err := json.Unmarshal(b, &st); err != nil {
+		return nil, fail.Inputf("event %d: the stored bisection is unreadable: %v", eventID, err)
+	}
+	return &st, nil
+}
+
+// watchBisectJobs is the bisection of event eventID of watch watchID as
+// step jobs.
+func (s *Service) watchBisectJobs(watchID, eventID int64) bisectJobs[*watch.BisectState] {
+	return bisectJobs[*watch.BisectState]{
+		read: func(tx *store.Tx) (*watch.BisectState, error) {
+			b, err := s.db.Store.EventBisectTx(tx, eventID)
+			return decodeEventBisect(eventID, b, err)
+		},
+		write:  func(tx *store.Tx, st *watch.BisectState) error { return s.db.Store.SetEventBisectTx(tx, eventID, st) },
+		run:    watchBisectRun,
+		newRun: func(st *watch.BisectState, gen int64) { st.Gen = gen },
+		step:   func(gen int64, seq int) river.InsertManyParams { return bisectStepJob(watchID, eventID, gen, seq) },
+	}
 }
 
 type bisectStepWorker struct {
@@ -336,79 +405,128 @@ func (wk *bisectStepWorker) Work(ctx context.Context, job *river.Job[BisectStepA
 	if err != nil {
 		return err
 	}
-	var st watch.BisectState
-	if len(ev.Bisect) > 0 {
-		if err := json.Unmarshal(ev.Bisect, &st); err != nil {
-			return river.JobCancel(fmt.Errorf("watch %s event %d: the stored bisection is unreadable: %v", w.Name, ev.ID, err))
+	// A snapshot to plan the step with: what this job writes it writes
+	// in a transaction that reads the state again (changeTx).
+	st, err := decodeEventBisect(ev.ID, ev.Bisect, nil)
+	if err != nil {
+		return river.JobCancel(fmt.Errorf("watch %s: %w", w.Name, err))
+	}
+	b := s.watchBisectJobs(w.ID, ev.ID)
+	if r := watchBisectRun(st); !r.isStep(a.Gen, a.Seq) {
+		if r.ahead(a.Gen, a.Seq) {
+			mine, at, err := catchUpTx(ctx, s, job, b, a.Gen, a.Seq)
+			if err == nil && mine {
+				s.logf("watch %s: bisection %s..%s: step %d was queued with only %d measurement(s) recorded: carrying on from the records (measurement %d next)",
+					w.Name, ev.From, ev.To, a.Seq+1, at, at+1)
+			}
+			return err
 		}
+		return nil // another run, finished, or this step was recorded and a later job carries on
 	}
-	if st.Ended() || len(st.Records) > a.Seq {
-		return nil // finished, or this step was recorded and a later job carries on
+	// retry returns an infrastructure error for River to retry; the last
+	// attempt ends the bisection as failed instead (it would otherwise
+	// stay running with no job to carry it on).
+	retry := func(err error) error {
+		if ctx.Err() == nil && job.Attempt >= job.MaxAttempts {
+			return s.bisectFailed(ctx, job, w, ev, err)
+		}
+		return err
 	}
-	if len(st.Records) < a.Seq {
-		return river.JobCancel(fmt.Errorf("watch %s event %d: step %d queued but only %d recorded", w.Name, ev.ID, a.Seq, len(st.Records)))
+	// failed ends the bisection on an error that trying again does not
+	// change (no regression between its ends, an end that does not
+	// build, a removed tag); infrastructure errors are retried.
+	failed := func(err error) error {
+		if ctx.Err() != nil || fail.KindOf(err) == fail.KindInfra {
+			return retry(err)
+		}
+		return s.bisectFailed(ctx, job, w, ev, err)
 	}
 	good, bad, err := eventTags(s.db.Store, w, ev)
 	if err != nil {
-		return s.bisectFailed(ctx, job, w, ev, &st, err)
+		return failed(err)
 	}
 	pl, err := s.watchCfg.Bisection.Plan(w, ev, good, bad)
 	if err != nil {
-		return s.bisectFailed(ctx, job, w, ev, &st, err)
+		return failed(err)
 	}
-	if st.Started.IsZero() {
-		st.Started = time.Now().UTC()
+	started := st.Started
+	if started.IsZero() {
+		started = time.Now().UTC()
 	}
 	measurer := pl.Options.Measurer
 	pl.Options.Logf = nil // the replay would log every earlier step again
-	res, need, err := bisect.Resume(ctx, pl.Options, st.Records, st.Started)
+	res, need, err := bisect.Resume(ctx, pl.Options, st.Records, started)
 	if err != nil {
-		if ctx.Err() != nil || fail.KindOf(err) == fail.KindInfra {
-			return err
-		}
-		return s.bisectFailed(ctx, job, w, ev, &st, err)
+		return failed(err)
 	}
 	if n := len(res.Steps); n > 0 && a.Seq > 0 {
 		last := res.Steps[n-1]
 		s.logf("watch %s: bisect %s..%s: step %d %s %s: %s (%s)", w.Name, good.Tag, bad.Tag, last.N, last.Commit.Hash[:12],
 			last.Commit.Subject, last.Verdict, last.Reason)
 	}
-	st.Result, st.Next = *res, need
 	if need == nil {
 		fin, err := s.watchCfg.Bisection.Finish(pl, res)
 		if err != nil {
-			return err
+			return retry(err)
 		}
-		fin.Records = st.Records
-		s.logf("watch %s: bisection %s..%s ended %s after %d measurement(s), %d build(s) (bound %d): %s", w.Name, good.Tag, bad.Tag,
-			res.Status, len(st.Records), res.Builds, res.Bound, fin.Report)
-		return completeWith(ctx, s, job, nil, func(tx *store.Tx) error { return s.db.Store.SetEventBisectTx(tx, ev.ID, fin) })
+		mine, err := changeTx(ctx, s, job, b, a.Gen, a.Seq, bisectRun.isStep, func(tx *store.Tx, cur *watch.BisectState) ([]river.InsertManyParams, error) {
+			recs, gen := cur.Records, cur.Gen
+			*cur = *fin
+			cur.Records, cur.Gen = recs, gen
+			return nil, nil
+		})
+		if err != nil {
+			return retry(err)
+		}
+		if mine {
+			s.logf("watch %s: bisection %s..%s ended %s after %d measurement(s), %d build(s) (bound %d): %s", w.Name, good.Tag, bad.Tag,
+				res.Status, len(st.Records), res.Builds, res.Bound, fin.Report)
+		}
+		return nil
 	}
 	// Show the step being measured, then measure it.
-	st.Result.GoodRef, st.Result.BadRef, st.Status = good.Tag, bad.Tag, watch.BisectRunning
-	if err := s.db.Store.SetEventBisect(ev.ID, st); err != nil {
-		return err
+	mine, err := changeTx[*watch.BisectState, BisectStepArgs](ctx, s, nil, b, a.Gen, a.Seq, bisectRun.isStep, func(tx *store.Tx, cur *watch.BisectState) ([]river.InsertManyParams, error) {
+		cur.Result, cur.Next = *res, need
+		cur.Result.GoodRef, cur.Result.BadRef, cur.Status = good.Tag, bad.Tag, watch.BisectRunning
+		return nil, nil
+	})
+	if err != nil {
+		return retry(err)
+	}
+	if !mine {
+		return nil
 	}
 	s.logf("watch %s: bisect %s..%s: measuring %s (%d boot(s), measurement %d)", w.Name, good.Tag, bad.Tag, need.Commit[:12], need.Boots, a.Seq+1)
 	rec, err := bisect.Measure(ctx, measurer, *need)
 	if err != nil {
-		if ctx.Err() == nil && job.Attempt >= job.MaxAttempts {
-			return s.bisectFailed(ctx, job, w, ev, &st, err)
-		}
-		return err // shutdown or infrastructure: retried, the same measurement again
+		return retry(err) // shutdown or infrastructure: retried, the same measurement again
 	}
-	st.Records = append(st.Records, rec)
-	return completeWith(ctx, s, job, []river.InsertManyParams{bisectStepJob(w.ID, ev.ID, a.Seq+1)},
-		func(tx *store.Tx) error { return s.db.Store.SetEventBisectTx(tx, ev.ID, st) })
+	_, err = changeTx(ctx, s, job, b, a.Gen, a.Seq, bisectRun.isStep, func(tx *store.Tx, cur *watch.BisectState) ([]river.InsertManyParams, error) {
+		cur.Records = append(cur.Records, rec)
+		return []river.InsertManyParams{b.step(a.Gen, a.Seq+1)}, nil
+	})
+	if err != nil {
+		return retry(err) // the last attempt ends the bisection rather than leave it running
+	}
+	return nil
 }
 
-// bisectFailed ends a bisection that cannot go on (no regression between
-// its ends, an end that does not build, a removed tag): the error is
-// stored on the event, the job completes.
-func (s *Service) bisectFailed(ctx context.Context, job *river.Job[BisectStepArgs], w *store.Watch, ev *store.WatchEvent, st *watch.BisectState, err error) error {
-	st.Status, st.Error, st.Kind, st.Next = watch.BisectFailed, err.Error(), fail.KindOf(err).String(), nil
-	s.logf("watch %s: bisection %s..%s failed: %v", w.Name, ev.From, ev.To, err)
-	return completeWith(ctx, s, job, nil, func(tx *store.Tx) error { return s.db.Store.SetEventBisectTx(tx, ev.ID, *st) })
+// bisectFailed ends the bisection step job belongs to, which cannot go
+// on (no regression between its ends, an end that does not build, a
+// removed tag, or its last attempt failed): the error is stored on the
+// event, the job completes. A step the bisection is no longer at changes
+// nothing.
+func (s *Service) bisectFailed(ctx context.Context, job *river.Job[BisectStepArgs], w *store.Watch, ev *store.WatchEvent, err error) error {
+	a := job.Args
+	mine, terr := changeTx(ctx, s, job, s.watchBisectJobs(w.ID, ev.ID), a.Gen, a.Seq, bisectRun.isStep,
+		func(tx *store.Tx, st *watch.BisectState) ([]river.InsertManyParams, error) {
+			st.Status, st.Error, st.Kind, st.Next = watch.BisectFailed, err.Error(), fail.KindOf(err).String(), nil
+			return nil, nil
+		})
+	if terr == nil && mine {
+		s.logf("watch %s: bisection %s..%s failed: %v", w.Name, ev.From, ev.To, err)
+	}
+	return terr
 }
 
 // eventTags finds an event's good and bad entries.

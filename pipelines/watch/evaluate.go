@@ -153,13 +153,18 @@ func (b *Bisection) Plan(w *store.Watch, ev *store.WatchEvent, good, bad *store.
 
 // BisectState is what a watch event stores of its bisection (JSON): the
 // result so far or in the end, the report's path, why it failed, and, for
-// a bisection run as jobs (pipelines/service), the measurements recorded
-// so far and the one being made.
+// a bisection run as jobs (pipelines/service), its run, the measurements
+// recorded so far and the one being made.
 type BisectState struct {
 	bisect.Result
 	Report string `json:"report,omitempty"`
 	Error  string `json:"error,omitempty"`
 	Kind   string `json:"kind,omitempty"`
+	// Gen names the run of a bisection run as jobs (its steps' jobs carry
+	// it): a bisection carried on from its records after its state and its
+	// jobs disagreed is a new run. 0: the first run of a bisection queued
+	// before runs were named.
+	Gen int64 `json:"gen,omitempty"`
 	// Records are the measurements made, oldest first (bisect.Resume
 	// replays them); Next is the one being made.
 	Records []bisect.Record `json:"records,omitempty"`

@@ -1,0 +1,329 @@
+package service
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/riverqueue/river"
+
+	"github.com/patcheval/patcheval/evaluate/store"
+	"github.com/patcheval/patcheval/pipelines"
+	"github.com/patcheval/patcheval/pipelines/bisect"
+	"github.com/patcheval/patcheval/pipelines/watch"
+)
+
+// watchBisectFixture is a watch whose regression (v6.2-rc1..v6.2-rc2, 16
+// commits: change 9 makes getppid 25% slower, change 12 does not build)
+// was bisected once through the watch queue's jobs (RunWatchNow, the
+// stand-in evaluator and measurer of testWatchSpec: no kernel), so that
+// a test can put the event's bisection back into a state of its choosing,
+// queue step jobs of its choosing, and work them.
+type watchBisectFixture struct {
+	t       *testing.T
+	db      string
+	root    string
+	watchID int64
+	eventID int64
+	culprit string
+	// ref is the bisection as it ended (found, its records).
+	ref *watch.BisectState
+	log string
+}
+
+func newWatchBisectFixture(t *testing.T, root, db string) *watchBisectFixture {
+	r := newWatchRemote(t, root)
+	rc1 := r.commit("", 0, "1000")
+	r.tag("v6.2-rc1", rc1)
+	st, err := store.Open(db)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	pipeline, _ := filepath.Abs("../watch/testdata/retest-x86-getppid.toml")
+	w, err := st.AddWatch(store.Watch{Name: "mainline", Remote: r.URL, Tags: "v6.*-rc*", Pipeline: pipeline,
+		Schedule: "@every 6h", Bisect: true, Tree: r.local})
+	if err != nil {
+		t.Fatal(err)
+	}
+	fx := &watchBisectFixture{t: t, db: db, root: root, watchID: w.ID, log: filepath.Join(root, "watch.log")}
+	ws := &testWatchSpec{Log: fx.log, Out: filepath.Join(root, "watches")}
+	cfg := fx.config()
+	if _, err := RunWatchNow(t.Context(), cfg, ws.config, "mainline"); err != nil {
+		t.Fatal(err)
+	}
+	parent := rc1
+	for i := 1; i <= 16; i++ {
+		v := "1000"
+		switch {
+		case i == 12:
+			v = "BROKEN"
+		case i >= 9:
+			v = "1250"
+		}
+		parent = r.commit(parent, i, v)
+		if i == 9 {
+			fx.culprit = parent
+		}
+	}
+	r.tag("v6.2-rc2", parent)
+	if _, err := RunWatchNow(t.Context(), cfg, ws.config, "mainline"); err != nil {
+		t.Fatal(err)
+	}
+	evs, err := st.WatchEvents(w.ID)
+	if err != nil || len(evs) != 1 {
+		t.Fatalf("events %+v %v", evs, err)
+	}
+	fx.eventID = evs[0].ID
+	fx.ref = fx.state()
+	if fx.ref.Status != bisect.Found || fx.ref.Culprit == nil || fx.ref.Culprit.Hash != fx.culprit || len(fx.ref.Records) < 5 {
+		t.Fatalf("the reference bisection: %s culprit %+v, %d records; want %s found", fx.ref.Status, fx.ref.Culprit, len(fx.ref.Records), fx.culprit)
+	}
+	return fx
+}
+
+func (fx *watchBisectFixture) config() Config {
+	return Config{Database: fx.db, CacheDir: filepath.Join(fx.root, "cache"), From: testFrom, Log: testWriter{fx.t}, Grace: 5 * time.Second}
+}
+
+// state is the event's bisection as stored.
+func (fx *watchBisectFixture) state() *watch.BisectState {
+	fx.t.Helper()
+	st, err := store.Open(fx.db)
+	if err != nil {
+		fx.t.Fatal(err)
+	}
+	defer st.Close()
+	ev, err := st.WatchEvent(fx.eventID)
+	if err != nil {
+		fx.t.Fatal(err)
+	}
+	var bs watch.BisectState
+	if err := json.Unmarshal(ev.Bisect, &bs); err != nil {
+		fx.t.Fatal(err)
+	}
+	return &bs
+}
+
+// running is the bisection running as run gen with the reference's first
+// n records.
+func (fx *watchBisectFixture) running(gen int64, n int) *watch.BisectState {
+	return &watch.BisectState{Result: bisect.Result{Status: watch.BisectRunning, GoodRef: "v6.2-rc1", BadRef: "v6.2-rc2",
+		Benchmark: "getppid", Metric: "ns/op", Started: fx.ref.Started}, Gen: gen, Records: fx.ref.Records[:n:n]}
+}
+
+// service is a watch service on the fixture's database working the watch
+// queue in this process (as `watch run-now` does), its watches
+// configured by spec, and a hook to change them.
+func (fx *watchBisectFixture) service(spec *testWatchSpec, hook func(s *Service, c *WatchConfig)) *Service {
+	fx.t.Helper()
+	s, own, err := watchService(fx.t.Context(), fx.config(), func(s *Service) WatchConfig {
+		c := spec.config(s)
+		if hook != nil {
+			hook(s, &c)
+		}
+		return c
+	})
+	if err != nil {
+		fx.t.Fatal(err)
+	}
+	if !own {
+		s.Close()
+		fx.t.Fatal("the watch queue is worked by another process")
+	}
+	return s
+}
+
+// put stores st as the event's bisection and queues jobs, in one
+// transaction.
+func (fx *watchBisectFixture) put(s *Service, st *watch.BisectState, jobs ...river.InsertManyParams) {
+	fx.t.Helper()
+	err := s.db.Store.Tx(fx.t.Context(), func(tx *store.Tx) error {
+		if err := s.db.Store.SetEventBisectTx(tx, fx.eventID, st); err != nil {
+			return err
+		}
+		return s.engine.insertManyTx(fx.t.Context(), tx, jobs)
+	})
+	if err != nil {
+		fx.t.Fatal(err)
+	}
+}
+
+// work works the watch's jobs until none is left, then closes s; it
+// returns the measurements started meanwhile ("commit n").
+func (fx *watchBisectFixture) work(s *Service) []string {
+	fx.t.Helper()
+	before := len(logLinesOf(fx.log, "start "))
+	ctx, cancel := context.WithTimeout(fx.t.Context(), time.Minute)
+	defer cancel()
+	err := s.drainWatch(ctx, fx.watchID)
+	s.Close()
+	if err != nil {
+		fx.t.Fatal(err)
+	}
+	var out []string
+	for _, l := range logLinesOf(fx.log, "start ")[before:] {
+		f := strings.Fields(l)
+		out = append(out, f[2]+" "+f[3])
+	}
+	return out
+}
+
+// stepJobs are the watch's bisect_step jobs in every state, "gen seq
+// state" each.
+func stepJobs(t *testing.T, s *Service, watchID int64) []string {
+	t.Helper()
+	res, err := s.engine.client.JobList(t.Context(), river.NewJobListParams().Kinds(BisectStepArgs{}.Kind()).
+		TagsAll(watchTag(watchID)).First(1000))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []string
+	for _, j := range res.Jobs {
+		var a BisectStepArgs
+		json.Unmarshal(j.EncodedArgs, &a)
+		out = append(out, fmt.Sprintf("%d %d %s", a.Gen, a.Seq, j.State))
+	}
+	return out
+}
+
+// checkFound checks the bisection ended as the reference did, with the
+// reference's records.
+func (fx *watchBisectFixture) checkFound(what string) *watch.BisectState {
+	fx.t.Helper()
+	bs := fx.state()
+	if bs.Status != bisect.Found || bs.Culprit == nil || bs.Culprit.Hash != fx.culprit {
+		fx.t.Fatalf("%s: bisection %s (%s) culprit %+v, %d records; want %s found", what, bs.Status, bs.Error, bs.Culprit, len(bs.Records), fx.culprit)
+	}
+	if len(bs.Records) != len(fx.ref.Records) {
+		fx.t.Fatalf("%s: %d records, want the reference's %d", what, len(bs.Records), len(fx.ref.Records))
+	}
+	for i, r := range bs.Records {
+		if ref := fx.ref.Records[i]; r.Commit != ref.Commit || r.N != ref.N {
+			fx.t.Fatalf("%s: record %d is %.12s/%d, want %.12s/%d", what, i, r.Commit, r.N, ref.Commit, ref.N)
+		}
+	}
+	return bs
+}
+
+// measuredOnce fails when a measurement is in got twice, or got is not
+// the reference's records from the from-th on.
+func (fx *watchBisectFixture) measuredOnce(what string, got []string, from int) {
+	fx.t.Helper()
+	var want []string
+	for _, r := range fx.ref.Records[from:] {
+		want = append(want, fmt.Sprintf("%s %d", r.Commit, r.N))
+	}
+	if strings.Join(got, "\n") != strings.Join(want, "\n") {
+		fx.t.Fatalf("%s: measured\n%s\nwant (each once)\n%s", what, strings.Join(got, "\n"), strings.Join(want, "\n"))
+	}
+}
+
+// TestWatchBisectStepAheadOfItsRecords: a bisect_step job whose event's
+// bisection has fewer measurements recorded than its step (the state and
+// the queue disagree: a state written back from an older copy, a
+// database restored from a backup; no job is at the records' step)
+// carries the bisection on from its records, as a new run, instead of
+// cancelling itself and leaving the bisection running for ever; the
+// bisection names the culprit with the records it had, and no
+// measurement is made twice, also when a job of the old run at the
+// records' step is queued too (it then does nothing). On SQLite and
+// PostgreSQL.
+func TestWatchBisectStepAheadOfItsRecords(t *testing.T) {
+	onBothDatabases(t, func(t *testing.T, root, db string) {
+		fx := newWatchBisectFixture(t, root, db)
+		spec := &testWatchSpec{Log: fx.log, Out: filepath.Join(root, "watches")}
+
+		// Only a step ahead of the records (step 5, 2 recorded).
+		s := fx.service(spec, nil)
+		fx.put(s, fx.running(7, 2), bisectStepJob(fx.watchID, fx.eventID, 7, 4))
+		measured := fx.work(s)
+		bs := fx.checkFound("a step ahead of its records")
+		fx.measuredOnce("a step ahead of its records", measured, 2)
+		if bs.Gen == 7 {
+			t.Errorf("the bisection went on as run %d, want a new run", bs.Gen)
+		}
+		s = fx.service(spec, nil)
+		jobs := stepJobs(t, s, fx.watchID)
+		s.Close()
+		for _, j := range jobs {
+			if strings.HasPrefix(j, "7 4 ") && j != "7 4 completed" {
+				t.Errorf("the step ahead of its records: %s, want completed", j)
+			}
+		}
+
+		// Again with the old run's job at the records' step queued too,
+		// after the step ahead (which runs first).
+		s = fx.service(spec, nil)
+		fx.put(s, fx.running(8, 2), bisectStepJob(fx.watchID, fx.eventID, 8, 4), bisectStepJob(fx.watchID, fx.eventID, 8, 2))
+		measured = fx.work(s)
+		fx.checkFound("a step ahead of its records, and the old run's step at them")
+		fx.measuredOnce("a step ahead of its records, and the old run's step at them", measured, 2)
+	})
+}
+
+// TestWatchBisectLastAttemptEnds: a bisect_step job whose last attempt
+// fails for an infrastructure reason (here the bisection's reports
+// cannot be written) ends the bisection as failed, with why, instead of
+// being discarded with the bisection left running and no job to carry it
+// on. On SQLite and PostgreSQL.
+func TestWatchBisectLastAttemptEnds(t *testing.T) {
+	onBothDatabases(t, func(t *testing.T, root, db string) {
+		fx := newWatchBisectFixture(t, root, db)
+		out := filepath.Join(root, "not-a-directory")
+		if err := os.WriteFile(out, nil, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		s := fx.service(&testWatchSpec{Log: fx.log, Out: out}, nil)
+		// Every measurement recorded: the step writes the reports.
+		last := bisectStepJob(fx.watchID, fx.eventID, 9, len(fx.ref.Records))
+		last.InsertOpts.MaxAttempts = 1
+		fx.put(s, fx.running(9, len(fx.ref.Records)), last)
+		if measured := fx.work(s); len(measured) != 0 {
+			t.Errorf("measured %q, want nothing (every measurement was recorded)", measured)
+		}
+		bs := fx.state()
+		if bs.Status != watch.BisectFailed || !strings.Contains(bs.Error, "not-a-directory") || len(bs.Records) != len(fx.ref.Records) {
+			t.Fatalf("bisection %s %q with %d records; want failed on the reports' directory, the %d records kept",
+				bs.Status, bs.Error, len(bs.Records), len(fx.ref.Records))
+		}
+	})
+}
+
+// TestWatchBisectStepRecordedMeanwhile: a bisect_step job whose step is
+// recorded while it starts (another attempt of the same job, in another
+// process or rescued by River, measured it and queued the next step)
+// writes nothing over that record and does not measure the step again:
+// every change it makes to the event's bisection reads the state again
+// in the transaction that writes it. The bisection ends as the reference
+// did. On SQLite and PostgreSQL.
+func TestWatchBisectStepRecordedMeanwhile(t *testing.T) {
+	onBothDatabases(t, func(t *testing.T, root, db string) {
+		fx := newWatchBisectFixture(t, root, db)
+		const at = 3
+		planned := 0
+		hook := func(s *Service, c *WatchConfig) {
+			nm := c.Bisection.NewMeasurer
+			c.Bisection.NewMeasurer = func(p *pipelines.Pipeline, w *store.Watch, ev *store.WatchEvent, dir string) (bisect.Measurer, error) {
+				if planned++; planned == 1 {
+					// The other attempt records step at and queues the
+					// next, while this one plans the same step.
+					st := fx.running(10, at+1)
+					st.Next = nil
+					fx.put(s, st, bisectStepJob(fx.watchID, fx.eventID, 10, at+1))
+				}
+				return nm(p, w, ev, dir)
+			}
+		}
+		s := fx.service(&testWatchSpec{Log: fx.log, Out: filepath.Join(root, "watches")}, hook)
+		fx.put(s, fx.running(10, at), bisectStepJob(fx.watchID, fx.eventID, 10, at))
+		measured := fx.work(s)
+		fx.checkFound("a step recorded meanwhile")
+		fx.measuredOnce("a step recorded meanwhile", measured, at+1)
+	})
+}
