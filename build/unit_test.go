@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"syscall"
 	"testing"
@@ -330,6 +331,9 @@ func TestScrubbedEnvironment(t *testing.T) {
 		if strings.Contains(e, "secret") || strings.Contains(e, "agent") {
 			t.Errorf("credential leaked: %s", e)
 		}
+	}
+	if !slices.Contains(env, "KBUILD_BUILD_VERSION=1") {
+		t.Errorf("the kernel's build number is not pinned: %q", env)
 	}
 	if !strings.Contains(strings.Join(env, "\n"), "HOME=/ws/home") {
 		t.Errorf("HOME is not the workspace: %q", env)

@@ -18,7 +18,6 @@ type project struct {
 	src, out, store string
 	log             string
 	wrapper         string
-	env             []string // more environment for the wrapper
 }
 
 func needGCC(t *testing.T) {
@@ -70,7 +69,7 @@ func (p *project) viaKCC(args []string) (int, string) {
 	p.t.Helper()
 	cmd := exec.Command(p.wrapper, append([]string{"gcc"}, args...)...)
 	cmd.Dir = p.out
-	cmd.Env = append(append(os.Environ(), Env(p.store, p.src, p.log)...), p.env...)
+	cmd.Env = append(os.Environ(), Env(p.store, p.src, p.log)...)
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr
 	err := cmd.Run()
