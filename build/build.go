@@ -390,7 +390,7 @@ func prepare(ctx context.Context, req Request, opts Options) (*job, error) {
 	}
 	parts = append(parts, symbolsFragment(j.syms))
 	j.recipe = sha256hex(parts...)
-	j.indexKey = sha256hex([]byte("index/v1"), []byte(j.tree), []byte(j.recipe), []byte(strings.Join(j.targets, " ")))
+	j.indexKey = sha256hex([]byte("index/v2"), []byte(j.tree), []byte(j.recipe), []byte(strings.Join(j.targets, " ")))
 	j.ws = filepath.Join(j.cache, "work", sha256hex([]byte(req.Repo), []byte(j.recipe))[:24])
 	j.srcDir = filepath.Join(j.ws, "src")
 	j.cfgSrc = filepath.Join(j.cache, "src", sha256hex([]byte(req.Repo), []byte(ai.Name))[:24])
@@ -567,7 +567,9 @@ func (j *job) run(ctx context.Context) (*Artifact, error) {
 	meta.Results.Duration["config"] = time.Since(t0).Seconds()
 	meta.Patcheval.ConfigWarnings = warnings
 	meta.Patcheval.ConfigHash = ConfigHash(final)
-	key := sha256hex([]byte("build/v1"), []byte(j.tree), final, []byte(j.tc.ID()), []byte(j.arch.Name),
+	// v2: the build environment pins KBUILD_BUILD_VERSION (v1 kernels
+	// carry the O= directory's link count in their version string).
+	key := sha256hex([]byte("build/v2"), []byte(j.tree), final, []byte(j.tc.ID()), []byte(j.arch.Name),
 		[]byte(strings.Join(j.targets, " ")))
 	meta.Patcheval.CacheKey = key
 	if j.opts.ConfigOnly {
