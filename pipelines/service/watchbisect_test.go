@@ -13,6 +13,7 @@ import (
 	"github.com/riverqueue/river"
 
 	"github.com/patcheval/patcheval/evaluate/store"
+	"github.com/patcheval/patcheval/internal/testpg"
 	"github.com/patcheval/patcheval/pipelines"
 	"github.com/patcheval/patcheval/pipelines/bisect"
 	"github.com/patcheval/patcheval/pipelines/watch"
@@ -326,4 +327,79 @@ func TestWatchBisectStepRecordedMeanwhile(t *testing.T) {
 		fx.checkFound("a step recorded meanwhile")
 		fx.measuredOnce("a step recorded meanwhile", measured, at+1)
 	})
+}
+
+// TestWatchBisectQueuedOnceAcrossALostConnection: the re-test that queues
+// a regression's bisection does it in one transaction, which Store.Tx
+// runs again on Postgres when the connection is lost before its commit;
+// the try that commits queues only its own first step, of the run it
+// stored, not the lost try's too (a step of a run the bisection never
+// had). Here Postgres ends the session while the first try inserts the
+// step's job (a trigger, once), as a restart or a failover would.
+func TestWatchBisectQueuedOnceAcrossALostConnection(t *testing.T) {
+	root := t.TempDir()
+	fx := newWatchBisectFixture(t, root, testpg.URL(t))
+	spec := &testWatchSpec{Log: fx.log, Out: filepath.Join(root, "watches")}
+	s := fx.service(spec, nil)
+	before := map[string]bool{}
+	for _, j := range stepJobs(t, s, fx.watchID) {
+		before[j] = true
+	}
+	pool := s.db.Store.Postgres()
+	ctx := t.Context()
+	for _, q := range []string{
+		`UPDATE watch_events SET bisect = '' WHERE id = ` + fmt.Sprint(fx.eventID),
+		`CREATE SEQUENCE lose_once`,
+		`CREATE FUNCTION lose_once() RETURNS trigger LANGUAGE plpgsql AS $$
+		BEGIN
+			IF nextval('lose_once') = 1 THEN
+				PERFORM pg_terminate_backend(pg_backend_pid());
+			END IF;
+			RETURN NEW;
+		END $$`,
+		`CREATE TRIGGER lose_once BEFORE INSERT ON river_job FOR EACH ROW WHEN (NEW.kind = 'bisect_step') EXECUTE FUNCTION lose_once()`,
+	} {
+		if _, err := pool.Exec(ctx, q); err != nil {
+			t.Fatalf("%s: %v", q, err)
+		}
+	}
+	tags, err := s.db.Store.WatchTags(fx.watchID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var rc2 int64
+	for _, tg := range tags {
+		if tg.Tag == "v6.2-rc2" {
+			rc2 = tg.ID
+		}
+	}
+	// v6.2-rc2 is re-tested again: it is only compared, and its event,
+	// with no bisection now, is bisected again.
+	if err := s.db.Store.Tx(ctx, func(tx *store.Tx) error {
+		return s.engine.insertManyTx(ctx, tx, []river.InsertManyParams{retestJob(fx.watchID, []int64{rc2}, time.Now().UnixNano())})
+	}); err != nil {
+		t.Fatal(err)
+	}
+	fx.work(s)
+	bs := fx.checkFound("a bisection queued across a lost connection")
+	s = fx.service(spec, nil)
+	defer s.Close()
+	var lost int64
+	if err := s.db.Store.Postgres().QueryRow(ctx, `SELECT last_value FROM lose_once`).Scan(&lost); err != nil || lost < 2 {
+		t.Fatalf("the trigger ran %d time(s) (%v): want the first try's session lost and the step queued by another", lost, err)
+	}
+	jobs := stepJobs(t, s, fx.watchID)
+	n := 0
+	for _, j := range jobs {
+		if before[j] {
+			continue
+		}
+		n++
+		if !strings.HasPrefix(j, fmt.Sprintf("%d ", bs.Gen)) {
+			t.Errorf("step job %s, want only steps of the run stored (%d)", j, bs.Gen)
+		}
+	}
+	if n != len(bs.Records)+1 {
+		t.Errorf("%d new step jobs %q, want the %d of run %d", n, jobs, len(bs.Records)+1, bs.Gen)
+	}
 }

@@ -205,19 +205,22 @@ func (s *Service) watchOf(id int64) (*store.Watch, error) {
 }
 
 // completeWith inserts params and completes job in one transaction; also,
-// when set, writes in it first and returns more jobs to insert.
+// when set, writes in it first and returns more jobs to insert. A try
+// that Store.Tx runs again (Postgres lost the connection) inserts only
+// what its own call of also returned.
 func completeWith[T river.JobArgs](ctx context.Context, s *Service, job *river.Job[T], params []river.InsertManyParams,
 	also func(tx *store.Tx) ([]river.InsertManyParams, error)) error {
 	return s.db.Store.Tx(ctx, func(tx *store.Tx) error {
+		all := params
 		if also != nil {
 			more, err := also(tx)
 			if err != nil {
 				return err
 			}
-			params = append(more, params...)
+			all = append(more, params...)
 		}
-		if len(params) > 0 {
-			if err := s.engine.insertManyTx(ctx, tx, params); err != nil {
+		if len(all) > 0 {
+			if err := s.engine.insertManyTx(ctx, tx, all); err != nil {
 				return fail.Infraf("river: %w", err)
 			}
 		}
