@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -401,5 +402,55 @@ func TestWatchBisectQueuedOnceAcrossALostConnection(t *testing.T) {
 	}
 	if n != len(bs.Records)+1 {
 		t.Errorf("%d new step jobs %q, want the %d of run %d", n, jobs, len(bs.Records)+1, bs.Gen)
+	}
+}
+
+// TestWatchBisectStepEventGoneCancels: a bisect_step job whose event is
+// removed with its watch, or whose stored bisection becomes unreadable,
+// after the job read it (here while it plans its step) is cancelled when
+// its transaction reads the state again, rather than retried and then
+// discarded (nothing it can end is left); it measures nothing. On SQLite
+// and PostgreSQL.
+func TestWatchBisectStepEventGoneCancels(t *testing.T) {
+	for _, c := range []struct {
+		name   string
+		change func(st *store.Store, fx *watchBisectFixture) error
+	}{
+		{"removed", func(st *store.Store, fx *watchBisectFixture) error { return st.RemoveWatch(fx.watchID) }},
+		{"unreadable", func(st *store.Store, fx *watchBisectFixture) error { return st.SetEventBisect(fx.eventID, "not a bisection") }},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			onBothDatabases(t, func(t *testing.T, root, db string) {
+				fx := newWatchBisectFixture(t, root, db)
+				planned := 0
+				hook := func(s *Service, wc *WatchConfig) {
+					nm := wc.Bisection.NewMeasurer
+					wc.Bisection.NewMeasurer = func(p *pipelines.Pipeline, w *store.Watch, ev *store.WatchEvent, dir string) (bisect.Measurer, error) {
+						if planned++; planned == 1 {
+							if err := c.change(s.db.Store, fx); err != nil {
+								t.Error(err)
+							}
+						}
+						return nm(p, w, ev, dir)
+					}
+				}
+				s := fx.service(&testWatchSpec{Log: fx.log, Out: filepath.Join(root, "watches")}, hook)
+				step := bisectStepJob(fx.watchID, fx.eventID, 11, 2)
+				step.InsertOpts.MaxAttempts = 1
+				fx.put(s, fx.running(11, 2), step)
+				if measured := fx.work(s); len(measured) != 0 {
+					t.Errorf("measured %q, want nothing", measured)
+				}
+				if planned != 1 {
+					t.Fatalf("the step was planned %d time(s), want once", planned)
+				}
+				s = fx.service(&testWatchSpec{Log: fx.log, Out: filepath.Join(root, "watches")}, nil)
+				jobs := stepJobs(t, s, fx.watchID)
+				s.Close()
+				if !slices.Contains(jobs, "11 2 cancelled") {
+					t.Errorf("step jobs %q, want 11 2 cancelled", jobs)
+				}
+			})
+		})
 	}
 }

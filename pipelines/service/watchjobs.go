@@ -422,7 +422,7 @@ func (wk *bisectStepWorker) Work(ctx context.Context, job *river.Job[BisectStepA
 				s.logf("watch %s: bisection %s..%s: step %d was queued with only %d measurement(s) recorded: carrying on from the records (measurement %d next)",
 					w.Name, ev.From, ev.To, a.Seq+1, at, at+1)
 			}
-			return err
+			return cancelGone(err)
 		}
 		return nil // another run, finished, or this step was recorded and a later job carries on
 	}
@@ -434,6 +434,16 @@ func (wk *bisectStepWorker) Work(ctx context.Context, job *river.Job[BisectStepA
 			return s.bisectFailed(ctx, job, w, ev, err)
 		}
 		return err
+	}
+	// txErr is retry for an error of a transaction on the event's
+	// bisection (changeTx), except that an event removed meanwhile or a
+	// state now unreadable (bad input) cancels the job: no attempt
+	// changes that, and there is nothing left to end.
+	txErr := func(err error) error {
+		if fail.KindOf(err) == fail.KindInput {
+			return cancelGone(err)
+		}
+		return retry(err)
 	}
 	// failed ends the bisection on an error that trying again does not
 	// change (no regression between its ends, an end that does not
@@ -479,7 +489,7 @@ func (wk *bisectStepWorker) Work(ctx context.Context, job *river.Job[BisectStepA
 			return nil, nil
 		})
 		if err != nil {
-			return retry(err)
+			return txErr(err)
 		}
 		if mine {
 			s.logf("watch %s: bisection %s..%s ended %s after %d measurement(s), %d build(s) (bound %d): %s", w.Name, good.Tag, bad.Tag,
@@ -494,7 +504,7 @@ func (wk *bisectStepWorker) Work(ctx context.Context, job *river.Job[BisectStepA
 		return nil, nil
 	})
 	if err != nil {
-		return retry(err)
+		return txErr(err)
 	}
 	if !mine {
 		return nil
@@ -509,7 +519,7 @@ func (wk *bisectStepWorker) Work(ctx context.Context, job *river.Job[BisectStepA
 		return []river.InsertManyParams{b.step(a.Gen, a.Seq+1)}, nil
 	})
 	if err != nil {
-		return retry(err) // the last attempt ends the bisection rather than leave it running
+		return txErr(err) // the last attempt ends the bisection rather than leave it running
 	}
 	return nil
 }
@@ -529,7 +539,19 @@ func (s *Service) bisectFailed(ctx context.Context, job *river.Job[BisectStepArg
 	if terr == nil && mine {
 		s.logf("watch %s: bisection %s..%s failed: %v", w.Name, ev.From, ev.To, err)
 	}
-	return terr
+	return cancelGone(terr)
+}
+
+// cancelGone cancels a bisection step job whose transaction on the
+// event's bisection failed with a bad-input error (store.EventBisectTx:
+// the event was removed with its watch; decodeEventBisect: the stored
+// state is unreadable), instead of River retrying it and then discarding
+// it; other errors are returned as they are.
+func cancelGone(err error) error {
+	if err != nil && fail.KindOf(err) == fail.KindInput {
+		return river.JobCancel(err)
+	}
+	return err
 }
 
 // eventTags finds an event's good and bad entries.
