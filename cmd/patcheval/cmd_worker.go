@@ -23,7 +23,7 @@ func init() {
 	register(&command{
 		name:    "worker",
 		summary: "work build and boot jobs of a patcheval serve's Postgres database on this machine (a farm)",
-		usage:   "patcheval worker --database postgres://USER@HOST/DB [--server URL --token-file F] [--name N] [--ssh-target ssh://user@host]... [--build ARCHES] [--boot ARCHES] [--capabilities [--json]]",
+		usage:   "patcheval worker --database postgres://USER@HOST/DB [--server URL --token-file F] [--name N] [--ssh-target ssh://user@host]... [--build ARCHES] [--boot ARCHES] [--compiler-cache kcc|ccache|none] [--capabilities [--json]]",
 		setup: func(fs *flag.FlagSet) func(ctx context.Context, env *Env, args []string) error {
 			database := fs.String("database", "", "the coordinator's `postgres://USER@HOST/DB` (password from ~/.pgpass or $PGPASSFILE)")
 			server := fs.String("server", "", "the coordinator's `URL`: kernels built here go to its artifact store and kernels built elsewhere come from it (without it, builds and boots must share a filesystem)")
@@ -33,6 +33,7 @@ func init() {
 			buildWorkers := fs.Int("build-workers", service.DefaultBuildWorkers, "kernel builds run at once; they share the -j budget")
 			jobs := fs.Int("j", 0, "make -j budget shared by this machine's builds (default: number of CPUs)")
 			grace := fs.Duration("grace", 30*time.Second, "on SIGTERM, how long running jobs may finish before they are cancelled (and retried, here or elsewhere)")
+			ccache := fs.String("compiler-cache", "kcc", "this machine's builds' compiler cache: kcc (patcheval's, keyed by preprocessed tokens), ccache or none")
 			cacheDir := fs.String("cache-dir", "", "this machine's cache directory (default $PATCHEVAL_CACHE_DIR or ~/.cache/patcheval)")
 			var ssh stringList
 			fs.Var(&ssh, "ssh-target", "`ssh://user@host[:port]` target this worker owns and boots (repeatable; also [worker] ssh_targets in config.toml)")
@@ -46,6 +47,11 @@ func init() {
 				}
 				if *workers < 1 || *buildWorkers < 1 {
 					return fail.Inputf("--workers and --build-workers must be at least 1")
+				}
+				switch *ccache {
+				case "kcc", "ccache", "none":
+				default:
+					return fail.Inputf("--compiler-cache %q: want kcc, ccache or none", *ccache)
 				}
 				conf, err := workerConfig(filepath.Join(xdg.ConfigDir(), "config.toml"))
 				if err != nil {
@@ -87,7 +93,7 @@ func init() {
 					return fail.Inputf("--server needs --token-file (the coordinator takes artifact uploads only with its token)")
 				}
 				w, err := service.NewWorker(ctx, service.WorkerConfig{Database: *database, Server: *server, Token: tok, Name: *name, CacheDir: *cacheDir,
-					Jobs: *jobs, BootWorkers: *workers, BuildWorkers: *buildWorkers, Grace: *grace, Capabilities: caps, Log: env.Stderr})
+					Jobs: *jobs, CompilerCache: *ccache, BootWorkers: *workers, BuildWorkers: *buildWorkers, Grace: *grace, Capabilities: caps, Log: env.Stderr})
 				if err != nil {
 					return err
 				}

@@ -89,7 +89,8 @@ func Build(ctx context.Context, env Env, id int64, key string) (err error) {
 	start := time.Now()
 	pr := env.progress()
 	pr.Status("building %s/%s", spec.Arch, spec.Variant)
-	art, buildErr := build.Build(ctx, req, build.Options{CacheDir: env.CacheDir, Jobs: env.Jobs, Budget: env.Budget, Progress: pr, NoNetwork: true})
+	art, buildErr := build.Build(ctx, req, build.Options{CacheDir: env.CacheDir, Jobs: env.Jobs, Budget: env.Budget, Progress: pr, NoNetwork: true,
+		CompilerCache: env.CompilerCache})
 	b := store.Build{Variant: spec.Variant, Arch: spec.Arch, Commit: req.Commit, Status: "ok"}
 	m := buildMeta{Key: key}
 	if art != nil {

@@ -48,6 +48,9 @@ type Env struct {
 	CacheDir string
 	// Jobs is the make -j budget (0: number of CPUs).
 	Jobs int
+	// CompilerCache is the builds' compiler cache: "kcc" (the default,
+	// ""), "ccache" or "none" (build.Options.CompilerCache).
+	CompilerCache string
 	// Budget, when set, is the -j budget the builds share with the
 	// builds running beside them (build.Budget; Jobs is then unused for
 	// builds). Run makes one for an evaluation's kernels.

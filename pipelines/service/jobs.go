@@ -163,7 +163,7 @@ func (s *Service) env(id int64, kind string) runner.Env {
 	if jobs <= 0 {
 		jobs = runtime.NumCPU()
 	}
-	e := runner.Env{Store: s.db.Store, CacheDir: s.cfg.CacheDir, Jobs: jobs, Progress: progress.New(s.evalLog(id)), Queued: true}
+	e := runner.Env{Store: s.db.Store, CacheDir: s.cfg.CacheDir, Jobs: jobs, CompilerCache: s.cfg.CompilerCache, Progress: progress.New(s.evalLog(id)), Queued: true}
 	if kind == "build" {
 		e.Budget = s.budget
 	}

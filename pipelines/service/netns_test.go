@@ -77,6 +77,8 @@ type farmWorkerSpec struct {
 	Hide []string
 	// Jobs is its make -j (0: 1).
 	Jobs int
+	// CompilerCache is its builds' compiler cache ("": kcc).
+	CompilerCache string
 }
 
 var farmSeq atomic.Int64
@@ -403,7 +405,10 @@ func TestFarmCoordinatorRole(t *testing.T) {
 	if err := os.Rename(filepath.Dir(frag), filepath.Dir(frag)+".gone"); err != nil {
 		t.Fatal(err)
 	}
-	w1, w2 := start(0, "ppc64le"), start(1, "arm64")
+	// w2 builds without a compiler cache (patcheval worker
+	// --compiler-cache none), w1 with kcc, the default.
+	w1 := start(0, "ppc64le")
+	w2 := c.start(t, 1, farmWorkerSpec{Name: "w2" + suffix, Cache: filepath.Join(spec.Dir, "w2"+suffix), Build: []string{"arm64"}, CompilerCache: "none"})
 	waitFor(t, 2*time.Minute, "both kernels building at once", func() bool {
 		if e, _ := s.Store().Evaluation(id1); e != nil && e.Status == "failed" {
 			bs, _ := s.Store().BuildsOf(id1)
@@ -425,6 +430,9 @@ func TestFarmCoordinatorRole(t *testing.T) {
 		if cfg, _ := os.ReadFile(a.Config); !bytes.Contains(cfg, []byte("CONFIG_FAKE_FRAG=y")) ||
 			!slices.ContainsFunc(a.Meta.Build.KconfigAdd, func(f string) bool { return strings.HasPrefix(f, filepath.Join(w.spec.Cache, "farm-files")+"/") }) {
 			t.Errorf("build %s/%s: the fragment file did not come from serve's store (fragments %v):\n%s", b.Arch, b.Variant, a.Meta.Build.KconfigAdd, cfg)
+		}
+		if want := map[string]string{"ppc64le": "kcc", "arm64": "none"}[b.Arch]; a.Meta.Build.CompilerCache != want {
+			t.Errorf("build %s/%s on %s: compiler cache %q, want %q", b.Arch, b.Variant, w.spec.Name, a.Meta.Build.CompilerCache, want)
 		}
 	}
 	for _, j := range buildJobs(id1) {
@@ -661,7 +669,7 @@ func farmWorkerMain(raw string) int {
 		return 2
 	}
 	w, err := NewWorker(ctx, WorkerConfig{Database: spec.DB, Server: spec.Server, Token: tok, Name: spec.Name, CacheDir: spec.Cache,
-		Jobs: max(1, spec.Jobs), BuildWorkers: 1, BootWorkers: 1, Grace: 5 * time.Second, Capabilities: Capabilities{Build: spec.Build, QEMU: spec.QEMU, Cores: 1}, Log: os.Stderr})
+		Jobs: max(1, spec.Jobs), CompilerCache: spec.CompilerCache, BuildWorkers: 1, BootWorkers: 1, Grace: 5 * time.Second, Capabilities: Capabilities{Build: spec.Build, QEMU: spec.QEMU, Cores: 1}, Log: os.Stderr})
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 3

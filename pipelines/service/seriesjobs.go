@@ -73,7 +73,7 @@ func (s *Service) runEnv(id int64) runner.Env {
 	if jobs <= 0 {
 		jobs = runtime.NumCPU()
 	}
-	return runner.Env{Store: s.db.Store, CacheDir: s.cfg.CacheDir, Jobs: jobs, Budget: s.budget, Slot: s.engine.slot,
+	return runner.Env{Store: s.db.Store, CacheDir: s.cfg.CacheDir, Jobs: jobs, CompilerCache: s.cfg.CompilerCache, Budget: s.budget, Slot: s.engine.slot,
 		Artifacts: s.artifacts, Progress: progress.New(s.evalLog(id))}
 }
 

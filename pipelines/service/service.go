@@ -58,6 +58,9 @@ type Config struct {
 	CacheDir string
 	// Jobs is the make -j budget shared by all builds (0: CPUs).
 	Jobs int
+	// CompilerCache is the builds' compiler cache: "kcc" (""), "ccache"
+	// or "none".
+	CompilerCache string
 	// BootWorkers and BuildWorkers size those queues (EngineConfig).
 	BootWorkers, BuildWorkers int
 	// Grace is how long SIGTERM lets running jobs finish (default 30s).

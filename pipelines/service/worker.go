@@ -37,6 +37,9 @@ type WorkerConfig struct {
 	CacheDir string
 	// Jobs is this machine's make -j budget (0: its CPUs).
 	Jobs int
+	// CompilerCache is its builds' compiler cache: "kcc" (""), "ccache"
+	// or "none".
+	CompilerCache string
 	// BootWorkers and BuildWorkers: boots and builds at once (defaults 1
 	// and DefaultBuildWorkers).
 	BootWorkers, BuildWorkers int
@@ -79,7 +82,7 @@ func NewWorker(ctx context.Context, cfg WorkerConfig) (*Worker, error) {
 	if err != nil {
 		return nil, err
 	}
-	s := &Service{cfg: Config{Database: cfg.Database, CacheDir: cfg.CacheDir, Jobs: cfg.Jobs, BootWorkers: cfg.BootWorkers,
+	s := &Service{cfg: Config{Database: cfg.Database, CacheDir: cfg.CacheDir, Jobs: cfg.Jobs, CompilerCache: cfg.CompilerCache, BootWorkers: cfg.BootWorkers,
 		BuildWorkers: cfg.BuildWorkers, Grace: cfg.Grace, Log: cfg.Log, Work: &caps, Name: cfg.Name},
 		db: db, log: cfg.Log, lore: mbox.LoreBase(""), logs: map[int64]*evalLog{}, worker: true, workerID: newWorkerID()}
 	if s.log == nil {
