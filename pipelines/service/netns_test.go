@@ -265,6 +265,9 @@ func TestFarmCoordinatorRole(t *testing.T) {
 	case "real", "real-one-machine":
 		farmRealScenario(t, s, c)
 		return
+	case "real-bench":
+		farmRealBenchScenario(t, s, c)
+		return
 	}
 	gate := filepath.Join(spec.Dir, "gate")
 	repo, _, next := fakeKernelTree(t, gate, spec.Seconds)
