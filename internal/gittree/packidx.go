@@ -113,13 +113,24 @@ func (x *packIndex) find(h plumbing.Hash) (int64, bool) {
 		lo = int(x.fanout[h[0]-1])
 	}
 	hi := int(x.fanout[h[0]])
-	i := lo + sort.Search(hi-lo, func(i int) bool {
-		return bytes.Compare(x.names[(lo+i)*20:(lo+i)*20+20], h[:]) >= 0
-	})
-	if i >= hi || !bytes.Equal(x.names[i*20:i*20+20], h[:]) {
+	// A binary search on the names' first 8 bytes read as one number
+	// (they differ between any two of a pack's objects but in one of
+	// some 10^19 pairs); the other 12 compared only when those are equal.
+	key := binary.BigEndian.Uint64(h[:8])
+	names := x.names
+	for lo < hi {
+		m := int(uint(lo+hi) >> 1)
+		k := binary.BigEndian.Uint64(names[m*20:])
+		if k < key || k == key && bytes.Compare(names[m*20+8:m*20+20], h[8:]) < 0 {
+			lo = m + 1
+		} else {
+			hi = m
+		}
+	}
+	if lo >= len(names)/20 || !bytes.Equal(names[lo*20:lo*20+20], h[:]) {
 		return 0, false
 	}
-	return x.offset(i)
+	return x.offset(lo)
 }
 
 func (x *packIndex) offset(i int) (int64, bool) {

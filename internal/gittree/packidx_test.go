@@ -25,6 +25,9 @@ func TestPackIndexLargeOffsets(t *testing.T) {
 	var hashes []plumbing.Hash
 	for i := 0; i < 3000; i++ {
 		h := plumbing.Hash(sha1.Sum([]byte(fmt.Sprint("object ", i))))
+		if i%60 == 0 {
+			copy(h[:], "\x5a\x00\x01\x02\x03\x04\x05\x06") // names alike in their first 8 bytes
+		}
 		off := int64(12 + i*1000)
 		if i%3 == 0 {
 			off += 5 << 30 // a pack of several GB
@@ -55,8 +58,13 @@ func TestPackIndexLargeOffsets(t *testing.T) {
 			t.Fatalf("object %d %s: offset %d, %v; go-git's index says %d", i, h, got, ok, want)
 		}
 	}
-	if _, ok := x.find(plumbing.Hash(sha1.Sum([]byte("absent")))); ok {
+	absent := plumbing.Hash(sha1.Sum([]byte("absent")))
+	if _, ok := x.find(absent); ok {
 		t.Error("found an object that is not in the index")
+	}
+	copy(absent[:], hashes[0][:8])
+	if _, ok := x.find(absent); ok {
+		t.Error("found an object that is not in the index (first 8 bytes of one that is)")
 	}
 	// Prefix search: every object whose name starts with the first two
 	// bytes of hashes[7].
