@@ -18,11 +18,14 @@ import (
 // 10,000 commits of a linux.git-shaped tree that decoding was a fifth of
 // the walk's CPU.
 //
+// The commit is read through the storage's read-ahead window for walks
+// (objectReader.WalkObject) and not cached.
+//
 // The commit is detached: its Tree, Parent and Parents methods have no
 // storage to read from (they fail or panic); follow ParentHashes with
 // ReadCommit.
 func (s *Storage) ReadCommit(h plumbing.Hash) (*object.Commit, error) {
-	typ, b, err := s.objs.Object(h)
+	typ, b, err := s.objs.WalkObject(h)
 	if err != nil {
 		return nil, err
 	}

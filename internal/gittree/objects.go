@@ -37,6 +37,7 @@ type objectReader struct {
 	cache   *baseCache
 	closed  bool
 	last    atomic.Int32 // the pack of the last hit (locate)
+	win     window       // read-ahead for walks (WalkObject)
 }
 
 // errClosed is what reads after Close return: a commit or tree kept past
@@ -213,7 +214,7 @@ func looseName(objdir string, h plumbing.Hash) string {
 // may be shared with the cache: callers must not modify it.
 func (r *objectReader) Object(h plumbing.Hash) (plumbing.ObjectType, []byte, error) {
 	if i, off, ok := r.locate(h); ok {
-		return r.readAt(i, off, 0)
+		return r.readAt(i, off, 0, false)
 	}
 	if r.isClosed() {
 		return 0, nil, errClosed
@@ -226,10 +227,71 @@ func (r *objectReader) Object(h plumbing.Hash) (plumbing.ObjectType, []byte, err
 		return 0, nil, err
 	} else if added {
 		if i, off, ok := r.locate(h); ok {
-			return r.readAt(i, off, 0)
+			return r.readAt(i, off, 0, false)
 		}
 	}
 	return 0, nil, plumbing.ErrObjectNotFound
+}
+
+// WalkObject is Object for a walk over history that reads one commit
+// after another: the object is read through a read-ahead window of its
+// pack and not kept in the cache of delta bases. git writes a pack's
+// commits together, newest first, so the next commit of a walk is
+// usually among the bytes read for the last: one read of 64 KB serves
+// some two hundred commits where each needed its own before (git maps
+// its packs whole and reads them without a system call). Only the
+// commits are windowed: the cost in memory is one window per storage,
+// not the pages of every blob a checkout reads (which mapping the pack
+// would add to the process's resident size).
+func (r *objectReader) WalkObject(h plumbing.Hash) (plumbing.ObjectType, []byte, error) {
+	if i, off, ok := r.locate(h); ok {
+		return r.readAt(i, off, 0, true)
+	}
+	return r.Object(h)
+}
+
+// windowSize is the read-ahead of a walk.
+const windowSize = 64 << 10
+
+// window holds the bytes last read ahead from one pack.
+type window struct {
+	mu   sync.Mutex
+	p    *packReader
+	off  int64 // of buf[0] in the pack
+	buf  []byte
+	last int64 // the offset asked for last
+}
+
+// at returns the pack's bytes from off on: at least chunkSize of them,
+// or up to the end of the pack. A miss reads windowSize bytes from off
+// on, or, when the walk goes towards the start of the pack (offsets
+// falling: a pack fast-import wrote, oldest first), the window ending
+// just past off.
+func (w *window) at(p *packReader, off int64) ([]byte, error) {
+	if w.p == p && off >= w.off {
+		end := w.off + int64(len(w.buf))
+		if off+chunkSize <= end || end == p.size && off < end {
+			w.last = off
+			return w.buf[off-w.off:], nil
+		}
+	}
+	start := off
+	if w.p == p && off < w.last {
+		start = max(0, off+chunkSize-windowSize)
+	}
+	if w.buf == nil {
+		w.buf = make([]byte, windowSize)
+	}
+	n, err := p.f.ReadAt(w.buf[:cap(w.buf)], start)
+	if n <= int(off-start) {
+		w.p = nil
+		if err == nil {
+			err = io.ErrUnexpectedEOF
+		}
+		return nil, objErr(err)
+	}
+	w.p, w.off, w.buf, w.last = p, start, w.buf[:n], off
+	return w.buf[off-start:], nil
 }
 
 // loose reads a loose object.
@@ -275,7 +337,9 @@ const chunkSize = 4096
 var chunkPool = sync.Pool{New: func() any { return new([chunkSize]byte) }}
 
 // readAt decodes the object at off in pack i, resolving delta chains.
-func (r *objectReader) readAt(i int, off int64, depth int) (plumbing.ObjectType, []byte, error) {
+// A walk's read (WalkObject) goes through the window when no other read
+// holds it, and is not cached.
+func (r *objectReader) readAt(i int, off int64, depth int, walk bool) (plumbing.ObjectType, []byte, error) {
 	if t, b, ok := r.cache.get(cacheKey{i, off}); ok {
 		return t, b, nil
 	}
@@ -285,13 +349,24 @@ func (r *objectReader) readAt(i int, off int64, depth int) (plumbing.ObjectType,
 	p := r.pack(i)
 	// One read for the header and, for most commits and trees, the whole
 	// compressed body; a longer body is read on from the file.
-	chunk := chunkPool.Get().(*[chunkSize]byte)
-	defer chunkPool.Put(chunk)
-	n, err := p.f.ReadAt(chunk[:], off)
-	if n == 0 && err != nil {
-		return 0, nil, objErr(err)
+	var h []byte
+	if walk && r.win.mu.TryLock() {
+		defer r.win.mu.Unlock()
+		b, err := r.win.at(p, off)
+		if err != nil {
+			return 0, nil, err
+		}
+		h = b
+	} else {
+		walk = false
+		chunk := chunkPool.Get().(*[chunkSize]byte)
+		defer chunkPool.Put(chunk)
+		n, err := p.f.ReadAt(chunk[:], off)
+		if n == 0 && err != nil {
+			return 0, nil, objErr(err)
+		}
+		h = chunk[:n]
 	}
-	h := chunk[:n]
 	pos := 0
 	next := func() (byte, error) {
 		if pos >= len(h) {
@@ -340,29 +415,20 @@ func (r *objectReader) readAt(i int, off int64, depth int) (plumbing.ObjectType,
 	default:
 		return 0, nil, fmt.Errorf("pack %s: bad object type %d at offset %d", p.f.Name(), typ, off)
 	}
-	// A body that fits in the first read (zlib's stream is at most a
-	// little longer than its content) is inflated from memory, without a
-	// buffered reader; one that may not, or did not, reads on from the file.
-	rest, end := h[pos:], off+int64(n)
-	var data []byte
-	inChunk := end >= p.size || uint64(len(rest)) >= size+size/16+64
-	if inChunk {
-		data, err = inflate(bytes.NewReader(rest), size)
-	}
-	if !inChunk || err != nil && end < p.size {
-		data, err = inflate(io.MultiReader(bytes.NewReader(rest), io.NewSectionReader(p.f, end, p.size-end)), size)
-	}
+	data, err := p.inflate(h[pos:], off+int64(pos), size)
 	if err != nil {
 		return 0, nil, fmt.Errorf("pack %s: object at offset %d: %v", p.f.Name(), off, err)
 	}
 	if typ != plumbing.OFSDeltaObject && typ != plumbing.REFDeltaObject {
-		r.cache.put(cacheKey{i, off}, typ, data)
+		if !walk {
+			r.cache.put(cacheKey{i, off}, typ, data)
+		}
 		return typ, data, nil
 	}
 	var bt plumbing.ObjectType
 	var base []byte
 	if typ == plumbing.OFSDeltaObject {
-		bt, base, err = r.readAt(i, baseOff, depth+1)
+		bt, base, err = r.readAt(i, baseOff, depth+1, false)
 	} else {
 		bt, base, err = r.Object(baseHash)
 	}
@@ -377,14 +443,73 @@ func (r *objectReader) readAt(i int, off int64, depth int) (plumbing.ObjectType,
 	return bt, out, nil
 }
 
+// inflate decodes the zlib stream of size bytes at off in the pack, of
+// which head (the rest of the first read) holds the start. A stream that
+// head holds whole (most commits and trees, small blobs) is decoded from
+// it (inflateTo); a longer one up to inMemoryMax is read whole, its
+// length guessed (three quarters of size: text compresses better, trees
+// of hashes not much) and the guess doubled until it holds it. A larger
+// object, or a stream longer than twice its content (no zlib writes
+// that), streams through compress/zlib: no buffer of its compressed size.
+func (p *packReader) inflate(head []byte, off int64, size uint64) ([]byte, error) {
+	end := off + int64(len(head))
+	stream := func() ([]byte, error) {
+		return inflate(io.MultiReader(bytes.NewReader(head), io.NewSectionReader(p.f, end, p.size-end)), size)
+	}
+	if size > inMemoryMax && end < p.size {
+		return stream()
+	}
+	data := make([]byte, size)
+	_, err := inflateTo(data, head)
+	if err != errShortInput {
+		return data, err
+	}
+	if end >= p.size {
+		return nil, io.ErrUnexpectedEOF
+	}
+	guess := int64(size)*3/4 + 512
+	for limit := 2*int64(size) + 64<<10; ; {
+		if guess > limit {
+			return stream()
+		}
+		n := min(max(guess, int64(len(head))*2), p.size-off)
+		bp := bufPool.Get().(*[]byte)
+		buf := (*bp)[:0]
+		if int64(cap(buf)) < n {
+			buf = make([]byte, n)
+		}
+		buf = buf[:n]
+		if _, err := p.f.ReadAt(buf, off); err != nil && err != io.EOF {
+			return nil, err
+		}
+		_, err := inflateTo(data, buf)
+		*bp = buf
+		bufPool.Put(bp)
+		if err != errShortInput {
+			return data, err
+		}
+		if off+n >= p.size {
+			return nil, io.ErrUnexpectedEOF
+		}
+		guess = n * 2
+	}
+}
+
+// inMemoryMax is the largest object inflate decodes from a buffer of its
+// compressed bytes; larger ones stream.
+const inMemoryMax = 1 << 20
+
+var bufPool = sync.Pool{New: func() any { return new([]byte) }}
+
 type zreader struct {
 	br *bufio.Reader
 	zr io.ReadCloser
 }
 
-// inflate decompresses the zlib stream of size bytes in src. A source
-// that is an io.ByteReader (a stream held in memory) is read directly;
-// any other through the pooled bufio.Reader.
+// inflate decompresses the zlib stream of size bytes in src through
+// compress/zlib (objects larger than inMemoryMax). A source that is an
+// io.ByteReader is read directly; any other through the pooled
+// bufio.Reader.
 func inflate(src io.Reader, size uint64) ([]byte, error) {
 	z, _ := zlibPool.Get().(*zreader)
 	if z == nil {

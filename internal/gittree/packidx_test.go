@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"crypto/sha1"
 	"fmt"
+	"math/rand/v2"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -84,7 +85,7 @@ func TestPackIndexLargeOffsets(t *testing.T) {
 	}
 }
 
-func gitT(t *testing.T, dir string, args ...string) string {
+func gitT(t testing.TB, dir string, args ...string) string {
 	t.Helper()
 	cmd := exec.Command("git", args...)
 	cmd.Dir = dir
@@ -107,6 +108,16 @@ func TestStorageReadsLikeGit(t *testing.T) {
 	var body strings.Builder
 	for i := 0; i < 400; i++ {
 		fmt.Fprintf(&body, "line %d of a file that deltas well\n", i)
+	}
+	// Incompressible blobs: one whose stream is longer than inflate's
+	// first guess at it, one larger than inMemoryMax (streamed).
+	rng := rand.New(rand.NewPCG(5, 6))
+	for name, n := range map[string]int{"random-100k": 100 << 10, "random-big": inMemoryMax + 300<<10} {
+		b := make([]byte, n)
+		for i := range b {
+			b[i] = byte(rng.Uint32())
+		}
+		os.WriteFile(filepath.Join(dir, name), b, 0o644)
 	}
 	for i := 0; i < 6; i++ {
 		os.WriteFile(filepath.Join(dir, "f.txt"), []byte(body.String()+strings.Repeat("x\n", i)), 0o644)
