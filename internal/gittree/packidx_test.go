@@ -194,6 +194,13 @@ func TestStorageReadsLikeGit(t *testing.T) {
 	if err != nil || h.String() != head {
 		t.Errorf("ResolveRevision(%s) = %v, %v", head[:9], h, err)
 	}
+	// A ref named by three hex digits of another commit's name is the
+	// ref, as in git (no abbreviation is shorter than 4 digits).
+	gitT(t, dir, "tag", head[:3], "HEAD~2")
+	h, err = r.ResolveRevision(plumbing.Revision(head[:3]))
+	if want := gitT(t, dir, "rev-parse", head[:3]); err != nil || h.String() != want {
+		t.Errorf("ResolveRevision(%s) = %v, %v; git: %s", head[:3], h, err, want)
+	}
 	c, err := object.GetCommit(st, plumbing.NewHash(head))
 	if err != nil || c.Message != "commit 5\n" {
 		t.Fatalf("GetCommit: %v %v", c, err)

@@ -189,9 +189,14 @@ func (s *Storage) EncodedObjectSize(h plumbing.Hash) (int64, error) {
 
 // HashesWithPrefix lists the objects whose names start with prefix (an
 // abbreviated hash): a search in each pack index and one loose objects
-// directory, not a walk over every object.
+// directory, not a walk over every object. A prefix shorter than 2 bytes
+// finds nothing: git takes no abbreviation shorter than 4 hex digits,
+// and go-git's ResolveRevision, which asks with the whole bytes of the
+// hex it is given and prefers an object to a ref, would otherwise take
+// a tag or branch named "bad" or "add" for a commit whose name starts
+// with those digits.
 func (s *Storage) HashesWithPrefix(prefix []byte) ([]plumbing.Hash, error) {
-	if len(prefix) == 0 {
+	if len(prefix) < 2 {
 		return nil, nil
 	}
 	var out []plumbing.Hash
