@@ -26,10 +26,10 @@ func (s *Storage) Reference(n plumbing.ReferenceName) (*plumbing.Reference, erro
 		strings.HasPrefix(name, "/") || strings.HasPrefix(name, ".") {
 		return s.Storage.Reference(n) // go-git's validation and error
 	}
+	// A loose ref, or one whose file cannot be looked at or whose
+	// packed-refs cannot be read, is go-git's to read (and to report).
 	fs := s.dot.Fs()
-	if fi, err := fs.Stat(fs.Join(strings.Split(name, "/")...)); err == nil && !fi.IsDir() {
-		return s.Storage.Reference(n) // loose: go-git reads it
-	} else if err != nil && !errors.Is(err, os.ErrNotExist) {
+	if fi, err := fs.Stat(fs.Join(strings.Split(name, "/")...)); err == nil && !fi.IsDir() || err != nil && !errors.Is(err, os.ErrNotExist) {
 		return s.Storage.Reference(n)
 	}
 	b, err := s.packedRefs()
