@@ -543,9 +543,11 @@ func FirstParentRange(repoPath, goodRef, badRef string, limit int) (good, bad Co
 	if gc.Hash == bc.Hash {
 		return good, bad, nil, fail.Inputf("bisect: good %s and bad %s are the same commit", goodRef, badRef)
 	}
-	var rev []*object.Commit
+	// Newest first, each commit kept as its Commit (hash, subject,
+	// author, date, link) rather than go-git's whole object.
+	var rev []Commit
 	for c := bc; c.Hash != gc.Hash; {
-		rev = append(rev, c)
+		rev = append(rev, info(c, 0))
 		if len(rev) > limit {
 			return good, bad, nil, fail.Inputf("bisect: good %s is not within %d first-parent commits of bad %s", goodRef, limit, badRef)
 		}
@@ -559,8 +561,10 @@ func FirstParentRange(repoPath, goodRef, badRef string, limit int) (good, bad Co
 		}
 		c = p
 	}
+	commits = make([]Commit, 0, len(rev))
 	for i := len(rev) - 1; i >= 0; i-- {
-		commits = append(commits, info(rev[i], len(commits)))
+		rev[i].Index = len(commits)
+		commits = append(commits, rev[i])
 	}
 	bad = commits[len(commits)-1]
 	return good, bad, commits, nil
@@ -593,8 +597,10 @@ func info(c *object.Commit, idx int) Commit {
 	subject, _, _ := strings.Cut(c.Message, "\n")
 	out := Commit{Hash: c.Hash.String(), Subject: subject, Author: c.Author.Name, Email: c.Author.Email,
 		Date: c.Author.When.UTC().Format(time.RFC3339), Index: idx}
-	for _, l := range strings.Split(c.Message, "\n") {
-		if v, ok := strings.CutPrefix(l, "Link: "); ok && out.Link == "" {
+	for rest := c.Message; rest != "" && out.Link == ""; {
+		var l string
+		l, rest, _ = strings.Cut(rest, "\n")
+		if v, ok := strings.CutPrefix(l, "Link: "); ok {
 			out.Link = strings.TrimSpace(v)
 		}
 	}
