@@ -105,15 +105,18 @@ newrepo() {
 	done
 }
 
+# One scratch directory for both stages, removed however the script ends.
+tmp=$(mktemp -d "$scale/make.XXXXXX")
+trap 'rm -rf "$tmp"' EXIT
+
 # Stage 1, cached on its own (the repack modes share it, and a run stopped
 # during the repack resumes there): fast-import's repository, refs packed.
+# Its HEAD is left as git init made it: stage 2 sets the final one.
 finame="linux-shape-n$n-r$releases-s$stable-S$seed-$basesum-$gensum"
 stage1=$scale/$finame.fastimport.git
 if [ ! -f "$stage1/fastimport.json" ]; then
-	tmp=$(mktemp -d "$scale/make.XXXXXX")
-	trap 'rm -rf "$tmp"' EXIT
 	(cd "$root" && go build -o "$tmp/bigtree" ./scripts/bigtree)
-	new=$tmp/repo.git
+	new=$tmp/fastimport.git
 	# The base objects: the imported tree's packs.
 	newrepo "$new" "$base"
 	git --git-dir="$new" update-ref refs/tags/v6.1-debian "$(git --git-dir="$base" rev-parse v6.1-debian)"
@@ -129,7 +132,6 @@ if [ ! -f "$stage1/fastimport.json" ]; then
 	for r in $(git --git-dir="$new" for-each-ref --format='%(refname)' refs/heads/gen/); do
 		git --git-dir="$new" update-ref -d "$r"
 	done
-	git --git-dir="$new" symbolic-ref HEAD refs/heads/master
 	git --git-dir="$new" pack-refs --all
 	cat >"$new/fastimport.json" <<EOF
   "fast_import_seconds": $(secs "$t0" "$t1"),
@@ -139,14 +141,10 @@ if [ ! -f "$stage1/fastimport.json" ]; then
 EOF
 	rm -rf "$stage1"
 	mv "$new" "$stage1"
-	rm -rf "$tmp"
-	trap - EXIT
 fi
 
 # Stage 2: the repack, in a copy whose packs are hard links to stage 1's
 # (repack -d removes the links, not stage 1's files).
-tmp=$(mktemp -d "$scale/make.XXXXXX")
-trap 'rm -rf "$tmp"' EXIT
 new=$tmp/repo.git
 newrepo "$new" "$stage1"
 cp "$stage1/packed-refs" "$new/packed-refs"

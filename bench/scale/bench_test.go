@@ -2,7 +2,9 @@ package scale
 
 import (
 	"os"
+	"syscall"
 	"testing"
+	"time"
 
 	"github.com/patcheval/patcheval/internal/gittree"
 	"github.com/patcheval/patcheval/pipelines/bisect"
@@ -21,6 +23,19 @@ func benchTree(b *testing.B) string {
 	return p
 }
 
+// cpuPerOp reports the process's CPU time (user + system, GC included)
+// per op beside ns/op, which on a shared machine counts the time others
+// ran: defer cpuPerOp(b)() before the loop.
+func cpuPerOp(b *testing.B) func() {
+	cpu := func() time.Duration {
+		var ru syscall.Rusage
+		syscall.Getrusage(syscall.RUSAGE_SELF, &ru)
+		return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+	}
+	start := cpu()
+	return func() { b.ReportMetric(float64(cpu()-start)/float64(b.N), "cpu-ns/op") }
+}
+
 func envOr(k, def string) string {
 	if v := os.Getenv(k); v != "" {
 		return v
@@ -33,6 +48,7 @@ func envOr(k, def string) string {
 func BenchmarkScaleRange(b *testing.B) {
 	p := benchTree(b)
 	good, bad := envOr("PATCHEVAL_SCALE_GOOD", "v8.3-rc1"), envOr("PATCHEVAL_SCALE_BAD", "v11.1")
+	defer cpuPerOp(b)()
 	for i := 0; i < b.N; i++ {
 		_, _, cs, err := bisect.FirstParentRange(p, good, bad, 1<<30)
 		if err != nil {
@@ -47,6 +63,7 @@ func BenchmarkScaleRange(b *testing.B) {
 func BenchmarkScaleResolve(b *testing.B) {
 	p := benchTree(b)
 	tag := envOr("PATCHEVAL_SCALE_BAD", "v11.1")
+	defer cpuPerOp(b)()
 	for i := 0; i < b.N; i++ {
 		if _, err := gittree.Resolve(p, tag); err != nil {
 			b.Fatal(err)
