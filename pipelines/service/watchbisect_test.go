@@ -14,6 +14,7 @@ import (
 	"github.com/riverqueue/river"
 
 	"github.com/patcheval/patcheval/evaluate/store"
+	"github.com/patcheval/patcheval/internal/fail"
 	"github.com/patcheval/patcheval/internal/testpg"
 	"github.com/patcheval/patcheval/pipelines"
 	"github.com/patcheval/patcheval/pipelines/bisect"
@@ -253,48 +254,104 @@ func TestWatchBisectStepAheadOfItsRecords(t *testing.T) {
 		s = fx.service(spec, nil)
 		jobs := stepJobs(t, s, fx.watchID)
 		s.Close()
-		for _, j := range jobs {
-			if strings.HasPrefix(j, "7 4 ") && j != "7 4 completed" {
-				t.Errorf("the step ahead of its records: %s, want completed", j)
-			}
-		}
+		fx.oneJob(jobs, "the step ahead of its records", 7, 4)
+		fx.oneJob(jobs, "the new run's first step", bs.Gen, 2)
 
 		// Again with the old run's job at the records' step queued too,
 		// after the step ahead (which runs first).
 		s = fx.service(spec, nil)
 		fx.put(s, fx.running(8, 2), bisectStepJob(fx.watchID, fx.eventID, 8, 4), bisectStepJob(fx.watchID, fx.eventID, 8, 2))
 		measured = fx.work(s)
-		fx.checkFound("a step ahead of its records, and the old run's step at them")
+		bs = fx.checkFound("a step ahead of its records, and the old run's step at them")
 		fx.measuredOnce("a step ahead of its records, and the old run's step at them", measured, 2)
+		if bs.Gen == 8 {
+			t.Errorf("the bisection ended as run %d: the old run's step at the records measured, want the step ahead first and a new run", bs.Gen)
+		}
+		s = fx.service(spec, nil)
+		jobs = stepJobs(t, s, fx.watchID)
+		s.Close()
+		fx.oneJob(jobs, "the step ahead of its records", 8, 4)
+		fx.oneJob(jobs, "the old run's step at the records", 8, 2)
+		fx.oneJob(jobs, "the new run's first step", bs.Gen, 2)
 	})
 }
 
+// oneJob fails unless jobs (stepJobs) hold step seq of run gen once,
+// completed.
+func (fx *watchBisectFixture) oneJob(jobs []string, what string, gen int64, seq int) {
+	fx.t.Helper()
+	prefix := fmt.Sprintf("%d %d ", gen, seq)
+	var got []string
+	for _, j := range jobs {
+		if strings.HasPrefix(j, prefix) {
+			got = append(got, j)
+		}
+	}
+	if len(got) != 1 || got[0] != prefix+"completed" {
+		fx.t.Errorf("%s: jobs %q, want one %scompleted", what, got, prefix)
+	}
+}
+
 // TestWatchBisectLastAttemptEnds: a bisect_step job whose last attempt
-// fails for an infrastructure reason (here the bisection's reports
-// cannot be written) ends the bisection as failed, with why, instead of
-// being discarded with the bisection left running and no job to carry it
-// on. On SQLite and PostgreSQL.
+// fails for an infrastructure reason (the bisection's reports cannot be
+// written; its measurement fails) ends the bisection as failed, with
+// why, instead of being discarded with the bisection left running and no
+// job to carry it on. On SQLite and PostgreSQL.
 func TestWatchBisectLastAttemptEnds(t *testing.T) {
-	onBothDatabases(t, func(t *testing.T, root, db string) {
-		fx := newWatchBisectFixture(t, root, db)
-		out := filepath.Join(root, "not-a-directory")
-		if err := os.WriteFile(out, nil, 0o644); err != nil {
-			t.Fatal(err)
-		}
-		s := fx.service(&testWatchSpec{Log: fx.log, Out: out}, nil)
-		// Every measurement recorded: the step writes the reports.
-		last := bisectStepJob(fx.watchID, fx.eventID, 9, len(fx.ref.Records))
-		last.InsertOpts.MaxAttempts = 1
-		fx.put(s, fx.running(9, len(fx.ref.Records)), last)
-		if measured := fx.work(s); len(measured) != 0 {
-			t.Errorf("measured %q, want nothing (every measurement was recorded)", measured)
-		}
-		bs := fx.state()
-		if bs.Status != watch.BisectFailed || !strings.Contains(bs.Error, "not-a-directory") || len(bs.Records) != len(fx.ref.Records) {
-			t.Fatalf("bisection %s %q with %d records; want failed on the reports' directory, the %d records kept",
-				bs.Status, bs.Error, len(bs.Records), len(fx.ref.Records))
+	t.Run("finish", func(t *testing.T) { onBothDatabases(t, testWatchBisectLastFinishEnds) })
+	t.Run("measure", func(t *testing.T) { onBothDatabases(t, testWatchBisectLastMeasureEnds) })
+}
+
+// failingMeasurer's measurements fail for an infrastructure reason.
+type failingMeasurer struct{ n *int }
+
+func (m failingMeasurer) Measure(ctx context.Context, commit string, boots int) (*bisect.Measurement, error) {
+	*m.n++
+	return nil, fail.Infraf("measuring %.12s: the test's farm is unreachable", commit)
+}
+
+func testWatchBisectLastMeasureEnds(t *testing.T, root, db string) {
+	fx := newWatchBisectFixture(t, root, db)
+	tried := 0
+	s := fx.service(&testWatchSpec{Log: fx.log, Out: filepath.Join(root, "watches")}, func(s *Service, c *WatchConfig) {
+		c.Bisection.NewMeasurer = func(*pipelines.Pipeline, *store.Watch, *store.WatchEvent, string) (bisect.Measurer, error) {
+			return failingMeasurer{&tried}, nil
 		}
 	})
+	step := bisectStepJob(fx.watchID, fx.eventID, 12, 2)
+	step.InsertOpts.MaxAttempts = 1
+	fx.put(s, fx.running(12, 2), step)
+	fx.work(s)
+	if tried != 1 {
+		t.Errorf("%d measurement(s) tried, want 1", tried)
+	}
+	bs := fx.state()
+	if bs.Status != watch.BisectFailed || !strings.Contains(bs.Error, "the test's farm is unreachable") || bs.Kind != "infrastructure" ||
+		len(bs.Records) != 2 || bs.Next != nil {
+		t.Fatalf("bisection %s %q (%s) with %d records, next %+v; want failed on the measurement (infrastructure), the 2 records kept, nothing next",
+			bs.Status, bs.Error, bs.Kind, len(bs.Records), bs.Next)
+	}
+}
+
+func testWatchBisectLastFinishEnds(t *testing.T, root, db string) {
+	fx := newWatchBisectFixture(t, root, db)
+	out := filepath.Join(root, "not-a-directory")
+	if err := os.WriteFile(out, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	s := fx.service(&testWatchSpec{Log: fx.log, Out: out}, nil)
+	// Every measurement recorded: the step writes the reports.
+	last := bisectStepJob(fx.watchID, fx.eventID, 9, len(fx.ref.Records))
+	last.InsertOpts.MaxAttempts = 1
+	fx.put(s, fx.running(9, len(fx.ref.Records)), last)
+	if measured := fx.work(s); len(measured) != 0 {
+		t.Errorf("measured %q, want nothing (every measurement was recorded)", measured)
+	}
+	bs := fx.state()
+	if bs.Status != watch.BisectFailed || !strings.Contains(bs.Error, "not-a-directory") || len(bs.Records) != len(fx.ref.Records) {
+		t.Fatalf("bisection %s %q with %d records; want failed on the reports' directory, the %d records kept",
+			bs.Status, bs.Error, len(bs.Records), len(fx.ref.Records))
+	}
 }
 
 // TestWatchBisectStepRecordedMeanwhile: a bisect_step job whose step is
@@ -417,7 +474,9 @@ func TestWatchBisectStepEventGoneCancels(t *testing.T) {
 		change func(st *store.Store, fx *watchBisectFixture) error
 	}{
 		{"removed", func(st *store.Store, fx *watchBisectFixture) error { return st.RemoveWatch(fx.watchID) }},
-		{"unreadable", func(st *store.Store, fx *watchBisectFixture) error { return st.SetEventBisect(fx.eventID, "not a bisection") }},
+		{"unreadable", func(st *store.Store, fx *watchBisectFixture) error {
+			return st.SetEventBisect(fx.eventID, "not a bisection")
+		}},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			onBothDatabases(t, func(t *testing.T, root, db string) {
