@@ -60,21 +60,9 @@ func newWatchBisectFixture(t *testing.T, root, db string) *watchBisectFixture {
 	if _, err := RunWatchNow(t.Context(), cfg, ws.config, "mainline"); err != nil {
 		t.Fatal(err)
 	}
-	parent := rc1
-	for i := 1; i <= 16; i++ {
-		v := "1000"
-		switch {
-		case i == 12:
-			v = "BROKEN"
-		case i >= 9:
-			v = "1250"
-		}
-		parent = r.commit(parent, i, v)
-		if i == 9 {
-			fx.culprit = parent
-		}
-	}
-	r.tag("v6.2-rc2", parent)
+	commits := r.regression(rc1, 16, 9, 12)
+	fx.culprit = commits[8]
+	r.tag("v6.2-rc2", commits[15])
 	if _, err := RunWatchNow(t.Context(), cfg, ws.config, "mainline"); err != nil {
 		t.Fatal(err)
 	}

@@ -210,19 +210,7 @@ func watchJobsAfterKill(t *testing.T, root, db string) {
 	// 16 commits: change 9 makes getppid 25% slower, change 12 (the
 	// second midpoint) does not build; a non-matching tag and v6.2-rc2 on
 	// top.
-	var commits []string
-	parent := rc1
-	for i := 1; i <= 16; i++ {
-		v := "1000"
-		switch {
-		case i == 12:
-			v = "BROKEN"
-		case i >= 9:
-			v = "1250"
-		}
-		parent = commit(parent, i, v)
-		commits = append(commits, parent)
-	}
+	commits := r.regression(rc1, 16, 9, 12)
 	r.tag("next-20261201", commits[11])
 	r.tag("v6.2-rc2", commits[15])
 	tick(srv.base)

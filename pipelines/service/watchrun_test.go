@@ -67,6 +67,25 @@ func (r *watchRemote) commit(parent string, i int, value string) string {
 
 func (r *watchRemote) tag(name, commit string) { testgit.Tag(r.tb, r.upstream, name, commit) }
 
+// regression adds changes 1 to n on parent, one commit each, and returns
+// them in order: change culprit and those after it make getppid 25%
+// slower (1250 against 1000), change broken does not build.
+func (r *watchRemote) regression(parent string, n, culprit, broken int) []string {
+	commits := make([]string, 0, n)
+	for i := 1; i <= n; i++ {
+		v := "1000"
+		switch {
+		case i == broken:
+			v = "BROKEN"
+		case i >= culprit:
+			v = "1250"
+		}
+		parent = r.commit(parent, i, v)
+		commits = append(commits, parent)
+	}
+	return commits
+}
+
 // TestWatchRunNowBesideServe runs `watch run-now` (RunWatchNow) against
 // the database a real serve process works, and then, with the serve
 // stopped, two run-nows at once: each tag is evaluated exactly once.
@@ -224,21 +243,9 @@ func benchWatchJobsBisect(b *testing.B, n int) {
 	r := newWatchRemote(b, root)
 	parent := r.commit("", 0, "1000")
 	r.tag("v6.2-rc1", parent)
-	culprit, broken := n*9/16, n*9/16+1
-	var culpritHash string
-	for i := 1; i <= n; i++ {
-		v := "1000"
-		switch {
-		case i == broken:
-			v = "BROKEN"
-		case i >= culprit:
-			v = "1250"
-		}
-		parent = r.commit(parent, i, v)
-		if i == culprit {
-			culpritHash = parent
-		}
-	}
+	culprit := n * 9 / 16
+	commits := r.regression(parent, n, culprit, culprit+1)
+	parent, culpritHash := commits[n-1], commits[culprit-1]
 	db := filepath.Join(root, "state", "patcheval.db")
 	st, err := store.Open(db)
 	if err != nil {
