@@ -138,6 +138,9 @@ func (fx *watchBisectFixture) put(s *Service, st *watch.BisectState, jobs ...riv
 		if err := s.db.Store.SetEventBisectTx(tx, fx.eventID, st); err != nil {
 			return err
 		}
+		if len(jobs) == 0 {
+			return nil
+		}
 		return s.engine.insertManyTx(fx.t.Context(), tx, jobs)
 	})
 	if err != nil {
@@ -242,8 +245,8 @@ func TestWatchBisectStepAheadOfItsRecords(t *testing.T) {
 		s = fx.service(spec, nil)
 		jobs := stepJobs(t, s, fx.watchID)
 		s.Close()
-		fx.oneJob(jobs, "the step ahead of its records", 7, 4)
-		fx.oneJob(jobs, "the new run's first step", bs.Gen, 2)
+		fx.oneJob(jobs, "the step ahead of its records", 7, 4, "completed")
+		fx.oneJob(jobs, "the new run's first step", bs.Gen, 2, "completed")
 
 		// Again with the old run's job at the records' step queued too,
 		// after the step ahead (which runs first).
@@ -258,15 +261,15 @@ func TestWatchBisectStepAheadOfItsRecords(t *testing.T) {
 		s = fx.service(spec, nil)
 		jobs = stepJobs(t, s, fx.watchID)
 		s.Close()
-		fx.oneJob(jobs, "the step ahead of its records", 8, 4)
-		fx.oneJob(jobs, "the old run's step at the records", 8, 2)
-		fx.oneJob(jobs, "the new run's first step", bs.Gen, 2)
+		fx.oneJob(jobs, "the step ahead of its records", 8, 4, "completed")
+		fx.oneJob(jobs, "the old run's step at the records", 8, 2, "completed")
+		fx.oneJob(jobs, "the new run's first step", bs.Gen, 2, "completed")
 	})
 }
 
-// oneJob fails unless jobs (stepJobs) hold step seq of run gen once,
-// completed.
-func (fx *watchBisectFixture) oneJob(jobs []string, what string, gen int64, seq int) {
+// oneJob fails unless jobs (stepJobs) hold step seq of run gen once, in
+// state state.
+func (fx *watchBisectFixture) oneJob(jobs []string, what string, gen int64, seq int, state string) {
 	fx.t.Helper()
 	prefix := fmt.Sprintf("%d %d ", gen, seq)
 	var got []string
@@ -275,8 +278,8 @@ func (fx *watchBisectFixture) oneJob(jobs []string, what string, gen int64, seq 
 			got = append(got, j)
 		}
 	}
-	if len(got) != 1 || got[0] != prefix+"completed" {
-		fx.t.Errorf("%s: jobs %q, want one %scompleted", what, got, prefix)
+	if len(got) != 1 || got[0] != prefix+state {
+		fx.t.Errorf("%s: jobs %q, want one %s%s", what, got, prefix, state)
 	}
 }
 
@@ -500,4 +503,57 @@ func TestWatchBisectStepEventGoneCancels(t *testing.T) {
 			})
 		})
 	}
+}
+
+// TestWatchBisectStuckResumedByATick: a watch bisection under way with
+// no unfinished bisect_step job for its event (what older versions left
+// after cancelling a step ahead of its records or discarding a failed
+// last attempt; a lost job) is carried on by the watch's next tick, as a
+// new run from its records, and names the culprit measuring each step
+// once; one that has its step job queued is left to it. On SQLite and
+// PostgreSQL.
+func TestWatchBisectStuckResumedByATick(t *testing.T) {
+	onBothDatabases(t, func(t *testing.T, root, db string) {
+		fx := newWatchBisectFixture(t, root, db)
+		spec := &testWatchSpec{Log: fx.log, Out: filepath.Join(root, "watches")}
+
+		// With its step queued: untouched.
+		s := fx.service(spec, nil)
+		fx.put(s, fx.running(13, 2), bisectStepJob(fx.watchID, fx.eventID, 13, 2))
+		w, err := s.db.Store.FindWatch("mainline")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := s.resumeStuckBisections(t.Context(), w); err != nil {
+			t.Fatal(err)
+		}
+		if bs := fx.state(); bs.Gen != 13 || len(bs.Records) != 2 {
+			t.Errorf("a bisection with its step queued became run %d with %d records, want run 13 untouched", bs.Gen, len(bs.Records))
+		}
+		fx.oneJob(stepJobs(t, s, fx.watchID), "the queued step", 13, 2, "available")
+		s.Close()
+
+		// Its step job cancelled (as an older version did), a job of an
+		// older run still queued: the tick resumes it.
+		s = fx.service(spec, nil)
+		fx.put(s, fx.running(14, 3))
+		s.Close()
+		before := len(logLinesOf(fx.log, "start "))
+		if _, err := RunWatchNow(t.Context(), fx.config(), spec.config, "mainline"); err != nil {
+			t.Fatal(err)
+		}
+		var measured []string
+		for _, l := range logLinesOf(fx.log, "start ")[before:] {
+			f := strings.Fields(l)
+			measured = append(measured, f[2]+" "+f[3])
+		}
+		bs := fx.checkFound("a bisection with no step job, after a tick")
+		fx.measuredOnce("a bisection with no step job, after a tick", measured, 3)
+		if bs.Gen == 14 {
+			t.Errorf("the bisection went on as run %d, want a new run", bs.Gen)
+		}
+		s = fx.service(spec, nil)
+		fx.oneJob(stepJobs(t, s, fx.watchID), "the new run's first step", bs.Gen, 3, "completed")
+		s.Close()
+	})
 }

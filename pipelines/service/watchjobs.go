@@ -29,6 +29,8 @@ import (
 //     entries are re-tested in version order, one after another, like an
 //     evaluation's boots). While a watch's re-tests are unfinished its
 //     ticks insert nothing: the next tick after them picks up what is new.
+//     A tick also carries on the watch's bisections left under way with
+//     no step job (resumeStuckBisections).
 //   - retest fetches one entry and evaluates it (watch.Watcher.Retest;
 //     the evaluation is a stored one, so a retried job resumes it), then
 //     in one transaction queues the first step of each new regression's
@@ -241,6 +243,14 @@ func (wk *watchTickWorker) Work(ctx context.Context, job *river.Job[WatchTickArg
 	w, err := s.watchOf(job.Args.WatchID)
 	if err != nil {
 		return err
+	}
+	if s.watchCfg.Bisection != nil {
+		if err := s.resumeStuckBisections(ctx, w); err != nil {
+			if ctx.Err() != nil {
+				return err
+			}
+			s.logf("watch %s: looking for bisections with no job to carry them on: %v (the next tick looks again)", w.Name, err)
+		}
 	}
 	busy, err := s.watchJobs(ctx, w.ID, RetestArgs{}.Kind())
 	if err != nil {
@@ -552,6 +562,74 @@ func cancelGone(err error) error {
 		return river.JobCancel(err)
 	}
 	return err
+}
+
+// resumeStuckBisections carries on, each as a new run from its records,
+// the bisections of watch w's events that are under way (queued or
+// running) with no unfinished bisect_step job to carry them on: older
+// versions cancelled a step ahead of its records and discarded a step's
+// failed last attempt, and a job can be lost (a database restored from a
+// backup, a job removed by hand). The re-test skips an event that has a
+// bisection, so such a bisection would otherwise stay running for ever.
+// A watch's ticks call it. Each is decided in a transaction that reads
+// the state under its lock (store.EventBisectTx), then lists the event's
+// unfinished steps of its run at or after its records (a job of another
+// run, or of a step recorded, does nothing): a step that changed the
+// state committed its next job with it, and one changing it now holds
+// the lock until it has.
+func (s *Service) resumeStuckBisections(ctx context.Context, w *store.Watch) error {
+	evs, err := s.db.Store.WatchEvents(w.ID)
+	if err != nil {
+		return err
+	}
+	slices.SortFunc(evs, func(x, y *store.WatchEvent) int { return cmp.Compare(x.ID, y.ID) })
+	for _, ev := range evs {
+		if st, err := decodeEventBisect(ev.ID, ev.Bisect, nil); err != nil || st == nil || st.Ended() {
+			continue // none, ended, or unreadable (the event's page shows it)
+		}
+		b := s.watchBisectJobs(w.ID, ev.ID)
+		at := -1
+		err := s.db.Store.Tx(ctx, func(tx *store.Tx) error {
+			at = -1
+			st, err := b.read(tx)
+			if err != nil {
+				return err
+			}
+			r := b.run(st)
+			if !r.exists || r.ended {
+				return nil
+			}
+			res, err := s.engine.jobListTx(ctx, tx, river.NewJobListParams().Kinds(BisectStepArgs{}.Kind()).
+				TagsAll(watchTag(w.ID)).States(unfinished...).First(10000))
+			if err != nil {
+				return fail.Infraf("river: bisection steps of watch %d: %w", w.ID, err)
+			}
+			for _, j := range res.Jobs {
+				var a BisectStepArgs
+				if json.Unmarshal(j.EncodedArgs, &a) == nil && a.EventID == ev.ID && a.Gen == r.gen && a.Seq >= r.recorded {
+					return nil // its step's job, or one ahead (which catches up)
+				}
+			}
+			g := newRunGen(r.gen)
+			b.newRun(st, g)
+			if err := b.write(tx, st); err != nil {
+				return err
+			}
+			if err := s.engine.insertManyTx(ctx, tx, []river.InsertManyParams{b.step(g, r.recorded)}); err != nil {
+				return fail.Infraf("river: %w", err)
+			}
+			at = r.recorded
+			return nil
+		})
+		if err != nil {
+			return fmt.Errorf("event %d: %w", ev.ID, err)
+		}
+		if at >= 0 {
+			s.logf("watch %s: bisection %s..%s was under way with no job to carry it on: carrying on from its %d measurement(s) as a new run",
+				w.Name, ev.From, ev.To, at)
+		}
+	}
+	return nil
 }
 
 // eventTags finds an event's good and bad entries.
