@@ -70,6 +70,39 @@ func TestStageRecords(t *testing.T) {
 	})
 }
 
+// TestStartEvaluation: a starting stage job moves an evaluation from
+// queued to running and leaves every other status as it is.
+func TestStartEvaluation(t *testing.T) {
+	eachDB(t, func(t *testing.T, db string) {
+		s, _ := openTemp(t, db)
+		e, _, err := s.CreateOrResumeEvaluation("k", EvaluationMeta{Pipeline: "p"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, c := range []struct{ from, want string }{
+			{"queued", StatusRunning},
+			{StatusRunning, StatusRunning},
+			{StatusFailed, StatusFailed},
+			{"cancelled", "cancelled"},
+			{StatusDone, StatusDone},
+		} {
+			if err := s.SetEvaluationStatus(e.ID, c.from); err != nil {
+				t.Fatal(err)
+			}
+			got, err := s.StartEvaluation(e.ID)
+			if err != nil || got != c.want {
+				t.Errorf("from %s: %q %v, want %s", c.from, got, err, c.want)
+			}
+			if now, _ := s.Evaluation(e.ID); now.Status != c.want {
+				t.Errorf("from %s: stored %q, want %s", c.from, now.Status, c.want)
+			}
+		}
+		if _, err := s.StartEvaluation(e.ID + 100); fail.KindOf(err) != fail.KindInput {
+			t.Errorf("a missing evaluation: %v, want an input error", err)
+		}
+	})
+}
+
 // TestSecondFinishOfABootIsSuperseded: two workers booted the same boot;
 // the second to finish keeps no samples and does not count.
 func TestSecondFinishOfABootIsSuperseded(t *testing.T) {

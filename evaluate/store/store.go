@@ -577,6 +577,26 @@ func (s *Store) setEvaluationStatus(q querier, id int64, status string) error {
 	return nil
 }
 
+// StartEvaluation moves evaluation id from "queued" to "running" (a stage
+// job starting on it) and returns its status afterwards. Any other status
+// is left as it is: a job that waited for its turn must not turn an
+// evaluation that failed or was cancelled meanwhile back to running.
+func (s *Store) StartEvaluation(id int64) (string, error) {
+	if _, err := s.db.Exec(`UPDATE evaluations SET status = ?, updated = ? WHERE id = ? AND status = 'queued'`,
+		StatusRunning, fmtTime(time.Now()), id); err != nil {
+		return "", fail.Infraf("store: %s: %w", s.where, err)
+	}
+	var status string
+	err := s.db.QueryRow(`SELECT status FROM evaluations WHERE id = ?`, id).Scan(&status)
+	if errors.Is(err, sql.ErrNoRows) {
+		return "", fail.Inputf("store: %s: no evaluation %d", s.where, id)
+	}
+	if err != nil {
+		return "", fail.Infraf("store: %s: evaluation %d: %w", s.where, id, err)
+	}
+	return status, nil
+}
+
 // evalColumns are an evaluation's columns and counts. The samples are
 // counted run by run, each through samples_by_run: written as a join,
 // Postgres chose from stale statistics (a table grown since its last

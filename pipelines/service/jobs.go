@@ -198,13 +198,23 @@ func work[T river.JobArgs](s *Service, ctx context.Context, job *river.Job[T], i
 		return err
 	}
 	defer release()
+	// The status again after the wait for a slot, and "running" only from
+	// "queued": the evaluation may have failed (another job's last
+	// attempt) or been cancelled while this job waited, and the snapshot
+	// above must not turn it back to running.
+	switch status, err := s.db.Store.StartEvaluation(id); {
+	case err != nil:
+		if fail.KindOf(err) == fail.KindInput {
+			return river.JobCancel(err)
+		}
+		return err
+	case status == StatusCancelled:
+		return river.JobCancel(fmt.Errorf("evaluation %d was cancelled", id))
+	case status == "failed":
+		return river.JobCancel(fmt.Errorf("evaluation %d failed while this job waited for its turn", id))
+	}
 	s.beat.begin(job.ID, fmt.Sprintf("%s of evaluation %d (attempt %d)", job.Kind, id, job.Attempt))
 	defer s.beat.end(job.ID)
-	if e.Status != "running" {
-		if err := s.setStatus(nil, id, "running"); err != nil {
-			return err
-		}
-	}
 	advance := func(ctx context.Context, tx *store.Tx) error {
 		var params []river.InsertManyParams
 		if then != nil {
