@@ -144,11 +144,22 @@ func findToolchain(ctx context.Context, ai arch.Arch, llvm bool) (*Toolchain, er
 	if t.CCVersion == "" {
 		return nil, &InfraError{Arch: ai.Name, Reason: "toolchain", Msg: t.CC + " --version failed"}
 	}
-	if p, err := exec.LookPath("ccache"); err == nil {
+	if p := LookCCache(); p != "" {
 		t.CCache = p
 		t.CCacheVersion = firstLine(ctx, p, "--version")
 	}
 	return t, nil
+}
+
+// LookCCache is the ccache the builds would use (Toolchain.CCache, which
+// Options.CompilerCache "ccache" requires): its path in PATH, or "" when
+// it is not installed.
+func LookCCache() string {
+	p, err := exec.LookPath("ccache")
+	if err != nil {
+		return ""
+	}
+	return p
 }
 
 func firstLine(ctx context.Context, name string, args ...string) string {

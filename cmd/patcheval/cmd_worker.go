@@ -13,6 +13,7 @@ import (
 
 	"github.com/BurntSushi/toml"
 
+	"github.com/patcheval/patcheval/build"
 	"github.com/patcheval/patcheval/internal/arch"
 	"github.com/patcheval/patcheval/internal/fail"
 	"github.com/patcheval/patcheval/internal/xdg"
@@ -49,7 +50,12 @@ func init() {
 					return fail.Inputf("--workers and --build-workers must be at least 1")
 				}
 				switch *ccache {
-				case "kcc", "ccache", "none":
+				case "kcc", "none":
+				case "ccache":
+					// Its builds would each fail on it (build.Build).
+					if build.LookCCache() == "" {
+						return fail.Inputf("--compiler-cache ccache: ccache is not installed here (not in PATH; apt-get install ccache)")
+					}
 				default:
 					return fail.Inputf("--compiler-cache %q: want kcc, ccache or none", *ccache)
 				}
