@@ -48,9 +48,10 @@ var farmRealBenchHZ = []string{"100", "250", "300", "1000"}
 // leaves there; that fetch is bench/farm-build.sh --fetch's figure), and
 // its cache is otherwise empty. The test checks that every kernel was
 // built from its worker's mirror, every object compiled, none from a
-// compiler cache, and that serve's artifact store holds each kernel
-// whole. It prints BENCH lines: both wall times and their ratio, and
-// each kernel's times.
+// compiler cache (all kernels of both runs compiled the same number of
+// objects, more than 0, with 0 compiler-cache hits), and that serve's
+// artifact store holds each kernel whole. It prints BENCH lines: both
+// wall times and their ratio, and each kernel's times.
 func TestFarmRealBuildBench(t *testing.T) {
 	v := os.Getenv("PATCHEVAL_FARM_REAL_BENCH")
 	if v == "" {
@@ -123,6 +124,8 @@ func farmRealBenchScenario(t *testing.T, s *Service, c *farmCoord) {
 		return strings.Join(f[:3], " ")
 	}
 	var took []time.Duration
+	// compiled is each arm's objects compiled per kernel.
+	compiled := []map[string]int{{}, {}}
 	for run := 1; run <= 2; run++ {
 		var ws []*farmProc
 		for i := range run {
@@ -198,6 +201,7 @@ func farmRealBenchScenario(t *testing.T, s *Service, c *farmCoord) {
 				continue
 			}
 			r := a.Meta.Results
+			compiled[run-1][b.Variant] = r.ObjectsCompiled
 			t.Logf("BENCH farm-build-real: run %d %-7s on %-7s %6.1f s (checkout %.1f, config %.1f, make %.1f), %d objects compiled, %d compiler-cache hits (compiler cache %s), recorded at %.1f s",
 				run, b.Variant, by.spec.Name, r.Duration["total"], r.Duration["checkout"], r.Duration["config"], r.Duration["build"],
 				r.ObjectsCompiled, r.CCacheHits, a.Meta.Build.CompilerCache, b.Created.Sub(t0).Seconds())
@@ -225,6 +229,53 @@ func farmRealBenchScenario(t *testing.T, s *Service, c *farmCoord) {
 			os.RemoveAll(filepath.Join(w.spec.Cache, "builds"))
 		}
 	}
+	for _, e := range farmRealBenchCompiledDiffer(compiled, farmRealBenchHZ[:n]) {
+		t.Error(e)
+	}
 	t.Logf("BENCH farm-build-real: %d real kernels (x86_64 tinyconfig, HZ %s; 6.1 tree), no compiler cache, -j1 per worker: one worker %.1f s, two workers %.1f s (%.2fx)",
 		n, strings.Join(farmRealBenchHZ[:n], "/"), took[0].Seconds(), took[1].Seconds(), took[1].Seconds()/took[0].Seconds())
+}
+
+// farmRealBenchCompiledDiffer checks TestFarmRealBuildBench's objects
+// compiled (per arm, per kernel) for every object compiled on both
+// sides: each kernel compiled as many objects on one arm as on the other
+// (the same .config, no compiler cache), and the HZ variants are kernels
+// of the same size, so all of them the same number, more than 0. A
+// kernel missing from an arm is reported where it went missing.
+func farmRealBenchCompiledDiffer(compiled []map[string]int, hzs []string) []string {
+	var errs []string
+	want := -1
+	for run, m := range compiled {
+		for _, hz := range hzs {
+			got, ok := m["hz"+hz]
+			if !ok {
+				continue
+			}
+			if want < 0 {
+				want = got
+			}
+			if got != want || got == 0 {
+				errs = append(errs, fmt.Sprintf("run %d: hz%s compiled %d objects, want the same number (> 0) for every kernel of both runs: %v",
+					run+1, hz, got, compiled))
+			}
+		}
+	}
+	return errs
+}
+
+func TestFarmRealBenchCompiledDiffer(t *testing.T) {
+	hzs := []string{"100", "250"}
+	for _, c := range []struct {
+		compiled []map[string]int
+		errs     int
+	}{
+		{[]map[string]int{{"hz100": 516, "hz250": 516}, {"hz100": 516, "hz250": 516}}, 0},
+		{[]map[string]int{{"hz100": 516, "hz250": 516}, {"hz100": 516, "hz250": 16}}, 1}, // a cache answered 500
+		{[]map[string]int{{"hz100": 0, "hz250": 0}, {"hz100": 0, "hz250": 0}}, 4},
+		{[]map[string]int{{"hz100": 516}, {"hz100": 516, "hz250": 516}}, 0}, // hz250's failure is reported where it is
+	} {
+		if errs := farmRealBenchCompiledDiffer(c.compiled, hzs); len(errs) != c.errs {
+			t.Errorf("%v: %d errors %q, want %d", c.compiled, len(errs), errs, c.errs)
+		}
+	}
 }
