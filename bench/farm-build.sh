@@ -31,11 +31,13 @@
 # first fetch is --fetch's figure) and the compiler cache off
 # (--compiler-cache none: with kcc a worker's later kernels would reuse
 # most of its first one's objects). Every object is compiled on both
-# sides: N=4 is six kernel builds at -j1. Needs root and ip; give it the
-# machine. Session 10, a quiet fresh 2-core VM: one worker 559.7 s, two
-# workers 299.5 s, 0.54x (each kernel 134 to 163 s, 516 objects; 894 s
-# in all); 0.60x beside other helpers' nice-19 builds (load 3.4 to 5.8).
-# bench/farm-results.md has each kernel's times.
+# sides: N=4 is eight kernel builds at -j1, four per arm. Needs root and
+# ip; give it the machine. Session 10, a quiet fresh 2-core VM (load 1.0
+# to 2.35): one worker 559.7 s, two workers 299.5 s, 0.54x (each kernel
+# 134 to 163 s, 516 objects; 894 s in all); 0.60x beside other helpers'
+# nice-19 builds and, for its first 2 minutes, the coordinator's nice
+# -20 bench/kccmiss.sh (load 3.4 to 5.8). bench/farm-results.md has
+# each kernel's times.
 #
 # --real: a real evaluation (one x86_64 tinyconfig kernel of the 6.1
 # tree, two variants, 3 deterministic boots each) on one machine with the
