@@ -8,8 +8,10 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -415,6 +417,11 @@ func (r *objectReader) readAt(i int, off int64, depth int, walk bool) (plumbing.
 	default:
 		return 0, nil, fmt.Errorf("pack %s: bad object type %d at offset %d", p.f.Name(), typ, off)
 	}
+	// A damaged header may claim any size: refuse, before allocating it,
+	// one that the rest of the pack cannot inflate to.
+	if left := max(p.size-off-int64(pos), 0); size > maxInflated(uint64(left)) {
+		return 0, nil, fmt.Errorf("pack %s: corrupt object at offset %d: its header says %d bytes, more than the %d bytes left in the pack can inflate to", p.f.Name(), off, size, left)
+	}
 	data, err := p.inflate(h[pos:], off+int64(pos), size)
 	if err != nil {
 		return 0, nil, fmt.Errorf("pack %s: object at offset %d: %v", p.f.Name(), off, err)
@@ -456,7 +463,7 @@ func (p *packReader) inflate(head []byte, off int64, size uint64) ([]byte, error
 	stream := func() ([]byte, error) {
 		return inflate(io.MultiReader(bytes.NewReader(head), io.NewSectionReader(p.f, end, p.size-end)), size)
 	}
-	if size > inMemoryMax && end < p.size {
+	if size > inMemoryMax {
 		return stream()
 	}
 	data := make([]byte, size)
@@ -499,6 +506,22 @@ func (p *packReader) inflate(head []byte, off int64, size uint64) ([]byte, error
 // compressed bytes; larger ones stream.
 const inMemoryMax = 1 << 20
 
+// maxInflated is the most n bytes of a zlib stream can decode to:
+// deflate codes at best 258 bytes (a match) in 2 bits, 1032 to a byte;
+// the 64 covers a stream of a few bytes (header, one block, trailer).
+func maxInflated(n uint64) uint64 {
+	if n > 1<<50 {
+		return math.MaxUint64
+	}
+	return 1032*n + 64
+}
+
+// streamAlloc is the most the streaming inflate allocates before it has
+// decoded that much: a size larger than that (a large blob, or a damaged
+// header in a pack large enough to pass maxInflated) is allocated as the
+// stream decodes.
+const streamAlloc = 64 << 20
+
 var bufPool = sync.Pool{New: func() any { return new([]byte) }}
 
 type zreader struct {
@@ -530,9 +553,19 @@ func inflate(src io.Reader, size uint64) ([]byte, error) {
 		return nil, err
 	}
 	defer zlibPool.Put(z)
-	buf := make([]byte, size)
-	if _, err := io.ReadFull(z.zr, buf); err != nil {
-		return nil, err
+	buf := make([]byte, 0, min(size, streamAlloc))
+	for uint64(len(buf)) < size {
+		if len(buf) == cap(buf) {
+			buf = slices.Grow(buf, int(min(size-uint64(len(buf)), uint64(len(buf)))))
+		}
+		n, err := z.zr.Read(buf[len(buf):int(min(uint64(cap(buf)), size))])
+		buf = buf[:len(buf)+n]
+		if err == io.EOF && uint64(len(buf)) < size {
+			return nil, errSizeDiffer
+		}
+		if err != nil && err != io.EOF {
+			return nil, err
+		}
 	}
 	return buf, nil
 }
