@@ -530,7 +530,8 @@ type zreader struct {
 }
 
 // inflate decompresses the zlib stream of size bytes in src through
-// compress/zlib (objects larger than inMemoryMax). A source that is an
+// compress/zlib (objects larger than inMemoryMax), checked as inflateTo
+// checks (the checksum, a stream of exactly size bytes). A source that is an
 // io.ByteReader is read directly; any other through the pooled
 // bufio.Reader.
 func inflate(src io.Reader, size uint64) ([]byte, error) {
@@ -567,7 +568,22 @@ func inflate(src io.Reader, size uint64) ([]byte, error) {
 			return nil, err
 		}
 	}
-	return buf, nil
+	// The stream must end here: compress/zlib checks the Adler-32 only
+	// when a read reaches the end, and a stream that decodes on past
+	// size is not this object's.
+	var one [1]byte
+	for {
+		n, err := z.zr.Read(one[:])
+		if n > 0 {
+			return nil, errSizeDiffer
+		}
+		if err == io.EOF {
+			return buf, nil
+		}
+		if err != nil {
+			return nil, err
+		}
+	}
 }
 
 // baseCache is a byte-bounded LRU of decoded objects keyed by pack offset.

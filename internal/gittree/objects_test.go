@@ -161,3 +161,51 @@ func TestStreamAllocatesAsItDecodes(t *testing.T) {
 		t.Errorf("%d bytes: %v, same %v", len(data), err, bytes.Equal(b, data))
 	}
 }
+
+// TestStreamedObjectChecked: an object over inMemoryMax (streamed) is
+// refused when its stream decodes to more than its header's size or its
+// checksum is damaged, as inflateTo refuses a smaller one (reading
+// exactly size bytes never reached the checksum nor the stream's end).
+func TestStreamedObjectChecked(t *testing.T) {
+	var text strings.Builder
+	for i := 0; text.Len() < inMemoryMax*3/2; i++ {
+		fmt.Fprintf(&text, "line %d of a large text file\n", i)
+	}
+	data := []byte(text.String())
+	z := zlibOf(data)
+	// A stream whose last block is an empty one after a flush (a writer
+	// that flushed before it closed): a read of size bytes ends before
+	// that block, before the checksum.
+	var flushed bytes.Buffer
+	zw := zlib.NewWriter(&flushed)
+	zw.Write(data)
+	zw.Flush()
+	zw.Close()
+	badSum := flushed.Bytes()
+	badSum[len(badSum)-1] ^= 1
+	objs := []packObj{
+		{typ: plumbing.BlobObject, size: uint64(len(data)), z: z},
+		{typ: plumbing.BlobObject, size: uint64(len(data)) - 1, z: z}, // the stream is a byte longer
+		{typ: plumbing.BlobObject, size: uint64(len(data)), z: badSum},
+	}
+	dir, names, offs := writePack(t, objs)
+	r, err := newObjectReader(Dirs{GitDir: dir, CommonDir: dir}, 1<<20)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	for _, read := range []struct {
+		name string
+		f    func(plumbing.Hash) (plumbing.ObjectType, []byte, error)
+	}{{"Object", r.Object}, {"WalkObject", r.WalkObject}} {
+		if _, b, err := read.f(names[0]); err != nil || !bytes.Equal(b, data) {
+			t.Errorf("%s of the sound object: %v, same %v", read.name, err, bytes.Equal(b, data))
+		}
+		for i, what := range map[int]string{1: "a stream longer than its size", 2: "a damaged checksum"} {
+			_, _, err := read.f(names[i])
+			if err == nil || !strings.Contains(err.Error(), fmt.Sprintf("offset %d", offs[i])) {
+				t.Errorf("%s of %s: %v, want an error naming offset %d", read.name, what, err, offs[i])
+			}
+		}
+	}
+}
