@@ -36,6 +36,9 @@ type PipelineMeasurer struct {
 	Store    *store.Store
 	CacheDir string
 	Jobs     int
+	// CompilerCache is the builds' compiler cache: "kcc" (""), "ccache"
+	// or "none" (runner.Env.CompilerCache).
+	CompilerCache string
 	// Budget and Slot, when set, are the -j budget and build and boot
 	// slots of the process the measurements run in (runner.Env).
 	Budget   *build.Budget
@@ -100,7 +103,8 @@ func (m *PipelineMeasurer) run(ctx context.Context, p *pipelines.Pipeline, o run
 		return nil, err
 	}
 	defer done()
-	return runner.Run(ctx, runner.Env{Store: st, CacheDir: m.CacheDir, Jobs: m.Jobs, Budget: m.Budget, Slot: m.Slot, Progress: m.Progress}, p, o)
+	return runner.Run(ctx, runner.Env{Store: st, CacheDir: m.CacheDir, Jobs: m.Jobs, CompilerCache: m.CompilerCache, Budget: m.Budget,
+		Slot: m.Slot, Progress: m.Progress}, p, o)
 }
 
 // Measure implements Measurer: the nth call for a commit is its nth

@@ -513,7 +513,8 @@ func (s *Service) bisectMeasurer(id int64, ser *perpatch.Series, dir string) fun
 		}
 		env := s.runEnv(id)
 		return &bisect.PipelineMeasurer{Pipeline: at, Variant: variant, Benchmark: benchmark, Metric: metric, Repo: ser.Repo,
-			OutDir: dir, Store: s.db.Store, CacheDir: env.CacheDir, Jobs: env.Jobs, Budget: env.Budget, Slot: env.Slot, Progress: env.Progress}
+			OutDir: dir, Store: s.db.Store, CacheDir: env.CacheDir, Jobs: env.Jobs, CompilerCache: env.CompilerCache, Budget: env.Budget,
+			Slot: env.Slot, Progress: env.Progress}
 	}
 }
 

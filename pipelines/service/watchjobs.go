@@ -132,13 +132,14 @@ func bisectStepJob(watchID, eventID, gen int64, seq int) river.InsertManyParams 
 //
 // Re-tests and bisection steps evaluate in their job (runner.Run), not as
 // stage jobs: a pipeline evaluator (watch.PipelineEvaluator, also the
-// bisection's) is given the service's store, its -j budget and its build
-// and boot slots, so their builds share the budget with the build jobs
-// and their boots never run beside another boot of this process.
+// bisection's) is given the service's store, its compiler cache, its -j
+// budget and its build and boot slots, so their builds share the budget
+// with the build jobs and their boots never run beside another boot of
+// this process.
 func (s *Service) Watch(cfg WatchConfig) {
 	for _, e := range []watch.Evaluator{cfg.Eval, bisectionEval(cfg.Bisection)} {
 		if pe, ok := e.(*watch.PipelineEvaluator); ok && pe != nil {
-			pe.Store, pe.Budget, pe.Slot = s.db.Store, s.budget, s.engine.slot
+			pe.Store, pe.CompilerCache, pe.Budget, pe.Slot = s.db.Store, s.cfg.CompilerCache, s.budget, s.engine.slot
 		}
 	}
 	s.watchCfg = &cfg

@@ -30,6 +30,9 @@ type PipelineEvaluator struct {
 	Store    *store.Store
 	CacheDir string
 	Jobs     int
+	// CompilerCache is the builds' compiler cache: "kcc" (""), "ccache"
+	// or "none" (runner.Env.CompilerCache), the bisection's too.
+	CompilerCache string
 	// Budget and Slot, when set, are the -j budget and the build and boot
 	// slots of the process the evaluations run in (a service's: see
 	// runner.Env), shared with the bisection's measurements.
@@ -41,7 +44,7 @@ type PipelineEvaluator struct {
 
 // env is the runner environment of an evaluation on st.
 func (e *PipelineEvaluator) env(st *store.Store) runner.Env {
-	return runner.Env{Store: st, CacheDir: e.CacheDir, Jobs: e.Jobs, Budget: e.Budget, Slot: e.Slot, Progress: e.Progress}
+	return runner.Env{Store: st, CacheDir: e.CacheDir, Jobs: e.Jobs, CompilerCache: e.CompilerCache, Budget: e.Budget, Slot: e.Slot, Progress: e.Progress}
 }
 
 // open is the evaluator's store and what to call when done with it.
@@ -139,7 +142,7 @@ func (b *Bisection) Plan(w *store.Watch, ev *store.WatchEvent, good, bad *store.
 	} else {
 		m = &bisect.PipelineMeasurer{Pipeline: p, Variant: ev.Variant, Benchmark: ev.Benchmark, Metric: ev.Metric, Repo: w.Tree,
 			OutDir: filepath.Join(dir, "steps"), StorePath: b.Eval.StorePath, Store: b.Eval.Store, CacheDir: b.Eval.CacheDir,
-			Jobs: b.Eval.Jobs, Budget: b.Eval.Budget, Slot: b.Eval.Slot, Progress: b.Eval.Progress}
+			Jobs: b.Eval.Jobs, CompilerCache: b.Eval.CompilerCache, Budget: b.Eval.Budget, Slot: b.Eval.Slot, Progress: b.Eval.Progress}
 	}
 	higher, _ := stats.HigherIsBetter(ev.Metric)
 	return &BisectPlan{
