@@ -30,6 +30,7 @@ func TestServeRefuses(t *testing.T) {
 		{[]string{"serve", "--database", "mysql://u:pw@127.0.0.1/x"}, "unknown scheme"},
 		{[]string{"serve", "--workers", "0"}, "at least 1"},
 		{[]string{"serve", "extra"}, "unexpected arguments"},
+		{[]string{"serve", "--compiler-cache", "sccache"}, "want kcc, ccache or none"},
 	} {
 		_, errOut, code := runsCLI(t, c.args...)
 		if code != 2 || !strings.Contains(errOut, c.want) {
@@ -38,6 +39,12 @@ func TestServeRefuses(t *testing.T) {
 		if strings.Contains(errOut, ":pw@") {
 			t.Errorf("%v: the database password is printed: %q", c.args, errOut)
 		}
+	}
+	// --compiler-cache ccache where ccache is not installed (PATH holds
+	// nothing): refused, as worker does (TestWorkerRefuses).
+	t.Setenv("PATH", t.TempDir())
+	if _, errOut, code := runsCLI(t, "serve", "--compiler-cache", "ccache"); code != 2 || !strings.Contains(errOut, "--compiler-cache ccache: ccache is not installed here") {
+		t.Errorf("serve --compiler-cache ccache without ccache: exit %d, %q; want 2 and the flag named", code, errOut)
 	}
 }
 

@@ -49,15 +49,8 @@ func init() {
 				if *workers < 1 || *buildWorkers < 1 {
 					return fail.Inputf("--workers and --build-workers must be at least 1")
 				}
-				switch *ccache {
-				case "kcc", "none":
-				case "ccache":
-					// Its builds would each fail on it (build.Build).
-					if build.LookCCache() == "" {
-						return fail.Inputf("--compiler-cache ccache: ccache is not installed here (not in PATH; apt-get install ccache)")
-					}
-				default:
-					return fail.Inputf("--compiler-cache %q: want kcc, ccache or none", *ccache)
+				if err := compilerCacheFlag(*ccache); err != nil {
+					return err
 				}
 				conf, err := workerConfig(filepath.Join(xdg.ConfigDir(), "config.toml"))
 				if err != nil {
@@ -109,6 +102,22 @@ func init() {
 			}
 		},
 	})
+}
+
+// compilerCacheFlag checks serve's and worker's --compiler-cache: kcc,
+// ccache or none, and ccache only where it is installed (found as the
+// builds find it): its builds would each fail on it.
+func compilerCacheFlag(v string) error {
+	switch v {
+	case "kcc", "none":
+	case "ccache":
+		if build.LookCCache() == "" {
+			return fail.Inputf("--compiler-cache ccache: ccache is not installed here (not in PATH; apt-get install ccache)")
+		}
+	default:
+		return fail.Inputf("--compiler-cache %q: want kcc, ccache or none", v)
+	}
+	return nil
 }
 
 // archList is the --build/--boot value as arch names: "" keeps detected,
