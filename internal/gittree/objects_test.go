@@ -2,12 +2,15 @@ package gittree
 
 import (
 	"bytes"
+	"cmp"
 	"compress/zlib"
 	"crypto/sha1"
 	"fmt"
 	"math/rand/v2"
 	"os"
+	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -208,4 +211,200 @@ func TestStreamedObjectChecked(t *testing.T) {
 			}
 		}
 	}
+}
+
+// TestWalkWindowEdges reads every object of a pack git wrote (some
+// thousand objects over several windows, blobs larger than a window
+// among them) through WalkObject in ascending, then descending offset
+// order, the object at the pack's end included, and compares each with
+// Object of another reader (no window, its own cache); then with the
+// window held by another read (TryLock fails), which reads past it.
+func TestWalkWindowEdges(t *testing.T) {
+	dir := t.TempDir()
+	gitT(t, dir, "init", "-q")
+	var fi bytes.Buffer
+	var text strings.Builder
+	for i := range 300 {
+		fmt.Fprintf(&text, "line %d\n", i)
+		fmt.Fprintf(&fi, "commit refs/heads/main\ncommitter C <c@example.org> %d +0000\ndata <<EOM\ncommit %d\nEOM\n", 1700000000+i, i)
+		fmt.Fprintf(&fi, "M 644 inline f.txt\ndata %d\n%s\n", text.Len(), text.String())
+		if i%25 == 0 {
+			n := 20 << 10
+			if i == 100 {
+				n = 100 << 10 // larger than a window
+			}
+			b := randomBytes(uint64(i), n)
+			fmt.Fprintf(&fi, "M 644 inline r%d\ndata %d\n", i, len(b))
+			fi.Write(b)
+			fi.WriteString("\n")
+		}
+	}
+	cmd := exec.Command("git", "fast-import", "--quiet")
+	cmd.Dir, cmd.Stdin = dir, &fi
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("git fast-import: %v\n%s", err, out)
+	}
+	gitT(t, dir, "repack", "-adq")
+	// A second pack (fast-import writes one) whose objects are read
+	// between the first's: a window is of one pack.
+	fi.Reset()
+	for i := range 20 {
+		fmt.Fprintf(&fi, "commit refs/heads/other\ncommitter C <c@example.org> %d +0000\ndata <<EOM\nother %d\nEOM\n", 1800000000+i, i)
+		fmt.Fprintf(&fi, "M 644 inline g.txt\ndata %d\n%s\n", i+1, strings.Repeat("g", i+1))
+	}
+	cmd = exec.Command("git", "-c", "fastimport.unpackLimit=1", "fast-import", "--quiet")
+	cmd.Dir, cmd.Stdin = dir, &fi
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("git fast-import: %v\n%s", err, out)
+	}
+	walk, err := newObjectReader(Dirs{GitDir: filepath.Join(dir, ".git"), CommonDir: filepath.Join(dir, ".git")}, 1<<20)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer walk.Close()
+	ref, err := newObjectReader(Dirs{GitDir: filepath.Join(dir, ".git"), CommonDir: filepath.Join(dir, ".git")}, 1<<20)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ref.Close()
+	if len(walk.packs) != 2 {
+		t.Fatalf("%d packs, want 2", len(walk.packs))
+	}
+	type obj struct {
+		h   plumbing.Hash
+		off int64
+	}
+	byOffset := func(p *packReader) []obj {
+		var objs []obj
+		for i := range p.idx.n {
+			var h plumbing.Hash
+			copy(h[:], p.idx.names[i*20:])
+			off, _ := p.idx.offset(i)
+			objs = append(objs, obj{h, off})
+		}
+		slices.SortFunc(objs, func(a, b obj) int { return cmp.Compare(a.off, b.off) })
+		return objs
+	}
+	p, other := walk.packs[0], walk.packs[1]
+	if p.idx.n < other.idx.n {
+		p, other = other, p
+	}
+	objs, others := byOffset(p), byOffset(other)
+	if p.size < 3*windowSize || len(objs) < 500 {
+		t.Fatalf("a pack of %d bytes, %d objects: want 3 windows, 500 objects", p.size, len(objs))
+	}
+	t.Logf("%d objects in a pack of %d bytes (%.1f windows), %d in the other", len(objs), p.size, float64(p.size)/windowSize, len(others))
+	check := func(how string, o obj) {
+		t.Helper()
+		typ, b, err := walk.WalkObject(o.h)
+		wtyp, wb, werr := ref.Object(o.h)
+		if err != nil || werr != nil || typ != wtyp || !bytes.Equal(b, wb) {
+			t.Fatalf("%s: object %s at offset %d: WalkObject %v %v, Object %v %v, same content %v", how, o.h, o.off, typ, err, wtyp, werr, bytes.Equal(b, wb))
+		}
+	}
+	for _, order := range []string{"ascending", "descending"} {
+		windows := map[int64]bool{}
+		atEnd := false
+		for k := range objs {
+			o := objs[k]
+			if order == "descending" {
+				o = objs[len(objs)-1-k]
+			}
+			check(order, o)
+			if walk.win.p == p {
+				windows[walk.win.off] = true
+				atEnd = atEnd || walk.win.off+int64(len(walk.win.buf)) == p.size
+			}
+			if k%40 == 39 {
+				check(order+", the other pack", others[k/40%len(others)])
+			}
+		}
+		if len(windows) < 3 || !atEnd {
+			t.Errorf("%s: %d windows read, one at the pack's end %v", order, len(windows), atEnd)
+		}
+	}
+	// Another read holds the window: a walk's read goes past it.
+	walk.win.mu.Lock()
+	woff, wlen := walk.win.off, len(walk.win.buf)
+	for _, o := range []obj{objs[0], objs[len(objs)/2], objs[len(objs)-1]} {
+		check("window held", o)
+	}
+	if walk.win.off != woff || len(walk.win.buf) != wlen {
+		t.Error("a read moved the window another read holds")
+	}
+	walk.win.mu.Unlock()
+}
+
+// TestWindowAt holds the window to its word on a file of random bytes:
+// at(off) returns the file's bytes from off on, at least chunkSize of
+// them or up to the end, in walks up and down by steps of up to a chunk,
+// at and across every window's edge and the end, and by jumps; a walk
+// reads each window once; past the end is an error.
+func TestWindowAt(t *testing.T) {
+	data := randomBytes(3, 5*windowSize+12345)
+	path := filepath.Join(t.TempDir(), "pack")
+	if err := os.WriteFile(path, data, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	f, err := os.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	p := &packReader{f: f, size: int64(len(data))}
+	var w window
+	reads := 0
+	at := func(off int64) {
+		t.Helper()
+		before, blen := w.off, len(w.buf)
+		b, err := w.at(p, off)
+		if err != nil || len(b) < min(chunkSize, len(data)-int(off)) || !bytes.Equal(b, data[off:off+int64(len(b))]) {
+			t.Fatalf("at(%d): %d bytes, %v, the file's %v", off, len(b), err, err == nil && bytes.Equal(b, data[off:off+int64(len(b))]))
+		}
+		if w.off != before || len(w.buf) != blen {
+			reads++
+		}
+	}
+	rng := rand.New(rand.NewPCG(8, 9))
+	size := int64(len(data))
+	// Up, then down, by steps of up to a chunk: each window read once
+	// (a window serves windowSize-chunkSize bytes of offsets).
+	for off := int64(0); off < size; off += 1 + rng.Int64N(chunkSize) {
+		at(off)
+	}
+	at(size - 1)
+	if max := size/(windowSize-chunkSize) + 2; int64(reads) > max {
+		t.Errorf("a walk up read %d windows, want at most %d", reads, max)
+	}
+	reads = 0
+	for off := size - 1; off >= 0; off -= 1 + rng.Int64N(chunkSize) {
+		at(off)
+	}
+	at(0)
+	if max := size/(windowSize-chunkSize) + 2; int64(reads) > max {
+		t.Errorf("a walk down read %d windows, want at most %d", reads, max)
+	}
+	// Each window's edges: the last offsets a window serves whole, the
+	// first it does not, from either side.
+	for range 20 {
+		at(rng.Int64N(size))
+		end := w.off + int64(len(w.buf))
+		for _, off := range []int64{end - chunkSize - 1, end - chunkSize, end - chunkSize + 1, end - 1, end, end + 1, w.off, w.off - 1} {
+			if off >= 0 && off < size {
+				at(off)
+			}
+		}
+	}
+	for range 2000 {
+		at(rng.Int64N(size))
+	}
+	for _, off := range []int64{size - chunkSize - 1, size - chunkSize, size - 2, size - 1} {
+		at(off)
+	}
+	for _, off := range []int64{size, size + 10} {
+		if b, err := w.at(p, off); err == nil {
+			t.Errorf("at(%d), past the end of %d bytes: %d bytes, no error", off, size, len(b))
+		}
+	}
+	at(0)
 }
