@@ -307,6 +307,10 @@ func (r *objectReader) loose(h plumbing.Hash) (plumbing.ObjectType, []byte, erro
 			return 0, nil, objErr(err)
 		}
 		defer f.Close()
+		fi, err := f.Stat()
+		if err != nil {
+			return 0, nil, objErr(err)
+		}
 		or, err := objfile.NewReader(f)
 		if err != nil {
 			return 0, nil, fmt.Errorf("loose object %s: %v", h, err)
@@ -316,8 +320,14 @@ func (r *objectReader) loose(h plumbing.Hash) (plumbing.ObjectType, []byte, erro
 		if err != nil {
 			return 0, nil, fmt.Errorf("loose object %s: %v", h, err)
 		}
+		if size < 0 || uint64(size) > maxInflated(uint64(fi.Size())) {
+			return 0, nil, fmt.Errorf("loose object %s: corrupt: its header says %d bytes, more than its %d bytes can inflate to", h, size, fi.Size())
+		}
 		b := make([]byte, size)
 		if _, err := io.ReadFull(or, b); err != nil {
+			return 0, nil, fmt.Errorf("loose object %s: %v", h, err)
+		}
+		if err := atEnd(or); err != nil {
 			return 0, nil, fmt.Errorf("loose object %s: %v", h, err)
 		}
 		return t, b, nil
@@ -568,20 +578,27 @@ func inflate(src io.Reader, size uint64) ([]byte, error) {
 			return nil, err
 		}
 	}
-	// The stream must end here: compress/zlib checks the Adler-32 only
-	// when a read reaches the end, and a stream that decodes on past
-	// size is not this object's.
+	if err := atEnd(z.zr); err != nil {
+		return nil, err
+	}
+	return buf, nil
+}
+
+// atEnd checks that the zlib stream read by zr ends here: compress/zlib
+// checks the Adler-32 only when a read reaches the end, and a stream
+// that decodes on past the object's size is not the object's.
+func atEnd(zr io.Reader) error {
 	var one [1]byte
 	for {
-		n, err := z.zr.Read(one[:])
+		n, err := zr.Read(one[:])
 		if n > 0 {
-			return nil, errSizeDiffer
+			return errSizeDiffer
 		}
 		if err == io.EOF {
-			return buf, nil
+			return nil
 		}
 		if err != nil {
-			return nil, err
+			return err
 		}
 	}
 }

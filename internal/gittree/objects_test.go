@@ -408,3 +408,42 @@ func TestWindowAt(t *testing.T) {
 	}
 	at(0)
 }
+
+// TestDamagedLooseObjectRefused: a loose object whose header claims more
+// than its file can inflate to is refused as corrupt before anything of
+// that size is allocated; one whose stream goes on past that size, or
+// whose checksum is damaged, is refused.
+func TestDamagedLooseObjectRefused(t *testing.T) {
+	dir := t.TempDir()
+	h := plumbing.Hash(sha1.Sum([]byte("damaged")))
+	p := looseName(filepath.Join(dir, "objects"), h)
+	os.MkdirAll(filepath.Dir(p), 0o755)
+	if err := os.WriteFile(p, zlibOf([]byte("blob 1099511627776\x00hello\n")), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	r, err := newObjectReader(Dirs{GitDir: dir, CommonDir: dir}, 1<<20)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	if _, _, err := r.Object(h); err == nil || !strings.Contains(err.Error(), "corrupt") || !strings.Contains(err.Error(), h.String()) {
+		t.Errorf("Object: %v, want it refused as corrupt", err)
+	}
+	// A stream longer than the header's size, a damaged checksum (after
+	// an empty last block, which a read of size bytes does not reach).
+	var flushed bytes.Buffer
+	zw := zlib.NewWriter(&flushed)
+	zw.Write([]byte("blob 6\x00hello\n"))
+	zw.Flush()
+	zw.Close()
+	badSum := flushed.Bytes()
+	badSum[len(badSum)-1] ^= 1
+	for what, z := range map[string][]byte{"longer": zlibOf([]byte("blob 5\x00hello\n")), "bad checksum": badSum} {
+		if err := os.WriteFile(p, z, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		if _, b, err := r.Object(h); err == nil {
+			t.Errorf("Object of a loose object with a %s stream: %q, no error", what, b)
+		}
+	}
+}
