@@ -400,14 +400,49 @@ func (j *jobserver) add(n int) {
 	}
 }
 
-// takeBack takes n tokens back in the background (see take); settle
-// ends the wait.
+// takeBack takes n tokens back: those in the pipe now at once, before
+// it returns, and the rest in the background (see take; settle ends the
+// wait). Taking them all in the background let a make started right
+// after take them first: the builds then ran one job over the budget
+// until the background take got a token back.
 func (j *jobserver) takeBack(n int) {
+	n -= j.takeNow(n)
+	if n <= 0 {
+		return
+	}
 	j.taking.Add(1)
 	go func() {
 		defer j.taking.Done()
 		j.take(n)
 	}()
+}
+
+// takeNow reads up to n tokens that are in the pipe now, without
+// waiting (own is non-blocking: the runtime polls it), and says how many.
+func (j *jobserver) takeNow(n int) int {
+	if n <= 0 {
+		return 0
+	}
+	rc, err := j.own.SyscallConn()
+	if err != nil {
+		return 0
+	}
+	buf := make([]byte, n)
+	got := 0
+	rc.Read(func(fd uintptr) bool {
+		for got < n {
+			m, err := syscall.Read(int(fd), buf[got:])
+			if err == syscall.EINTR {
+				continue
+			}
+			if m <= 0 || err != nil {
+				break
+			}
+			got += m
+		}
+		return true // never wait for the poller
+	})
+	return got
 }
 
 // take reads n tokens back out of the pipe, waiting for running makes to

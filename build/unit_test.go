@@ -434,6 +434,31 @@ func TestBudgetTokens(t *testing.T) {
 	pipeTokens(t, b, 2)
 }
 
+// A build's start takes the tokens that are in the pipe before it
+// returns: taken in the background, a make started right after could
+// read them first and run over the budget (TestBudgetKeepsSlotsBusy saw
+// 4 jobs under a budget of 2 on a loaded machine).
+func TestBudgetStartTakesAtOnce(t *testing.T) {
+	for round := 0; round < 50; round++ {
+		b, err := NewBudget(2)
+		if err != nil {
+			t.Fatal(err)
+		}
+		f1, _ := b.start(context.Background())
+		if n, err := b.js.queued(); err != nil || n != 1 {
+			t.Fatalf("round %d: %d tokens (%v) right after the first start, want 1", round, n, err)
+		}
+		f2, _ := b.start(context.Background())
+		if n, err := b.js.queued(); err != nil || n != 0 {
+			t.Fatalf("round %d: %d tokens (%v) right after the second start, want 0", round, n, err)
+		}
+		f2()
+		f1()
+		pipeTokens(t, b, 2)
+		b.Close()
+	}
+}
+
 // A make killed while it holds a token (a cancelled build) never returns
 // it, and the start that waits to take a token back would then take the
 // next one returned. Once no build runs, the pipe holds the whole budget
