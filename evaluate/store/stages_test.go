@@ -89,7 +89,7 @@ func TestStartEvaluation(t *testing.T) {
 			if err := s.SetEvaluationStatus(e.ID, c.from); err != nil {
 				t.Fatal(err)
 			}
-			got, err := s.StartEvaluation(e.ID)
+			got, err := s.StartEvaluation(t.Context(), e.ID)
 			if err != nil || got != c.want {
 				t.Errorf("from %s: %q %v, want %s", c.from, got, err, c.want)
 			}
@@ -97,7 +97,7 @@ func TestStartEvaluation(t *testing.T) {
 				t.Errorf("from %s: stored %q, want %s", c.from, now.Status, c.want)
 			}
 		}
-		if _, err := s.StartEvaluation(e.ID + 100); fail.KindOf(err) != fail.KindInput {
+		if _, err := s.StartEvaluation(t.Context(), e.ID + 100); fail.KindOf(err) != fail.KindInput {
 			t.Errorf("a missing evaluation: %v, want an input error", err)
 		}
 	})

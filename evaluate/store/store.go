@@ -581,20 +581,15 @@ func (s *Store) setEvaluationStatus(q querier, id int64, status string) error {
 // job starting on it) and returns its status afterwards. Any other status
 // is left as it is: a job that waited for its turn must not turn an
 // evaluation that failed or was cancelled meanwhile back to running.
-func (s *Store) StartEvaluation(id int64) (string, error) {
-	if _, err := s.db.Exec(`UPDATE evaluations SET status = ?, updated = ? WHERE id = ? AND status = 'queued'`,
-		StatusRunning, fmtTime(time.Now()), id); err != nil {
-		return "", fail.Infraf("store: %s: %w", s.where, err)
-	}
-	var status string
-	err := s.db.QueryRow(`SELECT status FROM evaluations WHERE id = ?`, id).Scan(&status)
-	if errors.Is(err, sql.ErrNoRows) {
-		return "", fail.Inputf("store: %s: no evaluation %d", s.where, id)
-	}
-	if err != nil {
-		return "", fail.Infraf("store: %s: evaluation %d: %w", s.where, id, err)
-	}
-	return status, nil
+func (s *Store) StartEvaluation(ctx context.Context, id int64) (status string, err error) {
+	err = s.Tx(ctx, func(tx *Tx) error {
+		if status, err = s.EvaluationStatusTx(tx, id); err != nil || status != "queued" {
+			return err
+		}
+		status = StatusRunning
+		return s.SetEvaluationStatusTx(tx, id, status)
+	})
+	return status, err
 }
 
 // evalColumns are an evaluation's columns and counts. The samples are

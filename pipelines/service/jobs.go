@@ -202,7 +202,7 @@ func work[T river.JobArgs](s *Service, ctx context.Context, job *river.Job[T], i
 	// "queued": the evaluation may have failed (another job's last
 	// attempt) or been cancelled while this job waited, and the snapshot
 	// above must not turn it back to running.
-	switch status, err := s.db.Store.StartEvaluation(id); {
+	switch status, err := s.db.Store.StartEvaluation(ctx, id); {
 	case err != nil:
 		if fail.KindOf(err) == fail.KindInput {
 			return river.JobCancel(err)
