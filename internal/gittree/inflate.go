@@ -66,7 +66,6 @@ var (
 // buffer) where no code is.
 type huffTable struct {
 	e    []uint32
-	root uint
 	mask uint64
 	buf  [tableSize]uint32
 
@@ -111,7 +110,7 @@ func (t *huffTable) build(lens []uint8, root uint, allowIncomplete, shrink bool)
 	if shrink {
 		root = min(root, max(maxLen, 1))
 	}
-	t.root, t.mask = root, 1<<root-1
+	t.mask = 1<<root - 1
 	size := 1 << root
 	t.e = t.buf[:size]
 	if maxLen == 0 {

@@ -6,6 +6,7 @@ import (
 	"compress/zlib"
 	"errors"
 	"fmt"
+	"hash/adler32"
 	"io"
 	"math/rand/v2"
 	"os"
@@ -356,7 +357,7 @@ func TestInflateHostile(t *testing.T) {
 		// zlib header, the stream, a checksum (of "aa", what the sound
 		// ones would decode to) and bytes after: nothing is short.
 		z := append([]byte{0x78, 0x9c}, raw...)
-		s := adlerOf([]byte("aa"))
+		s := adler32.Checksum([]byte("aa"))
 		z = append(z, byte(s>>24), byte(s>>16), byte(s>>8), byte(s))
 		z = append(z, make([]byte, 16)...)
 		for _, size := range []int{2, 3, 4, 16} {
@@ -382,7 +383,7 @@ func TestInflateHostile(t *testing.T) {
 	for _, c := range sound {
 		name, want := c.name, []byte(c.want)
 		z := append([]byte{0x78, 0x9c}, c.raw...)
-		s := adlerOf(want)
+		s := adler32.Checksum(want)
 		z = append(z, byte(s>>24), byte(s>>16), byte(s>>8), byte(s))
 		out := make([]byte, len(want))
 		if _, err := inflateTo(out, z); err != nil || !bytes.Equal(out, want) {
@@ -442,7 +443,7 @@ func TestInflateRawFlate(t *testing.T) {
 	}
 	fw.Close()
 	z := append([]byte{0x78, 0x9c}, raw.Bytes()...)
-	s := adlerOf(data)
+	s := adler32.Checksum(data)
 	z = append(z, byte(s>>24), byte(s>>16), byte(s>>8), byte(s))
 	out := make([]byte, len(data))
 	if n, err := inflateTo(out, z); err != nil || n != len(z) || !bytes.Equal(out, data) {
@@ -452,16 +453,6 @@ func TestInflateRawFlate(t *testing.T) {
 	if _, err := inflateTo(out, z); !errors.Is(err, errZlibSum) {
 		t.Errorf("bad checksum: %v", err)
 	}
-}
-
-func adlerOf(b []byte) uint32 {
-	const mod = 65521
-	a, s := uint32(1), uint32(0)
-	for _, c := range b {
-		a = (a + uint32(c)) % mod
-		s = (s + a) % mod
-	}
-	return s<<16 | a
 }
 
 // cpuPerOp reports the process's CPU time (user + system) per op beside
