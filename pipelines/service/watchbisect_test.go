@@ -43,17 +43,8 @@ func newWatchBisectFixture(t *testing.T, root, db string) *watchBisectFixture {
 	r := newWatchRemote(t, root)
 	rc1 := r.commit("", 0, "1000")
 	r.tag("v6.2-rc1", rc1)
-	st, err := store.Open(db)
-	if err != nil {
-		t.Fatal(err)
-	}
+	st, w := r.addWatch(db, "mainline", true)
 	defer st.Close()
-	pipeline, _ := filepath.Abs("../watch/testdata/retest-x86-getppid.toml")
-	w, err := st.AddWatch(store.Watch{Name: "mainline", Remote: r.URL, Tags: "v6.*-rc*", Pipeline: pipeline,
-		Schedule: "@every 6h", Bisect: true, Tree: r.local})
-	if err != nil {
-		t.Fatal(err)
-	}
 	fx := &watchBisectFixture{t: t, db: db, root: root, watchID: w.ID, log: filepath.Join(root, "watch.log")}
 	ws := &testWatchSpec{Log: fx.log, Out: filepath.Join(root, "watches")}
 	cfg := fx.config()

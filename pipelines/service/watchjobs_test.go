@@ -145,17 +145,8 @@ func watchJobsAfterKill(t *testing.T, root, db string) {
 	rc1 := commit("", 0, "1000")
 	r.tag("v6.2-rc1", rc1)
 
-	st, err := store.Open(db)
-	if err != nil {
-		t.Fatal(err)
-	}
-	pipeline, _ := filepath.Abs("../watch/testdata/retest-x86-getppid.toml")
-	_, err = st.AddWatch(store.Watch{Name: "mainline", Remote: r.URL, Tags: "v6.*-rc*", Pipeline: pipeline,
-		Schedule: "@every 6h", Bisect: true, Tree: local})
+	st, _ := r.addWatch(db, "mainline", true)
 	st.Close()
-	if err != nil {
-		t.Fatal(err)
-	}
 	logPath := filepath.Join(root, "watch.log")
 	spec := func(blockAt int) string {
 		b, _ := json.Marshal(map[string]any{"DB": db, "Tree": local, "Cache": t.TempDir(), "State": filepath.Join(root, "state"),

@@ -51,6 +51,26 @@ type watchRemote struct {
 	URL             string
 }
 
+// addWatch opens the store at db and adds watch name of this remote's
+// v6.*-rc* tags into r.local, with the x86 getppid re-test pipeline
+// every 6 hours (bisecting regressions when bisect): the store is
+// returned open, for the caller to close.
+func (r *watchRemote) addWatch(db, name string, bisect bool) (*store.Store, *store.Watch) {
+	r.tb.Helper()
+	st, err := store.Open(db)
+	if err != nil {
+		r.tb.Fatal(err)
+	}
+	pipeline, _ := filepath.Abs("../watch/testdata/retest-x86-getppid.toml")
+	w, err := st.AddWatch(store.Watch{Name: name, Remote: r.URL, Tags: "v6.*-rc*", Pipeline: pipeline,
+		Schedule: "@every 6h", Bisect: bisect, Tree: r.local})
+	if err != nil {
+		st.Close()
+		r.tb.Fatal(err)
+	}
+	return st, w
+}
+
 func newWatchRemote(tb testing.TB, root string) *watchRemote {
 	r := &watchRemote{tb: tb, upstream: testgit.InitBare(tb, filepath.Join(root, "served", "linux.git")),
 		local: testgit.InitBare(tb, filepath.Join(root, "local.git"))}
@@ -104,16 +124,8 @@ func watchRunNow(t *testing.T, root, db string) {
 	r := newWatchRemote(t, root)
 	rc1 := r.commit("", 0, "1000")
 	r.tag("v6.2-rc1", rc1)
-	st, err := store.Open(db)
-	if err != nil {
-		t.Fatal(err)
-	}
+	st, _ := r.addWatch(db, "mainline", false)
 	defer st.Close()
-	pipeline, _ := filepath.Abs("../watch/testdata/retest-x86-getppid.toml")
-	if _, err := st.AddWatch(store.Watch{Name: "mainline", Remote: r.URL, Tags: "v6.*-rc*", Pipeline: pipeline,
-		Schedule: "@every 6h", Tree: r.local}); err != nil {
-		t.Fatal(err)
-	}
 	logPath := filepath.Join(root, "watch.log")
 	ws := testWatchSpec{Log: logPath, Out: filepath.Join(root, "watches"), EvalDelay: 300 * time.Millisecond}
 	spec, _ := json.Marshal(map[string]any{"DB": db, "Tree": r.local, "Cache": t.TempDir(), "State": filepath.Join(root, "state"), "Watch": ws})
@@ -247,17 +259,8 @@ func benchWatchJobsBisect(b *testing.B, n int) {
 	commits := r.regression(parent, n, culprit, culprit+1)
 	parent, culpritHash := commits[n-1], commits[culprit-1]
 	db := filepath.Join(root, "state", "patcheval.db")
-	st, err := store.Open(db)
-	if err != nil {
-		b.Fatal(err)
-	}
+	st, w := r.addWatch(db, "bench", true)
 	defer st.Close()
-	pipeline, _ := filepath.Abs("../watch/testdata/retest-x86-getppid.toml")
-	w, err := st.AddWatch(store.Watch{Name: "bench", Remote: r.URL, Tags: "v6.*-rc*", Pipeline: pipeline,
-		Schedule: "@every 6h", Bisect: true, Tree: r.local})
-	if err != nil {
-		b.Fatal(err)
-	}
 	ws := testWatchSpec{Log: filepath.Join(root, "watch.log"), Out: filepath.Join(root, "watches")}
 	cfg := Config{Database: db, CacheDir: b.TempDir(), From: testFrom, Log: io.Discard, Grace: 5 * time.Second}
 	if _, err := RunWatchNow(b.Context(), cfg, ws.config, "bench"); err != nil {
