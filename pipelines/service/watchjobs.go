@@ -452,7 +452,7 @@ func (wk *bisectStepWorker) Work(ctx context.Context, job *river.Job[BisectStepA
 	// changes that, and there is nothing left to end.
 	txErr := func(err error) error {
 		if fail.KindOf(err) == fail.KindInput {
-			return cancelGone(err)
+			return river.JobCancel(err)
 		}
 		return retry(err)
 	}
