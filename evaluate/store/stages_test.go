@@ -97,7 +97,7 @@ func TestStartEvaluation(t *testing.T) {
 				t.Errorf("from %s: stored %q, want %s", c.from, now.Status, c.want)
 			}
 		}
-		if _, err := s.StartEvaluation(t.Context(), e.ID + 100); fail.KindOf(err) != fail.KindInput {
+		if _, err := s.StartEvaluation(t.Context(), e.ID+100); fail.KindOf(err) != fail.KindInput {
 			t.Errorf("a missing evaluation: %v, want an input error", err)
 		}
 	})
