@@ -47,7 +47,7 @@
 # tens of minutes on a loaded 2-core machine), both boot it, and Postgres
 # restarts during the first boot. Checks the samples and the two
 # report.json files agree (pipelines/service TestFarmRealKernel). Needs
-# the suite's x86_64 boot kernel cached (evaluate/qemu
+# the suite's x86_64 boot kernel cached (evaluate/target/qemu
 # TestOtherArches/x86_64 with PATCHEVAL_LONG_TESTS=1 builds it); run it
 # under nice on a shared machine, and announce the build there.
 # --one-machine runs the one-machine half alone (boots only).

@@ -18,4 +18,4 @@
 # 41.6 MB; imports 222 s and 234 s (public-inbox, not in the figure).
 set -euo pipefail
 cd "$(dirname "$0")/.."
-exec go test -run '^$' -bench BenchmarkFollowerThroughput -benchtime 1x -v ./pipelines/follow/
+exec go test -run '^$' -bench BenchmarkFollowerThroughput -benchtime 1x -v ./pipelines/bots/follow/

@@ -5,7 +5,7 @@
 // The one boot path: Run boots a list of PlannedBoot (Interleave plans
 // them for `patcheval run`; the pipeline runner plans them from a
 // pipeline) on a Target that evaluate/target.New makes, and hands each
-// boot to a Recorder (evaluate/store's BootRecorder) before the next
+// boot to a Recorder (pipelines/store's BootRecorder) before the next
 // starts, skipping the boots it has already finished.
 //
 // Sub-packages: target (New: the one target constructor), qemu and ssh

@@ -182,7 +182,7 @@ func Interleave(variants []RunVariant, plan guest.Plan, boots int) ([]PlannedBoo
 	return out, nil
 }
 
-// Recorder keeps the boots of one run: evaluate/store's BootRecorder, used
+// Recorder keeps the boots of one run: pipelines/store's BootRecorder, used
 // by `patcheval run` and the pipeline runner alike.
 type Recorder interface {
 	// Done is the boots already finished: Run skips them.

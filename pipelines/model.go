@@ -139,7 +139,7 @@ type Variant struct {
 }
 
 // Policy is an SELinux policy source: a shipped one (Name, see
-// evaluate/selinux) or a file (Path, absolute). SHA256 is the source's
+// evaluate/guest/selinux) or a file (Path, absolute). SHA256 is the source's
 // hash, so that editing it changes Hash.
 type Policy struct {
 	Name   string `json:"name,omitempty"`

@@ -15,7 +15,7 @@ import (
 	"github.com/BurntSushi/toml"
 
 	"github.com/patcheval/patcheval/evaluate/guest"
-	"github.com/patcheval/patcheval/evaluate/selinux"
+	"github.com/patcheval/patcheval/evaluate/guest/selinux"
 	"github.com/patcheval/patcheval/evaluate/stats"
 	"github.com/patcheval/patcheval/internal/arch"
 )

@@ -7,7 +7,7 @@ import (
 	"time"
 
 	"github.com/patcheval/patcheval/internal/gittree"
-	"github.com/patcheval/patcheval/pipelines/bisect"
+	"github.com/patcheval/patcheval/pipelines/experiments/bisect"
 )
 
 // benchTree is PATCHEVAL_SCALE_TREE (a tree made by bench/bigtree.sh or a

@@ -12,15 +12,15 @@ import (
 	"strings"
 
 	"github.com/patcheval/patcheval/evaluate/report"
-	"github.com/patcheval/patcheval/evaluate/store"
 	"github.com/patcheval/patcheval/internal/fail"
 	"github.com/patcheval/patcheval/internal/progress"
 	"github.com/patcheval/patcheval/mbox"
 	"github.com/patcheval/patcheval/pipelines"
-	"github.com/patcheval/patcheval/pipelines/bisect"
-	"github.com/patcheval/patcheval/pipelines/perpatch"
-	"github.com/patcheval/patcheval/pipelines/repro"
+	"github.com/patcheval/patcheval/pipelines/experiments/bisect"
+	"github.com/patcheval/patcheval/pipelines/experiments/perpatch"
+	"github.com/patcheval/patcheval/pipelines/experiments/repro"
 	"github.com/patcheval/patcheval/pipelines/runner"
+	"github.com/patcheval/patcheval/pipelines/store"
 )
 
 // pipelineFlags are `patcheval lore --pipeline ...`: evaluate the resolved
@@ -258,7 +258,7 @@ func (pf *pipelineFlags) deliver(ctx context.Context, env *Env, res *runner.Outc
 	return err
 }
 
-// writeRepro writes evaluation id's reproducer (pipelines/repro) as dir,
+// writeRepro writes evaluation id's reproducer (pipelines/experiments/repro) as dir,
 // replacing an earlier run's, and returns dir; "" with a warning on w
 // when it cannot (the evaluation stands without it: `patcheval repro`
 // writes it again).

@@ -9,9 +9,9 @@ import (
 	"os"
 	"strconv"
 
-	"github.com/patcheval/patcheval/evaluate/store"
 	"github.com/patcheval/patcheval/internal/fail"
-	"github.com/patcheval/patcheval/pipelines/repro"
+	"github.com/patcheval/patcheval/pipelines/experiments/repro"
+	"github.com/patcheval/patcheval/pipelines/store"
 )
 
 func init() {

@@ -13,8 +13,8 @@ import (
 
 	"github.com/patcheval/patcheval/evaluate"
 	"github.com/patcheval/patcheval/evaluate/guest"
-	"github.com/patcheval/patcheval/evaluate/qemu"
 	"github.com/patcheval/patcheval/evaluate/target"
+	"github.com/patcheval/patcheval/evaluate/target/qemu"
 	"github.com/patcheval/patcheval/internal/fail"
 )
 

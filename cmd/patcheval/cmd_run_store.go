@@ -8,7 +8,7 @@ import (
 
 	"github.com/patcheval/patcheval/evaluate"
 	"github.com/patcheval/patcheval/evaluate/guest"
-	"github.com/patcheval/patcheval/evaluate/store"
+	"github.com/patcheval/patcheval/pipelines/store"
 )
 
 // runEvaluation opens the state database and finds (or creates) the

@@ -8,7 +8,7 @@ import (
 	"testing"
 
 	"github.com/patcheval/patcheval/build/buildtest"
-	"github.com/patcheval/patcheval/evaluate/store"
+	"github.com/patcheval/patcheval/pipelines/store"
 )
 
 // TestRunStoresAndResumes boots a real ppc64le kernel twice with

@@ -9,7 +9,7 @@ import (
 	"testing"
 
 	"github.com/patcheval/patcheval/evaluate"
-	"github.com/patcheval/patcheval/evaluate/store"
+	"github.com/patcheval/patcheval/pipelines/store"
 )
 
 func runsCLI(t *testing.T, args ...string) (string, string, int) {

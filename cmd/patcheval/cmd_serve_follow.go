@@ -7,14 +7,14 @@ import (
 	"path/filepath"
 	"strings"
 
-	"github.com/patcheval/patcheval/evaluate/mail"
-	"github.com/patcheval/patcheval/evaluate/store"
 	"github.com/patcheval/patcheval/internal/fail"
 	"github.com/patcheval/patcheval/internal/xdg"
 	"github.com/patcheval/patcheval/pipelines"
-	"github.com/patcheval/patcheval/pipelines/follow"
-	"github.com/patcheval/patcheval/pipelines/perpatch"
+	"github.com/patcheval/patcheval/pipelines/bots/follow"
+	"github.com/patcheval/patcheval/pipelines/bots/mail"
+	"github.com/patcheval/patcheval/pipelines/experiments/perpatch"
 	"github.com/patcheval/patcheval/pipelines/service"
+	"github.com/patcheval/patcheval/pipelines/store"
 	"github.com/patcheval/patcheval/series"
 )
 

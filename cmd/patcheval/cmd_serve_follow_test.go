@@ -8,12 +8,12 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/patcheval/patcheval/evaluate/store"
 	"github.com/patcheval/patcheval/internal/fail"
 	"github.com/patcheval/patcheval/pipelines"
-	"github.com/patcheval/patcheval/pipelines/follow"
+	"github.com/patcheval/patcheval/pipelines/bots/follow"
 	"github.com/patcheval/patcheval/pipelines/runner"
 	"github.com/patcheval/patcheval/pipelines/service"
+	"github.com/patcheval/patcheval/pipelines/store"
 )
 
 // refusingService is the follow.Service of a test that must not submit.

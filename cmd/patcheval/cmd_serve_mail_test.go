@@ -14,12 +14,12 @@ import (
 	"time"
 
 	"github.com/patcheval/patcheval/evaluate/report"
-	"github.com/patcheval/patcheval/evaluate/reporters"
-	"github.com/patcheval/patcheval/evaluate/store"
 	"github.com/patcheval/patcheval/internal/testenv"
 	"github.com/patcheval/patcheval/internal/testinbox"
 	"github.com/patcheval/patcheval/internal/testsmtp"
 	"github.com/patcheval/patcheval/mbox"
+	"github.com/patcheval/patcheval/pipelines/bots/reporters"
+	"github.com/patcheval/patcheval/pipelines/store"
 )
 
 // serveChild is `patcheval serve` as a child process (this test binary,

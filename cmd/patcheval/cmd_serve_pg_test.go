@@ -10,8 +10,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/patcheval/patcheval/evaluate/store"
 	"github.com/patcheval/patcheval/internal/testpg"
+	"github.com/patcheval/patcheval/pipelines/store"
 )
 
 // TestServeOnPostgres runs `patcheval serve --database postgres://...` on

@@ -8,7 +8,7 @@ import (
 	"sort"
 	"strings"
 
-	"github.com/patcheval/patcheval/evaluate/userland"
+	"github.com/patcheval/patcheval/evaluate/guest/userland"
 	"github.com/patcheval/patcheval/internal/fail"
 	"github.com/patcheval/patcheval/internal/xdg"
 )

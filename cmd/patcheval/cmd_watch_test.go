@@ -7,8 +7,8 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/patcheval/patcheval/evaluate/store"
 	"github.com/patcheval/patcheval/internal/testgit"
+	"github.com/patcheval/patcheval/pipelines/store"
 )
 
 func TestWatchCommands(t *testing.T) {
@@ -100,7 +100,7 @@ func TestBisectCommandInputs(t *testing.T) {
 	repo := testgit.InitBare(t, filepath.Join(t.TempDir(), "r.git"))
 	c0 := testgit.Commit(t, repo, "", "base", "2026-11-02T09:00:00Z", map[string]string{"README": "x\n"})
 	c1 := testgit.Commit(t, repo, c0, "change", "2026-11-02T10:00:00Z", map[string]string{"README": "y\n"})
-	pipeline, _ := filepath.Abs("../../pipelines/watch/testdata/retest-x86-getppid.toml")
+	pipeline, _ := filepath.Abs("../../pipelines/experiments/watch/testdata/retest-x86-getppid.toml")
 	out := t.TempDir()
 	for _, tc := range []struct {
 		args []string

@@ -24,11 +24,11 @@ import (
 
 	"github.com/patcheval/patcheval/build/buildtest"
 	"github.com/patcheval/patcheval/evaluate"
-	"github.com/patcheval/patcheval/evaluate/store"
 	"github.com/patcheval/patcheval/internal/digest"
 	"github.com/patcheval/patcheval/internal/testenv"
 	"github.com/patcheval/patcheval/internal/testinbox"
 	"github.com/patcheval/patcheval/internal/testpg"
+	"github.com/patcheval/patcheval/pipelines/store"
 )
 
 // The interruption tests run `patcheval lore --pipeline` as a child

@@ -6,10 +6,10 @@ import (
 	"os"
 	"path/filepath"
 
-	"github.com/patcheval/patcheval/evaluate/mail"
 	"github.com/patcheval/patcheval/evaluate/report"
 	"github.com/patcheval/patcheval/internal/fail"
 	"github.com/patcheval/patcheval/internal/xdg"
+	"github.com/patcheval/patcheval/pipelines/bots/mail"
 )
 
 // sendDraft mails d after a confirmation on the terminal; sent says it

@@ -28,7 +28,7 @@ const (
 // PlanPath is where the initramfs carries the plan.
 const PlanPath = "/patcheval/plan.json"
 
-// Main is the agent: evaluate/agent's main function only calls it.
+// Main is the agent: evaluate/guest/agent's main function only calls it.
 // As PID 1 it mounts the pseudo file systems, runs the plan from PlanPath
 // and powers off; with --no-init it runs the plan from --plan (default
 // stdin) on the running system and exits 0 when every benchmark ran.

@@ -123,7 +123,7 @@ type SELinux struct {
 	// Mode is SELinuxEnforcing, SELinuxPermissive or SELinuxDisabled.
 	Mode string `json:"mode"`
 	// Policy is a binary policy (checkpolicy's output, see
-	// evaluate/selinux), written to /sys/fs/selinux/load before the mode
+	// evaluate/guest/selinux), written to /sys/fs/selinux/load before the mode
 	// is set; required for enforcing and permissive.
 	Policy []byte `json:"policy,omitempty"`
 	// PolicyName names it in reports ("minimal").

@@ -7,7 +7,7 @@ import (
 )
 
 // Benchmarks that run the users' own tools in the guest (from the
-// userland archive, see evaluate/userland) instead of the agent's loops.
+// userland archive, see evaluate/guest/userland) instead of the agent's loops.
 // Their Bench.Args are the tool's arguments; results carry Metrics parsed
 // from the tool's own output, in the tool's units.
 const (

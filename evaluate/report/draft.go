@@ -63,11 +63,11 @@ type DraftOptions struct {
 	Domain string
 	// To and Cc, when To is set, replace the reply-all addressing (a
 	// bot's: the author, the list, the maintainers; see
-	// pipelines/recipients). The sender and malformed addresses are still
+	// series/recipients). The sender and malformed addresses are still
 	// left out.
 	To, Cc []mbox.Address
 	// Reproducer, when set, is one Methodology line saying how to get
-	// the evaluation's reproducer (pipelines/repro).
+	// the evaluation's reproducer (pipelines/experiments/repro).
 	Reproducer string
 	// Now and Rand make drafts reproducible in tests (zero: time.Now,
 	// crypto/rand).

@@ -5,7 +5,7 @@ import (
 	"strings"
 )
 
-// PerPatch is a series measured patch by patch (pipelines/perpatch): the
+// PerPatch is a series measured patch by patch (pipelines/experiments/perpatch): the
 // applied series is a commit range base..tip, and the kernel of each
 // variant that has the series was measured at every prefix, so each
 // patch is compared with the one before it. Bisection is the search
@@ -56,7 +56,7 @@ func (t PatchTable) Movers() []string {
 }
 
 // SeriesBisection is the bisection inside a series of a regression the
-// whole series shows (pipelines/bisect over the applied commits).
+// whole series shows (pipelines/experiments/bisect over the applied commits).
 type SeriesBisection struct {
 	// Status is "found" or "ambiguous" (bisect.Found, bisect.Ambiguous).
 	Status    string `json:"status"`

@@ -7,7 +7,7 @@
 // its renderers: terminal tables (WriteText, WriteTextWith), JSON (WriteJSON), Markdown
 // (WriteMarkdown), KCIDB v5.3 JSON (WriteKCIDB) and the reply Draft
 // (NewDraft, WriteDraft: an RFC 5322 plain-text mail, bottom-posted, lines
-// of at most 72 columns). Nothing here sends mail: evaluate/mail delivers
+// of at most 72 columns). Nothing here sends mail: pipelines/bots/mail delivers
 // a Draft.
 package report
 
@@ -69,7 +69,7 @@ type Report struct {
 	// Comparisons of the same benchmark and metric (ThreadChanges).
 	Thread []numbers.Number `json:"thread_numbers,omitempty"`
 	// PerPatch is the series measured patch by patch and the bisection
-	// inside it (pipelines/perpatch), when asked for or when the whole
+	// inside it (pipelines/experiments/perpatch), when asked for or when the whole
 	// series regressed.
 	PerPatch *PerPatch `json:"per_patch,omitempty"`
 }

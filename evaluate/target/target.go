@@ -1,6 +1,6 @@
 // Package target makes the evaluate.Target a run boots on from one Config,
-// like syzkaller's vmimpl.Create: QEMU (evaluate/qemu) or a machine over
-// ssh (evaluate/ssh). `patcheval run` and the pipeline runner both make
+// like syzkaller's vmimpl.Create: QEMU (evaluate/target/qemu) or a machine over
+// ssh (evaluate/target/ssh). `patcheval run` and the pipeline runner both make
 // their targets with New.
 package target
 
@@ -11,9 +11,9 @@ import (
 	"time"
 
 	"github.com/patcheval/patcheval/evaluate"
-	"github.com/patcheval/patcheval/evaluate/qemu"
-	"github.com/patcheval/patcheval/evaluate/ssh"
-	"github.com/patcheval/patcheval/evaluate/userland"
+	"github.com/patcheval/patcheval/evaluate/guest/userland"
+	"github.com/patcheval/patcheval/evaluate/target/qemu"
+	"github.com/patcheval/patcheval/evaluate/target/ssh"
 	"github.com/patcheval/patcheval/internal/fail"
 )
 

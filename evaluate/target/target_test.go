@@ -5,7 +5,7 @@ import (
 	"testing"
 
 	"github.com/patcheval/patcheval/evaluate"
-	"github.com/patcheval/patcheval/evaluate/qemu"
+	"github.com/patcheval/patcheval/evaluate/target/qemu"
 	"github.com/patcheval/patcheval/internal/fail"
 )
 

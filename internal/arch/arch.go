@@ -3,7 +3,7 @@
 // ARCH= and arch/ directory, the cross compiler and its Debian package, the
 // image make builds, the QEMU machine that boots it, the GOARCH of the guest
 // agent and the boot config fragment shipped in build/configs. Build,
-// pipelines, evaluate/qemu, evaluate/guest and build/kconfig read it;
+// pipelines, evaluate/target/qemu, evaluate/guest and build/kconfig read it;
 // nothing else spells these facts (like tuxmake's arch/*.ini or syzkaller's
 // archConfigs).
 //
@@ -51,7 +51,7 @@ type Arch struct {
 	// DebArch is Debian's name of the architecture (dpkg
 	// --print-architecture) and Triplet its multiarch library directory
 	// (/lib/<Triplet>): the guest's stress-ng and perf are Debian's
-	// packages for DebArch (evaluate/userland).
+	// packages for DebArch (evaluate/guest/userland).
 	DebArch string
 	Triplet string
 }

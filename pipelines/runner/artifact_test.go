@@ -8,9 +8,9 @@ import (
 	"testing"
 
 	"github.com/patcheval/patcheval/build"
-	"github.com/patcheval/patcheval/evaluate/store"
 	"github.com/patcheval/patcheval/pipelines"
 	"github.com/patcheval/patcheval/pipelines/artifact"
+	"github.com/patcheval/patcheval/pipelines/store"
 )
 
 // TestBuiltArtifactFromTheStore: a kernel recorded by a build on another

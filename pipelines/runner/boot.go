@@ -8,13 +8,13 @@ import (
 
 	"github.com/patcheval/patcheval/evaluate"
 	"github.com/patcheval/patcheval/evaluate/guest"
-	"github.com/patcheval/patcheval/evaluate/selinux"
+	"github.com/patcheval/patcheval/evaluate/guest/selinux"
+	"github.com/patcheval/patcheval/evaluate/guest/userland"
 	"github.com/patcheval/patcheval/evaluate/stats"
-	"github.com/patcheval/patcheval/evaluate/store"
 	"github.com/patcheval/patcheval/evaluate/target"
-	"github.com/patcheval/patcheval/evaluate/userland"
 	"github.com/patcheval/patcheval/internal/fail"
 	"github.com/patcheval/patcheval/pipelines"
+	"github.com/patcheval/patcheval/pipelines/store"
 )
 
 // Boots returns evaluation id's planned boots in interleaving order (A B C
@@ -230,7 +230,7 @@ func More(ctx context.Context, env Env, id int64) ([]evaluate.BootKey, error) {
 
 // userlandFor is the users' tools (stress-ng, perf) for the guest arch:
 // Debian's packages, unpacked once and cached by content
-// (evaluate/userland); nil when the pipeline runs none or boots over ssh.
+// (evaluate/guest/userland); nil when the pipeline runs none or boots over ssh.
 // took is the time spent building it (0 when it came from the cache).
 func userlandFor(ctx context.Context, env Env, p *pipelines.Pipeline, arch string) (u *userland.Userland, took time.Duration, err error) {
 	tools := p.Tools()

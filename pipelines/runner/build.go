@@ -9,11 +9,11 @@ import (
 	"time"
 
 	"github.com/patcheval/patcheval/build"
-	"github.com/patcheval/patcheval/evaluate/store"
 	"github.com/patcheval/patcheval/internal/fail"
 	"github.com/patcheval/patcheval/internal/xdg"
 	"github.com/patcheval/patcheval/pipelines"
 	"github.com/patcheval/patcheval/pipelines/artifact"
+	"github.com/patcheval/patcheval/pipelines/store"
 )
 
 // buildMeta is what the store's build row keeps besides the artifact: the

@@ -10,7 +10,7 @@ import (
 	"github.com/patcheval/patcheval/evaluate/stats"
 	"github.com/patcheval/patcheval/internal/testenv"
 	"github.com/patcheval/patcheval/mbox"
-	"github.com/patcheval/patcheval/pipelines/recipients"
+	"github.com/patcheval/patcheval/series/recipients"
 )
 
 // TestReportAddressing writes the reply of an evaluation of the v6.1

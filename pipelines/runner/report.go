@@ -18,13 +18,13 @@ import (
 	"github.com/patcheval/patcheval/evaluate/guest"
 	"github.com/patcheval/patcheval/evaluate/report"
 	"github.com/patcheval/patcheval/evaluate/stats"
-	"github.com/patcheval/patcheval/evaluate/store"
 	"github.com/patcheval/patcheval/internal/fail"
 	"github.com/patcheval/patcheval/mbox"
 	"github.com/patcheval/patcheval/mbox/numbers"
 	"github.com/patcheval/patcheval/pipelines"
-	"github.com/patcheval/patcheval/pipelines/recipients"
+	"github.com/patcheval/patcheval/pipelines/store"
 	"github.com/patcheval/patcheval/series"
+	"github.com/patcheval/patcheval/series/recipients"
 )
 
 // Report compares evaluation id's samples and writes report.txt,
@@ -550,7 +550,7 @@ func seriesInfo(s *series.Series, linkBase string) report.SeriesInfo {
 
 // Rewrite writes evaluation id's outputs again (reports, KCIDB, the reply
 // draft) from r, a report the Report stage made and a later step amended
-// (pipelines/perpatch adds the per-patch results), into outDir, and
+// (pipelines/experiments/perpatch adds the per-patch results), into outDir, and
 // updates out's files and draft.
 func Rewrite(env Env, id int64, r *report.Report, outDir string, out *Outcome) error {
 	ev, err := load(env, id)

@@ -30,14 +30,14 @@ import (
 
 	"github.com/patcheval/patcheval/build"
 	"github.com/patcheval/patcheval/evaluate/report"
-	"github.com/patcheval/patcheval/evaluate/store"
 	"github.com/patcheval/patcheval/internal/fail"
 	"github.com/patcheval/patcheval/internal/progress"
 	"github.com/patcheval/patcheval/mbox"
 	"github.com/patcheval/patcheval/pipelines"
 	"github.com/patcheval/patcheval/pipelines/artifact"
-	"github.com/patcheval/patcheval/pipelines/recipients"
+	"github.com/patcheval/patcheval/pipelines/store"
 	"github.com/patcheval/patcheval/series"
+	"github.com/patcheval/patcheval/series/recipients"
 )
 
 // Env is where stages run.
@@ -115,7 +115,7 @@ type Options struct {
 	Cover bool
 	// PerPatch asks a queue that runs the stages (pipelines/service) to
 	// measure the series patch by patch after the report
-	// (pipelines/perpatch), as `lore --per-patch` does. It is not part of
+	// (pipelines/experiments/perpatch), as `lore --per-patch` does. It is not part of
 	// the evaluation's key: the whole-series evaluation is the same, and
 	// the same series submitted again with it adds the per-patch run.
 	PerPatch bool `json:"per_patch,omitempty"`
@@ -125,7 +125,7 @@ type Options struct {
 	// (added only when nothing regressed).
 	From     mbox.Address
 	TestedBy bool
-	// Recipients, when set (a bot's evaluation, pipelines/follow),
+	// Recipients, when set (a bot's evaluation, pipelines/bots/follow),
 	// addresses the reply draft to the series' author, its list and the
 	// maintainers of the files it touches, each by its setting, instead
 	// of replying to everybody on the thread; nil: reply-all.

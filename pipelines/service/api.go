@@ -18,16 +18,16 @@ import (
 
 	"github.com/patcheval/patcheval/evaluate"
 	"github.com/patcheval/patcheval/evaluate/report"
-	"github.com/patcheval/patcheval/evaluate/store"
 	"github.com/patcheval/patcheval/internal/fail"
 	"github.com/patcheval/patcheval/internal/gittree"
 	"github.com/patcheval/patcheval/mbox"
 	"github.com/patcheval/patcheval/pipelines"
-	"github.com/patcheval/patcheval/pipelines/perpatch"
-	"github.com/patcheval/patcheval/pipelines/repro"
+	"github.com/patcheval/patcheval/pipelines/experiments/perpatch"
+	"github.com/patcheval/patcheval/pipelines/experiments/repro"
+	"github.com/patcheval/patcheval/pipelines/experiments/watch"
 	"github.com/patcheval/patcheval/pipelines/runner"
 	"github.com/patcheval/patcheval/pipelines/service/dashboard"
-	"github.com/patcheval/patcheval/pipelines/watch"
+	"github.com/patcheval/patcheval/pipelines/store"
 	"github.com/patcheval/patcheval/series"
 )
 
@@ -514,7 +514,7 @@ func (s *Service) apiReport(w http.ResponseWriter, r *http.Request) {
 	w.Write(data)
 }
 
-// apiRepro serves the evaluation's reproducer (pipelines/repro) as a
+// apiRepro serves the evaluation's reproducer (pipelines/experiments/repro) as a
 // tar.gz whose files sit under patcheval-repro-<id>/.
 func (s *Service) apiRepro(w http.ResponseWriter, r *http.Request) {
 	e, ok := s.evalOf(w, r)

@@ -11,7 +11,7 @@ import (
 	"strings"
 
 	"github.com/patcheval/patcheval/build"
-	"github.com/patcheval/patcheval/evaluate/qemu"
+	"github.com/patcheval/patcheval/evaluate/target/qemu"
 	"github.com/patcheval/patcheval/internal/arch"
 	"github.com/patcheval/patcheval/internal/fail"
 	"github.com/patcheval/patcheval/pipelines"

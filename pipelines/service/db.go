@@ -15,9 +15,9 @@ import (
 	"github.com/riverqueue/river/riverdriver/riversqlite"
 	"github.com/riverqueue/river/rivermigrate"
 
-	"github.com/patcheval/patcheval/evaluate/store"
 	"github.com/patcheval/patcheval/internal/fail"
 	"github.com/patcheval/patcheval/internal/xdg"
+	"github.com/patcheval/patcheval/pipelines/store"
 )
 
 // DB is the service's database: the evaluation store and River's job

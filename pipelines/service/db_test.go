@@ -6,8 +6,8 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/patcheval/patcheval/evaluate/store"
 	"github.com/patcheval/patcheval/internal/fail"
+	"github.com/patcheval/patcheval/pipelines/store"
 )
 
 func TestParseDatabase(t *testing.T) {

@@ -33,7 +33,7 @@
 // period, then cancels them; River records them as retryable and they run
 // again on the next start.
 //
-// Watches (Service.Watch, pipelines/watch) are jobs too, in their own
+// Watches (Service.Watch, pipelines/experiments/watch) are jobs too, in their own
 // queue: the scheduler queues a tick when a watch is due, the tick queues
 // the re-tests of new tags one after another, and a regression's
 // bisection is one job per measurement, resumable after a crash
@@ -48,7 +48,7 @@
 // An evaluation submitted with per-patch (runner.Options.PerPatch) is
 // taken apart by a per_patch job after its report, in the "series" queue
 // (seriesjobs.go): the series is measured after each patch
-// (pipelines/perpatch), the reports are written again with the per-patch
+// (pipelines/experiments/perpatch), the reports are written again with the per-patch
 // table, and only then is the evaluation done and Notify told. The
 // bisection inside a series (BisectSeries: #patcheval bisect, POST
 // /api/v1/evaluations/{id}/bisect) is one series_bisect job per
@@ -63,7 +63,7 @@
 //
 // # One SQLite database, two pools
 //
-// The store (evaluate/store) and River's tables (migrated by rivermigrate
+// The store (pipelines/store) and River's tables (migrated by rivermigrate
 // beside the store's own numbered migrations) live in the same SQLite
 // file, so a stage's result and the next job commit together. River's
 // SQLite driver wants a pool of one connection (its goroutines would
@@ -91,7 +91,7 @@
 //
 // # Postgres
 //
-// --database postgres://... puts the same store (evaluate/store: one
+// --database postgres://... puts the same store (pipelines/store: one
 // schema, the same numbered migrations) and River's tables in one
 // Postgres database. River runs on riverpgxv5 over the store's own pgx
 // pool, and a stage's transaction is a pgx.Tx that the store writes in

@@ -16,7 +16,7 @@ import (
 
 	"github.com/patcheval/patcheval/evaluate"
 	"github.com/patcheval/patcheval/evaluate/report"
-	"github.com/patcheval/patcheval/evaluate/store"
+	"github.com/patcheval/patcheval/pipelines/store"
 )
 
 // recordEvaluations stores n finished evaluations the way the stages do

@@ -11,12 +11,12 @@ import (
 	"github.com/riverqueue/river"
 
 	"github.com/patcheval/patcheval/evaluate"
-	"github.com/patcheval/patcheval/evaluate/store"
 	"github.com/patcheval/patcheval/internal/fail"
 	"github.com/patcheval/patcheval/internal/progress"
 	"github.com/patcheval/patcheval/pipelines"
-	"github.com/patcheval/patcheval/pipelines/repro"
+	"github.com/patcheval/patcheval/pipelines/experiments/repro"
 	"github.com/patcheval/patcheval/pipelines/runner"
+	"github.com/patcheval/patcheval/pipelines/store"
 )
 
 // The job kinds follow runner's stages. Every job names its evaluation
@@ -527,7 +527,7 @@ func (s *Service) Rerun(ctx context.Context, id int64) (int64, error) {
 	return id, nil
 }
 
-// writeRepro writes evaluation id's reproducer (pipelines/repro) as
+// writeRepro writes evaluation id's reproducer (pipelines/experiments/repro) as
 // repro/ beside its reports, replacing an earlier one. The evaluation
 // stands without it (the dashboard's download builds it again): a
 // failure is only logged.

@@ -14,13 +14,13 @@ import (
 	"time"
 
 	"github.com/patcheval/patcheval/build"
-	"github.com/patcheval/patcheval/evaluate/store"
 	"github.com/patcheval/patcheval/internal/progress"
 	"github.com/patcheval/patcheval/internal/testenv"
 	"github.com/patcheval/patcheval/internal/xdg"
 	"github.com/patcheval/patcheval/pipelines"
 	"github.com/patcheval/patcheval/pipelines/artifact"
 	"github.com/patcheval/patcheval/pipelines/runner"
+	"github.com/patcheval/patcheval/pipelines/store"
 )
 
 // TestFarmRealKernel is bench/farm-build.sh --real: a real evaluation
@@ -141,7 +141,7 @@ func farmRealScenario(t *testing.T, s *Service, c *farmCoord) {
 	}
 	req.Fragments = []string{frag}
 	if a, err := build.Cached(ctx, req, build.Options{CacheDir: c.spec.Cache}); err != nil || a == nil {
-		t.Fatalf("the x86_64 boot kernel is not in the cache %s (%v): build it first (evaluate/qemu TestOtherArches/x86_64, PATCHEVAL_LONG_TESTS=1)", c.spec.Cache, err)
+		t.Fatalf("the x86_64 boot kernel is not in the cache %s (%v): build it first (evaluate/target/qemu TestOtherArches/x86_64, PATCHEVAL_LONG_TESTS=1)", c.spec.Cache, err)
 	}
 	ref, err := store.Open(filepath.Join(c.spec.Dir, "one-machine.db"))
 	if err != nil {

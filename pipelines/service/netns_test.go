@@ -23,10 +23,10 @@ import (
 	"github.com/riverqueue/river/rivertype"
 
 	"github.com/patcheval/patcheval/build"
-	"github.com/patcheval/patcheval/evaluate/store"
 	"github.com/patcheval/patcheval/internal/testpg"
 	"github.com/patcheval/patcheval/pipelines/artifact"
 	"github.com/patcheval/patcheval/pipelines/runner"
+	"github.com/patcheval/patcheval/pipelines/store"
 )
 
 // The farm across machines, on one machine: the test makes its own

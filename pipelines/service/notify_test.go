@@ -16,9 +16,9 @@ import (
 	"github.com/riverqueue/river/rivertype"
 
 	"github.com/patcheval/patcheval/evaluate/report"
-	"github.com/patcheval/patcheval/evaluate/store"
 	"github.com/patcheval/patcheval/internal/fail"
 	"github.com/patcheval/patcheval/mbox"
+	"github.com/patcheval/patcheval/pipelines/store"
 )
 
 // events records Config.Notify calls; the first "queued" call fails

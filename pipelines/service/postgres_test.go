@@ -12,10 +12,10 @@ import (
 	"github.com/riverqueue/river"
 	"github.com/riverqueue/river/rivertype"
 
-	"github.com/patcheval/patcheval/evaluate/store"
 	"github.com/patcheval/patcheval/internal/testenv"
 	"github.com/patcheval/patcheval/internal/testinbox"
 	"github.com/patcheval/patcheval/internal/testpg"
+	"github.com/patcheval/patcheval/pipelines/store"
 )
 
 // eachDatabase runs f on a new SQLite file and on a new database on a real

@@ -13,13 +13,13 @@ import (
 	"testing"
 
 	"github.com/patcheval/patcheval/evaluate"
-	"github.com/patcheval/patcheval/evaluate/store"
 	"github.com/patcheval/patcheval/pipelines"
 	"github.com/patcheval/patcheval/pipelines/runner"
+	"github.com/patcheval/patcheval/pipelines/store"
 )
 
 // TestReproDownload: the dashboard offers a stored evaluation's
-// reproducer, served as a tar.gz of pipelines/repro's files.
+// reproducer, served as a tar.gz of pipelines/experiments/repro's files.
 func TestReproDownload(t *testing.T) {
 	s, base := testService(t, Config{})
 	tree := gitRepo(t, filepath.Join(t.TempDir(), "tree"))

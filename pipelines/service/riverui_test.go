@@ -9,7 +9,7 @@ import (
 
 	"github.com/riverqueue/river"
 
-	"github.com/patcheval/patcheval/evaluate/store"
+	"github.com/patcheval/patcheval/pipelines/store"
 )
 
 // TestRiverUI reads River's jobs and queues through riverui mounted

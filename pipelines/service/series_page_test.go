@@ -11,10 +11,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/patcheval/patcheval/evaluate/store"
 	"github.com/patcheval/patcheval/internal/testinbox"
 	"github.com/patcheval/patcheval/mbox"
-	"github.com/patcheval/patcheval/pipelines/follow"
+	"github.com/patcheval/patcheval/pipelines/bots/follow"
+	"github.com/patcheval/patcheval/pipelines/store"
 	"github.com/patcheval/patcheval/series"
 )
 

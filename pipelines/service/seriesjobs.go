@@ -17,16 +17,16 @@ import (
 
 	"github.com/patcheval/patcheval/evaluate"
 	"github.com/patcheval/patcheval/evaluate/report"
-	"github.com/patcheval/patcheval/evaluate/store"
 	"github.com/patcheval/patcheval/internal/fail"
 	"github.com/patcheval/patcheval/internal/progress"
 	"github.com/patcheval/patcheval/pipelines"
-	"github.com/patcheval/patcheval/pipelines/bisect"
-	"github.com/patcheval/patcheval/pipelines/perpatch"
+	"github.com/patcheval/patcheval/pipelines/experiments/bisect"
+	"github.com/patcheval/patcheval/pipelines/experiments/perpatch"
 	"github.com/patcheval/patcheval/pipelines/runner"
+	"github.com/patcheval/patcheval/pipelines/store"
 )
 
-// Taking a whole-series evaluation apart (issue 21, pipelines/perpatch)
+// Taking a whole-series evaluation apart (issue 21, pipelines/experiments/perpatch)
 // as queue work, in the "series" queue (one worker: its jobs build and
 // boot inside the job, within the service's -j budget and its build and
 // boot slots, like the watches' re-tests):

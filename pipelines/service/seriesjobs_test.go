@@ -21,15 +21,15 @@ import (
 
 	"github.com/patcheval/patcheval/evaluate"
 	"github.com/patcheval/patcheval/evaluate/report"
-	"github.com/patcheval/patcheval/evaluate/store"
 	"github.com/patcheval/patcheval/internal/fail"
 	"github.com/patcheval/patcheval/internal/testgit"
 	"github.com/patcheval/patcheval/internal/testpg"
 	"github.com/patcheval/patcheval/mbox"
 	"github.com/patcheval/patcheval/pipelines"
-	"github.com/patcheval/patcheval/pipelines/bisect"
-	"github.com/patcheval/patcheval/pipelines/perpatch"
+	"github.com/patcheval/patcheval/pipelines/experiments/bisect"
+	"github.com/patcheval/patcheval/pipelines/experiments/perpatch"
 	"github.com/patcheval/patcheval/pipelines/runner"
+	"github.com/patcheval/patcheval/pipelines/store"
 	"github.com/patcheval/patcheval/series"
 )
 

@@ -21,14 +21,14 @@ import (
 	"github.com/riverqueue/river/rivertype"
 
 	"github.com/patcheval/patcheval/build"
-	"github.com/patcheval/patcheval/evaluate/store"
 	"github.com/patcheval/patcheval/internal/fail"
 	"github.com/patcheval/patcheval/mbox"
 	"github.com/patcheval/patcheval/pipelines"
 	"github.com/patcheval/patcheval/pipelines/artifact"
+	"github.com/patcheval/patcheval/pipelines/experiments/watch"
 	"github.com/patcheval/patcheval/pipelines/runner"
 	"github.com/patcheval/patcheval/pipelines/service/dashboard"
-	"github.com/patcheval/patcheval/pipelines/watch"
+	"github.com/patcheval/patcheval/pipelines/store"
 )
 
 // Evaluation statuses the service adds to the store's running, done and

@@ -7,8 +7,8 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/patcheval/patcheval/evaluate/store"
 	"github.com/patcheval/patcheval/internal/testgit"
+	"github.com/patcheval/patcheval/pipelines/store"
 )
 
 // TestWorkerFetchesSourcesFromServe: serve lends an evaluation's tree over

@@ -12,8 +12,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/patcheval/patcheval/evaluate/store"
 	"github.com/patcheval/patcheval/internal/testenv"
+	"github.com/patcheval/patcheval/pipelines/store"
 )
 
 // TestFarmTreeFetchBench is bench/farm-build.sh --fetch: a worker's first

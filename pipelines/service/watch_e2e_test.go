@@ -16,7 +16,6 @@ import (
 	"github.com/patcheval/patcheval/build"
 	"github.com/patcheval/patcheval/build/buildtest"
 	"github.com/patcheval/patcheval/evaluate/stats"
-	"github.com/patcheval/patcheval/evaluate/store"
 	"github.com/patcheval/patcheval/internal/fail"
 	"github.com/patcheval/patcheval/internal/progress"
 	"github.com/patcheval/patcheval/internal/testenv"
@@ -24,8 +23,9 @@ import (
 	"github.com/patcheval/patcheval/internal/xdg"
 	"github.com/patcheval/patcheval/mbox"
 	"github.com/patcheval/patcheval/pipelines"
-	"github.com/patcheval/patcheval/pipelines/bisect"
-	"github.com/patcheval/patcheval/pipelines/watch"
+	"github.com/patcheval/patcheval/pipelines/experiments/bisect"
+	"github.com/patcheval/patcheval/pipelines/experiments/watch"
+	"github.com/patcheval/patcheval/pipelines/store"
 )
 
 // Positions in the synthetic history (commit k is synth[k-1]): v6.2-rc1
@@ -312,7 +312,7 @@ func watchJobKinds(tb testing.TB, db string) map[string]int {
 // cores yet, and the default suite must stay under its budget.
 func TestWatchRetestsNewTagAndBisectsTheRegression(t *testing.T) {
 	testenv.SkipUnlessLong(t, "up to 9 x86_64 kernel builds of a synthetic history, incremental through kcc")
-	pipeline, _ := filepath.Abs("../watch/testdata/retest-x86-getppid.toml")
+	pipeline, _ := filepath.Abs("../experiments/watch/testdata/retest-x86-getppid.toml")
 	f := runWatchFlow(t, pipeline)
 	t.Logf("bisection report:\n%s", f.report)
 	t.Logf("first tick %s; tag appeared -> culprit reported %s (bisection %s)", f.first.Round(time.Second),
@@ -365,7 +365,7 @@ func BenchmarkRetestBisect(b *testing.B) {
 		if err := os.WriteFile(nonce, []byte(fmt.Sprintf("CONFIG_LOCALVERSION=\"-bench%d\"\n", time.Now().UnixNano())), 0o644); err != nil {
 			b.Fatal(err)
 		}
-		src, err := os.ReadFile("../watch/testdata/retest-x86-getppid.toml")
+		src, err := os.ReadFile("../experiments/watch/testdata/retest-x86-getppid.toml")
 		if err != nil {
 			b.Fatal(err)
 		}

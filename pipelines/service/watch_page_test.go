@@ -11,8 +11,8 @@ import (
 	"testing"
 
 	"github.com/patcheval/patcheval/evaluate"
-	"github.com/patcheval/patcheval/evaluate/store"
-	"github.com/patcheval/patcheval/pipelines/bisect"
+	"github.com/patcheval/patcheval/pipelines/experiments/bisect"
+	"github.com/patcheval/patcheval/pipelines/store"
 )
 
 // seedWatch stores a watch with three evaluated tags (the third 30%

@@ -12,10 +12,10 @@ import (
 	"github.com/riverqueue/river"
 	"github.com/riverqueue/river/rivertype"
 
-	"github.com/patcheval/patcheval/evaluate/store"
 	"github.com/patcheval/patcheval/internal/fail"
-	"github.com/patcheval/patcheval/pipelines/bisect"
-	"github.com/patcheval/patcheval/pipelines/watch"
+	"github.com/patcheval/patcheval/pipelines/experiments/bisect"
+	"github.com/patcheval/patcheval/pipelines/experiments/watch"
+	"github.com/patcheval/patcheval/pipelines/store"
 )
 
 // Watches as queue work (issue 12). The scheduler (watch.Schedule:

@@ -14,12 +14,12 @@ import (
 	"time"
 
 	"github.com/patcheval/patcheval/evaluate"
-	"github.com/patcheval/patcheval/evaluate/store"
 	"github.com/patcheval/patcheval/internal/fail"
 	"github.com/patcheval/patcheval/internal/testgit"
 	"github.com/patcheval/patcheval/pipelines"
-	"github.com/patcheval/patcheval/pipelines/bisect"
-	"github.com/patcheval/patcheval/pipelines/watch"
+	"github.com/patcheval/patcheval/pipelines/experiments/bisect"
+	"github.com/patcheval/patcheval/pipelines/experiments/watch"
+	"github.com/patcheval/patcheval/pipelines/store"
 )
 
 // testWatchSpec configures the watches of a test serve process: the

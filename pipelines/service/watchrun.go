@@ -13,10 +13,10 @@ import (
 	"github.com/riverqueue/river"
 
 	"github.com/patcheval/patcheval/build"
-	"github.com/patcheval/patcheval/evaluate/store"
 	"github.com/patcheval/patcheval/internal/fail"
 	"github.com/patcheval/patcheval/mbox"
-	"github.com/patcheval/patcheval/pipelines/watch"
+	"github.com/patcheval/patcheval/pipelines/experiments/watch"
+	"github.com/patcheval/patcheval/pipelines/store"
 )
 
 // Watches from the command line (issue 12). `patcheval watch run-now`

@@ -14,11 +14,11 @@ import (
 	"testing"
 	"time"
 
-	"github.com/patcheval/patcheval/evaluate/store"
 	"github.com/patcheval/patcheval/internal/testgit"
 	"github.com/patcheval/patcheval/internal/testpg"
-	"github.com/patcheval/patcheval/pipelines/bisect"
-	"github.com/patcheval/patcheval/pipelines/watch"
+	"github.com/patcheval/patcheval/pipelines/experiments/bisect"
+	"github.com/patcheval/patcheval/pipelines/experiments/watch"
+	"github.com/patcheval/patcheval/pipelines/store"
 )
 
 // logLinesOf are the lines of the file at path that start with prefix.
@@ -61,7 +61,7 @@ func (r *watchRemote) addWatch(db, name string, bisect bool) (*store.Store, *sto
 	if err != nil {
 		r.tb.Fatal(err)
 	}
-	pipeline, _ := filepath.Abs("../watch/testdata/retest-x86-getppid.toml")
+	pipeline, _ := filepath.Abs("../experiments/watch/testdata/retest-x86-getppid.toml")
 	w, err := st.AddWatch(store.Watch{Name: name, Remote: r.URL, Tags: "v6.*-rc*", Pipeline: pipeline,
 		Schedule: "@every 6h", Bisect: bisect, Tree: r.local})
 	if err != nil {

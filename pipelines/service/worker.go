@@ -16,11 +16,11 @@ import (
 	"github.com/riverqueue/river/rivertype"
 
 	"github.com/patcheval/patcheval/build"
-	"github.com/patcheval/patcheval/evaluate/store"
 	"github.com/patcheval/patcheval/internal/fail"
 	"github.com/patcheval/patcheval/internal/xdg"
 	"github.com/patcheval/patcheval/mbox"
 	"github.com/patcheval/patcheval/pipelines/artifact"
+	"github.com/patcheval/patcheval/pipelines/store"
 )
 
 // WorkerConfig configures a `patcheval worker`: a process on any machine

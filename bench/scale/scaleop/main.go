@@ -27,8 +27,8 @@ import (
 
 	"github.com/patcheval/patcheval/internal/gittree"
 	"github.com/patcheval/patcheval/mbox"
-	"github.com/patcheval/patcheval/pipelines/bisect"
-	"github.com/patcheval/patcheval/pipelines/watch"
+	"github.com/patcheval/patcheval/pipelines/experiments/bisect"
+	"github.com/patcheval/patcheval/pipelines/experiments/watch"
 	"github.com/patcheval/patcheval/series"
 	"github.com/patcheval/patcheval/series/apply"
 )

@@ -41,8 +41,8 @@ import (
 	"github.com/patcheval/patcheval/build"
 	"github.com/patcheval/patcheval/evaluate/report"
 	"github.com/patcheval/patcheval/evaluate/stats"
-	"github.com/patcheval/patcheval/evaluate/store"
 	"github.com/patcheval/patcheval/internal/fail"
+	"github.com/patcheval/patcheval/pipelines/store"
 )
 
 //go:embed assets
@@ -409,7 +409,7 @@ func (v *seriesBisectView) Sentence() string {
 	return v.Note
 }
 
-// perPatchView is a report's per-patch section (pipelines/perpatch):
+// perPatchView is a report's per-patch section (pipelines/experiments/perpatch):
 // the patches, each series variant's benchmark after every patch
 // against the step before it, and the bisection inside the series.
 type perPatchView struct {

@@ -8,8 +8,8 @@ import (
 	"strings"
 
 	"github.com/patcheval/patcheval/evaluate/report"
-	"github.com/patcheval/patcheval/evaluate/store"
 	"github.com/patcheval/patcheval/internal/fail"
+	"github.com/patcheval/patcheval/pipelines/store"
 )
 
 // Posts is the reporters' side of the /posts page (the bots of issue 13:

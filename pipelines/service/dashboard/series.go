@@ -5,8 +5,8 @@ import (
 	"sort"
 	"strings"
 
-	"github.com/patcheval/patcheval/evaluate/store"
 	"github.com/patcheval/patcheval/internal/fail"
+	"github.com/patcheval/patcheval/pipelines/store"
 )
 
 // ---- followed series (the list follower of issue 13) ----

@@ -6,9 +6,9 @@ import (
 	"fmt"
 	"net/http"
 
-	"github.com/patcheval/patcheval/evaluate/store"
-	"github.com/patcheval/patcheval/pipelines/bisect"
-	"github.com/patcheval/patcheval/pipelines/watch"
+	"github.com/patcheval/patcheval/pipelines/experiments/bisect"
+	"github.com/patcheval/patcheval/pipelines/experiments/watch"
+	"github.com/patcheval/patcheval/pipelines/store"
 )
 
 // ---- watches ----

@@ -1,0 +1,339 @@
+// Package qemu is the QEMU Target: it packs the guest agent and the plan
+// into an initramfs, boots a Kernel with per-architecture defaults from
+// internal/arch (ppc64le pseries/POWER9 on hvc0, arm64 virt/max on ttyAMA0, x86_64 q35
+// on ttyS0), watches the console, and classifies panics, hangs and agent
+// failures. Deterministic mode adds -icount shift=0,sleep=off: guest time
+// then counts executed instructions, and every result says so.
+package qemu
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"slices"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/patcheval/patcheval/evaluate"
+	"github.com/patcheval/patcheval/evaluate/guest"
+	"github.com/patcheval/patcheval/evaluate/guest/initramfs"
+	"github.com/patcheval/patcheval/internal/arch"
+	"github.com/patcheval/patcheval/internal/fail"
+	"github.com/patcheval/patcheval/internal/xdg"
+)
+
+// Config shapes every boot of the target.
+type Config struct {
+	SMP      int // default 1
+	MemoryMB int // default 512
+	// Deterministic adds -icount shift=0,sleep=off (and disables KVM).
+	Deterministic bool
+	// KVM is "off" (default: TCG), "auto" (when /dev/kvm opens and the
+	// guest arch is the host's) or "on". Off by default because nested
+	// KVM can hang silently (seen in a Firecracker VM: the x86_64 kernel
+	// never decompresses), and TCG timings are what deterministic mode
+	// and cross-arch comparisons use.
+	KVM string
+	// Timeout kills a boot that has not powered off (default 10 min).
+	Timeout time.Duration
+	// Cmdline is appended to every boot's kernel command line.
+	Cmdline string
+	// ExtraArgs are appended to QEMU's arguments.
+	ExtraArgs []string
+	// CacheDir holds built agents (default $PATCHEVAL_CACHE_DIR/agents).
+	CacheDir string
+	// Agent is a prebuilt agent binary for the guest arch; empty: build it.
+	Agent string
+	// Gzip compresses the initramfs (needs RD_GZIP in the kernel).
+	Gzip bool
+	// SLOF boots ppc64le through the SLOF firmware (QEMU's default,
+	// about 12 s slower under TCG) instead of x-vof=on.
+	SLOF bool
+	// Console, when set, receives the console as it arrives.
+	Console io.Writer
+	// Userland is a newc archive with the users' tools (evaluate/guest/userland)
+	// appended to every boot's initramfs; UserlandLibPath is their
+	// LD_LIBRARY_PATH in the guest.
+	Userland        string
+	UserlandLibPath string
+}
+
+// Target boots kernels in QEMU.
+type Target struct{ cfg Config }
+
+// New returns a QEMU target.
+func New(cfg Config) *Target {
+	if cfg.SMP <= 0 {
+		cfg.SMP = 1
+	}
+	if cfg.MemoryMB <= 0 {
+		cfg.MemoryMB = 512
+	}
+	if cfg.Timeout <= 0 {
+		cfg.Timeout = 10 * time.Minute
+	}
+	if cfg.KVM == "" {
+		cfg.KVM = "off"
+	}
+	if cfg.CacheDir == "" {
+		cfg.CacheDir = filepath.Join(xdg.CacheDir(), "agents")
+	}
+	return &Target{cfg: cfg}
+}
+
+// Name is "qemu".
+func (t *Target) Name() string { return "qemu" }
+
+// Machine is an architecture's QEMU defaults: its row of internal/arch.
+type Machine struct {
+	arch.QEMU
+	GoArch   string
+	HostArch string // runtime.GOARCH for which KVM can be used
+}
+
+// MachineFor returns the defaults for arch (aliases: aarch64, amd64,
+// powerpc; "" is ppc64le).
+func MachineFor(name string) (Machine, error) {
+	if name == "" {
+		name = "ppc64le"
+	}
+	a, ok := arch.Find(name)
+	if !ok {
+		return Machine{}, fail.Inputf("qemu: unknown architecture %q (want %s)", name, strings.Join(arch.Names(), ", "))
+	}
+	return Machine{QEMU: a.QEMU, GoArch: a.GoArch, HostArch: a.HostGoArch}, nil
+}
+
+// KVMUsable reports whether /dev/kvm opens read-write.
+func KVMUsable() bool {
+	f, err := os.OpenFile("/dev/kvm", os.O_RDWR, 0)
+	if err != nil {
+		return false
+	}
+	f.Close()
+	return true
+}
+
+// Command returns QEMU's argv (binary first) and the full kernel command
+// line for booting kernel with initrd, and whether KVM is used.
+func (t *Target) Command(k evaluate.Kernel, initrd string) (argv []string, cmdline string, kvm bool, err error) {
+	m, err := MachineFor(k.Arch)
+	if err != nil {
+		return nil, "", false, err
+	}
+	cmdline = strings.Join(strings.Fields("console="+m.Console+" panic=-1 rdinit=/init "+k.Cmdline+" "+t.cfg.Cmdline), " ")
+	argv = append([]string{m.Binary}, m.Args...)
+	if t.cfg.SLOF {
+		for i, a := range argv {
+			if a == "pseries,x-vof=on" {
+				argv[i] = "pseries"
+			}
+		}
+	}
+	switch t.cfg.KVM {
+	case "on":
+		kvm = true
+	case "auto":
+		kvm = !t.cfg.Deterministic && m.HostArch == runtime.GOARCH && KVMUsable()
+	}
+	if kvm && t.cfg.Deterministic {
+		return nil, "", false, fail.Inputf("qemu: deterministic mode (-icount) cannot use KVM")
+	}
+	if kvm {
+		argv = append(argv, "-accel", "kvm")
+		if m.KVMHostCPU {
+			argv = append(argv, "-cpu", "host")
+		}
+	} else {
+		argv = append(argv, "-accel", "tcg")
+	}
+	if t.cfg.Deterministic {
+		argv = append(argv, "-icount", "shift=0,sleep=off")
+	}
+	argv = append(argv,
+		"-smp", fmt.Sprint(t.cfg.SMP), "-m", fmt.Sprint(t.cfg.MemoryMB),
+		"-nographic", "-monitor", "none", "-no-reboot", "-nic", "none",
+		"-kernel", k.Image, "-initrd", initrd, "-append", cmdline)
+	argv = append(argv, t.cfg.ExtraArgs...)
+	return argv, cmdline, kvm, nil
+}
+
+// RecordedArgs is argv as a boot's Environment records it: the per-boot
+// initramfs initrd (removed when the boot ends) named
+// evaluate.BootInitramfs.
+func RecordedArgs(argv []string, initrd string) []string {
+	out := slices.Clone(argv)
+	for i, a := range out {
+		if a == initrd {
+			out[i] = evaluate.BootInitramfs
+		}
+	}
+	return out
+}
+
+// Boot boots k once and runs plan p in it.
+func (t *Target) Boot(ctx context.Context, k evaluate.Kernel, p guest.Plan) (*evaluate.BootResult, error) {
+	m, err := MachineFor(k.Arch)
+	if err != nil {
+		return nil, err
+	}
+	if _, err := os.Stat(k.Image); err != nil {
+		return nil, fail.Inputf("qemu: kernel image of variant %s: %w", k.Variant, err)
+	}
+	if _, err := exec.LookPath(m.Binary); err != nil {
+		return nil, fail.Infraf("qemu: %s not found (install qemu-system for %s): %w", m.Binary, k.Arch, err)
+	}
+	agentPath := t.cfg.Agent
+	if agentPath == "" {
+		if agentPath, err = guest.Build(ctx, m.GoArch, t.cfg.CacheDir); err != nil {
+			return nil, fail.Infra(err)
+		}
+	}
+	agent, err := os.ReadFile(agentPath)
+	if err != nil {
+		return nil, fail.Infra(err)
+	}
+	p.Restart = p.Restart || m.Restart
+	if p.LibPath == "" {
+		p.LibPath = t.cfg.UserlandLibPath
+	}
+	var appendArchives []string
+	if t.cfg.Userland != "" {
+		appendArchives = append(appendArchives, t.cfg.Userland)
+	}
+	planJSON, err := json.Marshal(p)
+	if err != nil {
+		return nil, fail.Input(err)
+	}
+	dir, err := os.MkdirTemp("", "patcheval-boot-")
+	if err != nil {
+		return nil, fail.Infra(err)
+	}
+	defer os.RemoveAll(dir)
+	initrd := filepath.Join(dir, "initramfs.cpio")
+	if err := initramfs.WriteFile(initrd, initramfs.Spec{Init: agent, Gzip: t.cfg.Gzip, Append: appendArchives,
+		Files: map[string][]byte{strings.TrimPrefix(guest.PlanPath, "/"): planJSON}}); err != nil {
+		return nil, fail.Infra(err)
+	}
+	argv, cmdline, kvm, err := t.Command(k, initrd)
+	if err != nil {
+		return nil, err
+	}
+	host, _ := os.Hostname()
+	res := &evaluate.BootResult{
+		Output: &guest.Output{},
+		Env: evaluate.Environment{
+			ConfigHash: k.ConfigHash, Cmdline: cmdline, Target: "qemu", QEMUArgs: RecordedArgs(argv, initrd),
+			Host: host, AgentVersion: guest.Version, Deterministic: t.cfg.Deterministic, KVM: kvm,
+		},
+	}
+	bctx, cancel := context.WithTimeout(ctx, t.cfg.Timeout)
+	defer cancel()
+	cmd := exec.Command(argv[0], argv[1:]...)
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		return nil, fail.Infra(err)
+	}
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	res.Started = time.Now()
+	if err := cmd.Start(); err != nil {
+		return nil, fail.Infraf("qemu: starting %s: %w", argv[0], err)
+	}
+	var (
+		mu      sync.Mutex
+		console bytes.Buffer
+		perr    error
+	)
+	done := make(chan struct{})
+	doneRec := make(chan struct{}, 1)
+	go func() {
+		defer close(done)
+		rd := bufio.NewReaderSize(stdout, 1<<16)
+		for {
+			line, err := rd.ReadString('\n')
+			if len(line) > 0 {
+				mu.Lock()
+				console.WriteString(line)
+				if t.cfg.Console != nil {
+					io.WriteString(t.cfg.Console, line)
+				}
+				n := len(res.Output.Results)
+				if e := res.Output.Add(strings.TrimRight(line, "\r\n")); e != nil && perr == nil {
+					perr = e
+				}
+				if n == 0 && len(res.Output.Results) == 1 {
+					res.FirstResult = time.Since(res.Started)
+				}
+				if res.Output.Done {
+					select {
+					case doneRec <- struct{}{}:
+					default:
+					}
+				}
+				mu.Unlock()
+			}
+			if err != nil {
+				return
+			}
+		}
+	}()
+	kill := func() { syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) }
+	timedOut := false
+	select {
+	case <-done:
+	case <-bctx.Done():
+		timedOut = ctx.Err() == nil
+		kill()
+		<-done
+	case <-doneRec:
+		// The agent finished; give the guest a moment to power off.
+		select {
+		case <-done:
+		case <-time.After(5 * time.Second):
+			kill()
+			<-done
+		case <-bctx.Done():
+			kill()
+			<-done
+		}
+	}
+	waitErr := cmd.Wait()
+	res.Duration = time.Since(res.Started)
+	mu.Lock()
+	defer mu.Unlock()
+	res.Console = console.Bytes()
+	if stderr.Len() > 0 {
+		res.Console = append(res.Console, []byte("\n--- qemu stderr ---\n"+stderr.String())...)
+	}
+	if res.Output.Info != nil {
+		res.Env.KernelRelease = res.Output.Info.Release
+		res.Env.Cmdline = res.Output.Info.Cmdline
+		if pe := res.Output.Info.PerfEvents; pe != nil {
+			res.Env.PerfEvents = pe.String()
+		}
+	}
+	if err := ctx.Err(); err != nil {
+		return res, fail.Infraf("qemu: boot of %s interrupted: %w", k.Variant, err)
+	}
+	if waitErr != nil && stderr.Len() > 0 {
+		waitErr = fmt.Errorf("%w: %s", waitErr, strings.TrimSpace(stderr.String()))
+	}
+	if err := evaluate.Classify(k.Variant, res.Console, res.Output, waitErr, timedOut); err != nil {
+		return res, err
+	}
+	if perr != nil {
+		return res, fail.Infra(fmt.Errorf("qemu: %s: %w", k.Variant, perr))
+	}
+	return res, nil
+}

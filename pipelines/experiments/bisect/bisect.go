@@ -1,0 +1,620 @@
+// Package bisect finds the commit that caused a performance regression:
+// a binary search over the first-parent commits between a good and a bad
+// revision, each step built and measured by a Measurer (pipelines: one
+// kernel build of the commit, incrementally in the same O= directory and
+// kcc store as every other build of the recipe, then boots).
+//
+// Deterministic measurements (QEMU -icount) take one boot per step and
+// classify the value by where it lies between the good and bad end
+// points' values, with the end points' own spread as the noise band.
+// Others take repeated boots until the statistics (evaluate/stats) say
+// the step is like one end point and unlike the other, or report it
+// inconclusive. A step whose build or boot fails (an error of kind failed)
+// is skipped like `git bisect skip`. The culprit is confirmed before it is
+// reported: its parent measured good and it measured bad again.
+//
+// The entry point is Run; Report renders the result (text, Markdown,
+// JSON, KCIDB issue and incident, reply draft to the culprit's author).
+package bisect
+
+import (
+	"context"
+	"fmt"
+	"math"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/go-git/go-git/v5/plumbing"
+	"github.com/go-git/go-git/v5/plumbing/object"
+
+	"github.com/patcheval/patcheval/evaluate/stats"
+	"github.com/patcheval/patcheval/internal/fail"
+	"github.com/patcheval/patcheval/internal/gittree"
+	"github.com/patcheval/patcheval/series/maintainers"
+	"github.com/patcheval/patcheval/series/recipients"
+)
+
+// Measurement is what one measurement of a commit gave.
+type Measurement struct {
+	// Values of the bisected benchmark metric, one per sample.
+	Values []float64
+	Unit   string
+	// Built says the kernel was compiled for this measurement (false: a
+	// cached artifact was used); BuildTime how long that took.
+	Built     bool
+	BuildTime time.Duration
+	BootTime  time.Duration
+	// Note is a line for the step table (e.g. "3 files recompiled").
+	Note string
+}
+
+// Measurer builds a commit and measures it with boots boots. An error of
+// kind failed (internal/fail) means the commit does not build or boot:
+// the step is skipped. Any other error stops the bisection.
+type Measurer interface {
+	Measure(ctx context.Context, commit string, boots int) (*Measurement, error)
+}
+
+// Options steer Run.
+type Options struct {
+	// Repo is the git repository; Good and Bad any revisions in it, Good a
+	// first-parent ancestor of Bad.
+	Repo, Good, Bad string
+	Measurer        Measurer
+	// Benchmark, Metric and HigherIsBetter name what is bisected (for the
+	// report and the direction of "worse").
+	Benchmark, Metric string
+	HigherIsBetter    bool
+	// Deterministic: one boot per step (QEMU -icount).
+	Deterministic bool
+	// Threshold is the smallest regression (percent, worse direction)
+	// between Good and Bad worth bisecting; 0 means 1.
+	Threshold float64
+	// MinBoots and MaxBoots bound the boots per step when not
+	// deterministic; 0 means 3 and 10.
+	MinBoots, MaxBoots int
+	// MaxCommits bounds the first-parent walk from Bad to Good; 0 means
+	// 100000.
+	MaxCommits int
+	// NoConfirm skips the confirmation (tests of the search only).
+	NoConfirm bool
+	Logf      func(format string, a ...any)
+}
+
+// Commit identifies one commit of the range.
+type Commit struct {
+	Hash    string `json:"hash"`
+	Subject string `json:"subject"`
+	Author  string `json:"author"`
+	Email   string `json:"email"`
+	Date    string `json:"date,omitempty"`
+	// Link is the commit message's Link: trailer (lore), when present.
+	Link string `json:"link,omitempty"`
+	// Lists are the mailing lists MAINTAINERS (L:) names for the files
+	// the commit changes (set on the culprit when the tree has a
+	// MAINTAINERS file).
+	Lists []string `json:"lists,omitempty"`
+	// Index is the position in the range (0 = oldest after Good); -1 is
+	// Good itself.
+	Index int `json:"index"`
+}
+
+// Verdicts of a step.
+const (
+	Good         = "good"
+	Bad          = "bad"
+	Skip         = "skip"
+	Inconclusive = "inconclusive"
+)
+
+// Step is one measured commit.
+type Step struct {
+	N      int    `json:"n"`
+	Commit Commit `json:"commit"`
+	// Role is "good end", "bad end", "step", "confirm culprit" or
+	// "confirm parent".
+	Role    string    `json:"role"`
+	Values  []float64 `json:"values,omitempty"`
+	Mean    float64   `json:"mean,omitempty"`
+	Verdict string    `json:"verdict"`
+	Reason  string    `json:"reason"`
+	// Position is where the mean lies from good (0) to bad (1).
+	Position     float64 `json:"position"`
+	Built        bool    `json:"built"`
+	BuildSeconds float64 `json:"build_seconds"`
+	BootSeconds  float64 `json:"boot_seconds"`
+	Note         string  `json:"note,omitempty"`
+	Error        string  `json:"error,omitempty"`
+}
+
+// Statuses of a Result.
+const (
+	// Found: one culprit, confirmed unless Confirmed is false.
+	Found = "found"
+	// Ambiguous: skipped commits leave more than one candidate.
+	Ambiguous = "ambiguous"
+)
+
+// Result is a finished bisection.
+type Result struct {
+	Status     string   `json:"status"`
+	Repo       string   `json:"repo"`
+	GoodRef    string   `json:"good_ref"`
+	BadRef     string   `json:"bad_ref"`
+	Good       Commit   `json:"good"`
+	Bad        Commit   `json:"bad"`
+	Culprit    *Commit  `json:"culprit,omitempty"`
+	Parent     *Commit  `json:"parent,omitempty"`
+	Candidates []Commit `json:"candidates,omitempty"`
+	Confirmed  bool     `json:"confirmed"`
+	// Commits is N, the first-parent commits in (Good, Bad].
+	Commits int `json:"commits"`
+	// Builds are the kernels compiled; Measured the commits measured
+	// (cached kernels are measured without a build); Bound is
+	// ceil(log2(N)) + 2, the end points plus a binary search.
+	Builds   int `json:"builds"`
+	Measured int `json:"measured"`
+	Bound    int `json:"bound"`
+	Boots    int `json:"boots"`
+	Skipped  int `json:"skipped"`
+
+	Benchmark      string  `json:"benchmark"`
+	Metric         string  `json:"metric"`
+	Unit           string  `json:"unit,omitempty"`
+	HigherIsBetter bool    `json:"higher_is_better"`
+	Deterministic  bool    `json:"deterministic"`
+	GoodValue      float64 `json:"good_value"`
+	BadValue       float64 `json:"bad_value"`
+	// Band is the noise band (metric units) used to classify steps.
+	Band float64 `json:"band"`
+	// Change is the regression, culprit vs parent, in percent (CI from the
+	// statistics when there are repeated samples).
+	Change    float64       `json:"change_pct"`
+	CILow     float64       `json:"ci_low_pct"`
+	CIHigh    float64       `json:"ci_high_pct"`
+	Steps     []Step        `json:"steps"`
+	Started   time.Time     `json:"started"`
+	Wall      time.Duration `json:"wall_ns"`
+	BuildTime time.Duration `json:"build_ns"`
+	Notes     []string      `json:"notes,omitempty"`
+}
+
+// Bound is ceil(log2(n)) + 2.
+func Bound(n int) int {
+	if n <= 1 {
+		return 2
+	}
+	return int(math.Ceil(math.Log2(float64(n)))) + 2
+}
+
+type run struct {
+	o        Options
+	res      *Result
+	commits  []Commit // the range, oldest first
+	good     []float64
+	bad      []float64
+	built    map[string]bool
+	measured map[string]bool
+}
+
+func (r *run) logf(format string, a ...any) {
+	if r.o.Logf != nil {
+		r.o.Logf(format, a...)
+	}
+}
+
+// Run bisects. Errors: bad input (revisions, no regression between the
+// end points, an end point that does not build) and infra errors from the
+// Measurer; a finished bisection is a Result, also when ambiguous.
+func Run(ctx context.Context, o Options) (*Result, error) {
+	if o.Measurer == nil {
+		return nil, fail.Inputf("bisect: no measurer")
+	}
+	if o.Threshold <= 0 {
+		o.Threshold = 1
+	}
+	if o.MinBoots <= 0 {
+		o.MinBoots = 3
+	}
+	if o.MaxBoots < o.MinBoots {
+		o.MaxBoots = max(10, o.MinBoots)
+	}
+	if o.MaxCommits <= 0 {
+		o.MaxCommits = 100000
+	}
+	start := time.Now()
+	good, bad, commits, err := FirstParentRange(o.Repo, o.Good, o.Bad, o.MaxCommits)
+	if err != nil {
+		return nil, err
+	}
+	r := &run{o: o, commits: commits, built: map[string]bool{}, measured: map[string]bool{},
+		res: &Result{Repo: o.Repo, GoodRef: o.Good, BadRef: o.Bad, Good: good, Bad: bad, Commits: len(commits),
+			Bound: Bound(len(commits)), Benchmark: o.Benchmark, Metric: o.Metric, HigherIsBetter: o.HigherIsBetter,
+			Deterministic: o.Deterministic, Started: start}}
+	defer func() { r.res.Wall = time.Since(start) }()
+	r.logf("bisect: %d first-parent commit(s) in %s..%s (at most %d builds: ceil(log2(%d)) + 2)",
+		len(commits), o.Good, o.Bad, r.res.Bound, len(commits))
+
+	// The end points.
+	gs, err := r.measure(ctx, good, "good end", r.endBoots())
+	if err != nil {
+		return r.res, err
+	}
+	if gs.Verdict == Skip {
+		return r.res, fail.Inputf("bisect: the good end %s does not build or boot: %s", o.Good, gs.Error)
+	}
+	r.good = gs.Values
+	bs, err := r.measure(ctx, bad, "bad end", r.endBoots())
+	if err != nil {
+		return r.res, err
+	}
+	if bs.Verdict == Skip {
+		return r.res, fail.Inputf("bisect: the bad end %s does not build or boot: %s", o.Bad, bs.Error)
+	}
+	r.bad = bs.Values
+	if err := r.checkEnds(); err != nil {
+		return r.res, err
+	}
+	r.setStep(len(r.res.Steps)-2, Good, "the good end point")
+	r.setStep(len(r.res.Steps)-1, Bad, "the bad end point")
+
+	// Binary search: lo is the newest known good index (-1: Good), hi the
+	// oldest known bad (len-1: Bad).
+	lo, hi := -1, len(commits)-1
+	skipped := map[int]bool{}
+	for hi-lo > 1 {
+		mid, ok := pick(lo, hi, skipped)
+		if !ok {
+			break
+		}
+		st, err := r.step(ctx, commits[mid], "step")
+		if err != nil {
+			return r.res, err
+		}
+		switch st.Verdict {
+		case Good:
+			lo = mid
+		case Bad:
+			hi = mid
+		default:
+			skipped[mid] = true
+			r.res.Skipped++
+		}
+	}
+	if hi-lo > 1 {
+		r.res.Status = Ambiguous
+		r.res.Candidates = append([]Commit(nil), commits[lo+1:hi+1]...)
+		r.res.Notes = append(r.res.Notes, fmt.Sprintf("%d commit(s) could not be measured (skipped); the culprit is one of %d candidates",
+			r.res.Skipped, hi-lo))
+		return r.res, nil
+	}
+	culprit := commits[hi]
+	parent := good
+	if hi > 0 {
+		parent = commits[hi-1]
+	}
+	r.res.Status = Found
+	if lists, err := culpritLists(o.Repo, culprit.Hash); err != nil {
+		r.res.Notes = append(r.res.Notes, fmt.Sprintf("the culprit's mailing lists are unknown: %v", err))
+	} else {
+		culprit.Lists = lists
+	}
+	r.res.Culprit, r.res.Parent = &culprit, &parent
+
+	// Confirm: the parent good and the culprit bad again, each with a
+	// fresh boot of its (cached) kernel.
+	cv, pv := r.valuesOf(culprit.Hash), r.valuesOf(parent.Hash)
+	if !o.NoConfirm {
+		ps, err := r.step(ctx, parent, "confirm parent")
+		if err != nil {
+			return r.res, err
+		}
+		cs, err := r.step(ctx, culprit, "confirm culprit")
+		if err != nil {
+			return r.res, err
+		}
+		r.res.Confirmed = ps.Verdict == Good && cs.Verdict == Bad
+		if !r.res.Confirmed {
+			r.res.Notes = append(r.res.Notes, fmt.Sprintf("NOT confirmed: re-measured, the parent was %s and the culprit %s", ps.Verdict, cs.Verdict))
+		}
+		cv, pv = append(cv, cs.Values...), append(pv, ps.Values...)
+	}
+	c := stats.CompareWith(pv, cv, stats.Options{HigherIsBetter: o.HigherIsBetter})
+	r.res.Change, r.res.CILow, r.res.CIHigh = c.Change, c.CILow, c.CIHigh
+	if !c.CIBounded {
+		r.res.CILow, r.res.CIHigh = c.Change, c.Change
+	}
+	r.logf("bisect: %s %s is the first bad commit (%+.1f%% %s %s; %d builds, %d measured, bound %d)",
+		short(culprit.Hash), culprit.Subject, r.res.Change, o.Benchmark, o.Metric, r.res.Builds, r.res.Measured, r.res.Bound)
+	return r.res, nil
+}
+
+// pick chooses the commit to measure in (lo, hi): the middle, or the
+// nearest one not skipped, alternating above and below (git bisect skip
+// moves away from skipped commits the same way).
+func pick(lo, hi int, skipped map[int]bool) (int, bool) {
+	mid := lo + (hi-lo)/2
+	for d := 0; d < hi-lo; d++ {
+		for _, c := range []int{mid + d, mid - d} {
+			if c > lo && c < hi && !skipped[c] {
+				return c, true
+			}
+		}
+	}
+	return 0, false
+}
+
+func (r *run) endBoots() int {
+	if r.o.Deterministic {
+		return 1
+	}
+	return r.o.MinBoots
+}
+
+func (r *run) valuesOf(hash string) []float64 { return r.res.valuesOf(hash) }
+
+// checkEnds requires a regression between the end points and sets the
+// noise band.
+func (r *run) checkEnds() error {
+	g, b := stats.Summarize(r.good), stats.Summarize(r.bad)
+	r.res.GoodValue, r.res.BadValue = g.Mean, b.Mean
+	if g.N == 0 || b.N == 0 || g.Mean == 0 {
+		return fail.Inputf("bisect: no %s %s values at the end points (is the benchmark in the pipeline?)", r.o.Benchmark, r.o.Metric)
+	}
+	change := 100 * (b.Mean/g.Mean - 1)
+	worse := change
+	if r.o.HigherIsBetter {
+		worse = -change
+	}
+	if worse < r.o.Threshold {
+		return fail.Inputf("bisect: no regression to bisect: %s %s goes from %.4g (good, %s) to %.4g (bad, %s), %+.2f%%; the threshold is a %.2g%% change for the worse",
+			r.o.Benchmark, r.o.Metric, g.Mean, r.o.Good, b.Mean, r.o.Bad, change, r.o.Threshold)
+	}
+	if !r.o.Deterministic {
+		c := stats.CompareWith(r.good, r.bad, stats.Options{HigherIsBetter: r.o.HigherIsBetter})
+		if c.Verdict != stats.Regression {
+			return fail.Inputf("bisect: the end points do not differ significantly (%s: %s): boot more (--max-boots) or check the range",
+				c.Verdict, c.Reason)
+		}
+	}
+	// The noise band: the end points' own spread, at least 0.1% of the
+	// good value, so a deterministic step that repeats the good value to
+	// the instruction is good.
+	r.res.Band = math.Max(math.Max(g.Max-g.Min, b.Max-b.Min), 0.001*math.Abs(g.Mean))
+	return nil
+}
+
+func (r *run) setStep(i int, verdict, reason string) {
+	r.res.Steps[i].Verdict, r.res.Steps[i].Reason = verdict, reason
+	r.res.Steps[i].Position = r.position(r.res.Steps[i].Mean)
+}
+
+func (r *run) position(v float64) float64 {
+	g, b := stats.Summarize(r.good).Mean, stats.Summarize(r.bad).Mean
+	if b == g {
+		return 0
+	}
+	return (v - g) / (b - g)
+}
+
+// measure measures one commit with boots boots and records the step
+// (verdict unset unless it failed to build or boot).
+func (r *run) measure(ctx context.Context, c Commit, role string, boots int) (*Step, error) {
+	r.logf("bisect: %s %s %s (%d boot(s))", role, short(c.Hash), c.Subject, boots)
+	m, err := r.o.Measurer.Measure(ctx, c.Hash, boots)
+	st := Step{N: len(r.res.Steps) + 1, Commit: c, Role: role}
+	if m != nil {
+		st.Built, st.BuildSeconds, st.BootSeconds, st.Note = m.Built, m.BuildTime.Seconds(), m.BootTime.Seconds(), m.Note
+		if m.Built && !r.built[c.Hash] {
+			r.built[c.Hash] = true
+			r.res.Builds++
+		}
+		r.res.BuildTime += m.BuildTime
+		r.res.Boots += len(m.Values)
+		if r.res.Unit == "" {
+			r.res.Unit = m.Unit
+		}
+	}
+	if !r.measured[c.Hash] {
+		r.measured[c.Hash] = true
+		r.res.Measured++
+	}
+	if err != nil {
+		if fail.KindOf(err) != fail.KindFailed || ctx.Err() != nil {
+			return nil, err
+		}
+		st.Verdict, st.Error = Skip, firstLine(err.Error())
+		st.Reason = "does not build or boot: skipped like git bisect skip"
+		r.res.Steps = append(r.res.Steps, st)
+		r.logf("bisect:   skip: %s", st.Error)
+		return &r.res.Steps[len(r.res.Steps)-1], nil
+	}
+	if m == nil || len(m.Values) == 0 {
+		return nil, fail.Infraf("bisect: %s: the measurement gave no %s %s value", short(c.Hash), r.o.Benchmark, r.o.Metric)
+	}
+	st.Values = append([]float64(nil), m.Values...)
+	st.Mean = stats.Summarize(st.Values).Mean
+	r.res.Steps = append(r.res.Steps, st)
+	return &r.res.Steps[len(r.res.Steps)-1], nil
+}
+
+// step measures a commit of the range and classifies it.
+func (r *run) step(ctx context.Context, c Commit, role string) (Step, error) {
+	boots := r.endBoots()
+	st, err := r.measure(ctx, c, role, boots)
+	if err != nil {
+		return Step{}, err
+	}
+	if st.Verdict == Skip {
+		return *st, nil
+	}
+	for {
+		verdict, reason, more := r.classify(st.Values)
+		if !more || len(st.Values) >= r.o.MaxBoots {
+			if more {
+				verdict, reason = Inconclusive, reason+fmt.Sprintf("; still unclear after %d boots: treated like git bisect skip", len(st.Values))
+			}
+			st.Verdict, st.Reason = verdict, reason
+			st.Position = r.position(st.Mean)
+			r.logf("bisect:   %s: %.6g %s (%s)", verdict, st.Mean, r.res.Unit, reason)
+			return *st, nil
+		}
+		m, err := r.o.Measurer.Measure(ctx, c.Hash, 1)
+		if err != nil {
+			if fail.KindOf(err) == fail.KindFailed && ctx.Err() == nil {
+				st.Verdict, st.Error, st.Reason = Skip, firstLine(err.Error()), "a further boot failed: skipped"
+				return *st, nil
+			}
+			return Step{}, err
+		}
+		r.res.Boots += len(m.Values)
+		st.Values = append(st.Values, m.Values...)
+		st.Mean = stats.Summarize(st.Values).Mean
+		st.BootSeconds += m.BootTime.Seconds()
+	}
+}
+
+// classify says whether values look good or bad, or need more samples.
+func (r *run) classify(values []float64) (verdict, reason string, more bool) {
+	v := stats.Summarize(values).Mean
+	pos := r.position(v)
+	g, b := r.res.GoodValue, r.res.BadValue
+	if r.o.Deterministic {
+		dg, db := math.Abs(v-g), math.Abs(v-b)
+		switch {
+		case dg <= r.res.Band:
+			return Good, fmt.Sprintf("within the noise band (±%.3g) of the good value", r.res.Band), false
+		case db <= r.res.Band:
+			return Bad, fmt.Sprintf("within the noise band (±%.3g) of the bad value", r.res.Band), false
+		case pos < 0.5:
+			return Good, fmt.Sprintf("closer to good: %.0f%% of the way from good to bad", 100*pos), false
+		default:
+			return Bad, fmt.Sprintf("closer to bad: %.0f%% of the way from good to bad", 100*pos), false
+		}
+	}
+	o := stats.Options{HigherIsBetter: r.o.HigherIsBetter}
+	vsGood := stats.CompareWith(r.good, values, o)
+	vsBad := stats.CompareWith(r.bad, values, o)
+	diffGood := vsGood.Verdict.Significant()
+	diffBad := vsBad.Verdict.Significant()
+	switch {
+	case diffGood && !diffBad && pos > 0.5:
+		return Bad, fmt.Sprintf("differs from good (%s) and not from bad (n=%d)", vsGood.Reason, len(values)), false
+	case diffBad && !diffGood && pos < 0.5:
+		return Good, fmt.Sprintf("differs from bad (%s) and not from good (n=%d)", vsBad.Reason, len(values)), false
+	}
+	return "", fmt.Sprintf("n=%d, %.0f%% of the way from good to bad: vs good %s, vs bad %s", len(values), 100*pos,
+		vsGood.Short(), vsBad.Short()), true
+}
+
+// FirstParentRange resolves good and bad and lists the first-parent
+// commits in (good, bad], oldest first (`git rev-list --first-parent
+// --reverse good..bad` when good is a first-parent ancestor of bad): the
+// commits a bisection steps through. It reads only the commits of the
+// range (gittree.Open's storage: no step that grows with the repository),
+// and gives up after limit commits.
+func FirstParentRange(repoPath, goodRef, badRef string, limit int) (good, bad Commit, commits []Commit, err error) {
+	repo, st, _, err := gittree.Open(repoPath, 8)
+	if err != nil {
+		return good, bad, nil, fail.Inputf("bisect: %s: %v", repoPath, err)
+	}
+	defer st.Close()
+	resolve := func(ref, what string) (*object.Commit, error) {
+		h, err := repo.ResolveRevision(plumbing.Revision(ref))
+		if err != nil {
+			return nil, fail.Inputf("bisect: %s revision %q not found in %s: %v", what, ref, repoPath, err)
+		}
+		c, err := repo.CommitObject(*h)
+		if err != nil {
+			return nil, fail.Inputf("bisect: %s revision %q is not a commit: %v", what, ref, err)
+		}
+		return c, nil
+	}
+	gc, err := resolve(goodRef, "good")
+	if err != nil {
+		return good, bad, nil, err
+	}
+	bc, err := resolve(badRef, "bad")
+	if err != nil {
+		return good, bad, nil, err
+	}
+	good, bad = info(gc, -1), info(bc, 0)
+	if gc.Hash == bc.Hash {
+		return good, bad, nil, fail.Inputf("bisect: good %s and bad %s are the same commit", goodRef, badRef)
+	}
+	// Newest first, each commit kept as its Commit (hash, subject,
+	// author, date, link) rather than go-git's whole object.
+	var rev []Commit
+	for c := bc; c.Hash != gc.Hash; {
+		rev = append(rev, info(c, 0))
+		if len(rev) > limit {
+			return good, bad, nil, fail.Inputf("bisect: good %s is not within %d first-parent commits of bad %s", goodRef, limit, badRef)
+		}
+		if c.NumParents() == 0 {
+			return good, bad, nil, fail.Inputf("bisect: good %s is not a first-parent ancestor of bad %s (reached the root %s)",
+				goodRef, badRef, short(c.Hash.String()))
+		}
+		p, err := st.ReadCommit(c.ParentHashes[0])
+		if err != nil {
+			return good, bad, nil, fail.Infraf("bisect: parent of %s: %w", short(c.Hash.String()), err)
+		}
+		c = p
+	}
+	commits = make([]Commit, 0, len(rev))
+	for i := len(rev) - 1; i >= 0; i-- {
+		rev[i].Index = len(commits)
+		commits = append(commits, rev[i])
+	}
+	bad = commits[len(commits)-1]
+	return good, bad, commits, nil
+}
+
+// culpritLists is the mailing lists (L:) among recipients.ForCommit's
+// recipients of the culprit: what its parent's MAINTAINERS lists for
+// the files and keywords it changes, as get_maintainer.pl --no-git
+// would, and the same reading the reply draft addresses its people
+// from. None when the tree has no MAINTAINERS file or the culprit no
+// parent.
+func culpritLists(repoPath, hash string) ([]string, error) {
+	rs, err := recipients.ForCommit(repoPath, hash)
+	if err != nil {
+		if fail.KindOf(err) == fail.KindInput {
+			return nil, nil
+		}
+		return nil, err
+	}
+	var lists []string
+	for _, rc := range rs {
+		if rc.Kind == maintainers.List && !slices.Contains(lists, rc.Email) {
+			lists = append(lists, rc.Email)
+		}
+	}
+	return lists, nil
+}
+
+func info(c *object.Commit, idx int) Commit {
+	subject, _, _ := strings.Cut(c.Message, "\n")
+	out := Commit{Hash: c.Hash.String(), Subject: subject, Author: c.Author.Name, Email: c.Author.Email,
+		Date: c.Author.When.UTC().Format(time.RFC3339), Index: idx}
+	for rest := c.Message; rest != "" && out.Link == ""; {
+		var l string
+		l, rest, _ = strings.Cut(rest, "\n")
+		if v, ok := strings.CutPrefix(l, "Link: "); ok {
+			out.Link = strings.TrimSpace(v)
+		}
+	}
+	return out
+}
+
+func short(h string) string {
+	if len(h) > 12 {
+		return h[:12]
+	}
+	return h
+}
+
+func firstLine(s string) string {
+	s, _, _ = strings.Cut(s, "\n")
+	return s
+}
