@@ -49,7 +49,7 @@
 // am exits 1 silently after running git mailinfo. XDG_CACHE_HOME keeps
 // b4's own cache out of the way; b4 am -C also disables it.
 //
-// A standalone server for benchmarks and the README demo:
+// A standalone server for benchmarks and the demo (docs/demo.md):
 //
 //	go run ./internal/testinbox/cmd/serve-inbox -listen 127.0.0.1:8080 thread.mbox...
 //
