@@ -66,7 +66,9 @@ type Report struct {
 	PerRun bool `json:"per_run,omitempty"`
 	// Thread holds the numbers the series' thread reports
 	// (mbox/numbers); the renderers set the thread's changes beside the
-	// Comparisons of the same benchmark and metric (ThreadChanges).
+	// Comparisons that vary the same thing with the same tool on the same
+	// architecture family, and list the rest as the thread's other
+	// numbers (ThreadBeside).
 	Thread []numbers.Number `json:"thread_numbers,omitempty"`
 	// PerPatch is the series measured patch by patch and the bisection
 	// inside it (pipelines/experiments/perpatch), when asked for or when the whole

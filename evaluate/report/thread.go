@@ -9,17 +9,18 @@ import (
 	"github.com/patcheval/patcheval/mbox/numbers"
 )
 
-// ThreadChanges returns the % changes the thread reports for the same
-// benchmark and metric as b (mbox/numbers read them into r.Thread), in
-// the thread's order. The benchmark matches by what runs: stress-ng's
-// stressor ("stress-ng --kill 1 -t 23" and the agent's "kill" and
-// "kill-child" loops are the thread's "kill"), perf bench's collection
-// and test ("perf bench syscall basic"; the agent's getppid loop is what
-// it times), the rcu loop is synchronize_rcu(). The metric matches by
+// ThreadChanges returns the % changes the thread reports for what b
+// runs and in the same kind of quantity (mbox/numbers read them into
+// r.Thread), in the thread's order: the candidates. Which of them are set
+// beside b's comparisons is ThreadBeside's decision. The benchmark matches
+// by what runs: stress-ng's stressor ("stress-ng --kill 1 -t 23" is the
+// thread's "kill"), perf bench's collection and test ("perf bench syscall
+// basic"), and for the agent's loops the syscall they approximate (the
+// "kill" loop, kill(self, 0), is near stress-ng --kill's; the getppid loop
+// is what perf bench syscall basic times). The metric matches by
 // quantity: a rate (ops/s, bogo-ops/s) or a time per operation (ns/op,
 // us/op; a duration only when the thread calls it a mean or latency);
-// another statistic than the mean (Max latency) never matches. A rate
-// beside a time is shown converted (threadLines says so).
+// another statistic than the mean (Max latency) never matches.
 func (r *Report) ThreadChanges(b Benchmark) []numbers.Number {
 	key, class := benchKey(b), unitClass(b.Unit)
 	if key == "" || class == "" {
@@ -114,76 +115,136 @@ func isRate(class string) bool { return class == "rate" }
 // per operation (and back): 1/(1+c) - 1.
 func reciprocal(c float64) float64 { return 100 * (1/(1+c/100) - 1) }
 
-// threadLines sets the thread's changes beside b's comparisons: one line
-// per change the thread reports ("thread (POWER10, stress-ng) 6.16
-// (eln150): -32% bogo-ops/s (Jirka Hladky, <id> line 14)"), then
-// patcheval's ("patcheval (deterministic QEMU, agent loop) voluntary ->
-// voluntary+dyn: +24.8% ns/op (95% CI ...), as a rate -19.9% (95% CI
-// ...)"). At most limit thread lines (0: all); nil when the thread
-// reports nothing for b.
+// threadLines sets the thread's changes beside b's comparisons where they
+// are like for like (ThreadBeside): for each kind of change, one line per
+// change the thread reports ("thread (POWER10, stress-ng) voluntary ->
+// full+PREEMPT_RCU: -30.2% bogo-ops/s (Jirka Hladky, <id> line 24)"), then
+// patcheval's comparisons of that kind ("patcheval (deterministic QEMU,
+// stress-ng) voluntary -> voluntary+dyn: -20.1% bogo-ops/s (95% CI ...)";
+// a time per op beside a rate of the same benchmark is converted, and
+// says so). The thread's other numbers for the benchmark follow under
+// their own heading, each with why it is not set beside ours, and with no
+// figure of patcheval's. At most limit thread lines per section (0: all);
+// nil when the thread reports nothing for b.
 func threadLines(r *Report, b Benchmark, width int, indent string, limit int) []string {
-	ns := r.ThreadChanges(b)
-	if len(ns) == 0 || len(b.Comparisons) == 0 {
+	bs := r.ThreadBeside(b)
+	if len(bs.Groups) == 0 && len(bs.Other) == 0 {
 		return nil
 	}
 	var out []string
 	add := func(s string) { out = append(out, Wrap(s, width, indent+"- ", indent+"  ")...) }
-	out = append(out, Wrap("Reported in the thread for the same benchmark and metric (other machines and kernels; compare directions and sizes, not values):", width, indent, indent)...)
-	shown := ns
-	if limit > 0 && len(shown) > limit {
-		shown = shown[:limit]
+	for _, g := range bs.Groups {
+		tool := b.Source
+		if tool == "" {
+			tool = b.Name
+		}
+		head := fmt.Sprintf("Reported in the thread, like for like (%s, %s, varying %s; other machines and kernels: compare directions and sizes, not values):",
+			oneLine(tool), oneLine(benchKey(b)), g.Dim)
+		out = append(out, Wrap(head, width, indent, indent)...)
+		shown := g.Thread
+		if limit > 0 && len(shown) > limit {
+			shown = shown[:limit]
+		}
+		for _, n := range shown {
+			add(threadNumberLine(r, n))
+		}
+		if len(g.Thread) > len(shown) {
+			add(fmt.Sprintf("... and %d more in the full report", len(g.Thread)-len(shown)))
+		}
+		var cs []Comparison
+		for _, i := range g.Comparisons {
+			cs = append(cs, b.Comparisons[i])
+		}
+		for _, s := range patchevalLines(r, b, cs, g.Thread) {
+			add(s)
+		}
 	}
-	for _, n := range shown {
-		var ctx []string
-		for _, c := range []string{n.Platform, n.Tool} {
-			if c != "" {
-				ctx = append(ctx, oneLine(c))
-			}
+	// The others, grouped by why they are not like for like.
+	var whys []string
+	byWhy := map[string][]numbers.Number{}
+	for _, o := range bs.Other {
+		if _, ok := byWhy[o.Why]; !ok {
+			whys = append(whys, o.Why)
 		}
-		s := "thread"
-		if len(ctx) > 0 {
-			s += " (" + strings.Join(ctx, ", ") + ")"
-		}
-		if n.Label != "" {
-			s += " " + oneLine(n.Label)
-			if between := deltaRows(r.Thread, n); between != "" {
-				s += " (" + oneLine(between) + ")"
-			}
-		}
-		if n.Column != "" {
-			s += " [" + oneLine(n.Column) + "]"
-		}
-		ch := numbers.FormatChange(*n.Change)
-		if n.Approx {
-			ch = "~" + strings.TrimPrefix(ch, "+")
-		}
-		s += ": " + ch
-		if n.Unit != "" && n.Unit != "%" {
-			s += " " + n.Unit
-		}
-		if n.Baseline != "" {
-			s += " vs " + oneLine(n.Baseline)
-		}
-		who := oneLine(n.Author)
-		if n.Quoted {
-			if who == "" {
-				who = "quoted"
-			} else {
-				who += ", quoted"
-			}
-		}
-		where := fmt.Sprintf("line %d", n.Line)
-		if n.MessageID != "" {
-			where = "<" + oneLine(n.MessageID) + "> " + where
-		}
-		if who != "" {
-			where = who + ", " + where
-		}
-		add(s + " (" + where + ")")
+		byWhy[o.Why] = append(byWhy[o.Why], o.Number)
 	}
-	if len(ns) > len(shown) {
-		add(fmt.Sprintf("... and %d more in the full report", len(ns)-len(shown)))
+	for _, why := range whys {
+		if len(out) > 0 {
+			out = append(out, "")
+		}
+		out = append(out, Wrap(fmt.Sprintf("The thread's other numbers for %s, not set beside patcheval's (%s):", oneLine(benchKey(b)), why), width, indent, indent)...)
+		ns := byWhy[why]
+		shown := ns
+		if limit > 0 && len(shown) > limit {
+			shown = shown[:limit]
+		}
+		for _, n := range shown {
+			add(threadNumberLine(r, n))
+		}
+		if len(ns) > len(shown) {
+			add(fmt.Sprintf("... and %d more in the full report", len(ns)-len(shown)))
+		}
 	}
+	return out
+}
+
+// threadNumberLine is one thread number: where it was measured, its row,
+// its change, who reported it and where.
+func threadNumberLine(r *Report, n numbers.Number) string {
+	var ctx []string
+	for _, c := range []string{n.Platform, n.Tool} {
+		if c != "" {
+			ctx = append(ctx, oneLine(c))
+		}
+	}
+	s := "thread"
+	if len(ctx) > 0 {
+		s += " (" + strings.Join(ctx, ", ") + ")"
+	}
+	if n.Label != "" {
+		s += " " + oneLine(n.Label)
+		if between := deltaRows(r.Thread, n); between != "" {
+			s += " (" + oneLine(between) + ")"
+		}
+	}
+	if n.Column != "" {
+		s += " [" + oneLine(n.Column) + "]"
+	}
+	ch := numbers.FormatChange(*n.Change)
+	if n.Approx {
+		ch = "~" + strings.TrimPrefix(ch, "+")
+	}
+	s += ": " + ch
+	if n.Unit != "" && n.Unit != "%" {
+		s += " " + n.Unit
+	}
+	if n.Baseline != "" {
+		s += " vs " + oneLine(n.Baseline)
+	}
+	who := oneLine(n.Author)
+	if n.Quoted {
+		if who == "" {
+			who = "quoted"
+		} else {
+			who += ", quoted"
+		}
+	}
+	where := fmt.Sprintf("line %d", n.Line)
+	if n.MessageID != "" {
+		where = "<" + oneLine(n.MessageID) + "> " + where
+	}
+	if who != "" {
+		where = who + ", " + where
+	}
+	return s + " (" + where + ")"
+}
+
+// patchevalLines are patcheval's comparisons cs of b, set beside the
+// thread's like-for-like numbers ns: a change of a time per op is also
+// given as a rate (and back) when some of ns are the other kind; they
+// measure the same benchmark with the same tool, so the conversion is
+// the benchmark's own.
+func patchevalLines(r *Report, b Benchmark, cs []Comparison, ns []numbers.Number) []string {
 	target := "QEMU"
 	switch {
 	case r.Target.Deterministic:
@@ -204,7 +265,8 @@ func threadLines(r *Report, b Benchmark, width int, indent string, limit int) []
 			convert = true
 		}
 	}
-	for _, c := range b.Comparisons {
+	var out []string
+	for _, c := range cs {
 		s := fmt.Sprintf("patcheval (%s, %s) %s -> %s: %s %s", target, oneLine(src), oneLine(c.Base), oneLine(c.Other), Pct(c.Change), oneLine(b.Unit))
 		conf := fmt.Sprintf("%g%% CI", 100*c.Confidence)
 		if c.CIBounded && !c.Exact {
@@ -222,7 +284,7 @@ func threadLines(r *Report, b Benchmark, width int, indent string, limit int) []
 				s += fmt.Sprintf(" (%s %s .. %s)", conf, Pct(reciprocal(c.CIHigh)), Pct(reciprocal(c.CILow)))
 			}
 		}
-		add(s)
+		out = append(out, s)
 	}
 	return out
 }
