@@ -35,9 +35,9 @@ const Version = "patcheval-agent/1"
 
 // Benchmark names the agent knows.
 const (
-	BenchKill      = "kill"       // kill(getpid(), 0) loop
-	BenchKillChild = "kill-child" // kill(child, SIGUSR1) loop, child ignores SIGUSR1 (stress-ng kill)
-	BenchGetppid   = "getppid"    // perf bench syscall basic
+	BenchKill      = "kill"       // kill(getpid(), 0) loop: a permission check, no signal sent (Describe)
+	BenchKillChild = "kill-child" // kill(child, SIGUSR1) loop; the child ignores SIGUSR1, nothing is delivered (Describe)
+	BenchGetppid   = "getppid"    // the syscall perf bench syscall basic times, in the agent's loop
 	BenchGetpgid   = "getpgid"
 	BenchFork      = "fork"   // fork + child exit + wait4
 	BenchExecve    = "execve" // fork + execve(/init --patcheval-exit) + wait4
@@ -62,6 +62,31 @@ const (
 	CounterSysNS  = "sys_ns"
 	CounterUserNS = "user_ns"
 )
+
+// descriptions say what each agent loop does, in the reports beside its
+// name: where the name claims more (kill sends no signal; kill-child's
+// signal is never delivered) and which tool's number it only
+// approximates.
+var descriptions = map[string]string{
+	BenchKill: "the agent's loop of kill(getpid(), 0): signal 0 is the permission check only " +
+		"(check_kill_permission and the LSM hook); no signal is sent or delivered. It times one of the kill() calls " +
+		"stress-ng --kill makes per bogo-op, so it approximates stress-ng --kill and is not its number",
+	BenchKillChild: "the agent's loop of kill(child, SIGUSR1) to a child that ignores SIGUSR1: the permission check " +
+		"and the signal's generation, which the kernel drops because the child ignores it; no handler runs, " +
+		"nothing is delivered. An approximation of stress-ng --kill, not its number",
+	BenchGetppid: "the agent's loop of getppid(), the syscall perf bench syscall basic times: an approximation " +
+		"of perf bench, not its number",
+	BenchGetpgid: "the agent's loop of getpgid(0), the syscall perf bench syscall getpgid times (an approximation)",
+	BenchFork:    "the agent's loop of fork(), the child's exit and wait4()",
+	BenchExecve:  "the agent's loop of fork(), execve() of the agent in exit mode and wait4()",
+	BenchRCU: "membarrier(MEMBARRIER_CMD_GLOBAL), which waits for synchronize_rcu(): its latency per call " +
+		"(an approximation of a synchronize_rcu() latency measured inside the kernel)",
+	BenchBridge: "seed 003's bridge.sh as syscalls: RTM_NEWLINK kind bridge, ifconfig ADDR up (ioctls), down, RTM_DELLINK",
+}
+
+// Describe says what the agent benchmark name does ("" for a tool or an
+// unknown name).
+func Describe(name string) string { return descriptions[name] }
 
 // Benchmarks lists every benchmark name in a stable order.
 var Benchmarks = []string{BenchKill, BenchKillChild, BenchGetppid, BenchGetpgid, BenchFork, BenchExecve, BenchRCU, BenchBridge}

@@ -307,7 +307,7 @@ func (r *Report) AddResults(samples []evaluate.Sample, spec Spec) error {
 	}
 	opts := spec.Stats
 	for _, k := range bms {
-		b := Benchmark{Name: k.name, Metric: k.metric, Source: guest.Source(k.name)}
+		b := Benchmark{Name: k.name, Metric: k.metric, Source: guest.Source(k.name), Description: guest.Describe(k.name)}
 		var vs []stats.SampleSet
 		higher, anyHigher := false, false
 		for _, s := range sets {

@@ -91,6 +91,27 @@ func TestRunPPCPreemptDynamic(t *testing.T) {
 		t.Errorf("kill: threshold %g%%, want the deterministic default %g%%", kill.Threshold, stats.DefaultDeterministicThreshold)
 	}
 
+	// The thread's own command ran beside the loops, in the same boots:
+	// stress-ng --kill's bogo-ops/s fall with voluntary+dyn.
+	var sng *stats.Comparison
+	for _, b := range r.Benchmarks {
+		if !strings.HasPrefix(b.Name, "stress-ng --kill") || b.Unit != "bogo-ops/s" || b.Source != "stress-ng" {
+			continue
+		}
+		for i := range b.Comparisons {
+			if c := &b.Comparisons[i]; c.Base == "voluntary" && c.Other == "voluntary+dyn" && strings.Contains(b.Metric, "real time") {
+				sng = &c.Comparison
+			}
+		}
+	}
+	if sng == nil {
+		t.Fatalf("no stress-ng --kill bogo-ops/s comparison voluntary -> voluntary+dyn in the report")
+	}
+	t.Logf("stress-ng --kill bogo-ops/s voluntary %.0f -> voluntary+dyn %.0f (%+.1f%%, %s)", sng.Base.Mean, sng.Other.Mean, sng.Change, sng.Verdict)
+	if sng.Verdict != stats.Regression || sng.Change > -5 {
+		t.Errorf("stress-ng --kill: want voluntary+dyn clearly fewer bogo-ops/s than voluntary, got %+.1f%% (%s)", sng.Change, sng.Label())
+	}
+
 	var rcu bool
 	for _, cf := range r.Confounds {
 		if cf.Base != "voluntary" || cf.Other != "voluntary+dyn" {
