@@ -110,6 +110,10 @@ type Thread struct {
 	byID     map[string]*Message
 	parent   map[string]string
 	children map[string][]*Message
+	// enter and exit number the messages depth-first (IsAncestor), by
+	// their index in Messages (idx).
+	idx         map[string]int32
+	enter, exit []int32
 }
 
 // ByID returns the message with that Message-ID (brackets optional).

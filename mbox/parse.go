@@ -142,7 +142,7 @@ func splitMbox(data []byte, firstLine int) []chunk {
 		body := bytes.TrimSuffix(ln, []byte("\n"))
 		if bytes.HasPrefix(body, []byte("From ")) && (cur == nil || isFromLine(body, prevBlank, data[next:])) {
 			flush()
-			cur = bytes.NewBuffer(make([]byte, 0, 4096))
+			cur = new(bytes.Buffer) // grows as needed: a 4 KiB start per message made 100k short ones cost 400 MB
 			curLine = lineNo
 			prevBlank = false
 			pos = next

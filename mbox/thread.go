@@ -69,18 +69,17 @@ func NewThread(msgs []*Message, source string) *Thread {
 	sortByDate(t.Messages)
 
 	// wouldCycle reports whether making p the parent of m closes a loop.
-	wouldCycle := func(m, p string) bool {
-		for i, cur := 0, p; i <= len(t.Messages); i++ {
-			if cur == m {
-				return true
-			}
-			next, ok := t.parent[cur]
-			if !ok {
-				return false
-			}
-			cur = next
-		}
-		return true
+	// m never has a parent yet when it is asked (each message is linked
+	// once, in the first pass or, still without a parent, by subject), so
+	// m is the root of its tree and the link closes a loop exactly when p
+	// is in m's tree: a union-find over the trees answers that in near
+	// constant time (walking p's ancestors made a reply chain of n
+	// messages cost n^2).
+	trees := newForest(t.Messages)
+	wouldCycle := func(m, p string) bool { return trees.same(m, p) }
+	link := func(m, p string) {
+		t.parent[m] = p
+		trees.union(m, p)
 	}
 
 	var unlinked []*Message
@@ -89,7 +88,7 @@ func NewThread(msgs []*Message, source string) *Thread {
 		chain := refChain(m)
 		linked := false
 		if irt := m.InReplyTo; irt != "" && irt != m.MessageID && t.byID[irt] != nil && !wouldCycle(m.MessageID, irt) {
-			t.parent[m.MessageID] = irt
+			link(m.MessageID, irt)
 			continue
 		}
 		for i := len(chain) - 1; i >= 0; i-- {
@@ -97,7 +96,7 @@ func NewThread(msgs []*Message, source string) *Thread {
 			if _, ok := t.byID[p]; !ok || wouldCycle(m.MessageID, p) {
 				continue
 			}
-			t.parent[m.MessageID] = p
+			link(m.MessageID, p)
 			linked = true
 			if w := wantedParent(m, chain); w != p {
 				t.Notes = append(t.Notes, fmt.Sprintf("%s: parent <%s> is missing; linked to ancestor %s", m.Ref(), w, t.byID[p].Ref()))
@@ -129,7 +128,7 @@ func NewThread(msgs []*Message, source string) *Thread {
 			continue
 		}
 		p := cands[0]
-		t.parent[m.MessageID] = p.MessageID
+		link(m.MessageID, p.MessageID)
 		if orphan[m.MessageID] {
 			t.Notes = append(t.Notes, fmt.Sprintf("orphan %s (its parent <%s> is missing) linked by subject to %s", m.Ref(), wantedParent(m, refChain(m)), p.Ref()))
 		} else {
@@ -149,7 +148,98 @@ func NewThread(msgs []*Message, source string) *Thread {
 			t.Notes = append(t.Notes, fmt.Sprintf("orphan %s %q: replies to <%s>, which is not in the thread", m.Ref(), m.Subject, wantedParent(m, refChain(m))))
 		}
 	}
+	t.number(trees.idx)
 	return t
+}
+
+// number gives every message its depth-first entry and exit number (an
+// iterative walk: a reply chain may be 100k deep), so that IsAncestor is
+// two comparisons.
+func (t *Thread) number(idx map[string]int32) {
+	t.idx = idx
+	t.enter = make([]int32, len(t.Messages))
+	t.exit = make([]int32, len(t.Messages))
+	var clock int32
+	type frame struct {
+		m    *Message
+		next int
+	}
+	var stack []frame
+	for _, r := range t.Roots {
+		t.enter[idx[r.MessageID]] = clock
+		clock++
+		stack = append(stack[:0], frame{m: r})
+		for len(stack) > 0 {
+			f := &stack[len(stack)-1]
+			kids := t.children[f.m.MessageID]
+			if f.next < len(kids) {
+				c := kids[f.next]
+				f.next++
+				t.enter[idx[c.MessageID]] = clock
+				clock++
+				stack = append(stack, frame{m: c})
+				continue
+			}
+			t.exit[idx[f.m.MessageID]] = clock
+			clock++
+			stack = stack[:len(stack)-1]
+		}
+	}
+}
+
+// IsAncestor reports whether a is a (strict) ancestor of m: m replies to
+// a, directly or further down. It costs two map lookups however deep the
+// thread.
+func (t *Thread) IsAncestor(a, m *Message) bool {
+	if a == nil || m == nil || a == m || t.byID[a.MessageID] != a || t.byID[m.MessageID] != m {
+		return false
+	}
+	ia, im := t.idx[a.MessageID], t.idx[m.MessageID]
+	return t.enter[ia] < t.enter[im] && t.exit[im] < t.exit[ia]
+}
+
+// forest is a union-find over the reply trees of a thread's messages
+// (union by size, path halving): same says whether two messages are in
+// one tree.
+type forest struct {
+	idx  map[string]int32
+	up   []int32
+	size []int32
+}
+
+func newForest(ms []*Message) *forest {
+	f := &forest{idx: make(map[string]int32, len(ms)), up: make([]int32, len(ms)), size: make([]int32, len(ms))}
+	for i, m := range ms {
+		f.idx[m.MessageID] = int32(i)
+		f.up[i] = int32(i)
+		f.size[i] = 1
+	}
+	return f
+}
+
+func (f *forest) find(x int32) int32 {
+	for f.up[x] != x {
+		f.up[x] = f.up[f.up[x]]
+		x = f.up[x]
+	}
+	return x
+}
+
+// same reports whether messages a and b (both in the thread) share a tree.
+func (f *forest) same(a, b string) bool {
+	return f.find(f.idx[a]) == f.find(f.idx[b])
+}
+
+func (f *forest) union(a, b string) {
+	ra, rb := f.find(f.idx[a]), f.find(f.idx[b])
+	if ra == rb {
+		return
+	}
+	if f.size[ra] < f.size[rb] {
+		ra, rb = rb, ra
+	}
+	f.up[rb] = ra
+	f.size[ra] += f.size[rb]
 }
 
 // dupName names a dropped duplicate: its Message-ID, or for a message
@@ -175,13 +265,27 @@ func wantedParent(m *Message, chain []string) string {
 
 // refChain is References then In-Reply-To, without repeats or self.
 func refChain(m *Message) []string {
-	seen := map[string]bool{m.MessageID: true}
-	var out []string
+	out := make([]string, 0, len(m.References)+1)
+	var seen map[string]bool // only for long chains; short ones are scanned
+	if len(m.References) > 16 {
+		seen = make(map[string]bool, len(m.References)+2)
+	}
 	add := func(id string) {
-		if id == "" || seen[id] {
+		if id == "" || id == m.MessageID {
 			return
 		}
-		seen[id] = true
+		if seen != nil {
+			if seen[id] {
+				return
+			}
+			seen[id] = true
+		} else {
+			for _, o := range out {
+				if o == id {
+					return
+				}
+			}
+		}
 		out = append(out, id)
 	}
 	for _, r := range m.References {

@@ -230,8 +230,9 @@ func Resolve(t *mbox.Thread, opt Options) (*Series, error) {
 	var prevCover *info
 	if prev := groups[g.version-1]; prev != nil && len(prev.patches) > 0 && countMissing(chosen, total) > 0 {
 		sane := true
+		prevByKey := patchesByKey(infos, g.version-1)
 		for n, in := range g.patches {
-			if !repliesToSameNumber(t, infos, in, g.version-1, n, in.sub.Total) {
+			if !repliesToSameNumber(t, prevByKey, in, n, in.sub.Total) {
 				sane = false
 				break
 			}
@@ -388,15 +389,28 @@ func sortedKeys(m map[int]*info) []int {
 }
 
 // repliesToSameNumber reports whether in replies (directly or further down)
-// to a patch of version v with the same number and total.
-func repliesToSameNumber(t *mbox.Thread, infos map[string]*info, in *info, v, n, total int) bool {
-	for _, a := range t.Ancestors(in.msg) {
-		ai := infos[a.MessageID]
-		if ai.role == rolePatch && ai.version == v && ai.sub.Number() == n && ai.sub.Total == total {
+// to a patch of the previous version (prev, by patchesByKey) with the same
+// number and total. Each candidate is one IsAncestor test, so a thread as
+// deep as it is long costs no more than a flat one.
+func repliesToSameNumber(t *mbox.Thread, prev map[[2]int][]*info, in *info, n, total int) bool {
+	for _, ai := range prev[[2]int{n, total}] {
+		if t.IsAncestor(ai.msg, in.msg) {
 			return true
 		}
 	}
 	return false
+}
+
+// patchesByKey indexes the patch mails of version v by number and total.
+func patchesByKey(infos map[string]*info, v int) map[[2]int][]*info {
+	out := map[[2]int][]*info{}
+	for _, ai := range infos {
+		if ai.role == rolePatch && ai.version == v {
+			k := [2]int{ai.sub.Number(), ai.sub.Total}
+			out[k] = append(out[k], ai)
+		}
+	}
+	return out
 }
 
 // buildPatch makes a Patch from a patch mail; notes say what had to be
@@ -589,6 +603,36 @@ func emailEq(a, b string) bool {
 	return (d == 1 || d == -1) && (strings.HasSuffix(ad, "."+bd) || strings.HasSuffix(bd, "."+ad))
 }
 
+// nearestUp finds a message's nearest ancestor whose info satisfies ok.
+// Every walk records its answer for the messages it passed (memo), so the
+// walks of all messages together are linear in the thread, however deep.
+type nearestUp struct {
+	t     *mbox.Thread
+	infos map[string]*info
+	ok    func(*info) bool
+	memo  map[string]*info // message -> its nearest ok ancestor-or-self (nil: none)
+}
+
+func (u *nearestUp) from(m *mbox.Message) *info {
+	var path []string
+	var res *info
+	for a := u.t.Parent(m); a != nil; a = u.t.Parent(a) {
+		if r, seen := u.memo[a.MessageID]; seen {
+			res = r
+			break
+		}
+		if ai := u.infos[a.MessageID]; u.ok(ai) {
+			res = ai
+			break
+		}
+		path = append(path, a.MessageID)
+	}
+	for _, id := range path {
+		u.memo[id] = res
+	}
+	return res
+}
+
 // collectTrailers walks the follow-ups and attaches their trailers.
 func collectTrailers(t *mbox.Thread, infos map[string]*info, s *Series, g *vgroup, cover *info, chosen map[int]*info, opt Options) {
 	orphan := map[string]bool{}
@@ -605,6 +649,9 @@ func collectTrailers(t *mbox.Thread, infos map[string]*info, s *Series, g *vgrou
 			byPID[p.PatchID] = p
 		}
 	}
+	up := nearestUp{t: t, infos: infos, memo: map[string]*info{}, ok: func(ai *info) bool {
+		return ai.role == rolePatch || ai.role == roleCover || !ai.sub.IsReply
+	}}
 	var coverTrailers []Trailer
 	for _, m := range t.Messages {
 		in := infos[m.MessageID]
@@ -622,14 +669,7 @@ func collectTrailers(t *mbox.Thread, infos map[string]*info, s *Series, g *vgrou
 			continue
 		}
 		// Walk up to the patch or cover letter this reply belongs to.
-		var target *info
-		for _, a := range t.Ancestors(m) {
-			ai := infos[a.MessageID]
-			if ai.role == rolePatch || ai.role == roleCover || !ai.sub.IsReply {
-				target = ai
-				break
-			}
-		}
+		target := up.from(m)
 		if target == nil {
 			continue
 		}
