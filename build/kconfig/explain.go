@@ -137,6 +137,25 @@ func (kc *Kconfig) failingAtoms(e *Expr, cfg Config, want Tristate) []*Expr {
 	return []*Expr{e}
 }
 
+// atomSymbol is the one symbol whose value makes a failing atom fail:
+// SYM, !SYM, or SYM compared with a constant (the rewritten conditional
+// dependency `SYM != n`); "" for anything else.
+func atomSymbol(a *Expr) string {
+	switch a.Op {
+	case OpSym:
+		return a.Name
+	case OpNot:
+		if a.L.Op == OpSym {
+			return a.L.Name
+		}
+	case OpEq, OpNe:
+		if a.L.Op == OpSym && a.R.Op == OpSym && isConstWord(a.R.Name) {
+			return a.L.Name
+		}
+	}
+	return ""
+}
+
 // atomText renders an atom with the values that make it fail:
 // "HAVE_PREEMPT_DYNAMIC (= n)", "!PREEMPT_RT (PREEMPT_RT = y)".
 func atomText(e *Expr, cfg Config) string {
@@ -199,10 +218,8 @@ func (x *explainer) unmetDeps(s *Symbol, want Tristate, depth int) string {
 			var atoms []string
 			for _, a := range x.kc.failingAtoms(p.Expr, x.cfg, want) {
 				atoms = append(atoms, atomText(a, x.cfg))
-				if a.Op == OpSym {
-					if t := x.kc.Symbols[a.Name]; t != nil {
-						next = append(next, t)
-					}
+				if t := x.kc.Symbols[atomSymbol(a)]; t != nil {
+					next = append(next, t)
 				}
 			}
 			x.add(ruleOf(p, valuesNote(p.Expr, x.cfg)))

@@ -85,6 +85,37 @@ func And(a, b *Expr) *Expr {
 	return &Expr{Op: OpAnd, L: a, R: b}
 }
 
+// compareNo is the kernel's expr_trans_compare(e, E_EQUAL or
+// E_UNEQUAL, &symbol_no) (scripts/kconfig/expr.c): the expression "e = n"
+// (eq) or "e != n" with the comparison pushed down to the symbols, so
+// that a tristate m compares as not n rather than as !m = m.
+func compareNo(e *Expr, eq bool) *Expr {
+	neg := func(x *Expr) *Expr {
+		if eq {
+			return x
+		}
+		return &Expr{Op: OpNot, L: x}
+	}
+	switch e.Op {
+	case OpAnd:
+		return neg(&Expr{Op: OpOr, L: compareNo(e.L, true), R: compareNo(e.R, true)})
+	case OpOr:
+		return neg(&Expr{Op: OpAnd, L: compareNo(e.L, true), R: compareNo(e.R, true)})
+	case OpNot:
+		return compareNo(e.L, !eq)
+	case OpEq, OpNe, OpLt, OpLe, OpGt, OpGe:
+		if eq {
+			return &Expr{Op: OpNot, L: e}
+		}
+		return e
+	}
+	op := OpEq
+	if !eq {
+		op = OpNe
+	}
+	return &Expr{Op: op, L: e, R: Sym("n")}
+}
+
 func prec(op Op) int {
 	switch op {
 	case OpOr:

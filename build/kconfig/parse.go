@@ -67,9 +67,12 @@ type Property struct {
 	// dependency, or the low end of a range.
 	Expr  *Expr
 	Expr2 *Expr // high end of a range
-	Cond  *Expr // the explicit `if E`, nil when none
-	Pos   Pos
-	Text  string // the source line as written, trimmed
+	// Cond is the explicit `if E`, nil when none. For a conditional
+	// `depends on D if E` Expr is already the kernel's rewrite
+	// `D || (E = n)` and Cond only records E as written.
+	Cond *Expr
+	Pos  Pos
+	Text string // the source line as written, trimmed
 	// Def is the definition the property belongs to (nil for if blocks and
 	// menu dependencies); its Deps apply to the property as well.
 	Def *Definition
@@ -534,6 +537,23 @@ func (p *parser) cond(pos Pos, toks []token, has bool, what string) (*Expr, erro
 	return p.expr(pos, toks, what+" condition")
 }
 
+// dependsOn parses the tail of `depends on E [if C]`. The conditional
+// form (Kconfig since 6.18: scripts/kconfig/menu.c menu_add_dep) means
+// "C != n -> E, C = n -> y", which the kernel rewrites to
+// `E || (C = n)`; the returned dependency is that rewrite, so every
+// evaluation of Deps sees what the kernel sees, and cond is C as
+// written (nil without `if`).
+func (p *parser) dependsOn(pos Pos, toks []token) (dep, cond *Expr, err error) {
+	val, c, has := splitIf(toks)
+	if dep, err = p.expr(pos, val, "depends on"); err != nil {
+		return nil, nil, err
+	}
+	if cond, err = p.cond(pos, c, has, "depends on"); err != nil || cond == nil {
+		return dep, nil, err
+	}
+	return &Expr{Op: OpOr, L: dep, R: compareNo(cond, true)}, cond, nil
+}
+
 var typeWords = map[string]Type{
 	"bool": TypeBool, "boolean": TypeBool, "tristate": TypeTristate,
 	"string": TypeString, "int": TypeInt, "hex": TypeHex,
@@ -666,13 +686,13 @@ func (p *parser) attribute(pos Pos, text, kw string, toks []token) error {
 	case entryMenu, entryComment:
 		switch {
 		case kw == "depends" && len(toks) > 1 && toks[1].text == "on":
-			e, err := p.expr(pos, toks[2:], "depends on")
+			e, c, err := p.dependsOn(pos, toks[2:])
 			if err != nil {
 				return err
 			}
 			if p.entry == entryMenu {
 				d := prop(PropDepends)
-				d.Expr = e
+				d.Expr, d.Cond = e, c
 				p.menu.Deps = append(p.menu.Deps, d)
 				top := p.stack[len(p.stack)-1]
 				top.deps = append(top.deps, d)
@@ -776,12 +796,12 @@ func (p *parser) attribute(pos Pos, text, kw string, toks []token) error {
 		if len(toks) < 2 || toks[1].text != "on" {
 			return p.errf(pos, "expected 'depends on'")
 		}
-		e, err := p.expr(pos, toks[2:], "depends on")
+		e, c, err := p.dependsOn(pos, toks[2:])
 		if err != nil {
 			return err
 		}
 		d := prop(PropDepends)
-		d.Expr = e
+		d.Expr, d.Cond = e, c
 		if p.entry == entryChoice {
 			p.choice.Deps = append(p.choice.Deps, d)
 			top := p.stack[len(p.stack)-1]

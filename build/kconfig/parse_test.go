@@ -308,6 +308,7 @@ func FuzzParse(f *testing.F) {
 		"config A\n\thelp\n\t  text\n\t\nconfig B\n\tint\n\trange 1 $(x)\n",
 		"config A\n\tbool\n\tdepends on ((((A)))) && !(B = \"c\" || C <= 0x10)\n",
 		"source \"Kconfig\"\n",
+		"config A\n\tbool\n\tdepends on B if !(C || D = \"x\")\n\ttransitional\n",
 	} {
 		f.Add(s)
 	}
@@ -419,4 +420,79 @@ func kernelKconfigSeeds(f *testing.F, gitDir string, size, max int) []string {
 		seeds = append(seeds, string(b))
 	}
 	return seeds
+}
+
+// Conditional dependencies (Kconfig since 6.18): `depends on D if C` is
+// the kernel's `D || (C = n)` (scripts/kconfig/menu.c menu_add_dep), not
+// `D || !C`: with C=m a tristate C is not n, so D still binds.
+func TestParseConditionalDepends(t *testing.T) {
+	kc := parseFiles(t, map[string]string{"Kconfig": `config MODULES
+	bool "Modules"
+	modules
+config USB
+	tristate "USB"
+config USB_GADGET
+	tristate "Gadget"
+config CDNS
+	tristate "Cadence"
+	depends on USB if !USB_GADGET
+	depends on HAS_DMA
+config BOTH
+	bool "Both"
+	depends on (USB && USB_GADGET) if (USB || USB_GADGET)
+config SELF
+	tristate "Self"
+	depends on USB if USB
+config HAS_DMA
+	def_bool y
+menu "Gadgets"
+	depends on USB_GADGET if USB
+config IN_MENU
+	bool "In menu"
+endmenu
+`})
+	cdns := kc.Symbol("CDNS").Defs[0]
+	if len(cdns.Deps) != 2 || cdns.Deps[0].Text != "depends on USB if !USB_GADGET" || cdns.Deps[0].Cond.String() != "!USB_GADGET" ||
+		cdns.Deps[0].Expr.String() != "USB || USB_GADGET != n" || cdns.Deps[0].Pos.Line != 10 {
+		t.Fatalf("CDNS deps %+v", cdns.Deps[0])
+	}
+	if got := depsExpr(kc.Symbol("BOTH").Defs[0]).String(); got != "USB && USB_GADGET || USB = n && USB_GADGET = n" {
+		t.Errorf("BOTH deps %q", got)
+	}
+	if got := depsExpr(kc.Symbol("IN_MENU").Defs[0]).String(); got != "USB_GADGET || USB = n" {
+		t.Errorf("IN_MENU deps %q", got)
+	}
+	for _, c := range []struct {
+		cfg  Config
+		sym  string
+		want Tristate
+	}{
+		{Config{"MODULES": "y", "HAS_DMA": "y"}, "CDNS", No},                     // no gadget: USB needed, absent
+		{Config{"MODULES": "y", "HAS_DMA": "y", "USB_GADGET": "y"}, "CDNS", Yes}, // gadget: USB not needed
+		{Config{"MODULES": "y", "HAS_DMA": "y", "USB": "m"}, "CDNS", Mod},
+		{Config{"MODULES": "y", "HAS_DMA": "y", "USB_GADGET": "m"}, "CDNS", Yes}, // !m is m, but m != n: the kernel's rewrite
+		{Config{"MODULES": "y", "USB_GADGET": "y"}, "CDNS", No},                  // the other depends on still holds
+		{Config{"MODULES": "y"}, "BOTH", Yes},
+		{Config{"MODULES": "y", "USB": "y"}, "BOTH", No},
+		{Config{"MODULES": "y", "USB": "y", "USB_GADGET": "y"}, "BOTH", Yes},
+		{Config{"MODULES": "y"}, "SELF", Yes},
+		{Config{"MODULES": "y", "USB": "m"}, "SELF", Mod},
+		{Config{"MODULES": "y", "USB": "y"}, "IN_MENU", No},
+		{Config{"MODULES": "y"}, "IN_MENU", Yes},
+	} {
+		if got := kc.depValue(kc.Symbol(c.sym), c.cfg); got != c.want {
+			t.Errorf("%s with %v: dependency %s, want %s", c.sym, c.cfg, got, c.want)
+		}
+	}
+	// Tristate: `depends on D if C` with C=m and D=n is n (C = n is
+	// false); `D || !C` would give m.
+	kc2 := parseFiles(t, map[string]string{"Kconfig": "config MODULES\n\tbool \"m\"\n\tmodules\nconfig D\n\ttristate \"d\"\nconfig C\n\ttristate \"c\"\nconfig X\n\ttristate \"x\"\n\tdepends on D if C\n"})
+	if got := kc2.depValue(kc2.Symbol("X"), Config{"MODULES": "y", "C": "m"}); got != No {
+		t.Errorf("X with C=m, D=n: %s, want n", got)
+	}
+	for _, bad := range []string{"depends on if X", "depends on X if", "depends on X if Y if Z"} {
+		if _, err := parseMap(map[string]string{"Kconfig": "config A\n\tbool\n\t" + bad + "\n"}); err == nil || !strings.Contains(err.Error(), "Kconfig:3: bad expression in depends on") {
+			t.Errorf("%q: err %v", bad, err)
+		}
+	}
 }
