@@ -44,7 +44,7 @@ func init() {
 	register(&command{
 		name:    "serve",
 		summary: "run the service: job queue (River), HTTP API under /api/v1 and the dashboard",
-		usage:   "patcheval serve [--listen 127.0.0.1:8080] [--public-url URL] [--database URL] [--workers N] [--work all|coordinator|detect] [--compiler-cache kcc|ccache|none] [--token-file F] [--allow-tree PATH]...",
+		usage:   "patcheval serve [--listen 127.0.0.1:8080] [--public-url URL] [--database URL] [--workers N] [--work all|coordinator|detect] [--compiler-cache kcc|ccache|none] [--token-file F] [--allow-tree PATH]... [--allow-host NAME[:PORT]]...",
 		setup: func(fs *flag.FlagSet) func(ctx context.Context, env *Env, args []string) error {
 			listen := fs.String("listen", "127.0.0.1:8080", "`address` to listen on; anything but loopback needs --token-file")
 			database := fs.String("database", "", "database: a SQLite `file` or sqlite:PATH (default <state dir>/patcheval.db), or postgres://USER@HOST/DB (password from ~/.pgpass or $PGPASSFILE, not the command line)")
@@ -62,7 +62,9 @@ func init() {
 			work := fs.String("work", "all", "the stages serve runs itself: all (every arch and SSH target: no workers needed), coordinator (apply, more and report: builds and boots wait for `patcheval worker`s), or detect (coordinator plus what this machine's toolchains and QEMU can run)")
 			noSeriesBisect := fs.Bool("no-series-bisect", false, "when an evaluation's whole series (of several patches) regresses, do not bisect inside the series before it is done (its report and the bots' replies then do not name the patch)")
 			ccache := fs.String("compiler-cache", "kcc", "the builds' compiler cache (with --work all or detect; a worker has its own): kcc (patcheval's, keyed by preprocessed tokens), ccache or none")
-			publicURL := fs.String("public-url", "", "the dashboard's `URL` as others reach it, for the links in Patchwork checks, GitHub statuses and mails (default http://<listen>)")
+			publicURL := fs.String("public-url", "", "the dashboard's `URL` as others reach it, for the links in Patchwork checks, GitHub statuses and mails (default http://<listen>); requests may name its host")
+			var allowHosts stringList
+			fs.Var(&allowHosts, "allow-host", "another `NAME[:PORT]` requests may address serve by (repeatable; default only the listen address, localhost forms and --public-url's host: other Host headers get 421, against DNS rebinding)")
 			return func(ctx context.Context, env *Env, args []string) error {
 				if len(args) > 0 {
 					return fail.Inputf("serve: unexpected arguments %q", args)
@@ -89,7 +91,7 @@ func init() {
 					return fail.Inputf("--work %q: want all, coordinator or detect", *work)
 				}
 				cfg := service.Config{Work: caps, Database: *database, CacheDir: *cacheDir, Jobs: *jobs, CompilerCache: *ccache, BootWorkers: *workers,
-					BuildWorkers: *buildWorkers, Grace: *grace, PublicRead: *publicRead, AllowTrees: allow, Lore: *lore,
+					BuildWorkers: *buildWorkers, Grace: *grace, PublicRead: *publicRead, PublicURL: *publicURL, AllowHosts: allowHosts, AllowTrees: allow, Lore: *lore,
 					Log: env.Stderr, Loops: serveLoops, SeriesBisect: !*noSeriesBisect}
 				if *tokenFile != "" {
 					tok, err := service.ReadToken(*tokenFile)

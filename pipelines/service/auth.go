@@ -2,6 +2,7 @@ package service
 
 import (
 	"crypto/subtle"
+	"fmt"
 	"net"
 	"net/http"
 	"net/url"
@@ -47,8 +48,17 @@ func ReadToken(path string) ([]byte, error) {
 // a token (loopback only), a mutating request from another site's page
 // (Sec-Fetch-Site cross-site, or an Origin that is not this host) is
 // refused with 403, so that a web page cannot drive the local service.
+//
+// Before any of that, the request's Host must be one this server answers
+// to (hostAllowed): a page on another name that its DNS points at this
+// machine (DNS rebinding) gets 421, whatever its Origin says.
 func (s *Service) auth(h http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if !s.hosts.allowed(r) {
+			apiError(w, http.StatusMisdirectedRequest, "Host", fmt.Sprintf(
+				"Host %q is not a name this server answers to (its listen address, localhost, --public-url or --allow-host)", r.Host))
+			return
+		}
 		mutating := r.Method != http.MethodGet && r.Method != http.MethodHead
 		if len(s.cfg.Token) > 0 && (mutating || !s.cfg.PublicRead) && !s.authorized(r) {
 			w.Header().Set("WWW-Authenticate", `Bearer realm="patcheval", Basic realm="patcheval"`)

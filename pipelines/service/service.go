@@ -74,6 +74,12 @@ type Config struct {
 	// mutating request, and on reads unless PublicRead.
 	Token      []byte
 	PublicRead bool
+	// PublicURL is the dashboard's URL as others reach it (--public-url):
+	// its host is one the server answers to (hosts.go).
+	PublicURL string
+	// AllowHosts are more names requests may address the server by
+	// (--allow-host NAME[:PORT]): a proxy's or a farm's name for it.
+	AllowHosts []string
 	// AllowTrees are the kernel trees a submission may name (--tree must
 	// be one of them or inside one). Empty: the pipelines' own tree.path
 	// only.
@@ -161,6 +167,9 @@ type Service struct {
 
 	// ui is riverui under RiverUIPath (riverui.go).
 	ui riverUI
+
+	// hosts is the Host allow-list (hosts.go).
+	hosts hostList
 }
 
 // New opens the database (see OpenDB: one serve per database) and sets up
@@ -174,6 +183,10 @@ func New(ctx context.Context, cfg Config) (*Service, error) {
 	s.ui.ctx, s.ui.cancel = context.WithCancel(context.WithoutCancel(ctx))
 	if s.log == nil {
 		s.log = io.Discard
+	}
+	if s.hosts, err = newHostList(cfg.PublicURL, cfg.AllowHosts); err != nil {
+		db.Close()
+		return nil, err
 	}
 	for i, t := range cfg.AllowTrees {
 		if s.cfg.AllowTrees[i], err = canonicalTree(t); err != nil {
