@@ -555,7 +555,7 @@ func (s *Service) apiEvents(w http.ResponseWriter, r *http.Request) {
 	lines, unsub := s.evalLog(e.ID).subscribe()
 	defer unsub()
 	status := e.Status
-	fmt.Fprintf(w, "event: status\ndata: %s\n\n", status)
+	writeEvent(w, "status", status)
 	fl.Flush()
 	tick := time.NewTicker(time.Second)
 	defer tick.Stop()
@@ -564,7 +564,7 @@ func (s *Service) apiEvents(w http.ResponseWriter, r *http.Request) {
 		case <-r.Context().Done():
 			return
 		case l := <-lines:
-			fmt.Fprintf(w, "data: %s\n\n", strings.ReplaceAll(l, "\n", " "))
+			writeEvent(w, "", l)
 			fl.Flush()
 		case <-tick.C:
 			cur, err := s.db.Store.Evaluation(e.ID)
@@ -573,7 +573,7 @@ func (s *Service) apiEvents(w http.ResponseWriter, r *http.Request) {
 			}
 			if cur.Status != status {
 				status = cur.Status
-				fmt.Fprintf(w, "event: status\ndata: %s\n\n", status)
+				writeEvent(w, "status", status)
 				fl.Flush()
 				if status != StatusQueued && status != "running" {
 					return
@@ -581,6 +581,23 @@ func (s *Service) apiEvents(w http.ResponseWriter, r *http.Request) {
 			}
 		}
 	}
+}
+
+// writeEvent writes one server-sent event. The stream's lines end in
+// \r\n, \r or \n alike, so data is split on each of them into data:
+// lines of its own: whatever data holds, it cannot start a field (event:,
+// id:, retry:) or end the event.
+func writeEvent(w io.Writer, event, data string) {
+	var b strings.Builder
+	if event != "" {
+		b.WriteString("event: " + event + "\n")
+	}
+	data = strings.ReplaceAll(strings.ReplaceAll(data, "\r\n", "\n"), "\r", "\n")
+	for _, l := range strings.Split(data, "\n") {
+		b.WriteString("data: " + l + "\n")
+	}
+	b.WriteString("\n")
+	io.WriteString(w, b.String())
 }
 
 func (s *Service) apiCancel(w http.ResponseWriter, r *http.Request) {

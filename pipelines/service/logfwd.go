@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"strings"
 	"sync"
 	"time"
 )
@@ -32,7 +31,16 @@ const (
 )
 
 // apiLog takes a worker's progress lines into evaluation id's live log.
+// Only a worker may write there: the request must carry the token, also
+// on loopback, where every other endpoint is open without one (a serve
+// without --token-file has no workers that could forward lines). The
+// lines are escaped like every log line (evalLog.add).
 func (s *Service) apiLog(w http.ResponseWriter, r *http.Request) {
+	if len(s.cfg.Token) == 0 || !s.authorized(r) {
+		apiError(w, http.StatusForbidden, "Authorization",
+			"the worker log endpoint takes lines only from workers: serve needs --token-file and the request the token")
+		return
+	}
 	e, ok := s.evalOf(w, r)
 	if !ok {
 		return
@@ -52,7 +60,7 @@ func (s *Service) apiLog(w http.ResponseWriter, r *http.Request) {
 		if len(line) > maxLogLine {
 			line = line[:maxLogLine]
 		}
-		l.add(in.Worker + ": " + strings.ReplaceAll(line, "\n", " "))
+		l.add(in.Worker + ": " + line)
 	}
 	l.mu.Unlock()
 	w.WriteHeader(http.StatusNoContent)

@@ -22,6 +22,7 @@ import (
 
 	"github.com/patcheval/patcheval/build"
 	"github.com/patcheval/patcheval/internal/fail"
+	"github.com/patcheval/patcheval/internal/termsafe"
 	"github.com/patcheval/patcheval/mbox"
 	"github.com/patcheval/patcheval/pipelines"
 	"github.com/patcheval/patcheval/pipelines/artifact"
@@ -276,8 +277,10 @@ func (s *Service) OutDir(id int64) string {
 // file): evaluations/ and watches/ hold the reports.
 func (s *Service) StateDir() string { return s.db.Dir }
 
+// logf writes one line to the service's log, its control characters
+// escaped (messages quote mail subjects, workers' names and errors).
 func (s *Service) logf(format string, a ...any) {
-	fmt.Fprintf(s.log, "%s %s\n", time.Now().UTC().Format("15:04:05"), fmt.Sprintf(format, a...))
+	fmt.Fprintf(s.log, "%s %s\n", time.Now().UTC().Format("15:04:05"), termsafe.Line(fmt.Sprintf(format, a...)))
 }
 
 // Run serves HTTP on ln and works jobs until ctx is cancelled (SIGTERM):
@@ -511,7 +514,12 @@ func (l *evalLog) printf(format string, a ...any) {
 	l.add(time.Now().UTC().Format("15:04:05") + " " + fmt.Sprintf(format, a...))
 }
 
+// add records one progress line. It comes from builds, boots, mail and
+// workers: its control characters are escaped (termsafe.Line) before it
+// reaches serve's stderr, the page or the event stream, where an ESC
+// would drive a terminal and a CR start a forged line or SSE field.
 func (l *evalLog) add(line string) {
+	line = termsafe.Line(line)
 	fmt.Fprintf(l.out, "evaluation %d: %s\n", l.id, line)
 	if l.fwd != nil {
 		l.fwd.send(l.id, line)
