@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"flag"
@@ -13,6 +14,7 @@ import (
 	"time"
 
 	"github.com/patcheval/patcheval/internal/fail"
+	"github.com/patcheval/patcheval/internal/termsafe"
 	"github.com/patcheval/patcheval/pipelines/store"
 )
 
@@ -70,15 +72,44 @@ func runsCommand(w io.Writer, db string, asJSON bool, args []string) error {
 	defer st.Close()
 	switch sub {
 	case "show":
-		return runsShow(w, st, id, asJSON)
+		if asJSON {
+			return runsShow(w, st, id, true)
+		}
+		return runsText(w, func(w io.Writer) error { return runsShow(w, st, id, false) })
 	case "console":
 		c, err := st.Console(id)
 		if err != nil {
 			return err
 		}
+		if termsafe.Terminal(w) {
+			// The stored log as it came from the serial console, for
+			// pipes and files; a terminal gets it escaped (a guest's
+			// ESC sequences would drive it), CRLF as plain line ends.
+			_, err = io.WriteString(w, termsafe.Text(strings.ReplaceAll(string(c), "\r\n", "\n")))
+			return err
+		}
 		_, err = w.Write(c)
 		return err
 	}
+	if asJSON {
+		return runsList(w, st, true)
+	}
+	return runsText(w, func(w io.Writer) error { return runsList(w, st, false) })
+}
+
+// runsText runs print into a buffer and writes it with its control
+// characters escaped: series titles, message ids, trees and error texts
+// come from mail and builds, and must not drive the terminal.
+func runsText(w io.Writer, print func(io.Writer) error) error {
+	var buf bytes.Buffer
+	err := print(&buf)
+	if _, werr := io.WriteString(w, termsafe.Text(buf.String())); err == nil {
+		err = werr
+	}
+	return err
+}
+
+func runsList(w io.Writer, st *store.Store, asJSON bool) error {
 	evs, err := st.ListEvaluations()
 	if err != nil {
 		return err

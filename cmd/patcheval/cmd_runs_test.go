@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/patcheval/patcheval/evaluate"
+	"github.com/patcheval/patcheval/internal/termsafe/ptytest"
 	"github.com/patcheval/patcheval/pipelines/store"
 )
 
@@ -82,5 +83,53 @@ func TestRunsCommand(t *testing.T) {
 		if code != 2 || errOut == "" {
 			t.Errorf("%q: exit %d, stderr %q", args, code, errOut)
 		}
+	}
+}
+
+// TestRunsEscapesControlCharacters: a series title, message id and build
+// error holding ESC/OSC sequences (retitle, clear screen), CRs and C1
+// controls are printed escaped by `runs` and `runs show`; `runs console`
+// escapes on a terminal and stays byte-exact in a pipe.
+func TestRunsEscapesControlCharacters(t *testing.T) {
+	state := t.TempDir()
+	t.Setenv("PATCHEVAL_STATE_DIR", state)
+	st, err := store.Open(filepath.Join(state, store.FileName))
+	if err != nil {
+		t.Fatal(err)
+	}
+	title := "\x1b]0;pwned\x07\x1b[2Jpowerpc: evil\rfake"
+	e, _, err := st.CreateOrResumeEvaluation("k", store.EvaluationMeta{Pipeline: "ppc-preempt-dynamic",
+		SeriesMsgID: "<a\x1b[31m@b>", SeriesTitle: title, Tree: "/tmp/linux.git", Base: "v6.1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := st.RecordBuild(e.ID, store.Build{Variant: "v\u009b1m", Arch: "ppc64le", Status: "failed", ErrorKind: "kernel",
+		ErrorText: "make: \x1b[1;31merror\x1b[0m\r"}); err != nil {
+		t.Fatal(err)
+	}
+	rid, _ := st.BeginRun(e.ID, "v", 0)
+	console := "Linux\r\n\x1b]0;guest\x07login:\r\n"
+	if err := st.FinishRun(rid, store.RunOK, evaluate.Environment{Target: "qemu"}, []byte(console), nil); err != nil {
+		t.Fatal(err)
+	}
+	st.Close()
+	for _, args := range [][]string{{"runs"}, {"runs", "show", "1"}} {
+		out, _, code := runsCLI(t, args...)
+		if code != 0 || strings.ContainsAny(out, "\x1b\x07\r\u009b") || !strings.Contains(out, `\x1b]0;pwned\x07`) {
+			t.Errorf("%q: exit %d, raw control characters or no escapes:\n%q", args, code, out)
+		}
+	}
+	out, _, _ := runsCLI(t, "runs", "console", "1")
+	if out != console {
+		t.Errorf("console into a pipe: %q, want the stored bytes %q", out, console)
+	}
+	term, ctl := ptytest.Open(t)
+	if err := runsCommand(term, "", false, []string{"console", "1"}); err != nil {
+		t.Fatal(err)
+	}
+	buf := make([]byte, 4096)
+	n, _ := ctl.Read(buf)
+	if got, want := string(buf[:n]), "Linux\n\\x1b]0;guest\\x07login:\n"; got != want {
+		t.Errorf("console on a terminal: %q, want %q", got, want)
 	}
 }

@@ -18,6 +18,8 @@ import (
 	"syscall"
 
 	"github.com/patcheval/patcheval/internal/fail"
+	"github.com/patcheval/patcheval/internal/redact"
+	"github.com/patcheval/patcheval/internal/termsafe"
 )
 
 // command is one subcommand.
@@ -85,7 +87,10 @@ func run(ctx context.Context, env *Env, args []string) int {
 	}
 	err := do(ctx, env, fs.Args())
 	if err != nil {
-		fmt.Fprintf(env.Stderr, "patcheval %s: %v\n", c.name, err)
+		// Errors quote mail, URLs and database locators: their control
+		// characters are escaped and their passwords masked, here once
+		// for every command.
+		fmt.Fprintf(env.Stderr, "patcheval %s: %s\n", c.name, redact.String(termsafe.Text(err.Error())))
 		if ctx.Err() != nil {
 			fmt.Fprintln(env.Stderr, "patcheval: interrupted; finished work is kept, re-run the same command to resume")
 		}
