@@ -3,12 +3,32 @@
 # deterministically (fixed author, committer and dates), and print its path.
 #
 #   scripts/linux-tree.sh            # -> $CACHE/trees/linux-6.1.git
+#   scripts/linux-tree.sh 7.2.13 7.3 # -> $CACHE/trees/linux-releases.git
 #
 # CACHE is $PATCHEVAL_CACHE_DIR, else $XDG_CACHE_HOME/patcheval, else
 # ~/.cache/patcheval. The repository has one commit on branch "master",
 # tagged "v6.1-debian"; re-running prints the path at once. Installs
 # linux-source-6.1 when missing and running as root.
+#
+# With versions (6.1, 6.12, 7.2, 7.2.13, 7.2.12-1~bpo13+1, ...) it runs
+# `patcheval tree import` instead: Debian's linux-source-X.Y of each, from
+# the machine's Debian mirror through a private apt state, into one
+# release-history repository (tags vX.Y.Z), and prints its path; the exit
+# code is patcheval's (2 bad input, 3 network).
 set -euo pipefail
+
+if [ $# -gt 0 ]; then
+	cache=${PATCHEVAL_CACHE_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/patcheval}
+	root=$(cd "$(dirname "$0")/.." && pwd)
+	command -v go >/dev/null || PATH="$PATH:/usr/local/go/bin"
+	bin=$(mktemp -d)
+	trap 'rm -rf "$bin"' EXIT
+	(cd "$root" && go build -o "$bin/patcheval" ./cmd/patcheval)
+	rc=0
+	"$bin/patcheval" tree import --tree "$cache/trees/linux-releases.git" "$@" >&2 || rc=$?
+	[ "$rc" = 0 ] && echo "$cache/trees/linux-releases.git"
+	exit "$rc"
+fi
 
 tarball=${PATCHEVAL_LINUX_TARBALL:-/usr/src/linux-source-6.1.tar.xz}
 cache=${PATCHEVAL_CACHE_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/patcheval}

@@ -61,6 +61,13 @@ func Repo(tb testing.TB) string {
 	return testenv.LinuxTree(tb)
 }
 
+// ReleaseRepo returns the release-history tree with Debian's release of
+// version imported (testenv.LinuxRelease: "7.2.13" gives tag v7.2.13).
+func ReleaseRepo(tb testing.TB, version string) string {
+	tb.Helper()
+	return testenv.LinuxRelease(tb, version)
+}
+
 func git(repo string, env []string, stdin []byte, args ...string) (string, error) {
 	cmd := exec.Command("git", append([]string{"--git-dir=" + repo}, args...)...)
 	cmd.Env = append(os.Environ(), env...)

@@ -1,7 +1,8 @@
 // Package testenv is what patcheval's tests share about their environment:
 // whether slow tests run (PATCHEVAL_SKIP_SLOW, read here and nowhere
 // else), the imported Debian 6.1 kernel tree (scripts/linux-tree.sh, once
-// per test process, in the shared cache), and the one copy of the real
+// per test process, in the shared cache), Debian's later releases in one
+// release-history tree (LinuxRelease: 7.2.13), and the one copy of the real
 // mail threads the tests use (mbox/testdata/threads), among them the v6.1
 // backport of "powerpc: enable dynamic preemption".
 //
@@ -10,6 +11,7 @@ package testenv
 
 import (
 	"bytes"
+	"context"
 	"fmt"
 	"io"
 	"os"
@@ -19,6 +21,9 @@ import (
 	"strings"
 	"sync"
 	"testing"
+
+	"github.com/patcheval/patcheval/internal/linuxtree"
+	"github.com/patcheval/patcheval/internal/xdg"
 )
 
 // BaseCommit is the tag of the imported 6.1 tree.
@@ -96,6 +101,60 @@ func LinuxTree(tb testing.TB) string {
 		tb.Fatal(treeErr)
 	}
 	return treePath
+}
+
+// ReleaseVersions are the Debian releases tests may ask LinuxRelease for:
+// the exact Debian package versions, so that every machine imports the
+// same trees.
+var ReleaseVersions = map[string]string{
+	"7.2.13": "7.2.13-1", // sid
+}
+
+var (
+	releaseMu   sync.Mutex
+	releaseDone = map[string]error{}
+)
+
+// ReleaseTree is the release-history repository (internal/linuxtree, what
+// `patcheval tree import` makes) that LinuxRelease imports into, in the
+// shared cache.
+func ReleaseTree() string { return filepath.Join(xdg.CacheDir(), "trees", "linux-releases.git") }
+
+// LinuxRelease returns ReleaseTree with Debian's release of version (a key
+// of ReleaseVersions, e.g. "7.2.13") imported, tagged "v"+version: the
+// package is fetched from the machine's Debian mirror into the shared cache
+// once (internal/debian), imported once, then reused. It is shared: clone it
+// before writing to it, and name releases by tag (importing an older release
+// relinks the newer ones). Skipped when SkipSlow.
+func LinuxRelease(tb testing.TB, version string) string {
+	tb.Helper()
+	SkipIfSlow(tb, "Debian's linux-source-"+version+" from the mirror")
+	deb, ok := ReleaseVersions[version]
+	if !ok {
+		tb.Fatalf("testenv.LinuxRelease: %q is not one of ReleaseVersions", version)
+	}
+	releaseMu.Lock()
+	defer releaseMu.Unlock()
+	err, done := releaseDone[version]
+	if !done {
+		err = importRelease(deb)
+		releaseDone[version] = err
+	}
+	if err != nil {
+		tb.Fatalf("importing Debian's %s: %v", deb, err)
+	}
+	return ReleaseTree()
+}
+
+func importRelease(debVersion string) error {
+	req, err := linuxtree.ParseRequest(debVersion)
+	if err != nil {
+		return err
+	}
+	cache := xdg.CacheDir()
+	repo := &linuxtree.Repo{Path: ReleaseTree(), Log: os.Stderr} // the first import takes a minute: show its progress
+	_, err = repo.ImportDebian(context.Background(), linuxtree.NewApt(cache, os.Stderr), linuxtree.DebsDir(cache), req)
+	return err
 }
 
 // PrivateDirs points PATCHEVAL_STATE_DIR and PATCHEVAL_CONFIG_DIR, where the

@@ -1,4 +1,4 @@
-package main
+package tar2git
 
 import (
 	"archive/tar"
@@ -93,10 +93,11 @@ func TestSameCommitAsGitAdd(t *testing.T) {
 
 	var stream bytes.Buffer
 	w := bufio.NewWriter(&stream)
-	o := options{branch: "master", tag: "v-test", message: "Linux test (archive)",
-		name: "patcheval import", email: "import@patcheval.invalid",
-		date: time.Unix(1670768100, 0), strip: true}
-	n, err := convert(bytes.NewReader(data), w, o)
+	o := Options{Branch: "master", Tag: "v-test", Message: "Linux test (archive)",
+		Name: "patcheval import", Email: "import@patcheval.invalid",
+		Date: time.Unix(1670768100, 0), Strip: true}
+	res, err := Convert(bytes.NewReader(data), w, o)
+	n := res.Files
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -133,7 +134,7 @@ func TestRefusesEscapesAndStrays(t *testing.T) {
 		}
 		tw.Close()
 		var out bytes.Buffer
-		if _, err := convert(&buf, bufio.NewWriter(&out), options{message: "m", strip: true}); err == nil {
+		if _, err := Convert(&buf, bufio.NewWriter(&out), Options{Message: "m", Strip: true}); err == nil {
 			t.Errorf("%s: converted without error", name)
 		}
 	}
