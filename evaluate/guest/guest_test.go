@@ -45,7 +45,8 @@ func TestParseCPUs(t *testing.T) {
 }
 
 // TestBenchmarksInProcess runs every benchmark loop in the test process
-// (fork, execve and kill-child need the agent binary: see TestAgentNoInit).
+// (fork, execve and kill-child need the agent binary: see TestAgentNoInit)
+// and fails when one of them was skipped.
 func TestBenchmarksInProcess(t *testing.T) {
 	for _, b := range []Bench{{Name: BenchKill, Ops: 20000}, {Name: BenchGetppid, Ops: 20000}, {Name: BenchGetpgid, Ops: 20000}, {Name: BenchFork, Ops: 20}, {Name: BenchRCU, Runs: 2, Calls: 3}} {
 		r, err := RunBench(b)
@@ -53,7 +54,10 @@ func TestBenchmarksInProcess(t *testing.T) {
 			t.Fatalf("%s: %v", b.Name, err)
 		}
 		if r.Skipped != "" {
-			t.Logf("%s skipped: %s", b.Name, r.Skipped)
+			// A benchmark this test names that did not run is a failure,
+			// not a pass: rcu needs membarrier(MEMBARRIER_CMD_GLOBAL)
+			// on the host (CONFIG_MEMBARRIER, no nohz_full CPUs).
+			t.Errorf("%s was not measured: %s", b.Name, r.Skipped)
 			continue
 		}
 		want := int64(b.Ops)
@@ -189,9 +193,13 @@ func TestSigChildIgnores(t *testing.T) {
 	t.Fatal("no SigIgn line")
 }
 
+// hostTool is where the host's tools are (Debian's packages stress-ng
+// and linux-perf put them where the guest's userland does).
+var hostTool = map[string]string{BenchStressNG: StressNGPath, BenchPerfBench: PerfPath}
+
 // TestToolsOnHost runs the host's own stress-ng and perf through the
 // agent's tool runner (the same code that runs them in the guest) and
-// checks the parsed metrics and units.
+// checks the parsed metrics and units. Both must be installed.
 func TestToolsOnHost(t *testing.T) {
 	for _, tc := range []struct {
 		b     Bench
@@ -200,8 +208,11 @@ func TestToolsOnHost(t *testing.T) {
 		{Bench{Name: BenchStressNG, Args: []string{"--kill", "1", "-t", "2"}}, []string{"bogo-ops/s", "bogo-ops/s"}},
 		{Bench{Name: BenchPerfBench, Args: []string{"syscall", "basic", "-l", "100000"}}, []string{"usec/op", "ops/sec"}},
 	} {
-		if _, err := os.Stat(map[string]string{BenchStressNG: StressNGPath, BenchPerfBench: PerfPath}[tc.b.Name]); err != nil {
-			t.Logf("%s: not installed on the host: %v", tc.b.Name, err)
+		if _, err := os.Stat(hostTool[tc.b.Name]); err != nil {
+			// .ci/install-deps installs both (stress-ng, linux-perf): a
+			// host without them has not run it, and the test that names
+			// them must not pass without running them.
+			t.Errorf("%s: not installed on the host (.ci/install-deps installs it): %v", tc.b.Name, err)
 			continue
 		}
 		r, err := RunBench(tc.b)
