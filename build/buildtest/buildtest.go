@@ -49,6 +49,31 @@ var Variants = map[string]struct {
 	"patched-full":      {true, map[string]string{"PREEMPT": "y"}},
 }
 
+// X86BenchSymbols are what the one lean x86_64 test kernel adds to the
+// q35 boot fragment so that every agent benchmark runs in it: MEMBARRIER
+// (rcu: membarrier(MEMBARRIER_CMD_GLOBAL)) and NET, INET and BRIDGE
+// (bridge-sh: RTM_NEWLINK kind bridge, ifconfig's AF_INET ioctls), with
+// what INET and BRIDGE would pull in by default and no benchmark uses
+// switched off. evaluate/target/qemu's TestAllBenchmarks and
+// TestOtherArches/x86_64 boot it (X86Bench); the farm's real-kernel
+// bench reuses it from the cache.
+var X86BenchSymbols = map[string]string{
+	"MEMBARRIER": "y", "NET": "y", "INET": "y", "BRIDGE": "y",
+	"IPV6": "n", "WIRELESS": "n", "ETHTOOL_NETLINK": "n", "INET_DIAG": "n", "BRIDGE_IGMP_SNOOPING": "n",
+}
+
+// X86Bench returns the cached (or freshly built) lean x86_64 kernel of
+// the 6.1 tree: tinyconfig, the q35 boot fragment and X86BenchSymbols.
+func X86Bench(tb testing.TB) *build.Artifact {
+	tb.Helper()
+	syms := map[string]string{}
+	for k, v := range X86BenchSymbols {
+		syms[k] = v
+	}
+	return Build(tb, build.Request{Repo: Repo(tb), Commit: BaseCommit, Arch: "x86_64", BaseConfig: build.BootConfigBase,
+		Fragments: []string{BootFragment(tb, "x86_64")}, Symbols: syms, Variant: "bench-x86_64"})
+}
+
 // SkipIfSlow skips tb when PATCHEVAL_SKIP_SLOW=1.
 func SkipIfSlow(tb testing.TB) {
 	tb.Helper()

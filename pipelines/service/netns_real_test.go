@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/sha256"
 	"fmt"
+	"maps"
 	"math"
 	"os"
 	"path/filepath"
@@ -14,6 +15,7 @@ import (
 	"time"
 
 	"github.com/patcheval/patcheval/build"
+	"github.com/patcheval/patcheval/build/buildtest"
 	"github.com/patcheval/patcheval/internal/progress"
 	"github.com/patcheval/patcheval/internal/testenv"
 	"github.com/patcheval/patcheval/internal/xdg"
@@ -27,7 +29,8 @@ import (
 // across the farm, against the same evaluation on one machine.
 //
 // The evaluation: Debian's 6.1 tree, one x86_64 kernel (tinyconfig with
-// the q35 boot fragment, the kernel TestOtherArches/x86_64 boots) and two
+// the q35 boot fragment and buildtest.X86BenchSymbols, the kernel
+// TestOtherArches/x86_64 and TestAllBenchmarks boot) and two
 // variants booting it (the second with another command line), three
 // deterministic QEMU boots each. On one machine (runner.Run, the path of
 // `patcheval lore --pipeline`, in the coordinator's namespace) the kernel
@@ -95,6 +98,7 @@ apply = false
 arch = ["x86_64"]
 config = "tinyconfig"
 fragments = ["x86_64-q35"]
+symbols = %s
 [[variant]]
 name = "base"
 [[variant]]
@@ -119,11 +123,21 @@ kvm = "off"
 [[comparison]]
 base = "base"
 other = "base+nokaslr"
-`, testenv.BaseCommit)), "farm-real.toml")
+`, testenv.BaseCommit, x86BenchTOML())), "farm-real.toml")
 	if err != nil {
 		t.Fatal(err)
 	}
 	return p
+}
+
+// x86BenchTOML is buildtest.X86BenchSymbols as a TOML inline table: the
+// farm's kernel is the suite's one lean x86_64 kernel.
+func x86BenchTOML() string {
+	var kv []string
+	for _, k := range slices.Sorted(maps.Keys(buildtest.X86BenchSymbols)) {
+		kv = append(kv, fmt.Sprintf("%s = %q", k, buildtest.X86BenchSymbols[k]))
+	}
+	return "{ " + strings.Join(kv, ", ") + " }"
 }
 
 // farmRealScenario is TestFarmRealKernel's coordinator (s: serve on
@@ -134,7 +148,8 @@ func farmRealScenario(t *testing.T, s *Service, c *farmCoord) {
 
 	// One machine: the kernel from the suite's cache, then the boots.
 	// It must be a cache hit: this scenario builds no kernel here.
-	req := build.Request{Repo: c.spec.Tree, Commit: testenv.BaseCommit, Arch: "x86_64", BaseConfig: build.BootConfigBase, Variant: "base"}
+	req := build.Request{Repo: c.spec.Tree, Commit: testenv.BaseCommit, Arch: "x86_64", BaseConfig: build.BootConfigBase, Variant: "base",
+		Symbols: maps.Clone(buildtest.X86BenchSymbols)}
 	frag, err := build.WriteBootConfig("x86_64", filepath.Join(c.spec.Cache, "boot-configs"))
 	if err != nil {
 		t.Fatal(err)
@@ -390,4 +405,15 @@ func countFinished(runs []store.Run) int {
 		}
 	}
 	return n
+}
+
+// The farm bench's pipeline parses and builds the suite's lean x86_64
+// kernel (buildtest.X86Bench), which its one-machine half takes from the
+// cache.
+func TestFarmRealPipelineIsTheSuitesKernel(t *testing.T) {
+	p := farmRealPipeline(t)
+	b := p.Builds()
+	if len(b) != 1 || b[0].Arch != "x86_64" || !maps.Equal(b[0].Symbols, buildtest.X86BenchSymbols) {
+		t.Fatalf("builds %+v, want one x86_64 kernel with %v", b, buildtest.X86BenchSymbols)
+	}
 }

@@ -12,9 +12,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/patcheval/patcheval/build/buildtest"
 	"github.com/patcheval/patcheval/evaluate"
 	"github.com/patcheval/patcheval/evaluate/guest"
 	"github.com/patcheval/patcheval/internal/fail"
+	"github.com/patcheval/patcheval/internal/testenv"
 	"github.com/patcheval/patcheval/pipelines/store"
 )
 
@@ -164,30 +166,76 @@ func TestRunDeterministic(t *testing.T) {
 	}
 }
 
-// TestAllBenchmarks boots once with two CPUs and runs every benchmark.
+// TestAllBenchmarks boots once with two CPUs and runs every benchmark of
+// the agent in the one kernel of the suite that has what each needs
+// (buildtest.X86Bench: MEMBARRIER for rcu, BRIDGE for bridge-sh); a
+// skipped benchmark fails it. It is opt-in (PATCHEVAL_LONG_TESTS=1) with
+// the x86_64 build; TestLoopBenchmarks is the default suite's.
 func TestAllBenchmarks(t *testing.T) {
-	img := kernel(t, "base-voluntary")
-	tg := target(t, Config{SMP: 2})
-	res, err := tg.Boot(context.Background(), evaluate.Kernel{Variant: "v", Arch: "ppc64le", Image: img},
-		guest.Plan{CPUs: "0", Sysctls: map[string]string{"kernel.printk": "4"}, Benchmarks: []guest.Bench{
-			{Name: "kill", Ops: 20000}, {Name: "kill-child", Ops: 20000}, {Name: "getppid", Ops: 20000}, {Name: "getpgid", Ops: 20000},
-			{Name: "fork", Ops: 50}, {Name: "execve", Ops: 5}, {Name: "rcu", Runs: 2, Calls: 5}, {Name: "bridge-sh", Ops: 5},
-		}})
-	if err != nil {
-		t.Fatal(err)
+	buildtest.SkipIfSlow(t)
+	testenv.SkipUnlessLong(t, "an x86_64 kernel build with MEMBARRIER and BRIDGE")
+	img := buildtest.X86Bench(t).Image
+	benches := []guest.Bench{
+		{Name: "kill", Ops: 20000}, {Name: "kill-child", Ops: 20000}, {Name: "getppid", Ops: 20000}, {Name: "getpgid", Ops: 20000},
+		{Name: "fork", Ops: 50}, {Name: "execve", Ops: 5}, {Name: "rcu", Runs: 2, Calls: 5}, {Name: "bridge-sh", Ops: 5},
 	}
-	if len(res.Output.Results) != 8 {
-		t.Fatalf("%d results:\n%s", len(res.Output.Results), res.Console)
+	if len(benches) != len(guest.Benchmarks) {
+		t.Fatalf("the test lists %d benchmarks, the agent has %d (%v)", len(benches), len(guest.Benchmarks), guest.Benchmarks)
 	}
-	for _, r := range res.Output.Results {
-		t.Logf("%-10s %12.1f ns/op %s", r.Benchmark, r.NsPerOp, r.Skipped)
-		if r.Skipped == "" && (r.NsPerOp <= 0 || r.Iterations <= 0) {
-			t.Errorf("bad result %+v", r)
-		}
-	}
+	res := bootBenchmarks(t, evaluate.Kernel{Variant: "v", Arch: "x86_64", Image: img}, benches)
 	if i := res.Output.Info; i.NumCPU != 2 || i.PreemptPresent || i.CPUs != "0" {
 		t.Errorf("info %+v", i)
 	}
+}
+
+// TestLoopBenchmarks runs, in the default suite's ppc64le kernel, the
+// agent's benchmarks that kernel has what they need for (all but rcu and
+// bridge-sh, which need MEMBARRIER and BRIDGE: TestAllBenchmarks); a
+// skipped one fails it.
+func TestLoopBenchmarks(t *testing.T) {
+	img := kernel(t, "base-voluntary")
+	res := bootBenchmarks(t, evaluate.Kernel{Variant: "v", Arch: "ppc64le", Image: img}, []guest.Bench{
+		{Name: "kill", Ops: 20000}, {Name: "kill-child", Ops: 20000}, {Name: "getppid", Ops: 20000}, {Name: "getpgid", Ops: 20000},
+		{Name: "fork", Ops: 50}, {Name: "execve", Ops: 5},
+	})
+	if i := res.Output.Info; i.NumCPU != 2 || i.PreemptPresent || i.CPUs != "0" {
+		t.Errorf("info %+v", i)
+	}
+}
+
+// bootBenchmarks boots k once with two CPUs (the agent built for k's
+// arch), runs benches pinned to CPU 0, and fails t unless every one was
+// measured (none skipped).
+func bootBenchmarks(t *testing.T, k evaluate.Kernel, benches []guest.Bench) *evaluate.BootResult {
+	t.Helper()
+	var tg *Target
+	if k.Arch == "ppc64le" {
+		tg = target(t, Config{SMP: 2})
+	} else {
+		cfg := Config{SMP: 2, MemoryMB: 1024, CacheDir: agentCache(t)}
+		if testing.Verbose() {
+			cfg.Console = &testLog{t: t}
+		}
+		tg = New(cfg)
+	}
+	res, err := tg.Boot(context.Background(), k,
+		guest.Plan{CPUs: "0", Sysctls: map[string]string{"kernel.printk": "4"}, Benchmarks: benches})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(res.Output.Results) != len(benches) {
+		t.Fatalf("%d results for %d benchmarks:\n%s", len(res.Output.Results), len(benches), res.Console)
+	}
+	for _, r := range res.Output.Results {
+		t.Logf("%-10s %12.1f ns/op %s", r.Benchmark, r.NsPerOp, r.Skipped)
+		switch {
+		case r.Skipped != "":
+			t.Errorf("%s was not measured: %s", r.Benchmark, r.Skipped)
+		case r.NsPerOp <= 0 || r.Iterations <= 0:
+			t.Errorf("bad result %+v", r)
+		}
+	}
+	return res
 }
 
 func TestKernelPanic(t *testing.T) {
