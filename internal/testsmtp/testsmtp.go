@@ -6,12 +6,24 @@
 // server answered 250 to the message, or right after the server took the
 // message, before its 250 goes out.
 //
+// With TLS set it speaks STARTTLS or implicit TLS with a certificate for
+// 127.0.0.1 signed by a CA made for the server alone (Server.CA), and
+// offers AUTH PLAIN only over TLS, as a real submission server does.
+//
 // Start is the entry point; the server stops on tb.Cleanup.
 package testsmtp
 
 import (
 	"bytes"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/tls"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"errors"
 	"io"
+	"math/big"
 	"net"
 	netmail "net/mail"
 	"strings"
@@ -19,6 +31,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/emersion/go-sasl"
 	"github.com/emersion/go-smtp"
 )
 
@@ -37,6 +50,22 @@ type Options struct {
 	// the answer waits until Taken returns (a test kills the client
 	// there).
 	Taken func(msgid string)
+	// TLS is "starttls" (offer STARTTLS), "tls" (implicit TLS from the
+	// first byte, like port 465) or "" (plain text only).
+	TLS string
+	// Users are the accounts AUTH PLAIN accepts (user -> password);
+	// offered only over TLS.
+	Users map[string]string
+}
+
+// Message is one message the server took and how it came.
+type Message struct {
+	ID  string
+	Raw []byte
+	// TLSVersion is the connection's TLS version (tls.VersionTLS13...),
+	// 0 for plain text; User who authenticated ("" for nobody).
+	TLSVersion uint16
+	User       string
 }
 
 // Server is a running SMTP server.
@@ -44,10 +73,12 @@ type Server struct {
 	// Host and Port are where it listens (127.0.0.1).
 	Host string
 	Port int
+	// CA holds the certificate of the CA that signed the server's
+	// (nil without TLS): a client trusts it and nothing else.
+	CA   *x509.CertPool
 	opt  Options
 	mu   sync.Mutex
-	ids  []string
-	raws [][]byte
+	msgs []Message
 }
 
 // Start starts a server on 127.0.0.1 with a free port.
@@ -65,6 +96,21 @@ func Start(tb testing.TB, opt Options) *Server {
 	if opt.FailQuit {
 		l = quitFailer{l}
 	}
+	switch opt.TLS {
+	case "":
+	case "starttls", "tls":
+		conf, pool, err := testCert()
+		if err != nil {
+			tb.Fatal(err)
+		}
+		s.CA = pool
+		srv.TLSConfig = conf
+		if opt.TLS == "tls" {
+			l = tls.NewListener(l, conf)
+		}
+	default:
+		tb.Fatalf("testsmtp: TLS %q: want starttls, tls or nothing", opt.TLS)
+	}
 	go srv.Serve(l)
 	tb.Cleanup(func() { srv.Close() })
 	return s
@@ -73,24 +119,100 @@ func Start(tb testing.TB, opt Options) *Server {
 // MessageIDs are the Message-IDs (without <>) of the messages taken, in
 // order.
 func (s *Server) MessageIDs() []string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return append([]string(nil), s.ids...)
+	var ids []string
+	for _, m := range s.Taken() {
+		ids = append(ids, m.ID)
+	}
+	return ids
 }
 
 // Messages are the messages taken, LF line ends.
 func (s *Server) Messages() [][]byte {
+	var raws [][]byte
+	for _, m := range s.Taken() {
+		raws = append(raws, m.Raw)
+	}
+	return raws
+}
+
+// Taken are the messages taken, in order, with how each came.
+func (s *Server) Taken() []Message {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return append([][]byte(nil), s.raws...)
+	return append([]Message(nil), s.msgs...)
+}
+
+// testCert makes a CA and a certificate for 127.0.0.1 and localhost
+// signed by it, valid for a day: the server's TLS configuration (TLS
+// 1.2 at least) and a pool holding the CA alone.
+func testCert() (*tls.Config, *x509.CertPool, error) {
+	now := time.Now()
+	caKey, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		return nil, nil, err
+	}
+	caTmpl := &x509.Certificate{SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "patcheval testsmtp CA"},
+		NotBefore: now.Add(-time.Hour), NotAfter: now.Add(24 * time.Hour), IsCA: true, BasicConstraintsValid: true,
+		KeyUsage: x509.KeyUsageCertSign}
+	caDER, err := x509.CreateCertificate(rand.Reader, caTmpl, caTmpl, &caKey.PublicKey, caKey)
+	if err != nil {
+		return nil, nil, err
+	}
+	ca, err := x509.ParseCertificate(caDER)
+	if err != nil {
+		return nil, nil, err
+	}
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		return nil, nil, err
+	}
+	tmpl := &x509.Certificate{SerialNumber: big.NewInt(2), Subject: pkix.Name{CommonName: "127.0.0.1"},
+		NotBefore: now.Add(-time.Hour), NotAfter: now.Add(24 * time.Hour), KeyUsage: x509.KeyUsageDigitalSignature,
+		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
+		IPAddresses: []net.IP{net.IPv4(127, 0, 0, 1)}, DNSNames: []string{"localhost"}}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, ca, &key.PublicKey, caKey)
+	if err != nil {
+		return nil, nil, err
+	}
+	pool := x509.NewCertPool()
+	pool.AddCert(ca)
+	conf := &tls.Config{MinVersion: tls.VersionTLS12,
+		Certificates: []tls.Certificate{{Certificate: [][]byte{der}, PrivateKey: key}}}
+	return conf, pool, nil
 }
 
 // NewSession implements smtp.Backend.
 func (s *Server) NewSession(c *smtp.Conn) (smtp.Session, error) { return &session{s: s, c: c}, nil }
 
 type session struct {
-	s *Server
-	c *smtp.Conn
+	s    *Server
+	c    *smtp.Conn
+	user string
+}
+
+// AuthMechanisms offers PLAIN when the server has users (go-smtp offers
+// AUTH only over TLS: AllowInsecureAuth is off).
+var _ smtp.AuthSession = (*session)(nil)
+
+func (x *session) AuthMechanisms() []string {
+	if len(x.s.opt.Users) == 0 {
+		return nil
+	}
+	return []string{sasl.Plain}
+}
+
+// Auth checks PLAIN credentials against Options.Users.
+func (x *session) Auth(mech string) (sasl.Server, error) {
+	if mech != sasl.Plain || len(x.s.opt.Users) == 0 {
+		return nil, smtp.ErrAuthUnknownMechanism
+	}
+	return sasl.NewPlainServer(func(_, user, pass string) error {
+		if want, ok := x.s.opt.Users[user]; !ok || want != pass {
+			return errors.New("invalid credentials")
+		}
+		x.user = user
+		return nil
+	}), nil
 }
 
 func (x *session) Mail(string, *smtp.MailOptions) error { return nil }
@@ -113,9 +235,12 @@ func (x *session) Data(r io.Reader) error {
 	if m, err := netmail.ReadMessage(bytes.NewReader(raw)); err == nil {
 		id = strings.Trim(m.Header.Get("Message-Id"), "<> ")
 	}
+	m := Message{ID: id, Raw: raw, User: x.user}
+	if st, ok := x.c.TLSConnectionState(); ok {
+		m.TLSVersion = st.Version
+	}
 	x.s.mu.Lock()
-	x.s.ids = append(x.s.ids, id)
-	x.s.raws = append(x.s.raws, raw)
+	x.s.msgs = append(x.s.msgs, m)
 	x.s.mu.Unlock()
 	if x.s.opt.Taken != nil {
 		x.s.opt.Taken(id)

@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"crypto/tls"
 	"encoding/base64"
 	"errors"
 	"net"
@@ -244,5 +245,65 @@ func TestSendGoSMTPLostAnswerIsUnconfirmed(t *testing.T) {
 	// A connection refused is no such doubt: nothing was written.
 	if err := Send(context.Background(), SMTPSettings{Host: "127.0.0.1", Port: 1, Security: "none"}, *d); errors.Is(err, ErrUnconfirmed) {
 		t.Errorf("a refused connection is unconfirmed: %v", err)
+	}
+}
+
+// The default security mode (Security ""), STARTTLS, against go-smtp
+// offering it with a certificate from a test CA: the message is taken
+// over TLS (1.2 or later), after AUTH PLAIN, which the server offers only
+// once the connection is encrypted.
+func TestSendGoSMTPStartTLSByDefault(t *testing.T) {
+	d, eml := testDraft(t)
+	s := testsmtp.Start(t, testsmtp.Options{TLS: "starttls", Users: map[string]string{"jane": "secret"}})
+	err := Send(context.Background(), SMTPSettings{Host: s.Host, Port: s.Port, Username: "jane", Password: "secret",
+		RootCAs: s.CA, Timeout: 10 * time.Second}, *d)
+	if err != nil {
+		t.Fatal(err)
+	}
+	checkTLSDelivery(t, s, d.MessageID, eml)
+}
+
+// Implicit TLS (port 465's mode): the whole exchange is encrypted.
+func TestSendGoSMTPImplicitTLS(t *testing.T) {
+	d, eml := testDraft(t)
+	s := testsmtp.Start(t, testsmtp.Options{TLS: "tls", Users: map[string]string{"jane": "secret"}})
+	err := Send(context.Background(), SMTPSettings{Host: s.Host, Port: s.Port, Security: "tls", Username: "jane", Password: "secret",
+		RootCAs: s.CA, Timeout: 10 * time.Second}, *d)
+	if err != nil {
+		t.Fatal(err)
+	}
+	checkTLSDelivery(t, s, d.MessageID, eml)
+}
+
+func checkTLSDelivery(t *testing.T, s *testsmtp.Server, msgid string, eml []byte) {
+	t.Helper()
+	got := s.Taken()
+	if len(got) != 1 || got[0].ID != msgid {
+		t.Fatalf("server took %d messages: %+v", len(got), got)
+	}
+	m := got[0]
+	if m.TLSVersion < tls.VersionTLS12 || m.User != "jane" {
+		t.Errorf("message taken with TLS version %#x as user %q, want TLS 1.2+ as jane", m.TLSVersion, m.User)
+	}
+	if string(m.Raw) != string(eml) {
+		t.Errorf("the message taken differs from the draft:\n%s", m.Raw)
+	}
+}
+
+// TLS that does not hold sends nothing: a certificate from a CA Send does
+// not trust (the system's roots do not hold the test CA), with STARTTLS
+// (the default) and implicit TLS.
+func TestSendGoSMTPUntrustedCertificate(t *testing.T) {
+	d, _ := testDraft(t)
+	for _, sec := range []string{"", "tls"} {
+		mode := map[string]string{"": "starttls", "tls": "tls"}[sec]
+		s := testsmtp.Start(t, testsmtp.Options{TLS: mode})
+		err := Send(context.Background(), SMTPSettings{Host: s.Host, Port: s.Port, Security: sec, Timeout: 10 * time.Second}, *d)
+		if err == nil || !strings.Contains(err.Error(), "certificate") {
+			t.Errorf("%s: a certificate of an unknown CA: %v", mode, err)
+		}
+		if n := len(s.Taken()); n != 0 {
+			t.Errorf("%s: the server took %d messages over TLS that does not hold", mode, n)
+		}
 	}
 }
