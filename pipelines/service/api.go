@@ -422,7 +422,10 @@ type EvaluationResponse struct {
 	// its measurements so far, or ended).
 	PerPatch        *report.PerPatch   `json:"per_patch,omitempty"`
 	SeriesBisection *SeriesBisectState `json:"series_bisection,omitempty"`
-	URL             string             `json:"url"`
+	// ApplyFailure says where the series did not apply (an evaluation
+	// that failed at apply).
+	ApplyFailure *store.ApplyFailure `json:"apply_failure,omitempty"`
+	URL          string              `json:"url"`
 }
 
 func (s *Service) evalOf(w http.ResponseWriter, r *http.Request) (*store.Evaluation, bool) {
@@ -472,6 +475,10 @@ func (s *Service) apiGet(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	if resp.SeriesBisection, err = s.SeriesBisection(e.ID); err != nil {
+		writeErr(w, err)
+		return
+	}
+	if resp.ApplyFailure, err = st.ApplyFailureOf(e.ID); err != nil {
 		writeErr(w, err)
 		return
 	}
