@@ -1,0 +1,90 @@
+package sandbox
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// Without bwrap on PATH the check names it and its Debian package.
+func TestCheckNamesWhatIsMissing(t *testing.T) {
+	t.Setenv("PATH", t.TempDir())
+	err := check()
+	if err == nil || !strings.Contains(err.Error(), "bwrap (apt-get install bubblewrap)") {
+		t.Fatalf("check without bwrap: %v", err)
+	}
+}
+
+// A sandboxed shell sees its writable and read-only directories and
+// nothing else of the host: not the directory above them, not /root or
+// the caller's files, no other process, no network but loopback, and it
+// is not root.
+func TestSandboxView(t *testing.T) {
+	if err := Check(); err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	rw, ro, secret := filepath.Join(dir, "rw"), filepath.Join(dir, "ro"), filepath.Join(dir, "secret")
+	for _, d := range []string{rw, ro} {
+		if err := os.Mkdir(d, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	os.WriteFile(filepath.Join(ro, "file"), []byte("x"), 0o644)
+	os.WriteFile(secret, []byte("s3cret"), 0o644)
+	if err := Prepare(rw); err != nil {
+		t.Fatal(err)
+	}
+	script := `
+id -u
+touch ` + rw + `/ok && echo rw-ok
+touch ` + ro + `/no 2>/dev/null && echo ro-WRITTEN
+cat ` + ro + `/file && echo
+cat ` + secret + ` 2>/dev/null && echo SECRET-READ
+ls /root 2>/dev/null && echo ROOT-LISTED
+ls /proc | grep -c '^[0-9]'
+grep -c : /proc/net/dev
+`
+	cmd, err := Spec{Writable: []string{rw}, ReadOnly: []string{ro}, Dir: rw}.Command(context.Background(), []string{"sh", "-c", script})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd.Env = []string{"PATH=/usr/bin:/bin"}
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("%v: %s", err, out)
+	}
+	got := strings.Fields(string(out))
+	t.Logf("sandbox said: %q", got)
+	if len(got) != 5 || got[0] == "0" || got[1] != "rw-ok" || got[2] != "x" {
+		t.Errorf("uid, writable, read-only: %q", got)
+	}
+	for _, bad := range []string{"ro-WRITTEN", "SECRET-READ", "ROOT-LISTED"} {
+		if strings.Contains(string(out), bad) {
+			t.Errorf("sandbox: %s", bad)
+		}
+	}
+	// sh, ls, grep, prlimit/setpriv chains exec in place: a handful of
+	// PIDs, all the sandbox's own; one network device (lo).
+	if len(got) == 5 && (len(got[3]) > 1 || got[4] != "1") {
+		t.Errorf("processes seen %s (want a handful), network devices %s (want 1: lo)", got[3], got[4])
+	}
+}
+
+// The system's tools work for the build user: /etc/alternatives (awk,
+// cc) and the dynamic linker's files are readable.
+func TestSandboxToolsRun(t *testing.T) {
+	if err := Check(); err != nil {
+		t.Fatal(err)
+	}
+	cmd, err := Spec{}.Command(context.Background(), []string{"sh", "-c", "echo 1 2 | awk '{print $2}'"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd.Env = []string{"PATH=/usr/bin:/bin"}
+	if out, err := cmd.CombinedOutput(); err != nil || strings.TrimSpace(string(out)) != "2" {
+		t.Fatalf("awk in the sandbox: %v: %s", err, out)
+	}
+}
