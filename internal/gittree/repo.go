@@ -326,3 +326,36 @@ func Resolve(path, rev string) (*object.Commit, error) {
 	}
 	return c, nil
 }
+
+// Ancestors is commit and its ancestors, breadth first (nearest first),
+// at most n commits: what a bounded walk back from commit reaches.
+func Ancestors(path, commit string, n int) ([]string, error) {
+	r, st, _, err := Open(path, 1)
+	if err != nil {
+		return nil, err
+	}
+	defer st.Close()
+	start := plumbing.NewHash(commit)
+	seen := map[plumbing.Hash]bool{start: true}
+	queue := []plumbing.Hash{start}
+	var out []string
+	for len(queue) > 0 && len(out) < n {
+		h := queue[0]
+		queue = queue[1:]
+		c, err := r.CommitObject(h)
+		if err != nil {
+			if len(out) == 0 {
+				return nil, err
+			}
+			continue // a shallow or partial history ends here
+		}
+		out = append(out, h.String())
+		for _, p := range c.ParentHashes {
+			if !seen[p] {
+				seen[p] = true
+				queue = append(queue, p)
+			}
+		}
+	}
+	return out, nil
+}
