@@ -14,9 +14,22 @@
 //
 // Failures are typed: *KernelError (the tree does not compile or link:
 // exit 1) and *InfraError (toolchain, disk, killed, timeout: exit 3);
-// configuration problems are bad input (exit 2). Builds run a patched tree's
-// Makefiles with a scrubbed environment and, where unshare -n works,
-// without network.
+// configuration problems are bad input (exit 2).
+//
+// A build runs the patched tree's Makefiles, scripts and host programs:
+// the series author's code. Every make (and every recorded compile kcc
+// verification reruns) runs in the sandbox of internal/sandbox: as an
+// unprivileged uid, with a scrubbed environment, no network, no other
+// process in sight, only the recipe's O= and home directories and its
+// commit's kcc layer writable, the sources and the toolchain read-only,
+// nothing else of the host visible, and bounded processes, CPU time,
+// memory per process and disk (a disk overrun is the tree's failure,
+// exit 1). A machine that cannot sandbox refuses to build (infra, exit 3)
+// unless the operator opted out (Options.Unsandboxed, PATCHEVAL_SANDBOX=off).
+// What one build leaves behind reaches only builds of its descendants:
+// kcc reads the layers of the commit's ancestors only (package kcc), and
+// an O= directory last used by a commit that is not an ancestor is
+// emptied before it is reused (claimWorkspace).
 package build
 
 import (
@@ -39,6 +52,7 @@ import (
 	"github.com/patcheval/patcheval/internal/fail"
 	"github.com/patcheval/patcheval/internal/gittree"
 	"github.com/patcheval/patcheval/internal/progress"
+	"github.com/patcheval/patcheval/internal/sandbox"
 	"github.com/patcheval/patcheval/internal/xdg"
 )
 
@@ -97,6 +111,13 @@ type Options struct {
 	// Log receives the build's output as it runs (in addition to the log
 	// file); nil for none.
 	Log io.Writer
+	// Unsandboxed runs the tree's Makefiles without the sandbox
+	// (internal/sandbox): only for trees the operator trusts. Without it
+	// (and without PATCHEVAL_SANDBOX=off) a machine that cannot sandbox
+	// refuses to build (infra error, exit 3).
+	Unsandboxed bool
+	// Limits bound the sandboxed build (zero fields: sandbox.DefaultLimits).
+	Limits sandbox.Limits
 }
 
 // Artifact is a built (or failed) kernel.
@@ -264,6 +285,8 @@ type job struct {
 	frags          [][]byte
 	targets        []string
 	js             *jobserver
+	// ancestry is the commit and its ancestors (lineage), nearest first.
+	ancestry []string
 }
 
 func build(ctx context.Context, req Request, opts Options) (*Artifact, error) {
@@ -276,6 +299,11 @@ func build(ctx context.Context, req Request, opts Options) (*Artifact, error) {
 			opts.Progress.Printf("%s: cached %s", j.label, a.Dir)
 			return a, nil
 		}
+	}
+	j.ancestry = j.lineage()
+	defer j.register()()
+	if err := j.waitForAncestors(ctx); err != nil {
+		return nil, err
 	}
 	if b := opts.Budget; b != nil {
 		opts.Progress.Status("%s: waiting for a turn in the -j %d budget", j.label, b.jobs)
@@ -535,11 +563,25 @@ func (j *job) run(ctx context.Context) (*Artifact, error) {
 	if kccCmd == "" && meta.Build.CompilerCache == "kcc" {
 		meta.Build.CompilerCache = "none" // the wrapper could not run here
 	}
+	lineage := j.ancestry
+	if len(lineage) == 0 {
+		lineage = j.lineage()
+	}
+	kccLayer, kccRead := j.kccLayers(lineage)
+	if kccCmd != "" {
+		if err := os.MkdirAll(kccLayer, 0o755); err != nil {
+			return failWith(classifyIO(j, err), "config")
+		}
+	}
 	newRunner := func(src, out, home string) *runner {
 		return &runner{arch: j.arch, tc: j.tc, src: src, out: out, home: home, cacheDir: j.opts.CacheDir,
 			ws: j.cache, nice: j.opts.Nice, noNetwork: j.opts.NoNetwork,
 			timestamp: j.when.UTC().Format("Mon Jan 2 15:04:05 UTC 2006"), label: j.label,
-			progress: j.opts.Progress, jobserver: j.js, jobs: j.opts.Jobs, kcc: kccCmd}
+			progress: j.opts.Progress, jobserver: j.js, jobs: j.opts.Jobs, kcc: kccCmd,
+			kccLayer: kccLayer, kccRead: kccRead, unsandboxed: j.opts.Unsandboxed, limits: j.opts.Limits}
+	}
+	if _, err := j.claimWorkspace(j.cfgOut, lineage); err != nil {
+		return failWith(classifyIO(j, err), "config")
 	}
 
 	// Config: composed and verified in the (repo, arch) config sources,
@@ -621,6 +663,11 @@ func (j *job) run(ctx context.Context) (*Artifact, error) {
 			j.opts.Progress.Printf("%s: cached %s", j.label, a.Dir)
 			return a, nil
 		}
+	}
+	if emptied, err := j.claimWorkspace(j.ws, lineage); err != nil {
+		return failWith(classifyIO(j, err), "build")
+	} else if emptied {
+		fmt.Fprintf(logw, "# %s: last built from a commit that is not an ancestor of %s: emptied, built afresh\n", j.ws, j.commit)
 	}
 	out = filepath.Join(j.ws, "out")
 	t0 = time.Now()
@@ -714,7 +761,7 @@ func (j *job) run(ctx context.Context) (*Artifact, error) {
 		time.Since(start).Round(time.Second), meta.Results.ObjectsCompiled, meta.Results.ObjectsCompiled-meta.Results.CCacheHits,
 		meta.Results.CCacheHits, meta.Build.CompilerCache, map[bool]string{true: ", incremental"}[meta.Build.Incremental])
 	if meta.Build.CompilerCache == "kcc" {
-		kcc.Trim(filepath.Join(j.opts.CacheDir, "kcc", "objects"), kccMaxBytes)
+		kcc.Trim(filepath.Join(j.opts.CacheDir, "kcc", "layers"), kccMaxBytes)
 	}
 	return a, nil
 }

@@ -7,11 +7,12 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"regexp"
 	"sort"
 	"strings"
+
+	"github.com/patcheval/patcheval/build/kcc"
 )
 
 // verifyKCC recompiles up to n objects that kcc answered from its store in
@@ -30,7 +31,9 @@ func (r *runner) verifyKCC(ctx context.Context, n int, logw io.Writer) (int, err
 	sc := bufio.NewScanner(f)
 	for sc.Scan() {
 		w := strings.Fields(sc.Text())
-		if len(w) == 3 && w[0] == "hit" && !seen[w[1]] {
+		// The log was written inside the build: only well-formed keys and
+		// object paths inside O= are taken.
+		if len(w) == 3 && w[0] == "hit" && !seen[w[1]] && kcc.ValidKey(w[2]) && filepath.IsLocal(w[1]) {
 			seen[w[1]] = true
 			hits = append(hits, hit{w[1], w[2]})
 		}
@@ -45,7 +48,6 @@ func (r *runner) verifyKCC(ctx context.Context, n int, logw io.Writer) (int, err
 	for i := 0; i < n && i < len(hits); i++ {
 		pick = append(pick, hits[i*len(hits)/min(n, len(hits))])
 	}
-	store := filepath.Join(r.cacheDir, "kcc", "objects")
 	tmp := filepath.Join(r.home, "tmp")
 	os.MkdirAll(tmp, 0o755)
 	var env []string
@@ -56,9 +58,9 @@ func (r *runner) verifyKCC(ctx context.Context, n int, logw io.Writer) (int, err
 	}
 	verified := 0
 	for _, h := range pick {
-		stored := filepath.Join(store, h.key[:2], h.key+".o")
+		stored := kcc.Lookup(r.kccLayer, r.kccRead, h.key)
 		want, err := os.ReadFile(stored)
-		if err != nil {
+		if stored == "" || err != nil {
 			continue // trimmed since
 		}
 		cmdline, err := recordedCommand(r.out, h.obj)
@@ -75,8 +77,12 @@ func (r *runner) verifyKCC(ctx context.Context, n int, logw io.Writer) (int, err
 		if !strings.Contains(cmdline, ref) {
 			return verified, &InfraError{Arch: r.arch.Name, Reason: "compiler cache", Msg: "verifying kcc: no -o " + h.obj + " in its recorded command"}
 		}
-		cmd := exec.CommandContext(ctx, "sh", "-c", cmdline)
-		cmd.Dir, cmd.Env = r.out, env
+		// The recorded command is the tree's text: it runs sandboxed like
+		// make did.
+		cmd, err := r.command(ctx, []string{"sh", "-c", cmdline}, env)
+		if err != nil {
+			return verified, err
+		}
 		if out, err := cmd.CombinedOutput(); err != nil {
 			return verified, &InfraError{Arch: r.arch.Name, Reason: "compiler cache",
 				Msg: fmt.Sprintf("verifying kcc: compiling %s directly failed: %v: %s", h.obj, err, firstLines(out, 5)), Err: err}

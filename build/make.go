@@ -19,6 +19,7 @@ import (
 	"github.com/patcheval/patcheval/build/kcc"
 	"github.com/patcheval/patcheval/internal/arch"
 	"github.com/patcheval/patcheval/internal/progress"
+	"github.com/patcheval/patcheval/internal/sandbox"
 )
 
 // Isolation says how an untrusted tree's build was contained.
@@ -32,6 +33,10 @@ type Isolation struct {
 	Note string `json:"note,omitempty"`
 	// Env lists the variable names the build saw.
 	Env []string `json:"env"`
+	// Sandbox says how the tree's code was contained: "bwrap as
+	// patcheval-build" (internal/sandbox), or "off (...)" when the
+	// operator ran it unsandboxed.
+	Sandbox string `json:"sandbox,omitempty"`
 }
 
 var (
@@ -103,6 +108,14 @@ type runner struct {
 	// kcc is the compiler-cache wrapper command (CC prefix) when the
 	// build uses patcheval's compiler cache, "" otherwise.
 	kcc string
+	// kccLayer is the kcc store layer this build writes (its commit's);
+	// kccRead are the layers it may read besides (its ancestors').
+	kccLayer string
+	kccRead  []string
+	// unsandboxed: the operator accepted running the tree's code without
+	// the sandbox (Options.Unsandboxed, PATCHEVAL_SANDBOX=off).
+	unsandboxed bool
+	limits      sandbox.Limits
 
 	iso Isolation
 }
@@ -159,10 +172,10 @@ func (r *runner) env() []string {
 		env = append(env, "KBUILD_BUILD_TIMESTAMP="+r.timestamp)
 	}
 	if r.kcc != "" {
-		env = append(env, kcc.Env(filepath.Join(r.cacheDir, "kcc", "objects"), r.src, r.statsLog())...)
+		env = append(env, kcc.Env(r.kccLayer, r.kccRead, r.src, r.statsLog())...)
 	} else if r.tc.CCache != "" {
 		env = append(env,
-			"CCACHE_DIR="+filepath.Join(r.cacheDir, "ccache"),
+			"CCACHE_DIR="+r.ccacheDir(),
 			"CCACHE_BASEDIR="+r.ws,
 			"CCACHE_NOHASHDIR=1",
 			"CCACHE_STATSLOG="+r.statsLog(),
@@ -221,44 +234,11 @@ func (r *runner) run(ctx context.Context, logw io.Writer, parallel bool, targets
 	if r.nice > 0 {
 		cmdline = append([]string{"nice", "-n", fmt.Sprint(r.nice)}, cmdline...)
 	}
-	r.iso.ScrubbedEnv = true
-	r.iso.Env = nil
-	for _, e := range env {
-		k, _, _ := strings.Cut(e, "=")
-		r.iso.Env = append(r.iso.Env, k)
+	cmd, err := r.command(ctx, cmdline, env)
+	if err != nil {
+		return nil, err
 	}
-	var unshare []string
-	if r.noNetwork {
-		if ok, note := canUnshareNet(); ok {
-			unshare = append(unshare, "-n")
-			r.iso.NoNetwork = true
-			r.iso.Note = ""
-		} else {
-			r.iso.Note = note
-		}
-	} else {
-		r.iso.Note = "network isolation not requested"
-	}
-	// make and everything it starts die with this process, also when it
-	// dies of SIGKILL and runs no cleanup: make runs in its own PID
-	// namespace whose first process is killed when unshare dies, and
-	// unshare is killed when this process dies (Pdeathsig). Left running,
-	// they would go on writing into the workspace whose lock died with
-	// us, beside the resumed build. Without namespaces only make itself
-	// gets the signal.
-	if canUnsharePID() {
-		unshare = append(unshare, "-p", "-f", "--kill-child")
-	}
-	if len(unshare) > 0 {
-		cmdline = append(append(append([]string{"unshare"}, unshare...), "--"), cmdline...)
-	}
-	cmd := exec.CommandContext(ctx, cmdline[0], cmdline[1:]...)
-	cmd.Env = env
-	cmd.Dir = r.out
 	cmd.ExtraFiles = extra
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
-	cmd.Cancel = func() error { return syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) }
-	cmd.WaitDelay = 10 * time.Second
 	pr, pw, err := os.Pipe()
 	if err != nil {
 		return nil, err
@@ -271,6 +251,12 @@ func (r *runner) run(ctx context.Context, logw io.Writer, parallel bool, targets
 		return nil, err
 	}
 	pw.Close()
+	stopWatch := r.watchDisk(ctx, cmd)
+	defer func() {
+		if derr := stopWatch(); derr != nil {
+			err = &KernelError{Stage: "sandbox", Message: derr.Error()}
+		}
+	}()
 	objects := 0
 	lastPrint := time.Time{}
 	sc := bufio.NewScanner(pr)
@@ -312,6 +298,17 @@ func objectCount(lines []string) int {
 // signal, then the log.
 func (r *runner) makeFailure(ctx context.Context, err error, lines []string, logPath string) error {
 	var ie *InfraError
+	if errors.As(err, &ie) {
+		// The sandbox could not be set up.
+		ie.Arch, ie.Log = r.arch.Name, logPath
+		return ie
+	}
+	var ke *KernelError
+	if errors.As(err, &ke) {
+		// The sandbox stopped the tree's build (disk limit).
+		ke.Arch, ke.Log = r.arch.Name, logPath
+		return ke
+	}
 	switch {
 	case errors.Is(ctx.Err(), context.DeadlineExceeded):
 		ie = &InfraError{Reason: "timeout", Msg: "build exceeded its time limit", Err: ctx.Err()}

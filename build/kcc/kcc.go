@@ -31,6 +31,22 @@
 // the object; ASLR already varies them), and without the library, or
 // where the kernel ignores the advice, compiles are as before.
 //
+// The store is layered by commit, because the wrapper runs inside the
+// build it caches, and a build runs the tree's own code: a patched tree's
+// Makefile can write anything into whatever store the wrapper may write.
+// So a build writes only its own commit's layer (<cache>/kcc/layers/<commit>,
+// bound read-write into its sandbox) and reads, besides, the layers of
+// its commit's ancestors (bound read-only; package build finds them with a
+// bounded walk of the history). An object can therefore only ever reach
+// builds of the commit that wrote it and of its descendants -- builds
+// that run that commit's code anyway -- never the base of another series
+// or another evaluation's kernels. The base -> patched rebuild keeps its
+// hits (the base is the patched commit's ancestor); two unrelated
+// commits share nothing. Verifying each object instead (a trusted side
+// recompiling what the build claims) would cost the compile the cache
+// saves, and checking its key would mean preprocessing outside the
+// sandbox; keying by lineage costs neither.
+//
 // The process becomes the wrapper in init when PATCHEVAL_KCC=1 is set, so
 // any binary that links package build (the CLI, test binaries) can serve
 // as CC: see Env and Command.
@@ -57,7 +73,8 @@ import (
 // Environment variables the wrapper reads.
 const (
 	envMode    = "PATCHEVAL_KCC"         // "1": this process is the wrapper
-	envDir     = "PATCHEVAL_KCC_DIR"     // the object store
+	envDir     = "PATCHEVAL_KCC_DIR"     // the store layer this build writes
+	envRead    = "PATCHEVAL_KCC_READ"    // layers it only reads, ':'-separated
 	envBaseDir = "PATCHEVAL_KCC_BASEDIR" // prefix replaced in arguments (the workspace)
 	envLog     = "PATCHEVAL_KCC_LOG"     // per-build statistics log, one word per compile
 	envTmp     = "TMPDIR"
@@ -327,10 +344,42 @@ func Check(wrapper string) error {
 	return nil
 }
 
-// Env is the environment the wrapper needs: the store, the workspace
-// prefix normalised out of arguments, and the statistics log.
-func Env(storeDir, baseDir, logPath string) []string {
-	return []string{envMode + "=1", envDir + "=" + storeDir, envBaseDir + "=" + baseDir, envLog + "=" + logPath}
+// Env is the environment the wrapper needs: the store layer it writes,
+// the layers it only reads (searched after its own, in order), the
+// workspace prefix normalised out of arguments, and the statistics log.
+func Env(storeDir string, read []string, baseDir, logPath string) []string {
+	return []string{envMode + "=1", envDir + "=" + storeDir, envRead + "=" + strings.Join(read, ":"),
+		envBaseDir + "=" + baseDir, envLog + "=" + logPath}
+}
+
+// Lookup is the stored object for key: in the layer store, else in the
+// first of read that has it; "" when none has.
+func Lookup(store string, read []string, key string) string {
+	if !ValidKey(key) {
+		return ""
+	}
+	for _, l := range append([]string{store}, read...) {
+		p := filepath.Join(l, key[:2], key+".o")
+		if _, err := os.Stat(p); err == nil {
+			return p
+		}
+	}
+	return ""
+}
+
+// ValidKey says whether key is a key (64 lower-case hex digits): what a
+// statistics log written inside a build says is checked before it names
+// a file.
+func ValidKey(key string) bool {
+	if len(key) != 64 {
+		return false
+	}
+	for _, c := range key {
+		if !(c >= '0' && c <= '9' || c >= 'a' && c <= 'f') {
+			return false
+		}
+	}
+	return true
 }
 
 // Stats counts a build's compiles by outcome.
@@ -576,6 +625,11 @@ func (c *compile) run(cc string, args []string, store string) (int, error) {
 	if hit, err := c.fetch(obj, key); hit || err != nil {
 		return 0, err
 	}
+	for _, l := range filepath.SplitList(os.Getenv(envRead)) {
+		if hit, err := c.fetch(filepath.Join(l, key[:2], key+".o"), key); hit || err != nil {
+			return 0, err
+		}
+	}
 	// Builds that run at the same time (BuildAll, an evaluation's
 	// kernels) miss on the same objects at about the same time: one
 	// compiles while the others wait for its object instead of compiling
@@ -627,7 +681,7 @@ func (c *compile) fetch(obj, key string) (bool, error) {
 		return false, err
 	}
 	now := time.Now()
-	os.Chtimes(obj, now, now) // LRU for Trim
+	os.Chtimes(obj, now, now) // LRU for Trim (fails quietly on a read-only layer)
 	if msg, err := os.ReadFile(obj + ".stderr"); err == nil {
 		os.Stderr.Write(msg)
 	}

@@ -18,6 +18,7 @@ type project struct {
 	src, out, store string
 	log             string
 	wrapper         string
+	read_           []string // layers read besides store
 }
 
 func needGCC(t *testing.T) {
@@ -69,7 +70,7 @@ func (p *project) viaKCC(args []string) (int, string) {
 	p.t.Helper()
 	cmd := exec.Command(p.wrapper, append([]string{"gcc"}, args...)...)
 	cmd.Dir = p.out
-	cmd.Env = append(os.Environ(), Env(p.store, p.src, p.log)...)
+	cmd.Env = append(os.Environ(), Env(p.store, p.read_, p.src, p.log)...)
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr
 	err := cmd.Run()
@@ -331,14 +332,14 @@ func TestWarningsReplayedOnHit(t *testing.T) {
 func TestPassThrough(t *testing.T) {
 	p := newProject(t, baseFiles)
 	cmd := exec.Command(p.wrapper, "gcc", "--version")
-	cmd.Env = append(os.Environ(), Env(p.store, p.src, p.log)...)
+	cmd.Env = append(os.Environ(), Env(p.store, nil, p.src, p.log)...)
 	out, err := cmd.Output()
 	if err != nil || !bytes.Contains(out, []byte("gcc")) {
 		t.Fatalf("--version: %v %s", err, out)
 	}
 	// A kbuild cc-option probe: -x c from /dev/null.
 	cmd = exec.Command(p.wrapper, "gcc", "-Werror", "-c", "-x", "c", "/dev/null", "-o", filepath.Join(p.out, "probe.o"))
-	cmd.Env = append(os.Environ(), Env(p.store, p.src, p.log)...)
+	cmd.Env = append(os.Environ(), Env(p.store, nil, p.src, p.log)...)
 	if out, err := cmd.CombinedOutput(); err != nil {
 		t.Fatalf("probe: %v %s", err, out)
 	}
@@ -534,7 +535,7 @@ func TestCompilerGetsHugePageAdvice(t *testing.T) {
 	// A cacheable compile: the probe writes its flags as the object.
 	cmd := exec.Command(p.wrapper, append([]string{probe}, p.args("a.c", "a.o")...)...)
 	cmd.Dir = p.out
-	cmd.Env = append(os.Environ(), Env(p.store, p.src, p.log)...)
+	cmd.Env = append(os.Environ(), Env(p.store, nil, p.src, p.log)...)
 	if out, err := cmd.CombinedOutput(); err != nil {
 		t.Fatalf("compile through kcc: %v\n%s", err, out)
 	}
@@ -546,7 +547,7 @@ func TestCompilerGetsHugePageAdvice(t *testing.T) {
 	}
 	// A pass-through (not a compile): exec'd with the same environment.
 	cmd = exec.Command(p.wrapper, probe, "--version")
-	cmd.Env = append(os.Environ(), Env(p.store, p.src, p.log)...)
+	cmd.Env = append(os.Environ(), Env(p.store, nil, p.src, p.log)...)
 	out, err := cmd.Output()
 	if err != nil {
 		t.Fatal(err)
@@ -600,4 +601,47 @@ func TestContainsAt(t *testing.T) {
 			t.Errorf("containsAt(%q, %q) = %v, bytes.Contains says %v", p[0], p[1], got, want)
 		}
 	}
+}
+
+// A build reads its ancestors' layers and writes only its own: the
+// object the base's layer holds is a hit for the descendant, an object
+// it compiles goes to its own layer, and the base's layer is unchanged.
+func TestLayers(t *testing.T) {
+	p := newProject(t, map[string]string{"include/config.h": "", "a.c": "int a(void) { return 1; }\n",
+		"b.c": "int b(void) { return 2; }\n"})
+	base := p.store
+	if st, msg := p.viaKCC(p.args("a.c", "a.o")); st != 0 {
+		t.Fatalf("base compile: %d %s", st, msg)
+	}
+	before := storeFiles(t, base)
+	p.store = filepath.Join(filepath.Dir(base), "layer-child")
+	p.read_ = []string{base}
+	os.Remove(p.log)
+	for _, f := range []string{"a", "b"} {
+		if st, msg := p.viaKCC(p.args(f+".c", f+".o")); st != 0 {
+			t.Fatalf("child compile of %s: %d %s", f, st, msg)
+		}
+	}
+	s := ReadStats(p.log)
+	if s.Hits != 1 || s.Misses != 1 {
+		t.Errorf("child: %d hits %d misses, want a.o from the base's layer and b.o compiled", s.Hits, s.Misses)
+	}
+	if after := storeFiles(t, base); after != before {
+		t.Errorf("the base's layer changed:\n%s\nnow\n%s", before, after)
+	}
+	if n := strings.Count(storeFiles(t, p.store), "\n"); n != 1 {
+		t.Errorf("the child's layer holds %d objects, want 1 (b.o)", n)
+	}
+}
+
+func storeFiles(t *testing.T, dir string) string {
+	var b strings.Builder
+	filepath.WalkDir(dir, func(p string, d os.DirEntry, err error) error {
+		if err == nil && !d.IsDir() && strings.HasSuffix(p, ".o") {
+			fi, _ := d.Info()
+			fmt.Fprintf(&b, "%s %d\n", p, fi.Size())
+		}
+		return nil
+	})
+	return b.String()
 }

@@ -462,7 +462,7 @@ func TestInterruptKernelCompile(t *testing.T) {
 
 	// The private cache: everything the run needs but the killed kernel.
 	priv := filepath.Join(dir, "cache")
-	for _, d := range []string{"agents", "userland", "kcc/objects"} {
+	for _, d := range []string{"agents", "userland", "kcc/layers"} {
 		if _, err := os.Stat(filepath.Join(shared, d)); err == nil {
 			linkTree(t, filepath.Join(shared, d), filepath.Join(priv, d))
 		}
