@@ -28,6 +28,7 @@ import (
 	"github.com/patcheval/patcheval/evaluate/guest/initramfs"
 	"github.com/patcheval/patcheval/internal/arch"
 	"github.com/patcheval/patcheval/internal/fail"
+	"github.com/patcheval/patcheval/internal/sandbox"
 	"github.com/patcheval/patcheval/internal/xdg"
 )
 
@@ -58,6 +59,10 @@ type Config struct {
 	// SLOF boots ppc64le through the SLOF firmware (QEMU's default,
 	// about 12 s slower under TCG) instead of x-vof=on.
 	SLOF bool
+	// Unsandboxed runs QEMU without the sandbox (internal/sandbox; also
+	// PATCHEVAL_SANDBOX=off): only for kernels the operator trusts.
+	// Otherwise a machine that cannot sandbox refuses to boot (exit 3).
+	Unsandboxed bool
 	// Console, when set, receives the console as it arrives.
 	Console io.Writer
 	// Userland is a newc archive with the users' tools (evaluate/guest/userland)
@@ -238,7 +243,10 @@ func (t *Target) Boot(ctx context.Context, k evaluate.Kernel, p guest.Plan) (*ev
 	}
 	bctx, cancel := context.WithTimeout(ctx, t.cfg.Timeout)
 	defer cancel()
-	cmd := exec.Command(argv[0], argv[1:]...)
+	cmd, err := t.sandboxed(argv, k.Image, dir, kvm)
+	if err != nil {
+		return nil, err
+	}
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
 	stdout, err := cmd.StdoutPipe()
 	if err != nil {
@@ -336,4 +344,57 @@ func (t *Target) Boot(ctx context.Context, k evaluate.Kernel, p guest.Plan) (*ev
 		return res, fail.Infra(fmt.Errorf("qemu: %s: %w", k.Variant, perr))
 	}
 	return res, nil
+}
+
+// sandboxed is QEMU's command: in the sandbox (internal/sandbox) as the
+// build user, with the kernel image and the boot's directory (the
+// initramfs) read-only, a private /tmp, no network (the guest has none:
+// -nic none), /dev/kvm only when KVM is used, and a scrubbed
+// environment. The booted kernel is the series' code, and QEMU's device
+// models and TCG are what stands between it and the host: a guest that
+// breaks out of QEMU lands in the sandbox, not in patcheval's user.
+func (t *Target) sandboxed(argv []string, image, bootDir string, kvm bool) (*exec.Cmd, error) {
+	env := []string{"PATH=/usr/local/bin:/usr/bin:/bin", "HOME=/tmp", "TMPDIR=/tmp", "LANG=C", "LC_ALL=C"}
+	if t.cfg.Unsandboxed || sandbox.Disabled() {
+		cmd := exec.Command(argv[0], argv[1:]...)
+		cmd.Env = env
+		return cmd, nil
+	}
+	if err := sandbox.Check(); err != nil {
+		return nil, fail.Infraf("qemu: %v: refusing to boot unsandboxed (%s=off boots trusted kernels without it)", err, sandbox.EnvSwitch)
+	}
+	// The boot directory is the build user's to read.
+	if err := os.Chmod(bootDir, 0o755); err != nil {
+		return nil, fail.Infra(err)
+	}
+	ents, _ := os.ReadDir(bootDir)
+	for _, e := range ents {
+		os.Chmod(filepath.Join(bootDir, e.Name()), 0o644)
+	}
+	spec := sandbox.Spec{ReadOnly: []string{image, bootDir}, Dir: "/tmp",
+		// Guest RAM, TCG's code buffer (1 GiB) and QEMU itself.
+		Limits: sandbox.Limits{AddressSpace: int64(t.cfg.MemoryMB)<<20 + 8<<30}}
+	// Files the operator's extra arguments name (-drive file=..., -bios).
+	for _, a := range t.cfg.ExtraArgs {
+		for _, f := range strings.Split(a, ",") {
+			_, v, ok := strings.Cut(f, "=")
+			if !ok {
+				v = f
+			}
+			if filepath.IsAbs(v) {
+				if _, err := os.Stat(v); err == nil && !slices.Contains(spec.ReadOnly, v) {
+					spec.ReadOnly = append(spec.ReadOnly, v)
+				}
+			}
+		}
+	}
+	if kvm {
+		spec.Devices = append(spec.Devices, "/dev/kvm")
+	}
+	cmd, err := spec.Command(context.Background(), argv)
+	if err != nil {
+		return nil, fail.Infra(err)
+	}
+	cmd.Env = env
+	return cmd, nil
 }
