@@ -8,6 +8,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"html"
 	"io"
 	"net"
 	"net/http"
@@ -15,6 +16,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"strconv"
 	"strings"
 	"time"
 
@@ -49,10 +51,80 @@ type FetchOptions struct {
 	Stdin io.Reader
 	// Progress receives "fetching <url>" lines; nil shows nothing.
 	Progress *progress.Reporter
+	// MaxSize bounds a fetched thread (and a gzipped -m FILE) after
+	// decompression, in bytes; a larger one is a fail.Input error naming
+	// the limit, and nothing is cached. 0 means MaxThreadSize("").
+	MaxSize int64
+	// RedirectHosts are the hosts ("host" or "host:port") a fetch may be
+	// redirected to besides the one asked; nil allows only that host.
+	RedirectHosts []string
 }
 
-// maxMbox bounds a downloaded (decompressed) thread.
-const maxMbox = 512 << 20
+// DefaultMaxSize bounds a thread after decompression: 256 MiB. The
+// largest threads on lore are a few thousand messages (stable review
+// series with their replies, long LKML discussions) and a list mail is
+// rarely over 100 KB (vger refuses larger ones), so real threads stay
+// well below 100 MiB; a t.mbox.gz that inflates beyond 256 MiB is a
+// decompression bomb or a mistake. Raise it with PATCHEVAL_MAX_THREAD
+// or lore --max-thread.
+const DefaultMaxSize = 256 << 20
+
+// MaxThreadSize picks the thread size limit: flag when set, else
+// $PATCHEVAL_MAX_THREAD, else DefaultMaxSize. Sizes are bytes or a number
+// with K, M or G (binary: 256M is 256 MiB).
+func MaxThreadSize(flag string) (int64, error) {
+	v, what := flag, "--max-thread"
+	if v == "" {
+		v, what = os.Getenv("PATCHEVAL_MAX_THREAD"), "PATCHEVAL_MAX_THREAD"
+	}
+	if v == "" {
+		return DefaultMaxSize, nil
+	}
+	n, err := ParseSize(v)
+	if err != nil {
+		return 0, fail.Inputf("%s %q: %v", what, v, err)
+	}
+	return n, nil
+}
+
+// ParseSize reads "262144", "256K", "256M", "1G" (binary multiples, an
+// optional trailing "iB" or "B") as a positive byte count.
+func ParseSize(v string) (int64, error) {
+	s := strings.ToUpper(strings.TrimSpace(v))
+	s = strings.TrimSuffix(strings.TrimSuffix(s, "B"), "I")
+	mult := int64(1)
+	if n := len(s); n > 0 {
+		switch s[n-1] {
+		case 'K':
+			mult = 1 << 10
+		case 'M':
+			mult = 1 << 20
+		case 'G':
+			mult = 1 << 30
+		}
+		if mult > 1 {
+			s = s[:n-1]
+		}
+	}
+	n, err := strconv.ParseInt(s, 10, 64)
+	if err != nil || n <= 0 || n > (1<<62)/mult {
+		return 0, fmt.Errorf("want a positive size in bytes or with K, M or G (e.g. 256M)")
+	}
+	return n * mult, nil
+}
+
+// sizeName renders a limit for messages: "256 MiB", or bytes.
+func sizeName(n int64) string {
+	switch {
+	case n%(1<<30) == 0:
+		return fmt.Sprintf("%d GiB", n>>30)
+	case n%(1<<20) == 0:
+		return fmt.Sprintf("%d MiB", n>>20)
+	case n%(1<<10) == 0:
+		return fmt.Sprintf("%d KiB", n>>10)
+	}
+	return fmt.Sprintf("%d bytes", n)
+}
 
 func (o *FetchOptions) defaults() {
 	if o.Lore == "" {
@@ -77,6 +149,13 @@ func (o *FetchOptions) defaults() {
 	if o.Stdin == nil {
 		o.Stdin = os.Stdin
 	}
+	if o.MaxSize <= 0 {
+		if n, err := MaxThreadSize(""); err == nil {
+			o.MaxSize = n
+		} else {
+			o.MaxSize = DefaultMaxSize
+		}
+	}
 	if o.Client == nil {
 		o.Client = &http.Client{Transport: &http.Transport{
 			Proxy:                 http.ProxyFromEnvironment,
@@ -87,6 +166,57 @@ func (o *FetchOptions) defaults() {
 			DisableCompression: true,
 		}}
 	}
+	// Every request (the caller's client too) follows redirects only to
+	// the host it asked, or one of RedirectHosts: a hostile lore must not
+	// send patcheval to another server (an internal address, say).
+	c := *o.Client
+	inner := c.CheckRedirect
+	allow := o.RedirectHosts
+	c.CheckRedirect = func(req *http.Request, via []*http.Request) error {
+		if err := redirectAllowed(req, via, allow); err != nil {
+			return err
+		}
+		if inner != nil {
+			return inner(req, via)
+		}
+		if len(via) >= 10 {
+			return errors.New("stopped after 10 redirects")
+		}
+		return nil
+	}
+	o.Client = &c
+}
+
+// redirectAllowed refuses a redirect to another scheme than http(s) or to
+// another host than the first request's (or allow); http to https on the
+// same host name is fine.
+func redirectAllowed(req *http.Request, via []*http.Request, allow []string) error {
+	if req.URL.Scheme != "http" && req.URL.Scheme != "https" {
+		return &redirectError{fmt.Sprintf("%s: refused a redirect to %q: only http and https are followed", via[0].URL.Redacted(), req.URL.Redacted())}
+	}
+	first := via[0].URL
+	if hostPort(req.URL) == hostPort(first) {
+		return nil
+	}
+	if strings.EqualFold(req.URL.Hostname(), first.Hostname()) && first.Scheme == "http" && req.URL.Scheme == "https" && req.URL.Port() == "" && first.Port() == "" {
+		return nil
+	}
+	for _, h := range allow {
+		if strings.EqualFold(h, req.URL.Host) || strings.EqualFold(h, req.URL.Hostname()) && req.URL.Port() == "" {
+			return nil
+		}
+	}
+	return &redirectError{fmt.Sprintf("%s: refused a redirect to another host, %s (only %s is followed)", first.Redacted(), req.URL.Host, first.Host)}
+}
+
+// hostPort is u's lower-case host with its port (the scheme's default when
+// none is given).
+func hostPort(u *url.URL) string {
+	port := u.Port()
+	if port == "" {
+		port = map[string]string{"http": "80", "https": "443"}[u.Scheme]
+	}
+	return strings.ToLower(net.JoinHostPort(u.Hostname(), port))
 }
 
 // Fetch gets the thread src names and returns it linked (NewThread).
@@ -119,12 +249,20 @@ func Fetch(ctx context.Context, src Source, opt FetchOptions) (*Thread, error) {
 		return nil, fail.Inputf("no Message-ID to fetch")
 	}
 	base := strings.TrimRight(src.Base, "/")
+	inbox := src.Inbox
 	if base == "" {
-		base = opt.Lore
+		// --lore may name the base, its all index, a list or a message.
+		var err error
+		if base, inbox, err = SplitLore(opt.Lore); err != nil {
+			return nil, err
+		}
+		if src.Inbox != "" {
+			inbox = src.Inbox
+		}
 	}
 	f := &fetcher{opt: opt}
 
-	key := cacheKey(base, src.Inbox, src.MsgID)
+	key := cacheKey(base, inbox, src.MsgID)
 	if !opt.NoCache {
 		if data, u, age, ok := readCache(opt.CacheDir, key, opt.CacheTTL); ok {
 			opt.Progress.Printf("using cached thread %s (fetched %s ago; --no-cache to refetch)", u, age.Round(time.Second))
@@ -140,13 +278,18 @@ func Fetch(ctx context.Context, src Source, opt FetchOptions) (*Thread, error) {
 	var data []byte
 	var final string
 	var err error
-	if src.Inbox != "" {
-		final = base + "/" + src.Inbox + "/" + esc + "/t.mbox.gz"
+	if inbox != "" {
+		final = base + "/" + inbox + "/" + esc + "/t.mbox.gz"
 		data, err = f.getMbox(ctx, final)
-		if errors.Is(err, errNotFound) {
-			return nil, fail.Inputf("no message <%s> in %s/%s", src.MsgID, base, src.Inbox)
+		if errors.Is(err, errNotFound) && src.Inbox == "" {
+			// --lore named a list the message is not in: ask the
+			// server as a whole (below).
+			inbox = ""
+		} else if errors.Is(err, errNotFound) {
+			return nil, fail.Inputf("no message <%s> in %s/%s", src.MsgID, base, inbox)
 		}
-	} else {
+	}
+	if inbox == "" {
 		final = base + "/all/" + esc + "/t.mbox.gz"
 		data, err = f.getMbox(ctx, final)
 		if errors.Is(err, errNotFound) {
@@ -203,10 +346,10 @@ func readLocal(src Source, opt FetchOptions) (*Thread, error) {
 		}
 		return NewThread(ms, src.Path), nil
 	}
-	return readFile(src.Path)
+	return readFile(src.Path, opt.MaxSize)
 }
 
-func readFile(path string) (*Thread, error) {
+func readFile(path string, max int64) (*Thread, error) {
 	data, err := os.ReadFile(path)
 	if err != nil {
 		if errors.Is(err, os.ErrNotExist) {
@@ -215,7 +358,10 @@ func readFile(path string) (*Thread, error) {
 		return nil, fail.Inputf("%s: %v", path, err)
 	}
 	if isGzip(data) {
-		data, err = gunzip(data)
+		data, err = gunzip(data, max)
+		if errors.Is(err, errTooBig) {
+			return nil, fail.Inputf("%s: larger than the %s limit on a thread once decompressed; raise it with --max-thread SIZE or PATCHEVAL_MAX_THREAD if it is real", path, sizeName(max))
+		}
 		if err != nil {
 			return nil, fail.Inputf("%s: %v", path, err)
 		}
@@ -283,22 +429,37 @@ func (f *fetcher) getMbox(ctx context.Context, u string) ([]byte, error) {
 		req.Header.Set("User-Agent", "patcheval")
 		resp, err := f.opt.Client.Do(req)
 		if err != nil {
-			return retryable{fmt.Errorf("cannot reach server: %w", unwrapURLError(err))}
+			return clientErr(err)
 		}
 		defer resp.Body.Close()
 		if err := statusErr(resp); err != nil {
 			return err
 		}
-		raw, err := io.ReadAll(io.LimitReader(resp.Body, maxMbox))
+		max := f.opt.MaxSize
+		// gzip never makes real mail bigger by more than a few percent.
+		rawMax := max + max/16 + 1<<20
+		if resp.ContentLength > rawMax {
+			return tooBig(u, max, "its Content-Length is "+fmt.Sprint(resp.ContentLength))
+		}
+		raw, err := io.ReadAll(io.LimitReader(resp.Body, rawMax+1))
 		if err != nil {
 			return retryable{fmt.Errorf("download cut off after %d bytes: %w", len(raw), unwrapURLError(err))}
 		}
+		if int64(len(raw)) > rawMax {
+			return tooBig(u, max, "the download alone is larger")
+		}
 		if !isGzip(raw) {
 			// Some mirrors serve the mbox uncompressed; Parse judges it.
+			if int64(len(raw)) > max {
+				return tooBig(u, max, "uncompressed")
+			}
 			out = raw
 			return nil
 		}
-		d, err := gunzip(raw)
+		d, err := gunzip(raw, max)
+		if errors.Is(err, errTooBig) {
+			return tooBig(u, max, fmt.Sprintf("%d bytes of gzip inflate beyond it", len(raw)))
+		}
 		if err != nil {
 			return retryable{fmt.Errorf("%v (%d bytes received)", err, len(raw))}
 		}
@@ -320,6 +481,9 @@ func (f *fetcher) findInbox(ctx context.Context, base, msgid string) (string, er
 	client := *f.opt.Client
 	var loc string
 	client.CheckRedirect = func(req *http.Request, via []*http.Request) error {
+		if err := redirectAllowed(req, via, f.opt.RedirectHosts); err != nil {
+			return err
+		}
 		if len(via) >= 10 {
 			return errors.New("too many redirects")
 		}
@@ -340,7 +504,7 @@ func (f *fetcher) findInbox(ctx context.Context, base, msgid string) (string, er
 		req.Header.Set("User-Agent", "patcheval")
 		resp, err := client.Do(req)
 		if err != nil {
-			return retryable{fmt.Errorf("cannot reach server: %w", unwrapURLError(err))}
+			return clientErr(err)
 		}
 		defer resp.Body.Close()
 		if loc != "" {
@@ -366,26 +530,47 @@ func (f *fetcher) findInbox(ctx context.Context, base, msgid string) (string, er
 		return loc, nil
 	}
 	// A 200 page listing several inboxes holding the message: take the
-	// first link to "<inbox>/<msgid>/".
+	// first link to "<inbox>/<msgid>/" on the same server. Only http(s)
+	// links on the page's host are followed: the page also links
+	// mailto:...?In-Reply-To=<msgid> and may be hostile.
+	bu, _ := url.Parse(u)
 	for _, m := range hrefRE.FindAllSubmatch(page, -1) {
-		h, err := url.PathUnescape(string(m[1]))
-		if err != nil || !strings.Contains(h, msgid) {
-			continue
-		}
-		ref, err := url.Parse(string(m[1]))
-		if err != nil {
-			continue
-		}
-		bu, _ := url.Parse(u)
-		abs := bu.ResolveReference(ref).String()
-		if i := strings.Index(abs, "/"+escapeMsgID(msgid)); i >= 0 || strings.Contains(abs, msgid) {
-			if !strings.HasSuffix(abs, "/") {
-				abs += "/"
-			}
+		if abs, ok := inboxLink(bu, html.UnescapeString(string(m[1])), msgid); ok {
 			return abs, nil
 		}
 	}
 	return "", errNotFound
+}
+
+// inboxLink resolves a link of the page at page and accepts it when it is
+// an http(s) URL on the same host naming an inbox's page of msgid
+// (".../<inbox>/<msgid>/", not the "all" index or the page itself).
+func inboxLink(page *url.URL, href, msgid string) (string, bool) {
+	ref, err := url.Parse(href)
+	if err != nil {
+		return "", false
+	}
+	abs := page.ResolveReference(ref)
+	abs.RawQuery, abs.Fragment = "", ""
+	if abs.Scheme != "http" && abs.Scheme != "https" || hostPort(abs) != hostPort(page) {
+		return "", false
+	}
+	segs := strings.Split(strings.Trim(abs.EscapedPath(), "/"), "/")
+	if len(segs) < 2 {
+		return "", false
+	}
+	last, err := url.PathUnescape(segs[len(segs)-1])
+	if err != nil || trimID(last) != msgid || segs[len(segs)-2] == "all" {
+		return "", false
+	}
+	out := abs.String()
+	if !strings.HasSuffix(out, "/") {
+		out += "/"
+	}
+	if out == page.String() {
+		return "", false
+	}
+	return out, true
 }
 
 var hrefRE = regexp.MustCompile(`href="([^"]+)"`)
@@ -403,6 +588,21 @@ func statusErr(resp *http.Response) error {
 	}
 }
 
+// clientErr classifies a failed request: a refused redirect is the
+// server's doing and not retried; anything else may be transient.
+func clientErr(err error) error {
+	var re *redirectError
+	if errors.As(err, &re) {
+		return fail.Infra(re)
+	}
+	return retryable{fmt.Errorf("cannot reach server: %w", unwrapURLError(err))}
+}
+
+// redirectError is a redirect refused by redirectAllowed.
+type redirectError struct{ msg string }
+
+func (e *redirectError) Error() string { return e.msg }
+
 func unwrapURLError(err error) error {
 	var ue *url.Error
 	if errors.As(err, &ue) {
@@ -413,19 +613,42 @@ func unwrapURLError(err error) error {
 
 func isGzip(b []byte) bool { return len(b) >= 2 && b[0] == 0x1f && b[1] == 0x8b }
 
-func gunzip(b []byte) ([]byte, error) {
+var errTooBig = errors.New("larger than the limit")
+
+// tooBig is the error for a thread over the size limit: bad input (a
+// decompression bomb or a thread too big to evaluate), never retried and
+// never cached.
+func tooBig(u string, max int64, why string) error {
+	return fail.Inputf("%s: the thread is larger than the %s limit on a fetched thread (%s); nothing was cached; raise the limit with --max-thread SIZE or PATCHEVAL_MAX_THREAD if it is real", u, sizeName(max), why)
+}
+
+// gunzip inflates b, refusing (errTooBig) more than max bytes. It inflates
+// twice: once into nothing to count, then into a buffer of exactly that
+// size, so a bomb costs no memory beyond b and a real thread is held
+// once (no doubling buffer).
+func gunzip(b []byte, max int64) ([]byte, error) {
 	zr, err := gzip.NewReader(bytes.NewReader(b))
 	if err != nil {
 		return nil, fmt.Errorf("bad gzip: %v", err)
 	}
-	var out bytes.Buffer
-	if _, err := io.Copy(&out, io.LimitReader(zr, maxMbox)); err != nil {
+	n, err := io.Copy(io.Discard, io.LimitReader(zr, max+1))
+	if n > max {
+		return nil, errTooBig
+	}
+	if err != nil {
 		if errors.Is(err, io.ErrUnexpectedEOF) {
 			return nil, fmt.Errorf("truncated gzip: %v", err)
 		}
 		return nil, fmt.Errorf("bad gzip: %v", err)
 	}
-	return out.Bytes(), nil
+	if err := zr.Reset(bytes.NewReader(b)); err != nil {
+		return nil, fmt.Errorf("bad gzip: %v", err)
+	}
+	out := make([]byte, n)
+	if _, err := io.ReadFull(zr, out); err != nil {
+		return nil, fmt.Errorf("bad gzip: %v", err)
+	}
+	return out, nil
 }
 
 // Cache: <dir>/<key>.mbox holds the decompressed mbox; <key>.url the URL it

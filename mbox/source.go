@@ -25,6 +25,40 @@ func LoreBase(flag string) string {
 	return strings.TrimRight(b, "/")
 }
 
+// SplitLore reads a lore setting (--lore, $PATCHEVAL_LORE, serve's
+// --lore): a server's base ("https://lore.kernel.org"), its "all" index
+// (".../all"), a list (".../linuxppc-dev") or a message URL of either
+// (".../linuxppc-dev/<msgid>/T/"). It returns the server's base and the
+// list ("" for the base and the all index). Anything but an http(s) URL
+// is a fail.Input error. A base with a path of its own (public-inbox
+// mounted below "/lists") is given as ".../lists/all".
+func SplitLore(lore string) (base, inbox string, err error) {
+	u, perr := url.Parse(strings.TrimSpace(lore))
+	if perr != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		return "", "", fail.Inputf("lore %q: want an http(s) URL such as %s, %s/all or %s/linuxppc-dev", lore, DefaultLore, DefaultLore, DefaultLore)
+	}
+	if strings.Contains(u.Path, "@") {
+		src, err := parseLoreURL(u.String())
+		if err != nil {
+			return "", "", err
+		}
+		return src.Base, src.Inbox, nil
+	}
+	base = u.Scheme + "://" + u.Host
+	segs := strings.Split(strings.Trim(u.EscapedPath(), "/"), "/")
+	if len(segs) == 1 && segs[0] == "" {
+		return base, "", nil
+	}
+	last := segs[len(segs)-1]
+	if len(segs) > 1 {
+		base += "/" + strings.Join(segs[:len(segs)-1], "/")
+	}
+	if last == "all" {
+		return base, "", nil
+	}
+	return base, last, nil
+}
+
 // SourceKind says where a thread comes from.
 type SourceKind int
 

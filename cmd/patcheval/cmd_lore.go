@@ -48,6 +48,7 @@ type loreFlags struct {
 	version   int
 	anySender bool
 	linkMask  string
+	maxThread string
 }
 
 func (f *loreFlags) add(fs *flag.FlagSet) {
@@ -56,6 +57,7 @@ func (f *loreFlags) add(fs *flag.FlagSet) {
 	fs.BoolVar(&f.noCache, "no-cache", false, "do not use or fill the cache of fetched threads")
 	fs.IntVar(&f.version, "v", 0, "use version `N` of the series (default: the newest)")
 	fs.BoolVar(&f.anySender, "any-sender", false, "accept Reviewed-by/Acked-by/... trailers even when the reply was sent by someone else")
+	fs.StringVar(&f.maxThread, "max-thread", "", "refuse a fetched thread larger than `SIZE` once decompressed, e.g. 512M (default $PATCHEVAL_MAX_THREAD, else 256M)")
 	fs.StringVar(&f.linkMask, "link-mask", series.DefaultLinkMask, "Link: trailer `mask` for the am mbox, %s is the Message-ID (\"\": no Link:)")
 }
 
@@ -112,12 +114,17 @@ func (f *loreFlags) loreOf(src mbox.Source) string {
 }
 
 func (f *loreFlags) resolveSource(ctx context.Context, env *Env, src mbox.Source) (*mbox.Thread, *series.Series, error) {
+	max, err := mbox.MaxThreadSize(f.maxThread)
+	if err != nil {
+		return nil, nil, err
+	}
 	pr := progress.New(env.Stderr)
 	t, err := mbox.Fetch(ctx, src, mbox.FetchOptions{
 		Lore:     mbox.LoreBase(f.lore),
 		NoCache:  f.noCache,
 		Stdin:    env.Stdin,
 		Progress: pr,
+		MaxSize:  max,
 	})
 	pr.Done()
 	if err != nil {
