@@ -24,7 +24,7 @@ import (
 
 type watchFlags struct {
 	name, remote, branch, tags, pipeline, series, schedule, tree string
-	bisect                                                       bool
+	bisect, regzbot                                              bool
 	db, out, from, svg                                           string
 	jobs                                                         int
 	asJSON                                                       bool
@@ -34,7 +34,7 @@ func init() {
 	register(&command{
 		name:    "watch",
 		summary: "re-test a remote's new tags on a schedule, keep the history, bisect regressions",
-		usage: "patcheval watch add --remote URL [--branch B] [--tags GLOB] --pipeline NAME [--series MSGID] [--schedule SPEC] [--bisect] [--tree PATH] [--name N]\n" +
+		usage: "patcheval watch add --remote URL [--branch B] [--tags GLOB] --pipeline NAME [--series MSGID] [--schedule SPEC] [--bisect] [--regzbot] [--tree PATH] [--name N]\n" +
 			"       patcheval watch list | show NAME [--svg FILE] | rm NAME | run-now NAME | daemon   [--json] [--db PATH]",
 		setup: func(fs *flag.FlagSet) func(ctx context.Context, env *Env, args []string) error {
 			var f watchFlags
@@ -46,6 +46,7 @@ func init() {
 			fs.StringVar(&f.series, "series", "", "add: re-apply this series (`Message-ID`) on every new tag")
 			fs.StringVar(&f.schedule, "schedule", "", "add: cron `spec` (5 fields, or @every 30m, @hourly; default "+watch.DefaultSchedule+")")
 			fs.BoolVar(&f.bisect, "bisect", false, "add: bisect every regression between consecutive tags")
+			fs.BoolVar(&f.regzbot, "regzbot", false, "add: put regzbot's commands (#regzbot introduced:, title:, resolve:) in the regression drafts, for lists regzbot tracks")
 			fs.StringVar(&f.tree, "tree", "", "add: local git `repository` new tags are fetched into and built from (default: the pipeline's tree.path)")
 			fs.StringVar(&f.db, "db", "", "database `path` (default <state dir>/"+store.FileName+")")
 			fs.StringVar(&f.out, "out", "", "run-now, daemon: reports go to `DIR`/<watch>/<tag> (default <state dir>/watches)")
@@ -79,7 +80,7 @@ func (f *watchFlags) run(ctx context.Context, env *Env, fs *flag.FlagSet, args [
 	}
 	sub, args := args[0], args[1:]
 	addOnly := map[string]bool{"name": true, "remote": true, "branch": true, "tags": true, "pipeline": true, "series": true,
-		"schedule": true, "bisect": true, "tree": true}
+		"schedule": true, "bisect": true, "tree": true, "regzbot": true}
 	var bad []string
 	fs.Visit(func(fl *flag.Flag) {
 		if addOnly[fl.Name] && sub != "add" {
@@ -210,7 +211,7 @@ func pipelineOK(name string) error {
 
 func (f *watchFlags) add(env *Env, st *store.Store) error {
 	w := store.Watch{Name: f.name, Remote: f.remote, Branch: f.branch, Tags: f.tags, Pipeline: f.pipeline, SeriesID: f.series,
-		Schedule: f.schedule, Bisect: f.bisect, Tree: f.tree}
+		Schedule: f.schedule, Bisect: f.bisect, Tree: f.tree, Regzbot: f.regzbot}
 	if w.Name == "" {
 		w.Name = watch.DefaultName(w.Remote, w.Tags+w.Branch)
 	}

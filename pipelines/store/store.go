@@ -402,6 +402,9 @@ CREATE INDEX samples_by_run ON samples(run_id);
 	// 10: when each job of a stage ran, for stages whose jobs run at the
 	// same time (see stages.go).
 	migrationStageSpans,
+	// 11: a watch's opt-in to regzbot's commands in its drafts (see
+	// watch.go).
+	migrationWatchRegzbot,
 }
 
 // SchemaVersion is the schema version this code writes.

@@ -72,6 +72,10 @@ type Watch struct {
 	SeriesID string `json:"series_msgid,omitempty"`
 	Schedule string `json:"schedule"`
 	Bisect   bool   `json:"bisect"`
+	// Regzbot puts regzbot's commands (#regzbot introduced:, title:,
+	// resolve:) in the drafts of this watch's regressions, for lists
+	// whose regressions regzbot tracks.
+	Regzbot bool `json:"regzbot,omitempty"`
 	// Tree is the local git repository new tags are fetched into.
 	Tree string `json:"tree"`
 	// Origin is "cli" (watch add) or "config" (a [[watch]] table).
@@ -133,17 +137,20 @@ type WatchEvent struct {
 }
 
 const watchColumns = `id, name, remote, branch, tags, pipeline, series_msgid, schedule, bisect, tree, origin,
-	created, last_check, last_ok, last_error, last_error_kind`
+	created, last_check, last_ok, last_error, last_error_kind, regzbot`
+
+// migrationWatchRegzbot adds the watches' regzbot opt-in.
+const migrationWatchRegzbot = `ALTER TABLE watches ADD COLUMN regzbot INTEGER NOT NULL DEFAULT 0;`
 
 func scanWatch(row scanner) (*Watch, error) {
 	var w Watch
-	var bisect int
+	var bisect, regzbot int
 	var created, check, ok string
 	if err := row.Scan(&w.ID, &w.Name, &w.Remote, &w.Branch, &w.Tags, &w.Pipeline, &w.SeriesID, &w.Schedule, &bisect,
-		&w.Tree, &w.Origin, &created, &check, &ok, &w.LastError, &w.LastErrorKind); err != nil {
+		&w.Tree, &w.Origin, &created, &check, &ok, &w.LastError, &w.LastErrorKind, &regzbot); err != nil {
 		return nil, err
 	}
-	w.Bisect = bisect != 0
+	w.Bisect, w.Regzbot = bisect != 0, regzbot != 0
 	w.Created, w.LastCheck, w.LastOK = parseTime(created), parseTime(check), parseTime(ok)
 	return &w, nil
 }
@@ -160,9 +167,10 @@ func (s *Store) AddWatch(w Watch) (*Watch, error) {
 	if w.Created.IsZero() {
 		w.Created = time.Now()
 	}
-	err := s.db.QueryRow(`INSERT INTO watches (name, remote, branch, tags, pipeline, series_msgid, schedule, bisect, tree, origin, created)
-		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) RETURNING id`,
-		w.Name, w.Remote, w.Branch, w.Tags, w.Pipeline, w.SeriesID, w.Schedule, b2i(w.Bisect), w.Tree, w.Origin, fmtTime(w.Created)).Scan(&w.ID)
+	err := s.db.QueryRow(`INSERT INTO watches (name, remote, branch, tags, pipeline, series_msgid, schedule, bisect, tree, origin, created, regzbot)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) RETURNING id`,
+		w.Name, w.Remote, w.Branch, w.Tags, w.Pipeline, w.SeriesID, w.Schedule, b2i(w.Bisect), w.Tree, w.Origin, fmtTime(w.Created),
+		b2i(w.Regzbot)).Scan(&w.ID)
 	if err != nil {
 		if uniqueViolation(err) {
 			return nil, fail.Inputf("store: a watch named %q exists already (see 'patcheval watch list')", w.Name)
@@ -175,8 +183,8 @@ func (s *Store) AddWatch(w Watch) (*Watch, error) {
 // UpdateWatch rewrites a watch's settings (not its check state).
 func (s *Store) UpdateWatch(w Watch) error {
 	res, err := s.db.Exec(`UPDATE watches SET remote = ?, branch = ?, tags = ?, pipeline = ?, series_msgid = ?, schedule = ?,
-		bisect = ?, tree = ?, origin = ? WHERE id = ?`,
-		w.Remote, w.Branch, w.Tags, w.Pipeline, w.SeriesID, w.Schedule, b2i(w.Bisect), w.Tree, w.Origin, w.ID)
+		bisect = ?, tree = ?, origin = ?, regzbot = ? WHERE id = ?`,
+		w.Remote, w.Branch, w.Tags, w.Pipeline, w.SeriesID, w.Schedule, b2i(w.Bisect), w.Tree, w.Origin, b2i(w.Regzbot), w.ID)
 	if err != nil {
 		return fail.Infraf("store: %s: updating watch %s: %w", s.where, w.Name, err)
 	}

@@ -22,6 +22,51 @@ type Context struct {
 	// the test parameters; Params extra key=value lines.
 	Tree, Pipeline, Variant, Arch string
 	Params                        []string
+	// Regzbot puts regzbot's commands in the culprit draft and the text
+	// report (RegzbotLines): for lists whose regressions regzbot tracks.
+	Regzbot bool
+}
+
+// RegzbotLines are the commands that make regzbot, the kernel's
+// regression tracker, track this regression (its docs/reference.md):
+// "#regzbot introduced: <commit-id>" (12 hex digits; regzbot wants at
+// least 8) for a named culprit, "#regzbot introduced: <good>..<bad>" (the
+// refs bisected, tags when the watch had them) when the bisection could
+// not name one, then "#regzbot title: ...". Nothing for a bisection that
+// did not end.
+func RegzbotLines(r *Result, c Context) []string {
+	var introduced string
+	switch r.Status {
+	case Found:
+		introduced = short12(r.Culprit.Hash)
+	case Ambiguous:
+		good, bad := r.GoodRef, r.BadRef
+		if good == "" || bad == "" {
+			good, bad = short12(r.Good.Hash), short12(r.Bad.Hash)
+		}
+		introduced = good + ".." + bad
+	default:
+		return nil
+	}
+	title := fmt.Sprintf("%s %s %+.1f%% regression", r.Benchmark, r.Metric, r.Change)
+	var on []string
+	if c.Arch != "" {
+		on = append(on, c.Arch)
+	}
+	if c.Pipeline != "" {
+		on = append(on, "patcheval "+c.Pipeline)
+	}
+	if len(on) > 0 {
+		title += " (" + strings.Join(on, ", ") + ")"
+	}
+	return []string{"#regzbot introduced: " + introduced, "#regzbot title: " + title}
+}
+
+func short12(h string) string {
+	if len(h) > 12 {
+		return h[:12]
+	}
+	return h
 }
 
 // Headline is "a +24.8% regression of getppid ns/op".
@@ -102,6 +147,14 @@ func WriteText(w io.Writer, r *Result, c Context) error {
 	p("wall time: %s (building %s)", r.Wall.Round(time.Second), r.BuildTime.Round(time.Second))
 	for _, n := range r.Notes {
 		p("note: %s", n)
+	}
+	if lines := RegzbotLines(r, c); c.Regzbot && len(lines) > 0 {
+		p("")
+		p("For regzbot, in the mail that reports this regression (a paragraph of its own):")
+		p("")
+		for _, l := range lines {
+			p("%s", l)
+		}
 	}
 	_, err := io.WriteString(w, b.String())
 	return err
@@ -313,7 +366,9 @@ func Draft(r *Result, c Context, from mbox.Address, now time.Time) (*report.Draf
 	fmt.Fprintf(&b, "patcheval found %s and bisected it to your commit\n\n", r.Headline())
 	fmt.Fprintf(&b, "  %s (\"%s\")\n\n", short(r.Culprit.Hash), r.Culprit.Subject)
 	var txt strings.Builder
-	_ = WriteText(&txt, r, c)
+	plain := c
+	plain.Regzbot = false // the draft carries the commands once, below
+	_ = WriteText(&txt, r, plain)
 	for _, l := range strings.Split(strings.TrimRight(txt.String(), "\n"), "\n") {
 		if len(l) > report.MaxBodyWidth+40 {
 			l = l[:report.MaxBodyWidth+40]
@@ -322,6 +377,10 @@ func Draft(r *Result, c Context, from mbox.Address, now time.Time) (*report.Draf
 	}
 	b.WriteString("\nThe measurement is reproducible: the same command rebuilds the same\nkernels and, in deterministic QEMU, gives the same values.\n")
 	b.WriteString(left)
+	if c.Regzbot {
+		// regzbot reads its commands from a paragraph of their own.
+		b.WriteString("\n" + strings.Join(RegzbotLines(r, c), "\n") + "\n")
+	}
 	d.Body = b.String()
 	return d, nil
 }

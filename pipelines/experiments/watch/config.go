@@ -40,6 +40,7 @@ type configWatch struct {
 	Schedule string `toml:"schedule"`
 	Bisect   bool   `toml:"bisect"`
 	Tree     string `toml:"tree"`
+	Regzbot  bool   `toml:"regzbot"`
 }
 
 // LoadConfig reads the [[watch]] tables of a config.toml (a missing file
@@ -57,14 +58,15 @@ func LoadConfig(file string, pipelineOK func(string) error) ([]store.Watch, erro
 	var errs []string
 	for _, k := range md.Undecoded() {
 		if len(k) >= 2 && k[0] == "watch" {
-			errs = append(errs, fmt.Sprintf("%s: [[watch]] has no key %q (keys: name remote branch tags pipeline series schedule bisect tree)", file, k[len(k)-1]))
+			errs = append(errs, fmt.Sprintf("%s: [[watch]] has no key %q (keys: name remote branch tags pipeline series schedule bisect tree regzbot)", file, k[len(k)-1]))
 		}
 	}
 	var out []store.Watch
 	names := map[string]bool{}
 	for i, c := range cfg.Watch {
 		w := store.Watch{Name: c.Name, Remote: c.Remote, Branch: c.Branch, Tags: c.Tags, Pipeline: c.Pipeline,
-			SeriesID: c.Series, Schedule: c.Schedule, Bisect: c.Bisect, Tree: c.Tree, Origin: "config"}
+			SeriesID: c.Series, Schedule: c.Schedule, Bisect: c.Bisect, Tree: c.Tree, Origin: "config",
+			Regzbot: c.Regzbot}
 		if w.Name == "" {
 			w.Name = DefaultName(w.Remote, w.Tags)
 		}
@@ -108,7 +110,8 @@ func Sync(st *store.Store, ws []store.Watch) (added, updated []string, err error
 		case old.Origin != "config":
 			return added, updated, fail.Inputf("config watch %q: a watch of that name was added with 'watch add'; rename one", w.Name)
 		case old.Remote != w.Remote || old.Branch != w.Branch || old.Tags != w.Tags || old.Pipeline != w.Pipeline ||
-			old.SeriesID != w.SeriesID || old.Schedule != w.Schedule || old.Bisect != w.Bisect || old.Tree != w.Tree:
+			old.SeriesID != w.SeriesID || old.Schedule != w.Schedule || old.Bisect != w.Bisect || old.Tree != w.Tree ||
+			old.Regzbot != w.Regzbot:
 			w.ID = old.ID
 			if err := st.UpdateWatch(w); err != nil {
 				return added, updated, err

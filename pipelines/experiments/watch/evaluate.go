@@ -149,7 +149,7 @@ func (b *Bisection) Plan(w *store.Watch, ev *store.WatchEvent, good, bad *store.
 		Options: bisect.Options{Repo: w.Tree, Good: good.Commit, Bad: bad.Commit, Measurer: m,
 			Benchmark: ev.Benchmark, Metric: ev.Metric, HigherIsBetter: higher, Deterministic: p.Deterministic,
 			Threshold: max(0.5, abs(ev.Change)/4), Logf: b.Logf},
-		Context: bisect.Context{Tree: w.Remote, Pipeline: p.Name, Variant: ev.Variant, Arch: strings.Join(p.Arches, ",")},
+		Context: bisect.Context{Tree: w.Remote, Pipeline: p.Name, Variant: ev.Variant, Arch: strings.Join(p.Arches, ","), Regzbot: w.Regzbot},
 		Dir:     dir, Good: good.Tag, Bad: bad.Tag,
 	}, nil
 }
