@@ -357,12 +357,21 @@ func (s Spec) Args() ([]string, error) {
 // to the build user.
 func (s Spec) prefix() []string {
 	l := s.Limits.withDefaults()
+	// Never above the current hard limit: only root may raise it, and an
+	// unprivileged caller's prlimit would fail.
+	lim := func(flag string, res int, v int64) string {
+		var cur syscall.Rlimit
+		if syscall.Getrlimit(res, &cur) == nil && os.Geteuid() != 0 && cur.Max != ^uint64(0) && uint64(v) > cur.Max {
+			v = int64(cur.Max)
+		}
+		return "--" + flag + "=" + strconv.FormatInt(v, 10)
+	}
 	p := []string{"prlimit",
-		"--cpu=" + strconv.FormatInt(l.CPUSeconds, 10),
-		"--as=" + strconv.FormatInt(l.AddressSpace, 10),
-		"--fsize=" + strconv.FormatInt(l.FileSize, 10),
-		"--nofile=" + strconv.FormatInt(l.OpenFiles, 10),
-		"--nproc=" + strconv.FormatInt(l.Procs, 10),
+		lim("cpu", syscall.RLIMIT_CPU, l.CPUSeconds),
+		lim("as", syscall.RLIMIT_AS, l.AddressSpace),
+		lim("fsize", syscall.RLIMIT_FSIZE, l.FileSize),
+		lim("nofile", syscall.RLIMIT_NOFILE, l.OpenFiles),
+		lim("nproc", 6 /* RLIMIT_NPROC */, l.Procs),
 		"--core=0", "--"}
 	if ident.Drop {
 		p = append(p, "setpriv", "--reuid="+strconv.Itoa(ident.UID), "--regid="+strconv.Itoa(ident.GID),
