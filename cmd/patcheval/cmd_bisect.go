@@ -20,13 +20,14 @@ func init() {
 	register(&command{
 		name:    "bisect",
 		summary: "find the commit that caused a performance regression (build, boot and measure each step)",
-		usage:   "patcheval bisect --tree PATH --good REF --bad REF --pipeline NAME [--variant V] [--benchmark B --metric M] [--threshold PCT]",
+		usage:   "patcheval bisect --tree PATH --good REF --bad REF --pipeline NAME [--arch A] [--variant V] [--benchmark B --metric M] [--threshold PCT]",
 		setup: func(fs *flag.FlagSet) func(ctx context.Context, env *Env, args []string) error {
 			tree := fs.String("tree", "", "kernel git `repository`")
 			good := fs.String("good", "", "a good `revision` (tag, commit): a first-parent ancestor of --bad")
 			bad := fs.String("bad", "", "the bad `revision`")
-			pipeline := fs.String("pipeline", "", "pipeline `name` or TOML file whose kernel and benchmark are measured ("+strings.Join(pipelines.List(), ", ")+")")
+			pipeline := fs.String("pipeline", "", "pipeline `name` or TOML file whose kernel and benchmark are measured ("+pipelines.DefaultName+", "+strings.Join(pipelines.List(), ", ")+")")
 			variant := fs.String("variant", "", "the pipeline's `variant` to build and boot (default: the first)")
+			archFlag := fs.String("arch", "", "with --pipeline "+pipelines.DefaultName+": the `arch` to build (default x86_64)")
 			benchmark := fs.String("benchmark", "", "`benchmark` to bisect (default: the pipeline's first)")
 			metric := fs.String("metric", "ns/op", "`metric` of the benchmark")
 			threshold := fs.Float64("threshold", 0, "smallest regression worth bisecting, in `percent` (default 1)")
@@ -49,7 +50,11 @@ func init() {
 				if len(missing) > 0 {
 					return fail.Inputf("bisect: missing %s", strings.Join(sortedStrings(missing), ", "))
 				}
-				p, err := pipelines.Find(*pipeline)
+				var arches []string
+				if *archFlag != "" {
+					arches = strings.Split(*archFlag, ",")
+				}
+				p, err := pipelines.Named(*pipeline, nil, arches, *tree)
 				if err != nil {
 					return err
 				}

@@ -101,19 +101,11 @@ func (pf *pipelineFlags) options(p *pipelines.Pipeline, lr *loreResult, af apply
 func (pf *pipelineFlags) run(ctx context.Context, env *Env, lr *loreResult, af applyFlags) error {
 	var p *pipelines.Pipeline
 	var err error
-	if name := pf.wanted(); name == pipelines.DefaultName {
-		var arches []string
-		if pf.arch != "" {
-			arches = strings.Split(pf.arch, ",")
-		}
-		p, err = pipelines.Default(lr.Series, arches, af.tree)
-	} else {
-		if pf.arch != "" {
-			return fail.Inputf("--arch goes with --pipeline %s; pipeline %s names its own arches", pipelines.DefaultName, name)
-		}
-		p, err = pipelines.Find(name)
+	var arches []string
+	if pf.arch != "" {
+		arches = strings.Split(pf.arch, ",")
 	}
-	if err != nil {
+	if p, err = pipelines.Named(pf.wanted(), lr.Series, arches, af.tree); err != nil {
 		return err
 	}
 	for _, w := range p.Warnings {

@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/patcheval/patcheval/internal/fail"
+	"github.com/patcheval/patcheval/pipelines"
 	"github.com/patcheval/patcheval/pipelines/service"
 )
 
@@ -26,10 +27,11 @@ func init() {
 	register(&command{
 		name:    "submit",
 		summary: "queue an evaluation on a running 'patcheval serve'; --wait follows it to the end",
-		usage:   "patcheval submit <msgid | -m FILE> --pipeline NAME [--tree PATH] [--per-patch] [--server URL] [--wait] [--json]",
+		usage:   "patcheval submit <msgid | -m FILE> --pipeline NAME|FILE [--arch A] [--tree PATH] [--per-patch] [--server URL] [--wait] [--json]",
 		setup: func(fs *flag.FlagSet) func(ctx context.Context, env *Env, args []string) error {
 			file := fs.String("m", "", "send the thread from an mbox `FILE` (\"-\": stdin) instead of a Message-ID")
-			pipeline := fs.String("pipeline", "", "shipped pipeline `name` to evaluate with")
+			pipeline := fs.String("pipeline", "", "evaluate with `NAME|FILE`: default, a shipped pipeline, or a TOML file (sent by content: the service needs a token)")
+			archFlag := fs.String("arch", "", "with --pipeline default: comma-separated `arches` (default: those the series touches)")
 			tree := fs.String("tree", "", "kernel tree `PATH` on the server (one of its --allow-tree paths)")
 			base := fs.String("base", "", "base `ref` (default: the pipeline's tree.base)")
 			boots := fs.Int("boots", 0, "boots per variant (default: the pipeline's repeats.boots)")
@@ -40,7 +42,7 @@ func init() {
 			wait := fs.Bool("wait", false, "follow the evaluation's progress until it ends; exit 0 done, 1 failed, 3 cancelled")
 			asJSON := fs.Bool("json", false, "print the service's JSON answer (with --wait: the finished evaluation)")
 			return func(ctx context.Context, env *Env, args []string) error {
-				req := service.SubmitRequest{Pipeline: *pipeline, Base: *base, Boots: *boots, Version: *version, PerPatch: *perPatch}
+				req := service.SubmitRequest{Pipeline: *pipeline, Arch: *archFlag, Base: *base, Boots: *boots, Version: *version, PerPatch: *perPatch}
 				switch {
 				case *file != "" && len(args) > 0:
 					return fail.Inputf("give either -m FILE or a Message-ID, not both")
@@ -62,7 +64,10 @@ func init() {
 					req.MsgID = args[0]
 				}
 				if *pipeline == "" {
-					return fail.Inputf("--pipeline NAME is required")
+					return fail.Inputf("--pipeline NAME is required (default, %s, or a TOML file)", strings.Join(pipelines.List(), ", "))
+				}
+				if err := submitPipelineFile(&req); err != nil {
+					return err
 				}
 				if *tree != "" {
 					abs, err := filepath.Abs(*tree)
@@ -276,4 +281,28 @@ func (c *apiClient) follow(ctx context.Context, id int64, w io.Writer) (string, 
 			return "", fail.Infra(err)
 		}
 	}
+}
+
+// submitPipelineFile sends a --pipeline that names a file by content
+// (lore --pipeline FILE's evaluation on the service), after checking it
+// here, so that a bad file is named with its line before any request.
+func submitPipelineFile(req *service.SubmitRequest) error {
+	if _, isDefault := pipelines.SplitDefault(req.Pipeline); isDefault {
+		return nil
+	}
+	if _, err := pipelines.Builtin(req.Pipeline); err == nil {
+		return nil
+	}
+	if st, err := os.Stat(req.Pipeline); err != nil || st.IsDir() {
+		return nil // a name: the service says whether it has it
+	}
+	data, err := os.ReadFile(req.Pipeline)
+	if err != nil {
+		return fail.Inputf("--pipeline %s: %v", req.Pipeline, err)
+	}
+	if _, err := pipelines.Parse(data, req.Pipeline); err != nil {
+		return err
+	}
+	req.PipelineTOML, req.Pipeline = string(data), ""
+	return nil
 }

@@ -25,7 +25,7 @@ import (
 type watchFlags struct {
 	name, remote, branch, tags, pipeline, series, schedule, tree string
 	bisect, regzbot                                              bool
-	db, out, from, svg                                           string
+	db, out, from, svg, arch                                     string
 	jobs                                                         int
 	asJSON                                                       bool
 }
@@ -34,7 +34,7 @@ func init() {
 	register(&command{
 		name:    "watch",
 		summary: "re-test a remote's new tags on a schedule, keep the history, bisect regressions",
-		usage: "patcheval watch add --remote URL [--branch B] [--tags GLOB] --pipeline NAME [--series MSGID] [--schedule SPEC] [--bisect] [--regzbot] [--tree PATH] [--name N]\n" +
+		usage: "patcheval watch add --remote URL [--branch B] [--tags GLOB] --pipeline NAME [--arch A] [--series MSGID] [--schedule SPEC] [--bisect] [--regzbot] [--tree PATH] [--name N]\n" +
 			"       patcheval watch list | show NAME [--svg FILE] | rm NAME | run-now NAME | daemon   [--json] [--db PATH]",
 		setup: func(fs *flag.FlagSet) func(ctx context.Context, env *Env, args []string) error {
 			var f watchFlags
@@ -42,7 +42,8 @@ func init() {
 			fs.StringVar(&f.remote, "remote", "", "add: the git remote `URL` to list tags from (https://, git://, file://)")
 			fs.StringVar(&f.branch, "branch", "", "add: also re-test this `branch`'s head whenever it moves (history entries branch@commit, after the tags); with --branch, --tags is optional")
 			fs.StringVar(&f.tags, "tags", "", "add: tag `glob`, e.g. 'v6.*-rc*' (ordered by version: rc10 after rc9)")
-			fs.StringVar(&f.pipeline, "pipeline", "", "add: pipeline `name` or TOML file evaluated on every new tag ("+strings.Join(pipelines.List(), ", ")+")")
+			fs.StringVar(&f.pipeline, "pipeline", "", "add: pipeline `name` or TOML file evaluated on every new tag ("+pipelines.DefaultName+" with --series, "+strings.Join(pipelines.List(), ", ")+")")
+			fs.StringVar(&f.arch, "arch", "", "add: with --pipeline "+pipelines.DefaultName+": comma-separated `arches` (default: those the series touches)")
 			fs.StringVar(&f.series, "series", "", "add: re-apply this series (`Message-ID`) on every new tag")
 			fs.StringVar(&f.schedule, "schedule", "", "add: cron `spec` (5 fields, or @every 30m, @hourly; default "+watch.DefaultSchedule+")")
 			fs.BoolVar(&f.bisect, "bisect", false, "add: bisect every regression between consecutive tags")
@@ -80,7 +81,7 @@ func (f *watchFlags) run(ctx context.Context, env *Env, fs *flag.FlagSet, args [
 	}
 	sub, args := args[0], args[1:]
 	addOnly := map[string]bool{"name": true, "remote": true, "branch": true, "tags": true, "pipeline": true, "series": true,
-		"schedule": true, "bisect": true, "tree": true, "regzbot": true}
+		"schedule": true, "arch": true, "bisect": true, "tree": true, "regzbot": true}
 	var bad []string
 	fs.Visit(func(fl *flag.Flag) {
 		if addOnly[fl.Name] && sub != "add" {
@@ -205,7 +206,7 @@ func syncConfig(log io.Writer, st *store.Store) error {
 }
 
 func pipelineOK(name string) error {
-	_, err := pipelines.Find(name)
+	_, err := pipelines.Named(name, nil, nil, "")
 	return err
 }
 
@@ -215,8 +216,15 @@ func (f *watchFlags) add(env *Env, st *store.Store) error {
 	if w.Name == "" {
 		w.Name = watch.DefaultName(w.Remote, w.Tags+w.Branch)
 	}
+	if f.arch != "" {
+		if _, ok := pipelines.SplitDefault(w.Pipeline); !ok {
+			return fail.Inputf("--arch goes with --pipeline %s; pipeline %s names its own arches", pipelines.DefaultName, w.Pipeline)
+		}
+		w.Pipeline = pipelines.DefaultSpec(strings.Split(f.arch, ","))
+	}
+	w.Pipeline = absPipeline(w.Pipeline)
 	if w.Tree == "" {
-		if p, err := pipelines.Find(w.Pipeline); err == nil {
+		if p, err := pipelines.Named(w.Pipeline, nil, nil, ""); err == nil {
 			w.Tree = p.Tree.Path
 		}
 	}
@@ -228,7 +236,7 @@ func (f *watchFlags) add(env *Env, st *store.Store) error {
 	if err := watch.Validate(&w, pipelineOK); err != nil {
 		return err
 	}
-	if p, _ := pipelines.Find(w.Pipeline); p != nil && p.NeedsSeries() && w.SeriesID == "" {
+	if p, _ := pipelines.Named(w.Pipeline, nil, nil, ""); p != nil && p.NeedsSeries() && w.SeriesID == "" {
 		return fail.Inputf("watch %s: pipeline %s applies a series on each tag: give --series MSGID", w.Name, p.Name)
 	}
 	got, err := st.AddWatch(w)
@@ -357,4 +365,21 @@ func orNone(xs []string) string {
 func firstLineOf(s string) string {
 	s, _, _ = strings.Cut(s, "\n")
 	return s
+}
+
+// absPipeline stores a pipeline file by its absolute path (a watch runs
+// from serve's directory, not the one it was added from); names stay.
+func absPipeline(name string) string {
+	if _, ok := pipelines.SplitDefault(name); ok {
+		return name
+	}
+	if _, err := pipelines.Builtin(name); err == nil {
+		return name
+	}
+	if st, err := os.Stat(name); err == nil && !st.IsDir() {
+		if abs, err := filepath.Abs(name); err == nil {
+			return abs
+		}
+	}
+	return name
 }

@@ -18,6 +18,7 @@ import (
 
 	"github.com/patcheval/patcheval/evaluate"
 	"github.com/patcheval/patcheval/evaluate/report"
+	"github.com/patcheval/patcheval/internal/arch"
 	"github.com/patcheval/patcheval/internal/fail"
 	"github.com/patcheval/patcheval/internal/gittree"
 	"github.com/patcheval/patcheval/mbox"
@@ -38,8 +39,14 @@ type SubmitRequest struct {
 	// instead (patcheval submit -m FILE). Exactly one of them.
 	MsgID string `json:"msgid,omitempty"`
 	Mbox  string `json:"mbox,omitempty"`
-	// Pipeline is a shipped pipeline's name.
-	Pipeline string `json:"pipeline"`
+	// Pipeline is a shipped pipeline's name, or "default" (base vs
+	// patched, generated for the series as lore --pipeline default does;
+	// Arch overrides the arches the series touches). PipelineTOML is a
+	// pipeline file's text instead (lore --pipeline FILE): accepted only
+	// from a service with a token, as it can name files on this machine.
+	Pipeline     string `json:"pipeline,omitempty"`
+	Arch         string `json:"arch,omitempty"`
+	PipelineTOML string `json:"pipeline_toml,omitempty"`
 	// Tree is the kernel git repository: one of the service's allowed
 	// trees (or inside one). Default: the pipeline's tree.path.
 	Tree string `json:"tree,omitempty"`
@@ -197,13 +204,9 @@ func pageURL(r *http.Request, id int64) string {
 // thread: nothing is stored or queued unless everything holds.
 func (s *Service) checkSubmission(ctx context.Context, req SubmitRequest) (*pipelines.Pipeline, runner.Options, error) {
 	var o runner.Options
-	if req.Pipeline == "" {
-		return nil, o, bad("pipeline", "no pipeline: want one of %s", strings.Join(pipelines.List(), ", "))
-	}
-	// Only shipped pipelines: a file path from the network is not read.
-	p, err := pipelines.Builtin(req.Pipeline)
+	p, err := s.submittedPipeline(req)
 	if err != nil {
-		return nil, o, bad("pipeline", "unknown pipeline %q: want one of %s", req.Pipeline, strings.Join(pipelines.List(), ", "))
+		return nil, o, err
 	}
 	if req.Boots < 0 || req.Boots > 100 {
 		return nil, o, bad("boots", "boots %d: want 1..100 (or 0 for the pipeline's repeats.boots)", req.Boots)
@@ -211,12 +214,15 @@ func (s *Service) checkSubmission(ctx context.Context, req SubmitRequest) (*pipe
 	if req.Version < 0 {
 		return nil, o, bad("version", "version %d: want a series version >= 1 (or 0 for the newest)", req.Version)
 	}
-	if req.PerPatch {
+	if req.PerPatch && p != nil {
 		if _, err := perpatch.AtCommit(p, perpatch.SeriesPairs(p)); err != nil {
 			return nil, o, bad("per_patch", "per_patch: %v", err)
 		}
 	}
-	needThread := p.NeedsSeries() || req.MsgID != "" || req.Mbox != ""
+	// default is generated once the series is resolved (its arches and
+	// base come from it); until then it stands for a pipeline that
+	// applies a series and names no tree.
+	needThread := p == nil || p.NeedsSeries() || req.MsgID != "" || req.Mbox != ""
 	var src mbox.Source
 	switch {
 	case !needThread:
@@ -230,11 +236,15 @@ func (s *Service) checkSubmission(ctx context.Context, req SubmitRequest) (*pipe
 		}
 	}
 	tree := req.Tree
-	if tree == "" {
+	if tree == "" && p != nil {
 		tree = p.Tree.Path
 	}
 	if tree == "" {
-		return nil, o, bad("tree", "pipeline %s has no tree.path: give the kernel tree (one of the service's --allow-tree paths)", p.Name)
+		name := pipelines.DefaultName
+		if p != nil {
+			name = p.Name
+		}
+		return nil, o, bad("tree", "pipeline %s has no tree.path: give the kernel tree (one of the service's --allow-tree paths)", name)
 	}
 	if tree, err = s.allowedTree(tree, req.Tree != ""); err != nil {
 		return nil, o, err
@@ -285,6 +295,20 @@ func (s *Service) checkSubmission(ctx context.Context, req SubmitRequest) (*pipe
 		}
 		return nil, o, bad(field, "%v", err)
 	}
+	if p == nil {
+		var arches []string
+		if req.Arch != "" {
+			arches = strings.Split(req.Arch, ",")
+		}
+		if p, err = pipelines.Named(req.Pipeline, se, arches, tree); err != nil {
+			return nil, o, bad("arch", "%v", err)
+		}
+		if req.PerPatch {
+			if _, err := perpatch.AtCommit(p, perpatch.SeriesPairs(p)); err != nil {
+				return nil, o, bad("per_patch", "per_patch: %v", err)
+			}
+		}
+	}
 	o.Mbox, o.Version, o.ThreadSource = runner.ThreadMbox(t), se.Version, t.Source
 	o.AM = series.AMOptions{LinkMask: series.DefaultLinkMask}
 	o.Fetch = time.Since(start)
@@ -292,6 +316,52 @@ func (s *Service) checkSubmission(ctx context.Context, req SubmitRequest) (*pipe
 		return nil, o, &fieldError{http.StatusBadRequest, inputField(err), err}
 	}
 	return p, o, nil
+}
+
+// submittedPipeline is the pipeline a submission names: a shipped one,
+// nil for default (generated once the series is resolved), or the TOML
+// text of pipeline_toml when the service has a token (a pipeline file
+// names files on this machine: fragments, configs, a tree). A file path
+// from the network is never read.
+func (s *Service) submittedPipeline(req SubmitRequest) (*pipelines.Pipeline, error) {
+	want := "default, one of " + strings.Join(pipelines.List(), ", ") + " or pipeline_toml"
+	switch {
+	case req.PipelineTOML != "" && req.Pipeline != "":
+		return nil, bad("pipeline", "give either pipeline or pipeline_toml, not both")
+	case req.PipelineTOML != "":
+		if len(s.cfg.Token) == 0 {
+			return nil, &fieldError{http.StatusForbidden, "pipeline_toml", fmt.Errorf("pipeline_toml needs a service with a token (serve --token-file): a pipeline file can name files on this machine; submit a shipped pipeline by name")}
+		}
+		if req.Arch != "" {
+			return nil, bad("arch", "arch goes with pipeline %s; a pipeline file names its own arches", pipelines.DefaultName)
+		}
+		p, err := pipelines.Parse([]byte(req.PipelineTOML), "")
+		if err != nil {
+			return nil, bad("pipeline_toml", "%v", err)
+		}
+		return p, nil
+	case req.Pipeline == "":
+		return nil, bad("pipeline", "no pipeline: want %s", want)
+	}
+	if arches, ok := pipelines.SplitDefault(req.Pipeline); ok {
+		if len(arches) > 0 && req.Arch == "" {
+			req.Arch = strings.Join(arches, ",")
+		}
+		for _, a := range strings.Split(req.Arch, ",") {
+			if _, err := arch.Normalize(a); a != "" && err != nil {
+				return nil, bad("arch", "%v", err)
+			}
+		}
+		return nil, nil
+	}
+	if req.Arch != "" {
+		return nil, bad("arch", "arch goes with pipeline %s; pipeline %s names its own arches", pipelines.DefaultName, req.Pipeline)
+	}
+	p, err := pipelines.Builtin(req.Pipeline)
+	if err != nil {
+		return nil, bad("pipeline", "unknown pipeline %q: want %s", req.Pipeline, want)
+	}
+	return p, nil
 }
 
 // loreSource accepts a Message-ID or a URL on the service's own lore; a

@@ -29,7 +29,8 @@ type ServiceSubmitter struct {
 	// From signs the reply drafts; TestedBy asks for the trailer.
 	From     mbox.Address
 	TestedBy bool
-	// Find resolves a pipeline name (default pipelines.Find).
+	// Find resolves a pipeline name (default pipelines.Named for the
+	// series: a shipped name, a file, or default).
 	Find func(string) (*pipelines.Pipeline, error)
 }
 
@@ -39,7 +40,8 @@ var branchUnsafe = regexp.MustCompile(`[^A-Za-z0-9._-]+`)
 func (ss ServiceSubmitter) Submit(ctx context.Context, l List, s *series.Series, t *mbox.Thread) (int64, error) {
 	find := ss.Find
 	if find == nil {
-		find = pipelines.Find
+		// default is generated for this series, as lore does.
+		find = func(name string) (*pipelines.Pipeline, error) { return pipelines.Named(name, s, nil, l.Tree) }
 	}
 	p, err := find(l.Pipeline)
 	if err != nil {

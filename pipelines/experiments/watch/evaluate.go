@@ -61,12 +61,9 @@ func (e *PipelineEvaluator) open() (*store.Store, func(), error) {
 
 // Evaluate implements Evaluator.
 func (e *PipelineEvaluator) Evaluate(ctx context.Context, w *store.Watch, tag, commit string) (int64, error) {
-	p, err := pipelines.Find(w.Pipeline)
-	if err != nil {
-		return 0, err
-	}
 	o := runner.Options{AM: series.DefaultAMOptions(), Tree: w.Tree, Base: commit,
 		Branch: "patcheval/watch/" + w.Name + "/" + tag, OutDir: filepath.Join(e.OutDir, w.Name, tag), Lore: mbox.LoreBase(e.Lore)}
+	var se *series.Series
 	if w.SeriesID != "" {
 		src, err := mbox.ParseSource(w.SeriesID)
 		if err != nil {
@@ -77,6 +74,14 @@ func (e *PipelineEvaluator) Evaluate(ctx context.Context, w *store.Watch, tag, c
 			return 0, err
 		}
 		o.Mbox, o.ThreadSource = runner.ThreadMbox(t), t.Source
+		if se, err = series.Resolve(t, series.Options{}); err != nil {
+			return 0, err
+		}
+	}
+	// default is generated for the series (its arches), as lore does.
+	p, err := pipelines.Named(w.Pipeline, se, nil, w.Tree)
+	if err != nil {
+		return 0, err
 	}
 	if p.NeedsSeries() && o.Mbox == nil {
 		return 0, fail.Inputf("watch %s: pipeline %s applies a series: add one with --series MSGID", w.Name, p.Name)
@@ -100,7 +105,7 @@ func (e *PipelineEvaluator) Evaluate(ctx context.Context, w *store.Watch, tag, c
 // Deterministic says whether a watch's pipeline runs in deterministic
 // QEMU (unknown pipelines: no).
 func Deterministic(w *store.Watch) bool {
-	p, err := pipelines.Find(w.Pipeline)
+	p, err := pipelines.Named(w.Pipeline, nil, nil, w.Tree)
 	return err == nil && p.Deterministic
 }
 
@@ -129,7 +134,7 @@ type BisectPlan struct {
 
 // Plan plans the bisection of ev between the good and bad tags.
 func (b *Bisection) Plan(w *store.Watch, ev *store.WatchEvent, good, bad *store.WatchTag) (*BisectPlan, error) {
-	p, err := pipelines.Find(w.Pipeline)
+	p, err := pipelines.Named(w.Pipeline, nil, nil, w.Tree)
 	if err != nil {
 		return nil, err
 	}
