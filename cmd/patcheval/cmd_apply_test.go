@@ -78,7 +78,7 @@ func TestApplyCommand(t *testing.T) {
 		t.Errorf("checkout: exit %d, %s %s", code, out.String(), errb.String())
 	}
 	out.Reset()
-	if code := run(context.Background(), &Env{Stdout: &out, Stderr: &errb}, []string{"checkout", "-v", "--tree", repo, "test/series", dir}); code != 0 || !strings.Contains(out.String(), "2 files written, 0 removed") || !strings.Contains(out.String(), "  b.c") {
+	if code := run(context.Background(), &Env{Stdout: &out, Stderr: &errb}, []string{"checkout", "--verbose", "--tree", repo, "test/series", dir}); code != 0 || !strings.Contains(out.String(), "2 files written, 0 removed") || !strings.Contains(out.String(), "  b.c") {
 		t.Errorf("incremental checkout: exit %d, %s %s", code, out.String(), errb.String())
 	}
 }

@@ -18,7 +18,7 @@ func init() {
 		setup: func(fs *flag.FlagSet) func(ctx context.Context, env *Env, args []string) error {
 			tree := fs.String("tree", ".", "kernel git tree (normal or bare clone)")
 			asJSON := fs.Bool("json", false, "print the result as JSON")
-			verbose := fs.Bool("v", false, "list the paths written/removed by an incremental checkout")
+			verbose := fs.Bool("verbose", false, "list the paths written/removed by an incremental checkout")
 			return func(ctx context.Context, env *Env, args []string) error {
 				if len(args) != 2 {
 					return fail.Inputf("want <commit> DIR, got %d arguments", len(args))

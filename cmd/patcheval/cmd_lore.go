@@ -55,10 +55,18 @@ func (f *loreFlags) add(fs *flag.FlagSet) {
 	fs.StringVar(&f.file, "m", "", "read the thread from an mbox `FILE` or maildir instead of lore (\"-\": stdin); a Message-ID argument picks its thread out of it")
 	fs.StringVar(&f.lore, "lore", "", "public-inbox base `URL` (default $PATCHEVAL_LORE, else "+mbox.DefaultLore+")")
 	fs.BoolVar(&f.noCache, "no-cache", false, "do not use or fill the cache of fetched threads")
+	fs.BoolVar(&f.noCache, "C", false, "short for --no-cache (as b4 am -C)")
 	fs.IntVar(&f.version, "v", 0, "use version `N` of the series (default: the newest)")
 	fs.BoolVar(&f.anySender, "any-sender", false, "accept Reviewed-by/Acked-by/... trailers even when the reply was sent by someone else")
 	fs.StringVar(&f.maxThread, "max-thread", "", "refuse a fetched thread larger than `SIZE` once decompressed, e.g. 512M (default $PATCHEVAL_MAX_THREAD, else 256M)")
+	fs.BoolVar(&f.anySender, "S", false, "short for --any-sender (as b4 am -S, --sloppy-trailers)")
 	fs.StringVar(&f.linkMask, "link-mask", series.DefaultLinkMask, "Link: trailer `mask` for the am mbox, %s is the Message-ID (\"\": no Link:)")
+	fs.BoolFunc("l", "add a Link: trailer to every patch, as b4 am -l (patcheval's default; undoes an earlier --link-mask \"\")", func(string) error {
+		if f.linkMask == "" {
+			f.linkMask = series.DefaultLinkMask
+		}
+		return nil
+	})
 }
 
 // source turns the flags and arguments into a thread source.
@@ -147,6 +155,7 @@ func init() {
 			lf.add(fs)
 			asJSON := fs.Bool("json", false, "print the resolved series as JSON")
 			amOut := fs.String("am-out", "", "write a git-am-ready mbox to `DIR`/<slug>.mbx (like b4 am) and print its path")
+			fs.StringVar(amOut, "o", "", "short for --am-out (as b4 am -o `DIR`)")
 			var af applyFlags
 			af.add(fs, "", "also apply the series onto this kernel git tree as a branch (see 'patcheval apply')")
 			var pf pipelineFlags

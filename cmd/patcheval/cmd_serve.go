@@ -44,12 +44,11 @@ func init() {
 	register(&command{
 		name:    "serve",
 		summary: "run the service: job queue (River), HTTP API under /api/v1 and the dashboard",
-		usage:   "patcheval serve [--listen 127.0.0.1:8080] [--public-url URL] [--database URL] [--workers N] [--work all|coordinator|detect] [--compiler-cache kcc|ccache|none] [--token-file F] [--allow-tree PATH]... [--allow-host NAME[:PORT]]...",
+		usage:   "patcheval serve [--listen 127.0.0.1:8080] [--public-url URL] [--database URL] [--boots-at-once N] [--work all|coordinator|detect] [--compiler-cache kcc|ccache|none] [--token-file F] [--allow-tree PATH]... [--allow-host NAME[:PORT]]...",
 		setup: func(fs *flag.FlagSet) func(ctx context.Context, env *Env, args []string) error {
 			listen := fs.String("listen", "127.0.0.1:8080", "`address` to listen on; anything but loopback needs --token-file")
 			database := fs.String("database", "", "database: a SQLite `file` or sqlite:PATH (default <state dir>/patcheval.db), or postgres://USER@HOST/DB (password from ~/.pgpass or $PGPASSFILE, not the command line)")
-			workers := fs.Int("workers", 1, "boots run at once (boots beside each other disturb each other's timings)")
-			buildWorkers := fs.Int("build-workers", service.DefaultBuildWorkers, "kernel builds run at once; they share the -j budget")
+			workers, buildWorkers, checkAtOnce := atOnceFlags(fs)
 			jobs := fs.Int("j", 0, "make -j budget shared by all kernel builds (default: number of CPUs)")
 			tokenFile := fs.String("token-file", "", "`file` holding the token mutating requests must send as Authorization: Bearer")
 			publicRead := fs.Bool("public-read", false, "with --token-file: serve pages and GET requests without the token")
@@ -59,7 +58,7 @@ func init() {
 			from := fs.String("from", "", "reply drafts' sender \"Name <email>\" (default: git config)")
 			grace := fs.Duration("grace", 30*time.Second, "on SIGTERM, how long running jobs may finish before they are cancelled (and retried on the next start)")
 			cacheDir := fs.String("cache-dir", "", "cache directory (default $PATCHEVAL_CACHE_DIR or ~/.cache/patcheval)")
-			work := fs.String("work", "all", "the stages serve runs itself: all (every arch and SSH target: no workers needed), coordinator (apply, more and report: builds and boots wait for `patcheval worker`s), or detect (coordinator plus what this machine's toolchains and QEMU can run)")
+			work := fs.String("work", "all", "the stages serve runs itself: all (every arch and SSH target: no workers needed), coordinator (apply, more and report: builds and boots wait for 'patcheval worker' processes), or detect (coordinator plus what this machine's toolchains and QEMU can run)")
 			noSeriesBisect := fs.Bool("no-series-bisect", false, "when an evaluation's whole series (of several patches) regresses, do not bisect inside the series before it is done (its report and the bots' replies then do not name the patch)")
 			ccache := fs.String("compiler-cache", "kcc", "the builds' compiler cache (with --work all or detect; a worker has its own): kcc (patcheval's, keyed by preprocessed tokens), ccache or none")
 			publicURL := fs.String("public-url", "", "the dashboard's `URL` as others reach it, for the links in Patchwork checks, GitHub statuses and mails (default http://<listen>); requests may name its host")
@@ -69,8 +68,8 @@ func init() {
 				if len(args) > 0 {
 					return fail.Inputf("serve: unexpected arguments %q", args)
 				}
-				if *workers < 1 || *buildWorkers < 1 {
-					return fail.Inputf("--workers and --build-workers must be at least 1")
+				if err := checkAtOnce(env, "serve"); err != nil {
+					return err
 				}
 				if err := compilerCacheFlag(*ccache); err != nil {
 					return err
@@ -141,4 +140,26 @@ func init() {
 			}
 		},
 	})
+}
+
+// atOnceFlags are serve's and worker's --boots-at-once and
+// --builds-at-once, with their old names (--workers, --build-workers:
+// easily read as the worker command) kept as deprecated aliases; check
+// warns about the old names and refuses values below 1.
+func atOnceFlags(fs *flag.FlagSet) (boots, builds *int, check func(env *Env, cmd string) error) {
+	boots = fs.Int("boots-at-once", 1, "boots run at once on this machine (boots beside each other disturb each other's timings)")
+	fs.IntVar(boots, "workers", 1, "deprecated name of --boots-at-once")
+	builds = fs.Int("builds-at-once", service.DefaultBuildWorkers, "kernel builds run at once; they share the -j budget")
+	fs.IntVar(builds, "build-workers", service.DefaultBuildWorkers, "deprecated name of --builds-at-once")
+	return boots, builds, func(env *Env, cmd string) error {
+		fs.Visit(func(f *flag.Flag) {
+			if n, old := map[string]string{"workers": "boots-at-once", "build-workers": "builds-at-once"}[f.Name]; old {
+				fmt.Fprintf(env.Stderr, "patcheval %s: --%s is deprecated: use --%s\n", cmd, f.Name, n)
+			}
+		})
+		if *boots < 1 || *builds < 1 {
+			return fail.Inputf("--boots-at-once and --builds-at-once must be at least 1")
+		}
+		return nil
+	}
 }

@@ -30,8 +30,7 @@ func init() {
 			server := fs.String("server", "", "the coordinator's `URL`: kernels built here go to its artifact store and kernels built elsewhere come from it (without it, builds and boots must share a filesystem)")
 			tokenFile := fs.String("token-file", "", "`file` holding the coordinator's token (artifact uploads need it)")
 			name := fs.String("name", "", "this worker's name on the workers page (default worker@<host>-<pid>)")
-			workers := fs.Int("workers", 1, "boots run at once")
-			buildWorkers := fs.Int("build-workers", service.DefaultBuildWorkers, "kernel builds run at once; they share the -j budget")
+			workers, buildWorkers, checkAtOnce := atOnceFlags(fs)
 			jobs := fs.Int("j", 0, "make -j budget shared by this machine's builds (default: number of CPUs)")
 			grace := fs.Duration("grace", 30*time.Second, "on SIGTERM, how long running jobs may finish before they are cancelled (and retried, here or elsewhere)")
 			ccache := fs.String("compiler-cache", "kcc", "this machine's builds' compiler cache: kcc (patcheval's, keyed by preprocessed tokens), ccache or none")
@@ -46,8 +45,8 @@ func init() {
 				if len(args) > 0 {
 					return fail.Inputf("worker: unexpected arguments %q", args)
 				}
-				if *workers < 1 || *buildWorkers < 1 {
-					return fail.Inputf("--workers and --build-workers must be at least 1")
+				if err := checkAtOnce(env, "worker"); err != nil {
+					return err
 				}
 				if err := compilerCacheFlag(*ccache); err != nil {
 					return err

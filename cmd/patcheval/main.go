@@ -73,16 +73,20 @@ func run(ctx context.Context, env *Env, args []string) int {
 		return 2
 	}
 	fs := flag.NewFlagSet("patcheval "+c.name, flag.ContinueOnError)
-	fs.SetOutput(env.Stderr)
-	fs.Usage = func() {
-		fmt.Fprintf(env.Stderr, "usage: %s\n\n%s\n\nflags:\n", c.usage, c.summary)
-		fs.PrintDefaults()
-	}
+	// The flag package prints its error and the whole usage on a bad
+	// flag; patcheval says one line instead (below) and the usage only
+	// for -h.
+	fs.SetOutput(io.Discard)
+	fs.Usage = func() {}
 	do := c.setup(fs)
 	if err := fs.Parse(interleave(fs, args[1:])); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
+			fs.SetOutput(env.Stderr)
+			fmt.Fprintf(env.Stderr, "usage: %s\n\n%s\n\nflags:\n", c.usage, c.summary)
+			fs.PrintDefaults()
 			return 0
 		}
+		fmt.Fprintf(env.Stderr, "patcheval %s: %s\n", c.name, flagError(fs, err))
 		return 2
 	}
 	err := do(ctx, env, fs.Args())

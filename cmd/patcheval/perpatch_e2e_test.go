@@ -186,7 +186,7 @@ per_patch = true
 	if err := os.WriteFile(filepath.Join(cfgDir, "config.toml"), []byte(config), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	srv := startServeChild(t, "--from", "Patch Bot <bot@example.com>", "-j", "2", "--build-workers", "1")
+	srv := startServeChild(t, "--from", "Patch Bot <bot@example.com>", "-j", "2", "--builds-at-once", "1")
 	st, err := store.Open(filepath.Join(state, store.FileName))
 	if err != nil {
 		t.Fatal(err)

@@ -114,4 +114,3 @@ func TestSubmitDefaultAndTOML(t *testing.T) {
 		}
 	}
 }
-
