@@ -15,6 +15,7 @@ import (
 	"github.com/patcheval/patcheval/internal/fail"
 	"github.com/patcheval/patcheval/internal/progress"
 	"github.com/patcheval/patcheval/mbox"
+	"github.com/patcheval/patcheval/mbox/numbers"
 	"github.com/patcheval/patcheval/pipelines"
 	"github.com/patcheval/patcheval/pipelines/experiments/bisect"
 	"github.com/patcheval/patcheval/pipelines/experiments/perpatch"
@@ -41,6 +42,7 @@ type pipelineFlags struct {
 	arch             string
 	perPatch         bool
 	noSeriesBisect   bool
+	threadNumbers    stringList
 }
 
 func (pf *pipelineFlags) add(fs *flag.FlagSet) {
@@ -57,6 +59,7 @@ func (pf *pipelineFlags) add(fs *flag.FlagSet) {
 	fs.BoolVar(&pf.send, "send", false, "with --pipeline: mail the reply draft after a confirmation on the terminal (SMTP settings in $PATCHEVAL_CONFIG_DIR/config.toml)")
 	fs.BoolVar(&pf.failOnRegression, "fail-on-regression", false, "with --pipeline: exit 1 when a comparison finds a regression of at least the pipeline's threshold")
 	fs.BoolVar(&pf.perPatch, "per-patch", false, "with --pipeline: also measure after each patch of the series (every prefix of the applied commits, with the kernels of the variants that have the series) and report which patch moves each metric")
+	fs.Var(&pf.threadNumbers, "thread-numbers", "with --pipeline: also set beside the results the numbers reported in this related thread (an mbox `file`, e.g. the upstream thread of a backport), like for like as the series' own thread's (repeatable)")
 	fs.BoolVar(&pf.noSeriesBisect, "no-series-bisect", false, "with --pipeline: when the whole series regresses, do not bisect inside the series to name the patch")
 	fs.BoolVar(&pf.verbose, "verbose", false, "with --pipeline: list every config difference in the printed report (mechanical consequences such as INLINE_* and *_BUILD, toolchain values) instead of counting them")
 }
@@ -126,6 +129,9 @@ func (pf *pipelineFlags) run(ctx context.Context, env *Env, lr *loreResult, af a
 		return err
 	}
 	opts := pf.options(p, lr, af, from)
+	if opts.ThreadNumbers, err = readThreadNumbers(pf.threadNumbers); err != nil {
+		return err
+	}
 	if err := runner.Check(p, opts); err != nil {
 		return err // before the state database is created
 	}
@@ -307,4 +313,23 @@ func draftSender(flagValue, tree string) (mbox.Address, error) {
 		email = user + "@" + host
 	}
 	return mbox.Address{Name: name, Email: email}, nil
+}
+
+// readThreadNumbers reads the numbers reported in each mbox file
+// (--thread-numbers): a file that cannot be read or holds no message is
+// bad input, named.
+func readThreadNumbers(files []string) ([]numbers.Number, error) {
+	var out []numbers.Number
+	for _, f := range files {
+		data, err := os.ReadFile(f)
+		if err != nil {
+			return nil, fail.Inputf("--thread-numbers %s: %v", f, err)
+		}
+		msgs, err := mbox.ParseBytes(data, f)
+		if err != nil || len(msgs) == 0 {
+			return nil, fail.Inputf("--thread-numbers %s: not an mbox with messages (%v)", f, err)
+		}
+		out = append(out, numbers.Read(mbox.NewThread(msgs, f))...)
+	}
+	return out, nil
 }

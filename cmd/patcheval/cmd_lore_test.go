@@ -81,6 +81,8 @@ func TestLoreBadInput(t *testing.T) {
 		// before the evaluation, not after it.
 		{[]string{"-m", backport, "--pipeline", "ppc-preempt-dynamic", "--per-patch", "--tree", "/nonexistent/linux.git"},
 			"--per-patch: pipeline ppc-preempt-dynamic: no comparison of a variant without the series"},
+		{[]string{"-m", backport, "--pipeline", "ppc-preempt-dynamic", "--tree", "/nonexistent/linux.git", "--from", "A <a@example.org>",
+			"--thread-numbers", "/nonexistent/v4.mbox"}, "--thread-numbers /nonexistent/v4.mbox: open /nonexistent/v4.mbox"},
 	} {
 		_, errs, code := loreCLI(t, "", c.args...)
 		if code != 2 || !strings.Contains(errs, c.want) {

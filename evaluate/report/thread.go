@@ -26,9 +26,13 @@ func (r *Report) ThreadChanges(b Benchmark) []numbers.Number {
 	if key == "" || class == "" {
 		return nil
 	}
+	// stress-ng reports bogo-ops/s in real time and in usr+sys time: a
+	// thread's bogo-ops/sec is the first unless it says otherwise.
+	usrSys := func(s string) bool { return strings.Contains(strings.ToLower(s), "usr+sys") }
 	var out []numbers.Number
 	for _, n := range r.Thread {
-		if n.Change == nil || strings.ToLower(n.Benchmark) != key || !sameQuantity(n, class) {
+		if n.Change == nil || strings.ToLower(n.Benchmark) != key || !sameQuantity(n, class) ||
+			usrSys(b.Metric) != usrSys(n.Metric+" "+n.Column+" "+n.Label) {
 			continue
 		}
 		out = append(out, n)

@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/patcheval/patcheval/evaluate"
 	"github.com/patcheval/patcheval/evaluate/stats"
 	"github.com/patcheval/patcheval/internal/testenv"
 	"github.com/patcheval/patcheval/mbox"
@@ -226,5 +227,95 @@ func TestThreadBesideRCU(t *testing.T) {
 		"- thread Mean latency: -38% ms vs 9.75 ms (Joel Fernandes, <20251222224629.856aa18b-0-joelagnelf@nvidia.com> line 49)"
 	if got != want {
 		t.Errorf("got\n%s\nwant\n%s", got, want)
+	}
+}
+
+// mainJobSamples are a real run's samples of ppc-preempt-dynamic with
+// stress-ng --kill beside the loops: bench/seed-stressng.sh --boots 1
+// (stress-ng --kill 1 -t 5), 2026-12-02 06:17 UTC, the PERF_EVENTS
+// pseries kernels, one deterministic boot per variant
+// (bench/seed-results.md, "stress-ng per seed variant").
+func mainJobSamples() []evaluate.Sample {
+	rows := []struct {
+		variant               string
+		kill, getppid, sr, su float64
+	}{
+		{"voluntary", 983.66, 457.34, 15159.32, 15431.68},
+		{"voluntary+dyn", 1225.84, 543.38, 12629.18, 12840.00},
+		{"voluntary+dyn@full", 1225.68, 543.38, 12688.13, 12903.85},
+		{"full", 1233.82, 551.39, 12571.92, 12777.57},
+	}
+	var out []evaluate.Sample
+	for i, r := range rows {
+		at := gen.Add(time.Duration(i) * time.Minute)
+		s := func(bench, metric, unit string, v float64, higher bool) evaluate.Sample {
+			return evaluate.Sample{Variant: r.variant, Benchmark: bench, Metric: metric, Unit: unit, Value: v, HigherIsBetter: higher,
+				Time: at, Deterministic: true}
+		}
+		out = append(out,
+			s("stress-ng --kill 1 -t 5", "bogo-ops/s (real time)", "bogo-ops/s", r.sr, true),
+			s("stress-ng --kill 1 -t 5", "bogo-ops/s (usr+sys time)", "bogo-ops/s", r.su, true),
+			s("kill", "ns/op", "ns/op", r.kill, false),
+			s("getppid", "ns/op", "ns/op", r.getppid, false))
+	}
+	return out
+}
+
+// The main job's shape (scripts/main-job: the backport thread, with the
+// upstream v4 thread's numbers through --thread-numbers) on a real run's
+// samples: stress-ng --kill's bogo-ops/s get the thread's stress-ng
+// changes between preemption models on POWER like for like; the thread's
+// release bisection, its x86 numbers and its SELinux modes are its other
+// numbers; the loops get no thread row.
+func TestThreadMainJobGolden(t *testing.T) {
+	r := seedReport(t)
+	r.Variants = []Variant{
+		{Name: "voluntary", Description: "Config A: voluntary preemption, no dynamic preemption", Patched: true,
+			Config: []string{"PREEMPT_DYNAMIC=n", "PREEMPT_VOLUNTARY=y"}, Cmdline: "console=hvc0", Boots: 1},
+		{Name: "voluntary+dyn", Description: "Config B: voluntary preemption with PREEMPT_DYNAMIC (selects PREEMPT_RCU)", Patched: true,
+			Config: []string{"PREEMPT_DYNAMIC=y", "PREEMPT_VOLUNTARY=y"}, Cmdline: "console=hvc0", Boots: 1},
+		{Name: "voluntary+dyn@full", Description: "Config B's kernel switched to full preemption at run time", Patched: true,
+			Config: []string{"PREEMPT_DYNAMIC=y", "PREEMPT_VOLUNTARY=y"}, Cmdline: "console=hvc0",
+			Runtime: []string{"/sys/kernel/debug/sched/preempt=full"}, Boots: 1},
+		{Name: "full", Description: "full preemption (PREEMPT=y, which brings PREEMPT_RCU)", Patched: true,
+			Config: []string{"PREEMPT=y", "PREEMPT_DYNAMIC=n", "PREEMPT_VOLUNTARY=n"}, Cmdline: "console=hvc0", Boots: 1},
+	}
+	r.Confounds[0].Other = "voluntary+dyn"
+	r.Benchmarks, r.Decompositions, r.Timings = nil, nil, nil
+	err := r.AddResults(mainJobSamples(), Spec{
+		Comparisons: []Pair{{"voluntary", "voluntary+dyn"}, {"voluntary", "full"}, {"voluntary+dyn", "voluntary+dyn@full"}},
+		Chains:      [][]string{{"voluntary", "voluntary+dyn", "full"}},
+		Stats:       stats.Options{Alpha: 0.05},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.Thread = threadNumbers(t, "ppc-dynamic-preempt-v4.mbox")
+	var txt bytes.Buffer
+	if err := WriteText(&txt, r); err != nil {
+		t.Fatal(err)
+	}
+	golden(t, "ppc-mainjob-thread.txt", txt.Bytes())
+	d, err := NewDraft(r, patchMsg(t), DraftOptions{From: me, Now: gen.Add(time.Hour), Rand: bytes.NewReader([]byte{1, 2, 3, 4, 5, 6, 7, 8})})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var eml bytes.Buffer
+	if err := WriteDraft(&eml, *d); err != nil {
+		t.Fatal(err)
+	}
+	golden(t, "ppc-mainjob-thread.eml", eml.Bytes())
+	for _, want := range []string{
+		"- thread (POWER10, stress-ng) voluntary -> full+PREEMPT_RCU: -30.2%",
+		"- patcheval (deterministic QEMU, stress-ng) voluntary -> voluntary+dyn:\n  -16.7% bogo-ops/s",
+	} {
+		if !strings.Contains(eml.String(), want) {
+			t.Errorf("draft lacks %q", want)
+		}
+	}
+	// Only under the real-time rate: the thread's bogo-ops/sec is not the
+	// usr+sys one.
+	if n := strings.Count(eml.String(), "Reported in the thread, like for like"); n != 1 {
+		t.Errorf("%d like-for-like sections, want 1 (stress-ng's real-time rate)", n)
 	}
 }

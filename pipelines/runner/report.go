@@ -351,6 +351,7 @@ func buildReport(ev *evaluation, tree report.TreeInfo, byKey map[string]*build.A
 			r.Thread = numbers.Read(mbox.NewThread(msgs, o.ThreadSource))
 		}
 	}
+	r.Thread = append(r.Thread, o.ThreadNumbers...)
 	for _, b := range p.Benchmarks {
 		if b.Name == "rcu" {
 			r.PerRun = true

@@ -33,6 +33,7 @@ import (
 	"github.com/patcheval/patcheval/internal/fail"
 	"github.com/patcheval/patcheval/internal/progress"
 	"github.com/patcheval/patcheval/mbox"
+	"github.com/patcheval/patcheval/mbox/numbers"
 	"github.com/patcheval/patcheval/pipelines"
 	"github.com/patcheval/patcheval/pipelines/artifact"
 	"github.com/patcheval/patcheval/pipelines/store"
@@ -101,6 +102,10 @@ type Options struct {
 	Version      int
 	AnySender    bool
 	ThreadSource string
+	// ThreadNumbers are numbers reported in related threads (lore
+	// --thread-numbers: the upstream thread of a backport), set beside the
+	// results like the series' own thread's.
+	ThreadNumbers []numbers.Number `json:"thread_numbers,omitempty"`
 	// AM shapes the commit messages (Link: trailer).
 	AM series.AMOptions
 	// Tree is the kernel git repository; it overrides the pipeline's

@@ -7,6 +7,7 @@ import (
 	"github.com/patcheval/patcheval/evaluate/report"
 	"github.com/patcheval/patcheval/internal/testenv"
 	"github.com/patcheval/patcheval/mbox"
+	"github.com/patcheval/patcheval/mbox/numbers"
 	"github.com/patcheval/patcheval/pipelines"
 	"github.com/patcheval/patcheval/series"
 )
@@ -87,4 +88,21 @@ func TestReportThreadNumbers(t *testing.T) {
 	if r, err = buildReport(ev, report.TreeInfo{}, nil, nil, nil, nil); err != nil || r.Thread != nil {
 		t.Errorf("backport: %v, %d numbers", err, len(r.Thread))
 	}
+	// The upstream thread's numbers given with the backport (lore
+	// --thread-numbers) are the report's, after the thread's own.
+	v4 := threadNumbersOf(t, path)
+	ev.in = inputs{Options: Options{Mbox: data, ThreadNumbers: v4}}
+	if r, err = buildReport(ev, report.TreeInfo{}, nil, nil, nil, nil); err != nil || len(r.Thread) != len(v4) || r.Thread[0].MessageID != v4[0].MessageID {
+		t.Errorf("backport with the v4 thread's numbers: %v, %d numbers, want %d", err, len(r.Thread), len(v4))
+	}
+}
+
+// threadNumbersOf reads the numbers of the mbox at path.
+func threadNumbersOf(t *testing.T, path string) []numbers.Number {
+	t.Helper()
+	msgs, err := mbox.ParseBytes(mustRead(t, path), path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return numbers.Read(mbox.NewThread(msgs, path))
 }
