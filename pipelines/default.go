@@ -15,9 +15,10 @@ import (
 const DefaultName = "default"
 
 // DefaultBenchmarks are the default evaluation's syscall set: the
-// agent's loops for perf bench syscall's basic (getppid), getpgid, fork
-// and execve and stress-ng --kill's hot path, plus Debian's own `perf
-// bench syscall basic` in the guest.
+// agent's loops of the syscalls perf bench syscall times (getppid for
+// basic, getpgid, fork, execve) and of kill(self, 0) (a permission check,
+// no signal sent), which approximate the tools, plus Debian's own `perf
+// bench syscall basic` in the guest, the tool itself.
 var DefaultBenchmarks = []Benchmark{
 	{Name: "kill", Iterations: 200000},
 	{Name: "getppid", Iterations: 200000},

@@ -120,9 +120,11 @@ func self() (string, error) {
 	return "", errors.New("cannot find the agent's own executable")
 }
 
-// killChild is stress-ng's kill stressor: the parent signals a child that
-// ignores SIGUSR1, so every kill() goes through the permission checks
-// (security_task_kill) and signal generation of another process.
+// killChild times kill(child, SIGUSR1) to a child that ignores SIGUSR1:
+// every kill() goes through the permission checks (security_task_kill)
+// and the signal's generation for another process, which drops it as
+// ignored; nothing is delivered and no handler runs. It approximates
+// stress-ng's kill stressor, it is not it (Describe).
 func killChild(n int) (*Result, error) {
 	exe, err := self()
 	if err != nil {
