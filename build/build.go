@@ -689,13 +689,13 @@ func (j *job) run(ctx context.Context) (*Artifact, error) {
 	meta.Build.Incremental = statErr == nil
 	fmt.Fprintf(logw, "# sources %s at %s: %s\n", j.srcDir, j.commit, st)
 	r := newRunner(j.srcDir, out, filepath.Join(j.ws, "home"))
-	if err := os.WriteFile(filepath.Join(out, ".config"), final, 0o644); err != nil {
+	if err := writeBelow(out, ".config", final); err != nil {
 		return failWith(classifyIO(j, err), "config")
 	}
 	if lines, err := r.run(ctx, logw, false, "olddefconfig"); err != nil {
 		return failWith(r.makeFailure(ctx, err, lines, logPath), "config")
 	}
-	if again, err := os.ReadFile(filepath.Join(out, ".config")); err != nil || !sameSymbols(again, final) {
+	if again, err := readBelow(out, ".config"); err != nil || !sameSymbols(again, final) {
 		return failWith(&InfraError{Arch: j.arch.Name, Variant: j.req.Variant, Reason: "make",
 			Msg: "olddefconfig in the build directory changed the verified .config (sources at two different states?)"}, "config")
 	}
@@ -732,7 +732,7 @@ func (j *job) run(ctx context.Context) (*Artifact, error) {
 			return failWith(err, "build")
 		}
 	}
-	if rel, err := os.ReadFile(filepath.Join(out, "include/config/kernel.release")); err == nil {
+	if rel, err := readBelow(out, "include/config/kernel.release"); err == nil {
 		meta.Source.KernelRelease = strings.TrimSpace(string(rel))
 		v := meta.Source.KernelRelease
 		if i := strings.IndexAny(v, "-+"); i > 0 {
@@ -907,26 +907,22 @@ func (j *job) store(key string, meta Metadata, out, logPath string) (*Artifact, 
 	}
 	defer os.RemoveAll(tmp)
 	image := filepath.Base(j.arch.Image)
-	copies := [][2]string{
-		{filepath.Join(out, ".config"), "config"},
-		{logPath, "build.log"},
+	if err := copyFile(logPath, filepath.Join(tmp, "build.log")); err != nil {
+		return nil, classifyIO(j, err)
 	}
-	imgPath := filepath.Join(out, j.arch.Image)
-	if _, err := os.Stat(imgPath); err == nil {
-		copies = append(copies, [2]string{imgPath, image})
+	// The rest comes out of the sandbox's O= (copyBelow: no link out of it
+	// is followed).
+	copies := [][2]string{{".config", "config"}}
+	if _, err := os.Stat(filepath.Join(out, j.arch.Image)); err == nil {
+		copies = append(copies, [2]string{j.arch.Image, image})
 		meta.Patcheval.Image = image
 	}
 	if _, err := os.Stat(filepath.Join(out, "System.map")); err == nil {
-		copies = append(copies, [2]string{filepath.Join(out, "System.map"), "System.map"})
-	}
-	if j.arch.Image != "vmlinux" {
-		if _, err := os.Stat(filepath.Join(out, "vmlinux")); err == nil && false {
-			copies = append(copies, [2]string{filepath.Join(out, "vmlinux"), "vmlinux"})
-		}
+		copies = append(copies, [2]string{"System.map", "System.map"})
 	}
 	meta.Results.Artifacts = map[string][]string{"config": {"config"}, "log": {"build.log"}}
 	for _, c := range copies {
-		if err := copyFile(c[0], filepath.Join(tmp, c[1])); err != nil {
+		if err := copyBelow(out, c[0], filepath.Join(tmp, c[1])); err != nil {
 			return nil, classifyIO(j, err)
 		}
 		switch c[1] {
@@ -1001,7 +997,7 @@ func (j *job) recordFailure(meta Metadata, err error, start time.Time, logPath, 
 	}
 	a := &Artifact{Dir: dir, Log: filepath.Join(dir, "build.log"), MetadataPath: filepath.Join(dir, "metadata.json"), Meta: meta}
 	copyFile(logPath, a.Log)
-	if copyFile(filepath.Join(out, ".config"), filepath.Join(dir, "config")) == nil {
+	if copyBelow(out, ".config", filepath.Join(dir, "config")) == nil {
 		a.Config = filepath.Join(dir, "config")
 	}
 	data, _ := json.MarshalIndent(meta, "", "  ")

@@ -81,16 +81,16 @@ func (j *job) configure(ctx context.Context, r *runner, logw io.Writer, logPath 
 		return nil
 	}
 	if j.baseFile != nil {
-		if err := os.WriteFile(cfgPath, j.baseFile, 0o644); err != nil {
+		if err := writeBelow(filepath.Dir(cfgPath), ".config", j.baseFile); err != nil {
 			return nil, nil, classifyIO(j, err)
 		}
 	} else if err := j.baseConfig(r, logw, cfgPath, runMake); err != nil {
 		return nil, nil, err
 	}
-	cfg, err := os.ReadFile(cfgPath)
+	cfg, err := readBelow(filepath.Dir(cfgPath), ".config")
 	if err != nil {
 		return nil, nil, &InfraError{Arch: j.arch.Name, Variant: j.req.Variant, Reason: "make",
-			Msg: "make " + j.req.BaseConfig + " wrote no .config", Err: err}
+			Msg: "make " + j.req.BaseConfig + " wrote no .config (a regular file in its O= directory): " + err.Error(), Err: err}
 	}
 	fragVals := map[string]string{}
 	var fragOrigin = map[string]string{}
@@ -113,13 +113,13 @@ func (j *job) configure(ctx context.Context, r *runner, logw io.Writer, logPath 
 			fmt.Fprintln(logw, "# merge: "+n)
 		}
 	}
-	if err := os.WriteFile(cfgPath, cfg, 0o644); err != nil {
+	if err := writeBelow(filepath.Dir(cfgPath), ".config", cfg); err != nil {
 		return nil, nil, classifyIO(j, err)
 	}
 	if err := runMake("olddefconfig"); err != nil {
 		return nil, nil, err
 	}
-	final, err := os.ReadFile(cfgPath)
+	final, err := readBelow(filepath.Dir(cfgPath), ".config")
 	if err != nil {
 		return nil, nil, classifyIO(j, err)
 	}
@@ -213,20 +213,31 @@ func (j *job) baseConfig(r *runner, logw io.Writer, cfgPath string, runMake func
 	}
 	key := sha256hex([]byte("baseconfig/v2"), []byte(inputs), []byte(j.tc.ID()), []byte(j.arch.Name),
 		[]byte(strings.Join(vars, "\x00")))
-	cached := filepath.Join(j.cache, "baseconfigs", key[:32])
-	if b, err := os.ReadFile(cached); err == nil && len(b) > 0 {
-		fmt.Fprintf(logw, "# make %s: the .config made before from the same Kconfig inputs as tree %s (%s)\n", j.req.BaseConfig, j.tree, cached)
-		if err := os.WriteFile(cfgPath, b, 0o644); err != nil {
-			return classifyIO(j, err)
+	// Entries are per commit, and a build takes only its own commit's or
+	// an ancestor's: what the make wrote is the tree's code's output (a
+	// hostile Makefile may write any .config), so it may only reach the
+	// commit's descendants, like its compiler-cache layer.
+	lineage := j.ancestry
+	if len(lineage) == 0 {
+		lineage = []string{j.commit}
+	}
+	for _, c := range lineage {
+		cached := filepath.Join(j.cache, "baseconfigs", key[:32]+"-"+c)
+		if b, err := os.ReadFile(cached); err == nil && len(b) > 0 {
+			fmt.Fprintf(logw, "# make %s: the .config made before from the same Kconfig inputs as tree %s (%s)\n", j.req.BaseConfig, j.tree, cached)
+			if err := writeBelow(filepath.Dir(cfgPath), ".config", b); err != nil {
+				return classifyIO(j, err)
+			}
+			return nil
 		}
-		return nil
 	}
 	if err := runMake(j.req.BaseConfig); err != nil {
 		return err
 	}
-	// Kept for the next build of this tree; a failure to keep it costs
-	// only time.
-	if b, err := os.ReadFile(cfgPath); err == nil && len(b) > 0 && os.MkdirAll(filepath.Dir(cached), 0o755) == nil {
+	// Kept for the next build of this commit or its descendants; a
+	// failure to keep it costs only time.
+	cached := filepath.Join(j.cache, "baseconfigs", key[:32]+"-"+j.commit)
+	if b, err := readBelow(filepath.Dir(cfgPath), ".config"); err == nil && len(b) > 0 && os.MkdirAll(filepath.Dir(cached), 0o755) == nil {
 		writeAtomic(cached, b)
 	}
 	return nil

@@ -37,7 +37,7 @@ func (a *Artifact) Coverage() (*coverage.Record, error) {
 		return nil, fmt.Errorf("build %s: no coverage record and no O= directory in its make command", a.Dir)
 	}
 	mine, err1 := os.ReadFile(a.SystemMap)
-	theirs, err2 := os.ReadFile(filepath.Join(out, "System.map"))
+	theirs, err2 := readBelow(out, "System.map")
 	if err1 != nil || err2 != nil || !bytes.Equal(mine, theirs) {
 		return nil, fmt.Errorf("build %s: no coverage record, and its O= directory %s now holds another build", a.Dir, out)
 	}

@@ -25,6 +25,9 @@ import (
 type hostile struct {
 	name, makefile string
 	check          func(t *testing.T, h *hostileEnv, err error, log string)
+	// infraOK: the failure may be classified as infrastructure (exit 3):
+	// what the tree printed or left reads as a missing tool or output.
+	infraOK bool
 }
 
 // hostileEnv is the host an attack runs against: a token file and
@@ -33,7 +36,7 @@ type hostile struct {
 // layer holds an honest object.
 type hostileEnv struct {
 	cache, state, token, password, hostTmp string
-	otherEval                              string
+	otherEval, victim                      string
 	repo, base                             string
 	honest                                 string // a kcc object of the base's layer
 }
@@ -54,7 +57,9 @@ func newHostileEnv(t *testing.T) *hostileEnv {
 	tokenText := "token-" + randHex(t)
 	h.token = filepath.Join(h.state, "token")
 	h.otherEval = filepath.Join(h.cache, "builds", "other-evaluation", "build.log")
-	for p, data := range map[string]string{h.token: tokenText + "\n", h.otherEval: "other-eval-" + randHex(t) + "\n"} {
+	h.victim = filepath.Join(h.state, "victim")
+	for p, data := range map[string]string{h.token: tokenText + "\n", h.otherEval: "other-eval-" + randHex(t) + "\n",
+		h.victim: "victim-" + randHex(t) + "\n"} {
 		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
 			t.Fatal(err)
 		}
@@ -92,12 +97,13 @@ func newHostileEnv(t *testing.T) *hostileEnv {
 func (h *hostileEnv) secrets(t *testing.T) []string {
 	tok, _ := os.ReadFile(h.token)
 	other, _ := os.ReadFile(h.otherEval)
-	return []string{strings.TrimSpace(string(tok)), h.password, strings.TrimSpace(string(other))}
+	victim, _ := os.ReadFile(h.victim)
+	return []string{strings.TrimSpace(string(tok)), h.password, strings.TrimSpace(string(other)), strings.TrimSpace(string(victim))}
 }
 
 func (h *hostileEnv) expand(mk string) string {
 	return strings.NewReplacer("TOKENFILE", h.token, "STATEDIR", h.state, "CACHEDIR", h.cache,
-		"HOSTTMP", h.hostTmp, "OTHEREVAL", h.otherEval).Replace(mk)
+		"HOSTTMP", h.hostTmp, "OTHEREVAL", h.otherEval, "VICTIM", h.victim).Replace(mk)
 }
 
 var hostileSeries = []hostile{
@@ -173,6 +179,28 @@ var hostileSeries = []hostile{
 		},
 	},
 	{
+		// Leaves its .config as a link to a host file: patcheval, outside
+		// the sandbox, then reads it as the configuration (into the
+		// stored config) and writes the merged one back through it.
+		name:     "link-out",
+		makefile: "%: ; @ln -sf VICTIM $(O)/.config; true\n",
+		infraOK:  true,
+		check: func(t *testing.T, h *hostileEnv, err error, log string) {
+			if data, _ := os.ReadFile(h.victim); !strings.HasPrefix(string(data), "victim-") || strings.Contains(string(data), "CONFIG_") {
+				t.Errorf("patcheval wrote through the build's link into %s: %q", h.victim, data)
+			}
+			secret, _ := os.ReadFile(h.victim)
+			filepath.WalkDir(filepath.Join(h.cache, "builds"), func(p string, d os.DirEntry, err error) error {
+				if err == nil && d.Type().IsRegular() && !strings.Contains(p, "/out/") && !strings.Contains(p, "other-evaluation") {
+					if data, _ := os.ReadFile(p); len(secret) > 0 && bytes.Contains(data, bytes.TrimSpace(secret)) {
+						t.Errorf("the host file's content was stored in %s", p)
+					}
+				}
+				return nil
+			})
+		},
+	},
+	{
 		// Fills the disk, 16 MiB at a time (bounded at 640 MiB).
 		name: "fill-disk",
 		makefile: "%: ; @i=0; while [ $$i -lt 40 ]; do dd if=/dev/zero of=$(O)/fill$$i bs=1M count=16 2>/dev/null; " +
@@ -205,7 +233,8 @@ func TestHostileSeriesContained(t *testing.T) {
 			commit := testgit.Commit(t, h.repo, h.base, "hostile "+hs.name, "2026-11-02T10:00:00Z",
 				map[string]string{"Makefile": h.expand(hs.makefile)})
 			var logBuf bytes.Buffer
-			req := build.Request{Repo: h.repo, Commit: commit, Arch: "x86_64", BaseConfig: "tinyconfig", Variant: hs.name}
+			req := build.Request{Repo: h.repo, Commit: commit, Arch: "x86_64", BaseConfig: "tinyconfig", Variant: hs.name,
+				Symbols: map[string]string{"PATCHEVAL_HOSTILE": "y"}}
 			opts := build.Options{CacheDir: h.cache, Jobs: 2, Nice: 10, NoNetwork: true, Timeout: 3 * time.Minute, Log: &logBuf,
 				Limits: sandbox.Limits{Procs: 64, Disk: 64 << 20, FileSize: 32 << 20}}
 			a, err := build.Build(context.Background(), req, opts)
@@ -219,7 +248,7 @@ func TestHostileSeriesContained(t *testing.T) {
 			// (exit 3): what the tree prints is the tree's to choose.
 			var ke *build.KernelError
 			var ie *build.InfraError
-			if !errors.As(err, &ke) && !(hs.name == "secrets" && errors.As(err, &ie) && fail.Code(err) == 3) {
+			if !errors.As(err, &ke) && !((hs.name == "secrets" || hs.infraOK) && errors.As(err, &ie) && fail.Code(err) == 3) {
 				t.Errorf("error %T %v (exit %d), want a kernel error (exit 1)", err, err, fail.Code(err))
 			}
 			hs.check(t, h, err, log)

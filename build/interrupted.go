@@ -68,9 +68,7 @@ func distrustInterrupted(out string) (int, error) {
 // markRunning writes runningMark into out (anew: its time is this make's
 // start).
 func markRunning(out string) error {
-	p := filepath.Join(out, runningMark)
-	os.Remove(p)
-	return os.WriteFile(p, []byte("make runs here; if no build holds the workspace lock, it was interrupted\n"), 0o644)
+	return writeBelow(out, runningMark, []byte("make runs here; if no build holds the workspace lock, it was interrupted\n"))
 }
 
 // madeItsOwnExit says whether a failed make (err from running it) left

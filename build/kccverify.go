@@ -24,7 +24,7 @@ func (r *runner) verifyKCC(ctx context.Context, n int, logw io.Writer) (int, err
 	type hit struct{ obj, key string }
 	var hits []hit
 	seen := map[string]bool{}
-	f, err := os.Open(r.statsLog())
+	f, err := openBelow(r.home, filepath.Base(r.statsLog()))
 	if err != nil {
 		return 0, nil // nothing was compiled
 	}
@@ -59,8 +59,11 @@ func (r *runner) verifyKCC(ctx context.Context, n int, logw io.Writer) (int, err
 	verified := 0
 	for _, h := range pick {
 		stored := kcc.Lookup(r.kccLayer, r.kccRead, h.key)
-		want, err := os.ReadFile(stored)
-		if stored == "" || err != nil {
+		if stored == "" {
+			continue // trimmed since
+		}
+		want, err := readBelow(filepath.Dir(stored), filepath.Base(stored))
+		if err != nil {
 			continue // trimmed since
 		}
 		cmdline, err := recordedCommand(r.out, h.obj)
@@ -87,7 +90,7 @@ func (r *runner) verifyKCC(ctx context.Context, n int, logw io.Writer) (int, err
 			return verified, &InfraError{Arch: r.arch.Name, Reason: "compiler cache",
 				Msg: fmt.Sprintf("verifying kcc: compiling %s directly failed: %v: %s", h.obj, err, firstLines(out, 5)), Err: err}
 		}
-		got, err := os.ReadFile(ref)
+		got, err := readBelow(tmp, filepath.Base(ref))
 		os.Remove(ref)
 		if err != nil {
 			return verified, &InfraError{Arch: r.arch.Name, Reason: "compiler cache", Msg: "verifying kcc: " + err.Error(), Err: err}
@@ -109,7 +112,7 @@ var depArg = regexp.MustCompile(`-Wp,-MM?D,\S+`)
 // O= directory) from its .cmd file.
 func recordedCommand(out, obj string) (string, error) {
 	p := filepath.Join(out, filepath.Dir(obj), "."+filepath.Base(obj)+".cmd")
-	f, err := os.Open(p)
+	f, err := openBelow(out, filepath.Join(filepath.Dir(obj), "."+filepath.Base(obj)+".cmd"))
 	if err != nil {
 		return "", err
 	}

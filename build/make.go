@@ -198,7 +198,7 @@ func (r *runner) ccacheStats() (hits, misses int) {
 		s := kcc.ReadStats(r.statsLog())
 		return s.Hits, s.Misses
 	}
-	data, err := os.ReadFile(r.statsLog())
+	data, err := readBelow(r.home, filepath.Base(r.statsLog()))
 	if err != nil {
 		return 0, 0
 	}

@@ -2,7 +2,10 @@ package build
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"io"
+	"io/fs"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -292,4 +295,84 @@ func (j *job) waitForAncestors(ctx context.Context) error {
 			return &InfraError{Reason: "interrupted", Msg: "build interrupted", Err: ctx.Err()}
 		}
 	}
+}
+
+// The directories a build's sandbox writes (O=, home, its kcc layer) hold
+// whatever the tree's code left there: a .config that is a symbolic link
+// to the token file, a named pipe, /dev/zero. patcheval reads and writes
+// files there only through these, which never leave the directory (no
+// link out of it is followed: os.Root), never block on a pipe or device,
+// and read at most maxBelow bytes.
+const maxBelow = 256 << 20
+
+// openBelow opens the regular file name below dir for reading.
+func openBelow(dir, name string) (*os.File, error) {
+	r, err := os.OpenRoot(dir)
+	if err != nil {
+		return nil, err
+	}
+	defer r.Close()
+	f, err := r.OpenFile(name, os.O_RDONLY|syscall.O_NONBLOCK, 0)
+	if err != nil {
+		return nil, err
+	}
+	if fi, err := f.Stat(); err != nil || !fi.Mode().IsRegular() {
+		f.Close()
+		return nil, fmt.Errorf("%s: not a regular file", filepath.Join(dir, name))
+	}
+	return f, nil
+}
+
+// readBelow reads the regular file name below dir.
+func readBelow(dir, name string) ([]byte, error) {
+	f, err := openBelow(dir, name)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	data, err := io.ReadAll(io.LimitReader(f, maxBelow+1))
+	if err == nil && len(data) > maxBelow {
+		err = fmt.Errorf("%s: over %d MiB", filepath.Join(dir, name), maxBelow>>20)
+	}
+	return data, err
+}
+
+// writeBelow replaces name below dir with a new regular file holding
+// data (whatever was there, a link included, is removed first).
+func writeBelow(dir, name string, data []byte) error {
+	r, err := os.OpenRoot(dir)
+	if err != nil {
+		return err
+	}
+	defer r.Close()
+	if err := r.Remove(name); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return err
+	}
+	f, err := r.OpenFile(name, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o644)
+	if err != nil {
+		return err
+	}
+	if _, err := f.Write(data); err != nil {
+		f.Close()
+		return err
+	}
+	return f.Close()
+}
+
+// copyBelow copies the regular file name below dir to dst (outside it).
+func copyBelow(dir, name, dst string) error {
+	in, err := openBelow(dir, name)
+	if err != nil {
+		return err
+	}
+	defer in.Close()
+	o, err := os.OpenFile(dst, os.O_CREATE|os.O_TRUNC|os.O_WRONLY, 0o644)
+	if err != nil {
+		return err
+	}
+	if _, err := io.Copy(o, in); err != nil {
+		o.Close()
+		return err
+	}
+	return o.Close()
 }

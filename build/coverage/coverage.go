@@ -52,8 +52,8 @@ func FromObjDir(src, out string) (*Record, error) {
 		if err != nil {
 			return nil
 		}
-		if d.IsDir() {
-			return nil
+		if !d.Type().IsRegular() {
+			return nil // directories; and links, pipes or devices the build left
 		}
 		name := d.Name()
 		if !strings.HasPrefix(name, ".") || !strings.HasSuffix(name, ".o.cmd") {
