@@ -6,6 +6,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"path/filepath"
 	"strings"
 
 	"github.com/patcheval/patcheval/internal/fail"
@@ -24,7 +25,8 @@ type applyFlags struct {
 }
 
 func (f *applyFlags) add(fs *flag.FlagSet, treeDefault, treeHelp string) {
-	fs.StringVar(&f.tree, "tree", treeDefault, treeHelp)
+	f.tree = treeDefault
+	fs.Var(absPathValue{&f.tree}, "tree", treeHelp)
 	fs.StringVar(&f.base, "base", "", "apply on this tag, branch or commit (default: the series' base-commit when the tree has it, else HEAD)")
 	fs.StringVar(&f.branch, "branch", "", "branch to write (default patcheval/<slug>-v<N>)")
 	fs.IntVar(&f.fuzz, "fuzz", 0, "let hunks apply with up to `N` context lines ignored at each end (reported)")
@@ -123,4 +125,29 @@ func init() {
 			}
 		},
 	})
+}
+
+// absPathValue is a path flag stored absolute, as given relative to the
+// directory the command ran in: what is recorded (an evaluation's tree,
+// a reproducer's TREE=) must not depend on where it is read later.
+type absPathValue struct{ p *string }
+
+func (v absPathValue) String() string {
+	if v.p == nil {
+		return ""
+	}
+	return *v.p
+}
+
+func (v absPathValue) Set(s string) error {
+	if s == "" {
+		*v.p = ""
+		return nil
+	}
+	abs, err := filepath.Abs(s)
+	if err != nil {
+		return err
+	}
+	*v.p = abs
+	return nil
 }

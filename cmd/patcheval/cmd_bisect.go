@@ -22,7 +22,8 @@ func init() {
 		summary: "find the commit that caused a performance regression (build, boot and measure each step)",
 		usage:   "patcheval bisect --tree PATH --good REF --bad REF --pipeline NAME [--arch A] [--variant V] [--benchmark B --metric M] [--threshold PCT]",
 		setup: func(fs *flag.FlagSet) func(ctx context.Context, env *Env, args []string) error {
-			tree := fs.String("tree", "", "kernel git `repository`")
+			tree := new(string)
+			fs.Var(absPathValue{tree}, "tree", "kernel git `repository`")
 			good := fs.String("good", "", "a good `revision` (tag, commit): a first-parent ancestor of --bad")
 			bad := fs.String("bad", "", "the bad `revision`")
 			pipeline := fs.String("pipeline", "", "pipeline `name` or TOML file whose kernel and benchmark are measured ("+pipelines.DefaultName+", "+strings.Join(pipelines.List(), ", ")+")")

@@ -29,7 +29,8 @@ func init() {
 		usage: "patcheval build --tree PATH --commit REF --arch ppc64le|arm64|x86_64 --config BASE " +
 			"[--fragment FILE]... [--variant NAME:SYM=val,SYM=val]... [-j N] [--json]",
 		setup: func(fs *flag.FlagSet) func(ctx context.Context, env *Env, args []string) error {
-			tree := fs.String("tree", "", "kernel git repository (bare or not)")
+			tree := new(string)
+			fs.Var(absPathValue{tree}, "tree", "kernel git `repository` (bare or not)")
 			commit := fs.String("commit", "HEAD", "revision to build")
 			archFlag := fs.String("arch", "", "target architecture: ppc64le, arm64 or x86_64")
 			base := fs.String("config", "", "base config: a make target (tinyconfig, defconfig, ...) or a config file")

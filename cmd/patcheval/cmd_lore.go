@@ -166,6 +166,11 @@ func init() {
 				if err != nil {
 					return err
 				}
+				// Flags, pipeline and tree before any network: a typo
+				// must not cost a fetch.
+				if err := pf.precheck(af); err != nil {
+					return err
+				}
 				t, s, err := lf.resolveSource(ctx, env, src)
 				if err != nil {
 					return err

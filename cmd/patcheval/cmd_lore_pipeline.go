@@ -12,7 +12,9 @@ import (
 	"strings"
 
 	"github.com/patcheval/patcheval/evaluate/report"
+	"github.com/patcheval/patcheval/internal/arch"
 	"github.com/patcheval/patcheval/internal/fail"
+	"github.com/patcheval/patcheval/internal/gittree"
 	"github.com/patcheval/patcheval/internal/progress"
 	"github.com/patcheval/patcheval/mbox"
 	"github.com/patcheval/patcheval/mbox/numbers"
@@ -332,4 +334,51 @@ func readThreadNumbers(files []string) ([]numbers.Number, error) {
 		out = append(out, numbers.Read(mbox.NewThread(msgs, f))...)
 	}
 	return out, nil
+}
+
+// precheck refuses, before the thread is fetched, what the run would
+// refuse after it: an unknown pipeline or arch, --arch without default,
+// a pipeline without a tree, a tree that is not a git repository.
+func (pf *pipelineFlags) precheck(af applyFlags) error {
+	name, tree := pf.wanted(), af.tree
+	switch _, isDefault := pipelines.SplitDefault(name); {
+	case name == "":
+		if pf.arch != "" {
+			return fail.Inputf("--arch goes with --pipeline %s", pipelines.DefaultName)
+		}
+	case isDefault:
+		for _, a := range strings.Split(pf.arch, ",") {
+			if _, err := arch.Normalize(a); a != "" && err != nil {
+				return fail.Inputf("--arch: %v", err)
+			}
+		}
+	default:
+		if pf.arch != "" {
+			return fail.Inputf("--arch goes with --pipeline %s; pipeline %s names its own arches", pipelines.DefaultName, name)
+		}
+		p, err := pipelines.Find(name)
+		if err != nil {
+			return err
+		}
+		if pf.perPatch {
+			if _, err := perpatch.AtCommit(p, perpatch.SeriesPairs(p)); err != nil {
+				return fail.Inputf("--per-patch: %v", err)
+			}
+		}
+		if tree == "" {
+			tree = p.Tree.Path
+		}
+	}
+	if name != "" && tree == "" {
+		return fail.Inputf("--pipeline %s needs --tree PATH: the kernel git repository (patcheval tree import makes one)", name)
+	}
+	if tree == "" {
+		return nil
+	}
+	_, st, _, err := gittree.Open(tree, 1)
+	if err != nil {
+		return fail.Inputf("--tree %s: %v", tree, err)
+	}
+	st.Close()
+	return nil
 }

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -120,7 +121,13 @@ func TestLoreFetch(t *testing.T) {
 // the steps' results as extra keys; a step that fails does not take the
 // resolved series with it.
 func TestLoreJSONIsOneDocument(t *testing.T) {
-	out, errs, code := loreCLI(t, "", "-m", backport, "--json", "--pipeline", "ppc-preempt-dynamic", "--tree", filepath.Join(t.TempDir(), "missing.git"))
+	// A git repository without the pipeline's base: the step fails
+	// after the series is resolved.
+	repo := filepath.Join(t.TempDir(), "empty.git")
+	if out, err := exec.Command("git", "init", "-q", "--bare", repo).CombinedOutput(); err != nil {
+		t.Fatalf("git init: %v %s", err, out)
+	}
+	out, errs, code := loreCLI(t, "", "-m", backport, "--json", "--pipeline", "ppc-preempt-dynamic", "--tree", repo)
 	if code == 0 {
 		t.Fatalf("a missing tree exited 0:\n%s", errs)
 	}
