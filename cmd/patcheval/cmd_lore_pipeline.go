@@ -369,6 +369,9 @@ func (pf *pipelineFlags) precheck(af applyFlags) error {
 			tree = p.Tree.Path
 		}
 	}
+	if _, err := readThreadNumbers(pf.threadNumbers); err != nil {
+		return err
+	}
 	if name != "" && tree == "" {
 		return fail.Inputf("--pipeline %s needs --tree PATH: the kernel git repository (patcheval tree import makes one)", name)
 	}
