@@ -134,6 +134,10 @@ type Artifact struct {
 	CacheHit     bool     `json:"cache_hit"`
 }
 
+// BuildID is the GNU build-id of the artifact's vmlinux ("" for an
+// artifact stored before patcheval recorded it).
+func (a *Artifact) BuildID() string { return a.Meta.Patcheval.BuildID }
+
 // ConfigHash is the final .config's hash.
 func (a *Artifact) ConfigHash() string { return a.Meta.Patcheval.ConfigHash }
 
@@ -480,6 +484,9 @@ func (j *job) loadArtifact(key string) *Artifact {
 	}
 	if _, err := os.Stat(a.Image); err != nil {
 		return nil
+	}
+	if a.Meta.Patcheval.BuildID == "" && !j.addBuildID(a) {
+		return nil // stored before build-ids were: relink to get one
 	}
 	a.CacheHit = true
 	a.Meta.Patcheval.Variant = j.req.Variant
@@ -919,6 +926,9 @@ func (j *job) store(key string, meta Metadata, out, logPath string) (*Artifact, 
 	}
 	if _, err := os.Stat(filepath.Join(out, "System.map")); err == nil {
 		copies = append(copies, [2]string{"System.map", "System.map"})
+	}
+	if id := vmlinuxBuildID(out); id != "" {
+		meta.Patcheval.BuildID = id
 	}
 	meta.Results.Artifacts = map[string][]string{"config": {"config"}, "log": {"build.log"}}
 	for _, c := range copies {

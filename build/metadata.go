@@ -102,5 +102,9 @@ type MetaPatcheval struct {
 	Isolation      Isolation `json:"isolation"`
 	Toolchain      Toolchain `json:"toolchain"`
 	Image          string    `json:"image,omitempty"` // file name in the artifact dir
-	Started        string    `json:"started,omitempty"`
+	// BuildID is the GNU build-id of the linked vmlinux (hex): what a
+	// booted kernel shows in /sys/kernel/notes, so a target can prove it
+	// runs this artifact (internal/buildid).
+	BuildID string `json:"build_id,omitempty"`
+	Started string `json:"started,omitempty"`
 }

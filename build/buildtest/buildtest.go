@@ -297,6 +297,9 @@ func Build(tb testing.TB, req build.Request) *build.Artifact {
 	if err != nil {
 		tb.Fatalf("build %s: %v", req.Variant, err)
 	}
+	if len(a.BuildID()) != 40 {
+		tb.Fatalf("build %s: build-id %q, want the vmlinux's 160-bit GNU build-id in metadata.json", req.Variant, a.BuildID())
+	}
 	return a
 }
 
