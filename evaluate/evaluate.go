@@ -29,6 +29,11 @@ type Kernel struct {
 	// Cmdline is extra kernel command line for this variant
 	// ("selinux=0 enforcing=0 preempt=full").
 	Cmdline string `json:"cmdline,omitempty"`
+	// BuildID is the GNU build-id of the kernel's vmlinux (hex), recorded
+	// at build time: a boot is only measured once the running kernel shows
+	// the same in /sys/kernel/notes (Verify). "" when unknown (an image
+	// given by path that is not ELF, an artifact from before build-ids).
+	BuildID string `json:"build_id,omitempty"`
 }
 
 // Sample is one measured value.
@@ -49,6 +54,9 @@ type Sample struct {
 	// Deterministic says the sample was measured under QEMU -icount
 	// (timings are functions of executed instructions, not wall time).
 	Deterministic bool `json:"deterministic,omitempty"`
+	// BuildID is the GNU build-id of the kernel the sample ran on, as
+	// the running kernel showed it (/sys/kernel/notes).
+	BuildID string `json:"build_id,omitempty"`
 }
 
 // BootInitramfs stands in Environment.QEMUArgs for the initramfs a QEMU
@@ -72,4 +80,9 @@ type Environment struct {
 	// PerfEvents is which perf events the guest's kernel counts, as the
 	// agent probed them (guest.PerfEvents.String()).
 	PerfEvents string `json:"perf_events,omitempty"`
+	// BuildID is the GNU build-id the running kernel showed
+	// (/sys/kernel/notes); Verified says it and the command line were
+	// checked against the kernel asked for (Verify) before any sample.
+	BuildID  string `json:"build_id,omitempty"`
+	Verified bool   `json:"verified,omitempty"`
 }

@@ -267,7 +267,15 @@ func Run(ctx context.Context, t Target, boots []PlannedBoot, o RunOptions) error
 // failure; its samples are the agent's results.
 func Boot(ctx context.Context, t Target, pb PlannedBoot) BootRecord {
 	res, err := t.Boot(ctx, pb.Kernel, pb.Plan)
+	if err == nil {
+		// No sample of a kernel other than the one asked for.
+		err = verifyBoot(pb.Kernel, res)
+	}
 	rec := BootRecord{Key: pb.Key, Kernel: pb.Kernel, Target: t.Name(), Result: res, Err: err}
+	var be *BootError
+	if errors.As(err, &be) && be.Phase == PhaseWrongKernel {
+		return rec
+	}
 	if res != nil && res.Output != nil {
 		rec.Samples, rec.Skipped = Samples(pb.Kernel.Variant, pb.Key.Boot, res)
 	}
@@ -290,7 +298,7 @@ func Samples(variant string, boot int, res *BootResult) (samples []Sample, skipp
 		for k, v := range r.Counters {
 			extra[k] = v
 		}
-		base := Sample{Variant: variant, Benchmark: r.Benchmark, Boot: boot, Iteration: r.Iteration, Time: when, Deterministic: det}
+		base := Sample{Variant: variant, Benchmark: r.Benchmark, Boot: boot, Iteration: r.Iteration, Time: when, Deterministic: det, BuildID: res.Env.BuildID}
 		if len(r.Metrics) > 0 {
 			// A tool's own values in its own units; never converted to ns/op.
 			for _, m := range r.Metrics {

@@ -257,6 +257,9 @@ func (a *agent) applyKnobs(p *Plan) (*Info, error) {
 	if b, err := readFile("/proc/cmdline"); err == nil {
 		info.Cmdline = strings.TrimSpace(string(b))
 	}
+	if b, err := readFile(NotesPath); err == nil {
+		info.BuildID = ParseBuildID(b)
+	}
 	info.Preempt, info.PreemptRaw, info.PreemptPresent = readPreempt()
 	toolLibPath = p.LibPath
 	for _, t := range []struct{ name, path string }{{"stress-ng", StressNGPath}, {"perf", PerfPath}} {

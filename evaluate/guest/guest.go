@@ -157,9 +157,12 @@ type SELinux struct {
 
 // Info is the agent's first record: what it runs on.
 type Info struct {
-	Release        string `json:"release"`
-	Machine        string `json:"machine"`
-	Cmdline        string `json:"cmdline"`
+	Release string `json:"release"`
+	Machine string `json:"machine"`
+	Cmdline string `json:"cmdline"`
+	// BuildID is the GNU build-id of the running kernel, from the notes
+	// it exposes in /sys/kernel/notes (hex; "" when unreadable).
+	BuildID        string `json:"build_id,omitempty"`
 	NumCPU         int    `json:"num_cpu"`
 	PreemptPresent bool   `json:"preempt_present"`
 	// Preempt is the current model as the kernel shows it, "(full)"
