@@ -225,6 +225,11 @@ func WriteKCIDB(w io.Writer, r *Report) error {
 		if v.Env.KernelRelease != "" {
 			misc["kernel_release"] = v.Env.KernelRelease
 		}
+		if v.Kernel.BuildID != "" {
+			// The vmlinux's GNU build-id (not KCIDB's build_id, the id
+			// of this build object).
+			misc["vmlinux_build_id"] = v.Kernel.BuildID
+		}
 		if len(misc) > 0 {
 			b.Misc = misc
 		}
@@ -267,6 +272,10 @@ func WriteKCIDB(w io.Writer, r *Report) error {
 			} else {
 				t.Status = "ERROR"
 				t.Comment = "non-finite value"
+			}
+			if run.BuildID != "" {
+				// The GNU build-id the running kernel showed.
+				t.Misc["running_build_id"] = run.BuildID
 			}
 			if len(run.Extra) > 0 {
 				extra := map[string]float64{}

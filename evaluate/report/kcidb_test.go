@@ -200,6 +200,22 @@ func TestKCIDB(t *testing.T) {
 	if cmp == nil || cmp["status"] != "FAIL" || cmp["build_id"] != "patcheval:run-20261130-0700:build:voluntary-dyn" {
 		t.Errorf("comparison test %v", cmp)
 	}
+	// The GNU build-ids: the vmlinux's in its build's misc, the one the
+	// running kernel showed in each sample's.
+	const vmlinuxID = "fa36776b59bf96ada9b36526d3ba1705c7a98183"
+	r.Variants[0].Kernel.BuildID = vmlinuxID
+	r.Benchmarks[0].Runs[0].BuildID = vmlinuxID
+	var withID bytes.Buffer
+	if err := WriteKCIDB(&withID, r); err != nil {
+		t.Fatal(err)
+	}
+	idOut := validateKCIDB(t, withID.Bytes())
+	if m, _ := idOut["builds"][0]["misc"].(map[string]any); m["vmlinux_build_id"] != vmlinuxID {
+		t.Errorf("build misc %v lacks vmlinux_build_id", m)
+	}
+	if m, _ := idOut["tests"][0]["misc"].(map[string]any); m["running_build_id"] != vmlinuxID {
+		t.Errorf("test misc %v lacks running_build_id", m)
+	}
 	for _, c := range out["checkouts"] {
 		if c["id"] == "patcheval:run-20261130-0700:checkout:series" {
 			if c["message_id"] != "20261102093000.4121-0-tester@example.org" || len(c["patchset_hash"].(string)) != 64 {

@@ -226,6 +226,9 @@ type Run struct {
 	Invalid bool               `json:"invalid,omitempty"`
 	Extra   map[string]float64 `json:"extra,omitempty"`
 	Time    time.Time          `json:"time,omitzero"`
+	// BuildID is the GNU build-id of the kernel the sample ran on, as the
+	// running kernel showed it (evaluate.Sample.BuildID).
+	BuildID string `json:"build_id,omitempty"`
 }
 
 // Comparison is one Variant against its baseline.
@@ -341,7 +344,7 @@ func (r *Report) AddResults(samples []evaluate.Sample, spec Spec) error {
 		}
 		for _, s := range samples {
 			if s.Benchmark == k.name && s.Metric == k.metric {
-				run := Run{Variant: s.Variant, Boot: s.Boot, Iteration: s.Iteration, Value: s.Value, Time: s.Time}
+				run := Run{Variant: s.Variant, Boot: s.Boot, Iteration: s.Iteration, Value: s.Value, Time: s.Time, BuildID: s.BuildID}
 				if math.IsNaN(s.Value) || math.IsInf(s.Value, 0) {
 					run.Value, run.Invalid = 0, true
 				}

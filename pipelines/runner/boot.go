@@ -138,7 +138,7 @@ func plannedKernel(ctx context.Context, env Env, ev *evaluation, b evaluate.Boot
 		return bp, evaluate.PlannedBoot{}, err
 	}
 	k := evaluate.Kernel{Variant: bp.Variant, Arch: bp.Arch, Image: art.Image, SystemMap: art.SystemMap,
-		Config: art.Config, ConfigHash: art.ConfigHash(), Commit: art.Meta.Git.Commit, Cmdline: bp.Cmdline}
+		Config: art.Config, ConfigHash: art.ConfigHash(), Commit: art.Meta.Git.Commit, Cmdline: bp.Cmdline, BuildID: art.BuildID()}
 	plan := bp.Plan
 	if s := plan.SELinux; s != nil && s.Mode != guest.SELinuxDisabled && ev.p.SELinuxPolicy != nil {
 		// The policy is compiled here, on the host, for the boot that

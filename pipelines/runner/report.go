@@ -389,7 +389,7 @@ func buildReport(ev *evaluation, tree report.TreeInfo, byKey map[string]*build.A
 		}
 		if art != nil {
 			rv.Kernel = evaluate.Kernel{Variant: v.Name, Arch: s.Arch, Image: art.Image, Config: art.Config,
-				ConfigHash: art.ConfigHash(), Commit: art.Meta.Git.Commit, Cmdline: rv.Cmdline}
+				ConfigHash: art.ConfigHash(), Commit: art.Meta.Git.Commit, Cmdline: rv.Cmdline, BuildID: art.BuildID()}
 			if !art.CacheHit {
 				rv.BuildSeconds = art.Meta.Results.Duration["total"]
 			}

@@ -405,6 +405,9 @@ CREATE INDEX samples_by_run ON samples(run_id);
 	// 11: a watch's opt-in to regzbot's commands in its drafts (see
 	// watch.go).
 	migrationWatchRegzbot,
+	// 12: the build-id each run's kernel showed, and whether it was
+	// verified (see buildid.go).
+	migrationBuildID,
 }
 
 // SchemaVersion is the schema version this code writes.
@@ -795,11 +798,11 @@ func (s *Store) FinishRunTx(tx *Tx, runID int64, status RunStatus, env evaluate.
 		}
 	}
 	res, err := tx.Exec(`UPDATE runs SET status = ?, kernel_release = ?, config_hash = ?, cmdline = ?, target = ?,
-		qemu_args = ?, host = ?, agent_version = ?, deterministic = ?, kvm = ?, perf_events = ?, finished = ?,
+		qemu_args = ?, host = ?, agent_version = ?, deterministic = ?, kvm = ?, perf_events = ?, build_id = ?, verified = ?, finished = ?,
 		error_kind = ?, error_text = ?, console = ?, console_format = ?, console_bytes = ?
 		WHERE id = ? AND status = 'running'`,
 		string(status), env.KernelRelease, env.ConfigHash, env.Cmdline, env.Target,
-		qemu, env.Host, env.AgentVersion, b2i(env.Deterministic), b2i(env.KVM), env.PerfEvents, fmtTime(time.Now()),
+		qemu, env.Host, env.AgentVersion, b2i(env.Deterministic), b2i(env.KVM), env.PerfEvents, env.BuildID, b2i(env.Verified), fmtTime(time.Now()),
 		errKind, errText, blob, format, len(console), runID)
 	if err != nil {
 		return fail.Infraf("store: %s: finishing run %d: %w", s.where, runID, err)
@@ -871,7 +874,7 @@ func (s *Store) FinishedRuns(evalID int64) (map[evaluate.BootKey]bool, error) {
 // then insertion.
 func (s *Store) Samples(evalID int64) ([]evaluate.Sample, error) {
 	rows, err := s.db.Query(`SELECT r.variant, r.boot, s.benchmark, s.metric, s.unit, s.value, s.higher_is_better,
-		s.iteration, s.extra, s.time, r.deterministic
+		s.iteration, s.extra, s.time, r.deterministic, r.build_id
 		FROM samples s JOIN runs r ON s.run_id = r.id
 		WHERE r.evaluation_id = ? AND r.status IN ('ok', 'failed')
 		ORDER BY r.id, s.id`, evalID)
@@ -885,7 +888,7 @@ func (s *Store) Samples(evalID int64) ([]evaluate.Sample, error) {
 		var hib, det int
 		var extra, t string
 		if err := rows.Scan(&sm.Variant, &sm.Boot, &sm.Benchmark, &sm.Metric, &sm.Unit, &sm.Value, &hib,
-			&sm.Iteration, &extra, &t, &det); err != nil {
+			&sm.Iteration, &extra, &t, &det, &sm.BuildID); err != nil {
 			return nil, fail.Infraf("store: %s: %w", s.where, err)
 		}
 		sm.HigherIsBetter = hib != 0
@@ -905,7 +908,7 @@ func (s *Store) Samples(evalID int64) ([]evaluate.Sample, error) {
 // status) in the order they began, with their sample counts.
 func (s *Store) RunsOf(evalID int64) ([]Run, error) {
 	rows, err := s.db.Query(`SELECT r.id, r.evaluation_id, r.variant, r.boot, r.status, r.kernel_release, r.config_hash,
-		r.cmdline, r.target, r.qemu_args, r.host, r.agent_version, r.deterministic, r.kvm, r.perf_events, r.started, r.finished,
+		r.cmdline, r.target, r.qemu_args, r.host, r.agent_version, r.deterministic, r.kvm, r.perf_events, r.build_id, r.verified, r.started, r.finished,
 		r.error_kind, r.error_text, r.console_bytes,
 		(SELECT COUNT(*) FROM samples s WHERE s.run_id = r.id)
 		FROM runs r WHERE r.evaluation_id = ? ORDER BY r.id`, evalID)
@@ -917,14 +920,14 @@ func (s *Store) RunsOf(evalID int64) ([]Run, error) {
 	for rows.Next() {
 		var r Run
 		var status, qemu, started, finished string
-		var det, kvm int
+		var det, kvm, verified int
 		if err := rows.Scan(&r.ID, &r.EvaluationID, &r.Variant, &r.Boot, &status, &r.Env.KernelRelease, &r.Env.ConfigHash,
-			&r.Env.Cmdline, &r.Env.Target, &qemu, &r.Env.Host, &r.Env.AgentVersion, &det, &kvm, &r.Env.PerfEvents, &started, &finished,
+			&r.Env.Cmdline, &r.Env.Target, &qemu, &r.Env.Host, &r.Env.AgentVersion, &det, &kvm, &r.Env.PerfEvents, &r.Env.BuildID, &verified, &started, &finished,
 			&r.ErrorKind, &r.ErrorText, &r.ConsoleBytes, &r.Samples); err != nil {
 			return nil, fail.Infraf("store: %s: %w", s.where, err)
 		}
 		r.Status = RunStatus(status)
-		r.Env.Deterministic, r.Env.KVM = det != 0, kvm != 0
+		r.Env.Deterministic, r.Env.KVM, r.Env.Verified = det != 0, kvm != 0, verified != 0
 		if qemu != "" {
 			_ = json.Unmarshal([]byte(qemu), &r.Env.QEMUArgs)
 		}

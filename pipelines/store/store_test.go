@@ -179,7 +179,8 @@ func TestRoundTrip(t *testing.T) {
 		}
 
 		env := evaluate.Environment{KernelRelease: "6.1.0", ConfigHash: "h1", Cmdline: "console=hvc0", Target: "qemu",
-			QEMUArgs: []string{"-M", "pseries", "-icount", "shift=0,sleep=off"}, AgentVersion: "dev", Deterministic: true}
+			QEMUArgs: []string{"-M", "pseries", "-icount", "shift=0,sleep=off"}, AgentVersion: "dev", Deterministic: true,
+			BuildID: "fa36776b59bf96ada9b36526d3ba1705c7a98183", Verified: true}
 		console := bytes.Repeat([]byte("Linux version 6.1.0 ... hvc0\n"), 200)
 		r1, err := s.BeginRun(e.ID, "voluntary", 0)
 		if err != nil {
@@ -253,13 +254,17 @@ func TestRoundTrip(t *testing.T) {
 		if want0.Deterministic || !samples[1].Deterministic {
 			t.Fatalf("sample of a deterministic boot read back with Deterministic %v", samples[1].Deterministic)
 		}
+		// Every sample carries the build-id of the kernel its run showed.
+		if samples[1].BuildID != env.BuildID {
+			t.Fatalf("sample build-id %q, want the run's %q", samples[1].BuildID, env.BuildID)
+		}
 
 		runs, err := s.RunsOf(e.ID)
 		if err != nil || len(runs) != 4 {
 			t.Fatalf("runs: %+v %v", runs, err)
 		}
 		if runs[0].Samples != 3 || runs[0].Env.QEMUArgs[3] != "shift=0,sleep=off" || !runs[0].Env.Deterministic ||
-			runs[0].ConsoleBytes != len(console) || runs[0].Finished.IsZero() {
+			runs[0].ConsoleBytes != len(console) || runs[0].Finished.IsZero() || runs[0].Env.BuildID != env.BuildID || !runs[0].Env.Verified {
 			t.Fatalf("run 0: %+v", runs[0])
 		}
 		if runs[1].Status != RunInfra || runs[1].ErrorKind != "infrastructure" || runs[1].ErrorText != "qemu hung" {

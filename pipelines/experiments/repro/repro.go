@@ -110,6 +110,10 @@ type Run struct {
 	KernelRelease string   `json:"kernel_release,omitempty"`
 	AgentVersion  string   `json:"agent_version,omitempty"`
 	Deterministic bool     `json:"deterministic"`
+	// BuildID is the GNU build-id the running kernel showed; Verified
+	// says it matched the built vmlinux's before any sample.
+	BuildID  string `json:"build_id,omitempty"`
+	Verified bool   `json:"verified,omitempty"`
 }
 
 // Build assembles the reproducer of evaluation id from st (and the
@@ -249,15 +253,17 @@ func Build(st *store.Store, id int64, o Options) (*Repro, error) {
 	}
 	for _, run := range runs {
 		m.Runs = append(m.Runs, Run{Variant: run.Variant, Boot: run.Boot, Status: string(run.Status), QEMU: run.Env.QEMUArgs,
-			Target: run.Env.Target, KernelRelease: run.Env.KernelRelease, AgentVersion: run.Env.AgentVersion, Deterministic: run.Env.Deterministic})
+			Target: run.Env.Target, KernelRelease: run.Env.KernelRelease, AgentVersion: run.Env.AgentVersion, Deterministic: run.Env.Deterministic,
+			BuildID: run.Env.BuildID, Verified: run.Env.Verified})
 		fmt.Fprintf(&qemu, "# %s boot %d (%s)\n", run.Variant, run.Boot+1, run.Status)
 		if len(run.Env.QEMUArgs) > 0 {
 			qemu.WriteString(shellJoin(run.Env.QEMUArgs) + "\n")
 		} else {
 			fmt.Fprintf(&qemu, "# target %s: no QEMU command line\n", orNone(run.Env.Target))
 		}
-		fmt.Fprintf(&guest, "%s boot %d: kernel %s, agent %s, deterministic %v, kvm %v, perf events %s\n", run.Variant, run.Boot+1,
-			orNone(run.Env.KernelRelease), orNone(run.Env.AgentVersion), run.Env.Deterministic, run.Env.KVM, orNone(run.Env.PerfEvents))
+		fmt.Fprintf(&guest, "%s boot %d: kernel %s, agent %s, deterministic %v, kvm %v, perf events %s, build-id %s%s\n", run.Variant, run.Boot+1,
+			orNone(run.Env.KernelRelease), orNone(run.Env.AgentVersion), run.Env.Deterministic, run.Env.KVM, orNone(run.Env.PerfEvents),
+			orNone(run.Env.BuildID), verifiedNote(run.Env))
 	}
 	if m.Userland != "" {
 		fmt.Fprintf(&guest, "userland: %s\n", m.Userland)
@@ -382,8 +388,17 @@ func (r *Repro) WriteTarGz(w io.Writer, prefix string, mtime time.Time) error {
 	return gz.Close()
 }
 
-// SamplesHeader is samples.csv's header.
-var SamplesHeader = []string{"variant", "boot", "iteration", "benchmark", "metric", "value", "unit", "higher_is_better", "deterministic"}
+// verifiedNote says whether a boot's kernel was verified (evaluate.Verify).
+func verifiedNote(env evaluate.Environment) string {
+	if env.Verified {
+		return " (verified against the built vmlinux)"
+	}
+	return ""
+}
+
+// SamplesHeader is samples.csv's header. build_id is the GNU build-id of
+// the kernel the sample ran on, as it showed it.
+var SamplesHeader = []string{"variant", "boot", "iteration", "benchmark", "metric", "value", "unit", "higher_is_better", "deterministic", "build_id"}
 
 // WriteSamplesCSV writes samples in the store's order, one per row.
 func WriteSamplesCSV(w io.Writer, samples []evaluate.Sample) error {
@@ -393,7 +408,7 @@ func WriteSamplesCSV(w io.Writer, samples []evaluate.Sample) error {
 	}
 	for _, s := range samples {
 		if err := cw.Write([]string{s.Variant, strconv.Itoa(s.Boot), strconv.Itoa(s.Iteration), s.Benchmark, s.Metric,
-			strconv.FormatFloat(s.Value, 'g', -1, 64), s.Unit, strconv.FormatBool(s.HigherIsBetter), strconv.FormatBool(s.Deterministic)}); err != nil {
+			strconv.FormatFloat(s.Value, 'g', -1, 64), s.Unit, strconv.FormatBool(s.HigherIsBetter), strconv.FormatBool(s.Deterministic), s.BuildID}); err != nil {
 			return err
 		}
 	}

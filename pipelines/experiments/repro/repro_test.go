@@ -6,10 +6,12 @@ import (
 	"compress/gzip"
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -76,7 +78,7 @@ func seed(t *testing.T) (*store.Store, int64, []evaluate.Sample) {
 				Time: time.Unix(0, 0)}}
 			env := evaluate.Environment{Target: "qemu", KernelRelease: "6.1.0", AgentVersion: "agent-1.2", Deterministic: true,
 				QEMUArgs: []string{"qemu-system-ppc64", "-M", "pseries", "-append", "console=hvc0 preempt=" + v.Name, "-icount", "shift=0,sleep=off",
-					"-initrd", evaluate.BootInitramfs}}
+					"-initrd", evaluate.BootInitramfs}, BuildID: fmt.Sprintf("%040x", i+1), Verified: true}
 			if err := st.FinishRun(run, store.RunOK, env, nil, smp); err != nil {
 				t.Fatal(err)
 			}
@@ -128,8 +130,13 @@ func TestBuildFromStore(t *testing.T) {
 		!strings.HasPrefix(q, "# $INITRAMFS is the initramfs patcheval wrote for each boot (guest agent agent-1.2 as /init") {
 		t.Errorf("qemu.txt: %q", q)
 	}
-	if g := file("guest.txt"); !strings.Contains(g, "full boot 2: kernel 6.1.0, agent agent-1.2, deterministic true") {
+	if g := file("guest.txt"); !strings.Contains(g, "full boot 2: kernel 6.1.0, agent agent-1.2, deterministic true") ||
+		!regexp.MustCompile(`full boot 2: .* build-id 0{39}[1-9] \(verified against the built vmlinux\)\n`).MatchString(g) {
 		t.Errorf("guest.txt: %q", g)
+	}
+	// Every sample names the kernel it ran on.
+	if c := file("samples.csv"); !strings.HasPrefix(c, strings.Join(SamplesHeader, ",")+"\n") || !strings.Contains(c, ",true,"+fmt.Sprintf("%040x", 1)+"\n") {
+		t.Errorf("samples.csv lacks the build-ids: %q", c)
 	}
 	rows, ok, err := Compare(strings.NewReader(file("samples.csv")), strings.NewReader(csvOf(t, samples)), 0)
 	if err != nil || !ok || len(rows) != 4 {
