@@ -44,9 +44,14 @@ type Config struct {
 	Console   io.Writer
 	Userland  *userland.Userland
 
-	// ssh: a command run here before each boot (e.g. kexec), then ssh's
-	// identity file and -o options.
+	// ssh: the boot method (ssh.BootNone, BootHook, BootKexec; "" is
+	// the hook when BootHook is set), the hook (the boot itself, or
+	// kexec's fallback that brings a lost machine back), the initramfs a
+	// kexec boots with, then ssh's identity file and -o options. Cmdline
+	// is added to a kexec'd kernel's command line.
+	Boot         string
 	BootHook     string
+	Initrd       string
 	IdentityFile string
 	SSHOptions   []string
 }
@@ -70,8 +75,8 @@ func New(cfg Config) (evaluate.Target, error) {
 		if cfg.Deterministic {
 			return nil, fail.Inputf("target %s: deterministic timing needs QEMU (-icount); a machine over ssh runs in real time", cfg.Where)
 		}
-		return ssh.New(ssh.Config{URL: cfg.Where, BootHook: cfg.BootHook, IdentityFile: cfg.IdentityFile, Options: cfg.SSHOptions,
-			Timeout: cfg.Timeout, CacheDir: agents})
+		return ssh.New(ssh.Config{URL: cfg.Where, Boot: cfg.Boot, BootHook: cfg.BootHook, Initrd: cfg.Initrd, Cmdline: cfg.Cmdline,
+			IdentityFile: cfg.IdentityFile, Options: cfg.SSHOptions, Timeout: cfg.Timeout, CacheDir: agents})
 	}
 	return nil, fail.Inputf("target %q: want qemu or ssh://user@host[:port]", cfg.Where)
 }

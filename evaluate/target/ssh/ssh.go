@@ -1,19 +1,27 @@
 // Package ssh is the hardware Target: a machine reached with OpenSSH's
-// ssh client (ssh://user@host[:port]). Each Boot optionally runs a
-// configured boot hook first (e.g. a kexec into the built kernel) and
-// waits for the machine to answer again, then copies the guest agent for
-// the machine's architecture and runs it in --no-init mode on the running
-// kernel; the stress-ng-kill benchmark runs `stress-ng --kill 1 -t N
-// --metrics-brief` there instead, under `perf stat` when perf works.
+// ssh client (ssh://user@host[:port]). Each Boot first puts the kernel
+// under test on the machine with the configured boot method (see Boot:
+// none, a user's boot hook, or kexec), then proves that the machine runs
+// it -- the GNU build-id in /sys/kernel/notes against the built vmlinux's,
+// and the booted command line in /proc/cmdline -- before any benchmark
+// runs; then it copies the guest agent for the machine's architecture
+// and runs it in --no-init mode on that kernel. The stress-ng-kill
+// benchmark runs `stress-ng --kill 1 -t N --metrics-brief` there instead,
+// under `perf stat` when perf works.
 //
 // The ssh client is used as is, so ~/.ssh/config, agents and keys apply;
-// BatchMode is always on (no password prompts).
+// BatchMode is always on (no password prompts). A wrong host key, a
+// refused login, a machine without kexec, a kernel that does not come
+// back and a machine that comes back in another kernel are each an
+// infrastructure error (exit 3) with one line saying which, and no
+// sample: the boot is redone when the run is resumed.
 package ssh
 
 import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net/url"
 	"os"
@@ -38,13 +46,28 @@ type Config struct {
 	// IdentityFile and Options (ssh -o) are passed to ssh.
 	IdentityFile string
 	Options      []string
-	// BootHook is a shell command run on this host before every boot, with
-	// PATCHEVAL_HOST, PATCHEVAL_PORT, PATCHEVAL_USER, PATCHEVAL_VARIANT,
-	// PATCHEVAL_KERNEL_IMAGE and PATCHEVAL_CMDLINE in its environment
-	// (e.g. copy the image and kexec into it). Run then waits up to
-	// BootWait for ssh to answer again.
+	// Boot is the boot method: BootNone (measure the running kernel,
+	// verified against the one asked for), BootHook (run BootHook, which
+	// boots the kernel) or BootKexec (copy the image and initrd, kexec -l,
+	// kexec -e, wait; BootHook, when set, is then the fallback that brings
+	// a lost machine back, e.g. an IPMI power cycle). "" is BootHook when
+	// BootHook is set, else BootNone.
+	Boot string
+	// BootHook is a shell command run on this host with a scrubbed
+	// environment (HookEnv: only what it needs, never patcheval's
+	// secrets); its output is kept as the boot's console. Boot then waits
+	// up to BootWait for ssh to answer again.
 	BootHook string
 	BootWait time.Duration // default 10 min
+	// BootRetries is how many more times a kexec boot is tried after the
+	// machine was lost or came back in another kernel (default 1).
+	BootRetries int
+	// Initrd is a local initramfs that kexec boots with; Cmdline is added
+	// to every kexec'd kernel's command line (after the machine's own).
+	Initrd  string
+	Cmdline string
+	// Kexec is the kexec program on the machine (default "kexec").
+	Kexec string
 	// Timeout bounds one boot's benchmarks (default 30 min).
 	Timeout time.Duration
 	// CacheDir holds built agents (default $PATCHEVAL_CACHE_DIR/agents).
@@ -77,6 +100,26 @@ func New(cfg Config) (*Target, error) {
 	}
 	if t.cfg.CacheDir == "" {
 		t.cfg.CacheDir = filepath.Join(xdg.CacheDir(), "agents")
+	}
+	if t.cfg.Kexec == "" {
+		t.cfg.Kexec = "kexec"
+	}
+	if t.cfg.BootRetries <= 0 {
+		t.cfg.BootRetries = 1
+	}
+	switch t.cfg.Boot {
+	case "":
+		t.cfg.Boot = BootNone
+		if t.cfg.BootHook != "" {
+			t.cfg.Boot = BootHook
+		}
+	case BootNone, BootKexec:
+	case BootHook:
+		if t.cfg.BootHook == "" {
+			return nil, fail.Inputf("ssh target %s: boot = %q needs a boot hook command", cfg.URL, BootHook)
+		}
+	default:
+		return nil, fail.Inputf("ssh target %s: boot method %q: want %q, %q or %q", cfg.URL, t.cfg.Boot, BootNone, BootHook, BootKexec)
 	}
 	return t, nil
 }
@@ -114,9 +157,49 @@ func (t *Target) Run(ctx context.Context, stdin []byte, command string) (stdout,
 	}
 	err = cmd.Run()
 	if err != nil {
-		err = fmt.Errorf("ssh %s %q: %w: %s", t.cfg.URL, command, err, strings.TrimSpace(e.String()))
+		if why := sshProblem(e.Bytes()); why != "" && cmd.ProcessState != nil && cmd.ProcessState.ExitCode() == 255 {
+			err = &AccessError{URL: t.cfg.URL, Why: why, Err: err}
+		} else {
+			err = fmt.Errorf("ssh %s %q: %w: %s", t.cfg.URL, firstLine(command), err, strings.TrimSpace(e.String()))
+		}
 	}
 	return o.Bytes(), e.Bytes(), err
+}
+
+// AccessError is a machine that ssh reaches but cannot use as configured:
+// its host key is not the known one, or it refuses the login. Waiting
+// does not help; the boot is an infrastructure error.
+type AccessError struct {
+	URL, Why string
+	Err      error
+}
+
+func (e *AccessError) Error() string { return "ssh target " + e.URL + ": " + e.Why }
+func (e *AccessError) Unwrap() error { return e.Err }
+
+// FailKind: the target, not the kernel or the input.
+func (e *AccessError) FailKind() fail.Kind { return fail.KindInfra }
+
+// sshProblem names what ssh's stderr says is wrong with the access itself.
+func sshProblem(stderr []byte) string {
+	s := string(stderr)
+	switch {
+	case strings.Contains(s, "REMOTE HOST IDENTIFICATION HAS CHANGED") || strings.Contains(s, "Host key verification failed"):
+		return "host key verification failed: the machine's host key is not the one known_hosts holds for it (a reinstalled machine, or another machine at that address)"
+	case strings.Contains(s, "Permission denied"):
+		return "login refused (" + lastLine(s) + "): check the user, the identity file and the machine's authorized_keys"
+	}
+	return ""
+}
+
+func firstLine(s string) string {
+	l, _, _ := strings.Cut(s, "\n")
+	return l
+}
+
+func lastLine(s string) string {
+	l := strings.Split(strings.TrimSpace(s), "\n")
+	return strings.TrimSpace(l[len(l)-1])
 }
 
 // WaitUp polls the machine until ssh answers or the wait ends.
@@ -131,6 +214,10 @@ func (t *Target) WaitUp(ctx context.Context, wait time.Duration) error {
 			return nil
 		}
 		last = err
+		var ae *AccessError
+		if errors.As(err, &ae) {
+			return err
+		}
 		if ctx.Err() != nil || time.Now().After(deadline) {
 			return fail.Infraf("ssh target %s did not answer within %v: %w", t.cfg.URL, wait, last)
 		}
@@ -141,7 +228,8 @@ func (t *Target) WaitUp(ctx context.Context, wait time.Duration) error {
 	}
 }
 
-// Boot runs the boot hook (if any), then the plan on the running kernel.
+// Boot puts kernel k on the machine with the boot method, verifies that
+// the machine runs it (build-id, command line), then runs the plan.
 func (t *Target) Boot(ctx context.Context, k evaluate.Kernel, p guest.Plan) (*evaluate.BootResult, error) {
 	res := &evaluate.BootResult{Output: &guest.Output{}, Started: time.Now(),
 		Env: evaluate.Environment{Target: t.cfg.URL, Host: t.host, AgentVersion: guest.Version, ConfigHash: k.ConfigHash}}
@@ -150,26 +238,18 @@ func (t *Target) Boot(ctx context.Context, k evaluate.Kernel, p guest.Plan) (*ev
 		res.Duration = time.Since(res.Started)
 		res.Console = console.Bytes()
 	}
-	if t.cfg.BootHook != "" {
-		hook := exec.CommandContext(ctx, "sh", "-c", t.cfg.BootHook)
-		hook.Env = append(os.Environ(), "PATCHEVAL_HOST="+t.host, "PATCHEVAL_PORT="+t.port, "PATCHEVAL_USER="+t.user,
-			"PATCHEVAL_VARIANT="+k.Variant, "PATCHEVAL_KERNEL_IMAGE="+k.Image, "PATCHEVAL_CMDLINE="+k.Cmdline)
-		out, err := hook.CombinedOutput()
-		fmt.Fprintf(&console, "--- boot hook: %s ---\n%s", t.cfg.BootHook, out)
-		if err != nil {
-			finish()
-			return res, &evaluate.BootError{Variant: k.Variant, Phase: evaluate.PhaseInfra, Kind: fail.KindInfra,
-				Msg: fmt.Sprintf("boot hook %q: %v", t.cfg.BootHook, err), Tail: evaluate.Tail(res.Console, 40), Console: res.Console}
-		}
-	}
-	if err := t.WaitUp(ctx, t.cfg.BootWait); err != nil {
+	probe, err := t.bootKernel(ctx, k, &console)
+	if err != nil {
 		finish()
-		phase, kind := evaluate.PhaseInfra, fail.KindInfra
-		if t.cfg.BootHook != "" {
-			phase, kind = evaluate.PhaseKernelHang, fail.KindFailed // booted into the new kernel and never came back
+		var be *evaluate.BootError
+		if !errors.As(err, &be) {
+			be = &evaluate.BootError{Variant: k.Variant, Phase: evaluate.PhaseInfra, Kind: fail.KindInfra, Msg: err.Error()}
 		}
-		return res, &evaluate.BootError{Variant: k.Variant, Phase: phase, Kind: kind, Msg: err.Error(), Tail: evaluate.Tail(res.Console, 40), Console: res.Console}
+		be.Console, be.Tail = res.Console, evaluate.Tail(res.Console, 40)
+		return res, be
 	}
+	res.Env.BuildID, res.Env.Verified = probe.BuildID, k.BuildID != ""
+	fmt.Fprintf(&console, "--- verified: %s ---\n", probe.evidence(k))
 	bctx, cancel := context.WithTimeout(ctx, t.cfg.Timeout)
 	defer cancel()
 	var agentPlan guest.Plan = p
@@ -218,7 +298,7 @@ func (t *Target) Boot(ctx context.Context, k evaluate.Kernel, p guest.Plan) (*ev
 		return res, fail.Infraf("ssh %s: interrupted: %w", t.cfg.URL, ctx.Err())
 	}
 	if err := evaluate.Classify(k.Variant, res.Console, res.Output, runErr, bctx.Err() != nil); err != nil {
-		if be, ok := err.(*evaluate.BootError); ok && be.Kind == fail.KindFailed && t.cfg.BootHook == "" {
+		if be, ok := err.(*evaluate.BootError); ok && be.Kind == fail.KindFailed && t.cfg.Boot == BootNone {
 			// Without a boot hook nothing was booted: a stopped agent is
 			// this tool's (or the connection's) problem, not a kernel's.
 			be.Kind = fail.KindInfra
@@ -291,7 +371,7 @@ func (t *Target) info(ctx context.Context, res *evaluate.BootResult, console *by
 		l = append(l, "")
 	}
 	n, _ := strconv.Atoi(l[3])
-	info := &guest.Info{Release: l[0], Machine: l[1], Cmdline: l[2], NumCPU: n, NoInit: true, AgentVersion: "shell"}
+	info := &guest.Info{Release: l[0], Machine: l[1], Cmdline: l[2], NumCPU: n, NoInit: true, AgentVersion: "shell", BuildID: res.Env.BuildID}
 	if l[4] != "" {
 		info.PreemptPresent, info.PreemptRaw = true, l[4]
 		if m := regexp.MustCompile(`\((\w+)\)`).FindStringSubmatch(l[4]); m != nil {

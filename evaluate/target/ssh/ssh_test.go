@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	neturl "net/url"
 	"os"
 	"os/exec"
 	"os/user"
@@ -15,6 +16,7 @@ import (
 
 	"github.com/patcheval/patcheval/evaluate"
 	"github.com/patcheval/patcheval/evaluate/guest"
+	"github.com/patcheval/patcheval/internal/buildid"
 	"github.com/patcheval/patcheval/internal/fail"
 )
 
@@ -164,5 +166,150 @@ stress-ng: metrc: [7051] kill              417614.99 kill calls per sec (geometi
 	c := ParsePerfStat([]byte("0.40,msec,task-clock,397748,100.00,0.299,CPUs utilized\n<not supported>,,cycles,0,100.00,,\n"))
 	if len(c) != 1 || c["perf:task-clock"] != 0.40 {
 		t.Errorf("perf: %v", c)
+	}
+}
+
+// hostBuildID is the build-id of the kernel this test runs on (the
+// machine the test's sshd serves).
+func hostBuildID(t *testing.T) string {
+	raw, err := os.ReadFile(guest.NotesPath)
+	if err != nil {
+		t.Fatalf("reading %s: %v", guest.NotesPath, err)
+	}
+	id := buildid.ParseNotesAny(raw)
+	if id == "" {
+		t.Fatalf("%s holds no build-id", guest.NotesPath)
+	}
+	return id
+}
+
+// TestSSHVerifiesRunningKernel: without a boot method the machine's
+// running kernel is measured only when it is the kernel asked for: its
+// build-id and command line; another one is an infra error naming both
+// and no sample.
+func TestSSHVerifiesRunningKernel(t *testing.T) {
+	url, id := sshd(t)
+	tg, err := New(Config{URL: url, IdentityFile: id, Options: noHostCheck, CacheDir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	running := hostBuildID(t)
+	plan := guest.Plan{Benchmarks: []guest.Bench{{Name: "getppid", Ops: 2000}}}
+	res, err := tg.Boot(context.Background(), evaluate.Kernel{Variant: "host", BuildID: running}, plan)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Env.BuildID != running || !res.Env.Verified || !strings.Contains(string(res.Console), "--- verified: running ") {
+		t.Errorf("env %+v console %s", res.Env, res.Console)
+	}
+	other := strings.Repeat("ab", 20)
+	for _, k := range []evaluate.Kernel{
+		{Variant: "other", BuildID: other, Image: "/builds/x/bzImage"},
+		{Variant: "host-cmdline", BuildID: running, Cmdline: "patcheval.never=1"},
+	} {
+		res, err := tg.Boot(context.Background(), k, plan)
+		var be *evaluate.BootError
+		if !errors.As(err, &be) || be.Phase != evaluate.PhaseWrongKernel || fail.KindOf(err) != fail.KindInfra {
+			t.Fatalf("%s: %v", k.Variant, err)
+		}
+		if k.Variant == "other" && (!strings.Contains(be.Msg, "build-id "+running) || !strings.Contains(be.Msg, "want "+other+" (/builds/x/bzImage)")) {
+			t.Errorf("message does not name both kernels: %s", be.Msg)
+		}
+		if k.Variant == "host-cmdline" && !strings.Contains(be.Msg, "lacks patcheval.never=1") {
+			t.Errorf("message does not name the missing parameter: %s", be.Msg)
+		}
+		if len(res.Output.Results) != 0 {
+			t.Errorf("%s: %d results measured on the wrong kernel", k.Variant, len(res.Output.Results))
+		}
+	}
+}
+
+// TestSSHHookEnvScrubbed: the boot hook sees only HookEnv's variables,
+// never patcheval's secrets, and its output (the console) holds none.
+func TestSSHHookEnvScrubbed(t *testing.T) {
+	t.Setenv("PATCHEVAL_SMTP_PASSWORD", "hunter2-smtp")
+	t.Setenv("PATCHEVAL_TOKEN", "hunter2-token")
+	t.Setenv("SOME_CI_SECRET", "hunter2-ci")
+	url, id := sshd(t)
+	envOut := filepath.Join(t.TempDir(), "env")
+	tg, err := New(Config{URL: url, IdentityFile: id, Options: noHostCheck, CacheDir: t.TempDir(),
+		BootHook: "env > " + envOut + "; env", BootWait: 20 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := tg.Boot(context.Background(), evaluate.Kernel{Variant: "v", Image: "/img"}, guest.Plan{Benchmarks: []guest.Bench{{Name: "getppid", Ops: 1000}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(string(res.Console), "hunter2") {
+		t.Errorf("a secret reached the console:\n%s", res.Console)
+	}
+	b, _ := os.ReadFile(envOut)
+	allowed := map[string]bool{"PATH": true, "HOME": true, "USER": true, "LOGNAME": true, "LANG": true, "LC_ALL": true, "TZ": true,
+		"TMPDIR": true, "SSH_AUTH_SOCK": true, "PWD": true, "SHLVL": true, "_": true, "OLDPWD": true}
+	seen := map[string]bool{}
+	for _, l := range strings.Split(strings.TrimSpace(string(b)), "\n") {
+		name, _, _ := strings.Cut(l, "=")
+		seen[name] = true
+		if !allowed[name] && !strings.HasPrefix(name, "PATCHEVAL_") || strings.Contains(l, "hunter2") {
+			t.Errorf("the hook saw %q", l)
+		}
+	}
+	for _, want := range []string{"PATCHEVAL_VARIANT", "PATCHEVAL_KERNEL_IMAGE", "PATCHEVAL_HOST", "PATCHEVAL_BUILD_ID", "PATH"} {
+		if !seen[want] {
+			t.Errorf("the hook lacks %s (env: %s)", want, b)
+		}
+	}
+}
+
+// TestSSHBadAccess: a wrong host key, a refused login and a machine
+// without kexec are each one clear line, an infra error, at once (no
+// waiting out the boot deadline), and no sample.
+func TestSSHBadAccess(t *testing.T) {
+	url, id := sshd(t)
+	dir := t.TempDir()
+	other := filepath.Join(dir, "other")
+	if out, err := exec.Command("ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", other).CombinedOutput(); err != nil {
+		t.Fatalf("ssh-keygen: %v\n%s", err, out)
+	}
+	pub, _ := os.ReadFile(other + ".pub")
+	u, _ := neturl.Parse(url)
+	known := filepath.Join(dir, "known_hosts")
+	os.WriteFile(known, []byte(fmt.Sprintf("[%s]:%s %s", u.Hostname(), u.Port(), pub)), 0o600)
+	for _, c := range []struct {
+		name string
+		cfg  Config
+		want string
+	}{
+		{"wrong host key", Config{IdentityFile: id, Options: []string{"StrictHostKeyChecking=yes", "UserKnownHostsFile=" + known}},
+			"host key verification failed: the machine's host key is not the one known_hosts holds"},
+		{"refused login", Config{IdentityFile: other, Options: append([]string{"IdentitiesOnly=yes"}, noHostCheck...)},
+			"login refused (" + u.User.Username() + "@127.0.0.1: Permission denied (publickey)"},
+		{"no kexec", Config{IdentityFile: id, Options: noHostCheck, Boot: BootKexec, Kexec: "/nonexistent/kexec"},
+			"has no /nonexistent/kexec (install kexec-tools on the machine"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			cfg := c.cfg
+			cfg.URL, cfg.CacheDir, cfg.BootWait = url, t.TempDir(), 5*time.Minute
+			tg, err := New(cfg)
+			if err != nil {
+				t.Fatal(err)
+			}
+			img := filepath.Join(t.TempDir(), "bzImage")
+			os.WriteFile(img, []byte("not a kernel"), 0o644)
+			start := time.Now()
+			res, err := tg.Boot(context.Background(), evaluate.Kernel{Variant: "v", Image: img, BuildID: strings.Repeat("cd", 20)},
+				guest.Plan{Benchmarks: []guest.Bench{{Name: "getppid", Ops: 1000}}})
+			if err == nil || fail.KindOf(err) != fail.KindInfra || !strings.Contains(err.Error(), c.want) {
+				t.Fatalf("err %v, want an infra error with %q", err, c.want)
+			}
+			if time.Since(start) > time.Minute {
+				t.Errorf("took %v: waited instead of failing", time.Since(start))
+			}
+			if len(res.Output.Results) != 0 {
+				t.Errorf("%d results", len(res.Output.Results))
+			}
+			t.Logf("%s: %s", c.name, firstLine(err.Error()))
+		})
 	}
 }
