@@ -244,8 +244,15 @@ type Target struct {
 	Kind string `json:"kind"` // "qemu" or "ssh"
 	// Host is the ssh URL (ssh://user@host[:port]) for Kind "ssh".
 	Host string `json:"host,omitempty"`
-	// BootHook runs on the host before a run (e.g. kexec into the kernel).
-	BootHook  string        `json:"boot_hook,omitempty"`
+	// BootHook runs on the host before a boot and boots the kernel (Boot
+	// "hook"), or brings a lost machine back (Boot "kexec").
+	BootHook string `json:"boot_hook,omitempty"`
+	// Boot is how an ssh target boots each kernel: "none" (the machine's
+	// running kernel is measured, verified to be the one built), "hook"
+	// or "kexec" (evaluate/target/ssh). Empty for QEMU.
+	Boot string `json:"boot,omitempty"`
+	// Initrd is the initramfs a kexec boot loads (absolute path).
+	Initrd    string        `json:"initrd,omitempty"`
 	SMP       int           `json:"smp"`
 	MemoryMiB int           `json:"memory_mib"`
 	Timeout   time.Duration `json:"timeout"`

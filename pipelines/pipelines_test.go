@@ -271,6 +271,22 @@ iterations = 1000
 boots = 2
 `
 
+// TestSSHBootMethods: an ssh target that can boot kernels may compare
+// several; one kernel needs no boot method (the running one is verified).
+func TestSSHBootMethods(t *testing.T) {
+	nd := strings.Replace(valid, "deterministic = true", "deterministic = false\n[target]\nhost = \"ssh://root@box\"", 1)
+	for extra, want := range map[string]string{"\nboot = \"kexec\"": "kexec", "\nboot_hook = \"ipmitool power cycle\"": "hook"} {
+		p, err := Parse([]byte(strings.Replace(nd, "ssh://root@box\"", "ssh://root@box\""+extra, 1)), "k.toml")
+		if err != nil || p.Target.Boot != want {
+			t.Errorf("%s: %v, boot %q", extra, err, p.Target.Boot)
+		}
+	}
+	one := strings.Replace(nd, "[[variant]]\nname = \"b\"\nsymbols = { PREEMPT_DYNAMIC = true }\n", "", 1)
+	if p, err := Parse([]byte(one), "one.toml"); err != nil || p.Target.Boot != "none" {
+		t.Errorf("one kernel, no boot method: %v", err)
+	}
+}
+
 func TestMinimalDefaults(t *testing.T) {
 	p, err := Parse([]byte(valid), "min.toml")
 	if err != nil {
@@ -364,6 +380,14 @@ func TestMalformed(t *testing.T) {
 		{"deterministic with kvm", "", "[target]\nkvm = \"on\"\n", 23, "cannot use KVM"},
 		{"deterministic over ssh", "", "[target]\nkind = \"ssh\"\nhost = \"ssh://root@box\"\n", 2, "needs QEMU"},
 		{"ssh without host", "deterministic = true", "deterministic = false\n[target]\nkind = \"ssh\"", 3, "ssh://user@host"},
+		// Two kernels on a machine that cannot boot them: the same running
+		// kernel would be measured under both names.
+		{"ssh several kernels no boot", "deterministic = true", "deterministic = false\n[target]\nhost = \"ssh://root@box\"", 3, "variants a, b need 2 different kernels or command lines, but an ssh target without a boot method only measures the kernel the machine runs"},
+		{"ssh cmdlines no boot", "deterministic = true", "deterministic = false\n[target]\nhost = \"ssh://root@box\"\nboot = \"none\"", 5, "need 2 different kernels"},
+		{"ssh bad boot", "deterministic = true", "deterministic = false\n[target]\nhost = \"ssh://root@box\"\nboot = \"pxe\"", 5, `target.boot "pxe": want "none" (the running kernel), "hook" or "kexec"`},
+		{"ssh hook without command", "deterministic = true", "deterministic = false\n[target]\nhost = \"ssh://root@box\"\nboot = \"hook\"", 5, "needs boot_hook"},
+		{"initrd without kexec", "deterministic = true", "deterministic = false\n[target]\nhost = \"ssh://root@box\"\nboot_hook = \"x\"\ninitrd = \"min.toml\"", 6, "set boot = \"kexec\""},
+		{"kexec on qemu", "", "[target]\nboot = \"kexec\"\n", 23, "target.boot and target.initrd are for kind = \"ssh\""},
 		{"unknown benchmark", `name = "kill"`, `name = "hackbench"`, 17, `unknown benchmark "hackbench"`},
 		{"rcu with iterations", `name = "kill"`, `name = "rcu_sync"`, 18, "calls and runs"},
 		{"kill with calls", "iterations = 1000", "iterations = 1000\ncalls = 3", 19, "no calls parameter"},

@@ -88,6 +88,8 @@ type rawTarget struct {
 	Kind     string `toml:"kind"`
 	Host     string `toml:"host"`
 	BootHook string `toml:"boot_hook"`
+	Boot     string `toml:"boot"`
+	Initrd   string `toml:"initrd"`
 	SMP      *int   `toml:"smp"`
 	Memory   any    `toml:"memory"` // "512M", "1G" or MiB as an integer
 	Timeout  string `toml:"timeout"`

@@ -254,7 +254,61 @@ func (ps *parser) build(r *rawPipeline) *Pipeline {
 	ps.comparisons(p, r)
 	ps.selinux(p, r)
 	ps.tables(p, r)
+	if len(ps.errs) == 0 {
+		ps.bootable(p)
+	}
 	return p
+}
+
+// sshBoot reads an ssh target's boot method: boot = "none", "hook"
+// (default when boot_hook is set) or "kexec" (boot_hook then brings a
+// lost machine back), and the initrd a kexec loads.
+func (ps *parser) sshBoot(t *Target, r *rawTarget) {
+	t.Boot = r.Boot
+	switch t.Boot {
+	case "":
+		t.Boot = "none"
+		if t.BootHook != "" {
+			t.Boot = "hook"
+		}
+	case "none", "kexec":
+	case "hook":
+		if t.BootHook == "" {
+			ps.errorf("target.boot", "boot = \"hook\" needs boot_hook = \"a shell command that boots $PATCHEVAL_KERNEL_IMAGE\"")
+		}
+	default:
+		ps.errorf("target.boot", "target.boot %q: want \"none\" (the running kernel), \"hook\" or \"kexec\"", t.Boot)
+	}
+	if r.Initrd != "" {
+		if t.Boot != "kexec" {
+			ps.errorf("target.initrd", "target.initrd is what a kexec boot loads: set boot = \"kexec\"")
+		}
+		if abs, ok := ps.file_(r.Initrd, "target.initrd", "initrd"); ok {
+			t.Initrd = abs
+		}
+	}
+}
+
+// bootable refuses a pipeline that needs several kernels (or command
+// lines) on an ssh target that cannot boot them: it would measure the
+// machine's one running kernel under every variant's name.
+func (ps *parser) bootable(p *Pipeline) {
+	if p.Target.Kind != "ssh" || p.Target.Boot != "none" {
+		return
+	}
+	seen := map[string]bool{}
+	var kernels []string
+	for _, bp := range p.RunsBetween(0, 1) {
+		k := bp.BuildKey + "\x00" + bp.Cmdline
+		if !seen[k] {
+			seen[k] = true
+			kernels = append(kernels, bp.Variant)
+		}
+	}
+	if len(kernels) > 1 {
+		ps.errorf("target.boot", "variants %s need %d different kernels or command lines, but an ssh target without a boot method only measures the kernel the machine runs: set boot = \"kexec\" (or boot_hook)",
+			strings.Join(kernels, ", "), len(kernels))
+	}
 }
 
 // selinuxModes are the values of a variant's selinux key.
@@ -475,10 +529,14 @@ func (ps *parser) target(p *Pipeline, r *rawTarget) {
 		if t.BootHook != "" {
 			ps.errorf("target.boot_hook", "target.boot_hook is for kind = \"ssh\"")
 		}
+		if r.Boot != "" || r.Initrd != "" {
+			ps.errorf("target.boot", "target.boot and target.initrd are for kind = \"ssh\" (QEMU boots every kernel itself)")
+		}
 	case "ssh":
 		if !strings.HasPrefix(t.Host, "ssh://") || len(t.Host) <= len("ssh://") {
 			ps.errorf("target.host", "an ssh target needs host = \"ssh://user@host[:port]\", got %q", t.Host)
 		}
+		ps.sshBoot(&t, r)
 	default:
 		ps.errorf("target.kind", "target.kind %q: want \"qemu\" or \"ssh\"", t.Kind)
 	}

@@ -6,15 +6,18 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
 	"time"
 
+	"github.com/patcheval/patcheval/build"
 	"github.com/patcheval/patcheval/evaluate"
 	"github.com/patcheval/patcheval/evaluate/guest"
 	"github.com/patcheval/patcheval/evaluate/target"
 	"github.com/patcheval/patcheval/evaluate/target/qemu"
+	"github.com/patcheval/patcheval/internal/buildid"
 	"github.com/patcheval/patcheval/internal/fail"
 )
 
@@ -27,7 +30,7 @@ type kernelFlags []evaluate.RunVariant
 
 func (k *kernelFlags) String() string { return "" }
 
-// Set parses VARIANT=PATH[,arch=A][,cmdline=C][,preempt=P].
+// Set parses VARIANT=PATH[,arch=A][,cmdline=C][,preempt=P][,build-id=HEX].
 func (k *kernelFlags) Set(s string) error {
 	v, err := parseKernelFlag(s)
 	if err != nil {
@@ -41,7 +44,7 @@ func parseKernelFlag(s string) (evaluate.RunVariant, error) {
 	var rv evaluate.RunVariant
 	name, rest, ok := strings.Cut(s, "=")
 	if !ok || name == "" || rest == "" {
-		return rv, fmt.Errorf("--kernel %q: want VARIANT=PATH[,arch=ppc64le][,cmdline=...][,preempt=full]", s)
+		return rv, fmt.Errorf("--kernel %q: want VARIANT=PATH[,arch=ppc64le][,cmdline=...][,preempt=full][,build-id=HEX]", s)
 	}
 	parts := strings.Split(rest, ",")
 	rv.Kernel = evaluate.Kernel{Variant: name, Image: parts[0], Arch: "ppc64le"}
@@ -54,9 +57,14 @@ func parseKernelFlag(s string) (evaluate.RunVariant, error) {
 			rv.Kernel.Cmdline = val
 		case "preempt":
 			rv.Preempt = val
+		case "build-id":
+			rv.Kernel.BuildID = strings.ToLower(val)
 		default:
-			return rv, fmt.Errorf("--kernel %q: unknown option %q (want arch, cmdline or preempt)", s, key)
+			return rv, fmt.Errorf("--kernel %q: unknown option %q (want arch, cmdline, preempt or build-id)", s, key)
 		}
+	}
+	if rv.Kernel.BuildID == "" {
+		rv.Kernel.BuildID = imageBuildID(rv.Kernel.Image)
 	}
 	if _, err := qemu.MachineFor(rv.Kernel.Arch); err != nil {
 		return rv, err
@@ -126,7 +134,10 @@ func init() {
 			cpus := fs.String("cpus", "", "pin the benchmarks like taskset -c (`LIST`, e.g. 0-7)")
 			keepGoing := fs.Bool("keep-going", false, "continue with the other boots after a failed boot")
 			console := fs.Bool("console", false, "copy the QEMU console to stderr as it arrives")
-			hook := fs.String("boot-hook", "", "ssh target: shell `command` run before each boot (e.g. kexec), then wait for the machine")
+			hook := fs.String("boot-hook", "", "ssh target: shell `command` that boots the kernel (--boot hook) or brings a lost machine back (--boot kexec); it gets a scrubbed environment")
+			bootMethod := fs.String("boot", "", "ssh target: how each kernel is booted: none (measure the running kernel, verified to be --kernel's), hook or kexec (default: hook with --boot-hook, else none)")
+			initrd := fs.String("initrd", "", "ssh target, --boot kexec: the initramfs `file` the kexec'd kernels boot with")
+			running := fs.Bool("running", false, "ssh target without --kernel: measure whatever kernel the machine runs (not verified; its build-id is recorded)")
 			identity := fs.String("identity", "", "ssh target: identity `file`")
 			var sshOpts sshOptFlags
 			fs.Var(&sshOpts, "ssh-option", "ssh target: an ssh -o `option` (repeat), e.g. StrictHostKeyChecking=accept-new")
@@ -134,11 +145,8 @@ func init() {
 				if len(args) > 0 {
 					return fail.Inputf("run: unexpected arguments %q", args)
 				}
-				if len(kernels) == 0 && strings.HasPrefix(*where, "ssh://") {
-					kernels = kernelFlags{{Kernel: evaluate.Kernel{Variant: "running"}}}
-				}
-				if len(kernels) == 0 {
-					return fail.Inputf("run: no --kernel VARIANT=PATH given")
+				if err := sshKernels(env, *where, &kernels, *running, *bootMethod, *hook); err != nil {
+					return err
 				}
 				bs, err := parseBenches(*bench)
 				if err != nil {
@@ -151,7 +159,7 @@ func init() {
 				}
 				tc := target.Config{Where: *where, Deterministic: *det, Timeout: *timeout,
 					SMP: *smp, MemoryMiB: *mem, KVM: *kvm, Cmdline: *cmdline,
-					BootHook: *hook, IdentityFile: *identity, SSHOptions: sshOpts}
+					Boot: *bootMethod, BootHook: *hook, Initrd: *initrd, IdentityFile: *identity, SSHOptions: sshOpts}
 				if *console {
 					tc.Console = env.Stderr
 				}
@@ -180,6 +188,51 @@ func init() {
 			}
 		},
 	})
+}
+
+// sshKernels checks run's kernels against an ssh target: without
+// --kernel only --running measures the machine's kernel as it is (named
+// "running", said on stderr); several kernels or command lines need a
+// boot method, else one running kernel would be measured under every
+// name.
+func sshKernels(env *Env, where string, kernels *kernelFlags, running bool, boot, hook string) error {
+	ssh := strings.HasPrefix(where, "ssh://")
+	switch {
+	case running && (!ssh || len(*kernels) > 0):
+		return fail.Inputf("run: --running is for an ssh target without --kernel")
+	case running:
+		fmt.Fprintf(env.Stderr, "run: measuring the kernel %s runs now, as variant \"running\": not verified against a build (its build-id is recorded)\n", where)
+		*kernels = kernelFlags{{Kernel: evaluate.Kernel{Variant: "running"}}}
+		return nil
+	case len(*kernels) == 0 && ssh:
+		return fail.Inputf("run: --target %s: name the kernel to measure (--kernel VARIANT=PATH, verified against the running one, or booted with --boot kexec|--boot-hook), or --running for whatever the machine runs", where)
+	case len(*kernels) == 0:
+		return fail.Inputf("run: no --kernel VARIANT=PATH given")
+	}
+	if !ssh || boot == "kexec" || boot == "hook" || (boot == "" && hook != "") {
+		return nil
+	}
+	seen := map[string]bool{}
+	for _, k := range *kernels {
+		seen[k.Kernel.Image+"\x00"+k.Kernel.BuildID+"\x00"+k.Kernel.Cmdline] = true
+	}
+	if len(seen) > 1 {
+		return fail.Inputf("run: --target %s: %d different kernels or command lines, but without --boot kexec or --boot-hook the machine only runs one", where, len(seen))
+	}
+	return nil
+}
+
+// imageBuildID is the build-id of a kernel given by path: its own when it
+// is the ELF vmlinux, else the one in the metadata.json of the build
+// artifact directory it is in; "" when neither says.
+func imageBuildID(image string) string {
+	if id, err := buildid.FromELF(image); err == nil {
+		return id
+	}
+	if a, err := build.LoadArtifact(filepath.Dir(image)); err == nil && a.Image == image {
+		return a.BuildID()
+	}
+	return ""
 }
 
 // bootsFailed is run's error once the failed boots' errors were printed

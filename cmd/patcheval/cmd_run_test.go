@@ -35,6 +35,44 @@ func TestRunFlags(t *testing.T) {
 	}
 }
 
+// TestRunSSHKernels: an ssh run names what it measures. Without --kernel
+// it is refused (it used to measure the running kernel as "running"
+// silently) unless --running says so; several kernels without a boot
+// method are refused (the one running kernel would be measured under
+// both names); a kernel given by path carries its build-id.
+func TestRunSSHKernels(t *testing.T) {
+	t.Setenv("PATCHEVAL_STATE_DIR", t.TempDir())
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"run", "--target", "ssh://root@127.0.0.1:1"}, "name the kernel to measure (--kernel VARIANT=PATH"},
+		{[]string{"run", "--target", "ssh://root@127.0.0.1:1", "--kernel", "a=/k/a,arch=x86_64", "--kernel", "b=/k/b,arch=x86_64"},
+			"2 different kernels or command lines, but without --boot kexec or --boot-hook the machine only runs one"},
+		{[]string{"run", "--target", "ssh://root@127.0.0.1:1", "--boot", "none", "--kernel", "a=/k/a,arch=x86_64", "--kernel", "b=/k/a,arch=x86_64,cmdline=mitigations=off"},
+			"2 different kernels or command lines"},
+		{[]string{"run", "--running", "--kernel", "a=/k/a,arch=x86_64"}, "--running is for an ssh target without --kernel"},
+	} {
+		var out, errb bytes.Buffer
+		if code := run(context.Background(), &Env{Stdout: &out, Stderr: &errb}, c.args); code != 2 || !strings.Contains(errb.String(), c.want) {
+			t.Errorf("%q: exit %d, want 2 and %q:\n%s", c.args, code, c.want, errb.String())
+		}
+	}
+	dir := t.TempDir()
+	src, bin := filepath.Join(dir, "k.c"), filepath.Join(dir, "vmlinux")
+	os.WriteFile(src, []byte("int main(void) { return 0; }\n"), 0o644)
+	if out, err := exec.Command("gcc", "-o", bin, src, "-Wl,--build-id=0x00112233445566778899aabbccddeeff00112233").CombinedOutput(); err != nil {
+		t.Fatalf("gcc: %v\n%s", err, out)
+	}
+	v, err := parseKernelFlag("a=" + bin + ",arch=x86_64")
+	if err != nil || v.Kernel.BuildID != "00112233445566778899aabbccddeeff00112233" {
+		t.Errorf("ELF image: build-id %q, %v", v.Kernel.BuildID, err)
+	}
+	if v, _ := parseKernelFlag("a=/k/bzImage,arch=x86_64,build-id=ABCD"); v.Kernel.BuildID != "abcd" {
+		t.Errorf("build-id option: %q", v.Kernel.BuildID)
+	}
+}
+
 // TestRunPrintsABootErrorOnce boots a file that is no kernel in real QEMU:
 // the failed boot's error is printed once, as it happens, and the command's
 // last line counts it instead of repeating it (it used to print it twice).

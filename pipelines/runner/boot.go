@@ -265,7 +265,8 @@ func targetConfig(bp pipelines.BootPlan, cacheDir string, u *userland.Userland) 
 		where = bp.Target.Host
 	}
 	return target.Config{Where: where, Deterministic: bp.Deterministic, Timeout: bp.Target.Timeout, CacheDir: cacheDir,
-		SMP: bp.Target.SMP, MemoryMiB: bp.Target.MemoryMiB, KVM: bp.Target.KVM, Userland: u, BootHook: bp.Target.BootHook}
+		SMP: bp.Target.SMP, MemoryMiB: bp.Target.MemoryMiB, KVM: bp.Target.KVM, Userland: u,
+		Boot: bp.Target.Boot, BootHook: bp.Target.BootHook, Initrd: bp.Target.Initrd}
 }
 
 func sampleLine(samples []evaluate.Sample) string {
