@@ -7,11 +7,18 @@
 // Deterministic measurements (QEMU -icount) take one boot per step and
 // classify the value by where it lies between the good and bad end
 // points' values, with the end points' own spread as the noise band.
-// Others take repeated boots until the statistics (evaluate/stats) say
-// the step is like one end point and unlike the other, or report it
-// inconclusive. A step whose build or boot fails (an error of kind failed)
-// is skipped like `git bisect skip`. The culprit is confirmed before it is
-// reported: its parent measured good and it measured bad again.
+// Others (real hardware) are noise-aware: a step boots again, and the end
+// points too when their few samples are what keeps it open, until a
+// sequential test decides on which side of the midpoint between the good
+// and bad means the step lies (z of the step's mean against the midpoint,
+// with the pooled noise of every sample, beyond the 99.5% quantile),
+// bounded by MaxBoots; a step still undecided is reported inconclusive
+// and searched around like a skipped one, never guessed (the result lists
+// the candidates it leaves). A step whose build or boot fails (an error
+// of kind failed) is skipped like `git bisect skip`. The culprit is
+// confirmed before it is reported: its parent measured good and it
+// measured bad again, and, on a noisy target, the change culprit vs
+// parent is a significant regression whose CI holds the range's change.
 //
 // The entry point is Run; Report renders the result (text, Markdown,
 // JSON, KCIDB issue and incident, reply draft to the culprit's author).
@@ -194,6 +201,9 @@ type run struct {
 	commits  []Commit // the range, oldest first
 	good     []float64
 	bad      []float64
+	// goodStep and badStep index the end points' steps in res.Steps
+	// (more boots of an end point are added to them).
+	goodStep, badStep int
 	built    map[string]bool
 	measured map[string]bool
 }
@@ -244,7 +254,7 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 	if gs.Verdict == Skip {
 		return r.res, fail.Inputf("bisect: the good end %s does not build or boot: %s", o.Good, gs.Error)
 	}
-	r.good = gs.Values
+	r.good, r.goodStep = gs.Values, len(r.res.Steps)-1
 	bs, err := r.measure(ctx, bad, "bad end", r.endBoots())
 	if err != nil {
 		return r.res, err
@@ -252,12 +262,17 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 	if bs.Verdict == Skip {
 		return r.res, fail.Inputf("bisect: the bad end %s does not build or boot: %s", o.Bad, bs.Error)
 	}
-	r.bad = bs.Values
+	r.bad, r.badStep = bs.Values, len(r.res.Steps)-1
+	r.setStep(r.goodStep, Good, "the good end point")
+	r.setStep(r.badStep, Bad, "the bad end point")
+	if err := r.settleEnds(ctx); err != nil {
+		return r.res, err
+	}
 	if err := r.checkEnds(); err != nil {
 		return r.res, err
 	}
-	r.setStep(len(r.res.Steps)-2, Good, "the good end point")
-	r.setStep(len(r.res.Steps)-1, Bad, "the bad end point")
+	r.setStep(r.goodStep, Good, fmt.Sprintf("the good end point (n=%d)", len(r.good)))
+	r.setStep(r.badStep, Bad, fmt.Sprintf("the bad end point (n=%d)", len(r.bad)))
 
 	// Binary search: lo is the newest known good index (-1: Good), hi the
 	// oldest known bad (len-1: Bad).
@@ -325,6 +340,9 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 	if !c.CIBounded {
 		r.res.CILow, r.res.CIHigh = c.Change, c.Change
 	}
+	if !o.NoConfirm && !o.Deterministic && r.res.Confirmed {
+		r.matchesRange(c)
+	}
 	r.logf("bisect: %s %s is the first bad commit (%+.1f%% %s %s; %d builds, %d measured, bound %d)",
 		short(culprit.Hash), culprit.Subject, r.res.Change, o.Benchmark, o.Metric, r.res.Builds, r.res.Measured, r.res.Bound)
 	return r.res, nil
@@ -353,6 +371,25 @@ func (r *run) endBoots() int {
 }
 
 func (r *run) valuesOf(hash string) []float64 { return r.res.valuesOf(hash) }
+
+// settleEnds boots the end points of a noisy target again, the one with
+// fewer samples first, while they do not differ significantly, up to
+// MaxBoots each: a few boots may not show a regression the range has.
+func (r *run) settleEnds(ctx context.Context) error {
+	if r.o.Deterministic {
+		return nil
+	}
+	for {
+		c := stats.CompareWith(r.good, r.bad, stats.Options{HigherIsBetter: r.o.HigherIsBetter})
+		if c.Verdict == stats.Regression {
+			return nil
+		}
+		grew, err := r.moreEnd(ctx)
+		if err != nil || !grew {
+			return err
+		}
+	}
+}
 
 // checkEnds requires a regression between the end points and sets the
 // noise band.
@@ -450,10 +487,21 @@ func (r *run) step(ctx context.Context, c Commit, role string) (Step, error) {
 		return *st, nil
 	}
 	for {
-		verdict, reason, more := r.classify(st.Values)
+		verdict, reason, more, moreEnds := r.classify(st.Values)
+		if more && moreEnds {
+			// The end points' few samples keep the step open: one more
+			// boot of the end with fewer (reused by every later step).
+			grew, err := r.moreEnd(ctx)
+			if err != nil {
+				return Step{}, err
+			}
+			if grew {
+				continue
+			}
+		}
 		if !more || len(st.Values) >= r.o.MaxBoots {
 			if more {
-				verdict, reason = Inconclusive, reason+fmt.Sprintf("; still unclear after %d boots: treated like git bisect skip", len(st.Values))
+				verdict, reason = Inconclusive, reason+fmt.Sprintf("; still undecided after %d boots: not guessed, searched around like git bisect skip", len(st.Values))
 			}
 			st.Verdict, st.Reason = verdict, reason
 			st.Position = r.position(st.Mean)
@@ -475,8 +523,10 @@ func (r *run) step(ctx context.Context, c Commit, role string) (Step, error) {
 	}
 }
 
-// classify says whether values look good or bad, or need more samples.
-func (r *run) classify(values []float64) (verdict, reason string, more bool) {
+// classify says whether values look good or bad, or need more samples
+// (more); moreEnds says the end points' samples are most of the
+// uncertainty, so booting an end point again helps more than the step.
+func (r *run) classify(values []float64) (verdict, reason string, more, moreEnds bool) {
 	v := stats.Summarize(values).Mean
 	pos := r.position(v)
 	g, b := r.res.GoodValue, r.res.BadValue
@@ -484,28 +534,119 @@ func (r *run) classify(values []float64) (verdict, reason string, more bool) {
 		dg, db := math.Abs(v-g), math.Abs(v-b)
 		switch {
 		case dg <= r.res.Band:
-			return Good, fmt.Sprintf("within the noise band (±%.3g) of the good value", r.res.Band), false
+			return Good, fmt.Sprintf("within the noise band (±%.3g) of the good value", r.res.Band), false, false
 		case db <= r.res.Band:
-			return Bad, fmt.Sprintf("within the noise band (±%.3g) of the bad value", r.res.Band), false
+			return Bad, fmt.Sprintf("within the noise band (±%.3g) of the bad value", r.res.Band), false, false
 		case pos < 0.5:
-			return Good, fmt.Sprintf("closer to good: %.0f%% of the way from good to bad", 100*pos), false
+			return Good, fmt.Sprintf("closer to good: %.0f%% of the way from good to bad", 100*pos), false, false
 		default:
-			return Bad, fmt.Sprintf("closer to bad: %.0f%% of the way from good to bad", 100*pos), false
+			return Bad, fmt.Sprintf("closer to bad: %.0f%% of the way from good to bad", 100*pos), false, false
 		}
 	}
-	o := stats.Options{HigherIsBetter: r.o.HigherIsBetter}
-	vsGood := stats.CompareWith(r.good, values, o)
-	vsBad := stats.CompareWith(r.bad, values, o)
-	diffGood := vsGood.Verdict.Significant()
-	diffBad := vsBad.Verdict.Significant()
-	switch {
-	case diffGood && !diffBad && pos > 0.5:
-		return Bad, fmt.Sprintf("differs from good (%s) and not from bad (n=%d)", vsGood.Reason, len(values)), false
-	case diffBad && !diffGood && pos < 0.5:
-		return Good, fmt.Sprintf("differs from bad (%s) and not from good (n=%d)", vsBad.Reason, len(values)), false
+	return r.classifyNoisy(values)
+}
+
+// decideZ is the sequential test's bound: the step is decided once its
+// mean lies this many standard errors to one side of the midpoint (the
+// 99.5% normal quantile: a step that truly sits on one side is called for
+// the other about once in 200 decisions, fewer as samples grow).
+const decideZ = 2.576
+
+// classifyNoisy decides on which side of the midpoint between the good
+// and bad means the step's mean lies: z = (mean - midpoint) / se towards
+// bad, se from the pooled standard deviation of the end points' and the
+// step's samples, including the end means' own uncertainty
+// (sd * sqrt(1/n + (1/ng + 1/nb)/4)).
+func (r *run) classifyNoisy(values []float64) (verdict, reason string, more, moreEnds bool) {
+	g, b, st := stats.Summarize(r.good), stats.Summarize(r.bad), stats.Summarize(values)
+	n, ng, nb := float64(st.N), float64(g.N), float64(b.N)
+	df := ng + nb + n - 3
+	if st.N < 2 || df < 1 {
+		return "", fmt.Sprintf("n=%d: too few samples", st.N), true, false
 	}
-	return "", fmt.Sprintf("n=%d, %.0f%% of the way from good to bad: vs good %s, vs bad %s", len(values), 100*pos,
-		vsGood.Short(), vsBad.Short()), true
+	sd := math.Sqrt(((ng-1)*g.StdDev*g.StdDev + (nb-1)*b.StdDev*b.StdDev + (n-1)*st.StdDev*st.StdDev) / df)
+	dir := 1.0
+	if b.Mean < g.Mean {
+		dir = -1
+	}
+	endShare := (1/ng + 1/nb) / 4
+	se := sd * math.Sqrt(1/n+endShare)
+	pos := r.position(st.Mean)
+	if se == 0 {
+		if pos < 0.5 {
+			return Good, fmt.Sprintf("no noise at all, closer to good (n=%d)", st.N), false, false
+		}
+		return Bad, fmt.Sprintf("no noise at all, closer to bad (n=%d)", st.N), false, false
+	}
+	z := dir * (st.Mean - (g.Mean+b.Mean)/2) / se
+	desc := fmt.Sprintf("n=%d, %.0f%% of the way from good to bad, z=%+.2f against the midpoint (decided beyond ±%.2f; noise %.2g%%)",
+		st.N, 100*pos, z, decideZ, 100*sd/math.Abs(g.Mean))
+	switch {
+	case z >= decideZ:
+		return Bad, "on the bad side: " + desc, false, false
+	case z <= -decideZ:
+		return Good, "on the good side: " + desc, false, false
+	}
+	return "", desc, true, endShare > 1/n
+}
+
+// moreEnd boots the end point with fewer samples once more (up to
+// MaxBoots each) and reports whether it did.
+func (r *run) moreEnd(ctx context.Context) (bool, error) {
+	vals, idx := &r.good, r.goodStep
+	if len(r.bad) < len(r.good) {
+		vals, idx = &r.bad, r.badStep
+	}
+	if len(*vals) >= r.o.MaxBoots {
+		vals, idx = &r.bad, r.badStep
+		if len(r.bad) >= len(r.good) {
+			vals, idx = &r.good, r.goodStep
+		}
+		if len(*vals) >= r.o.MaxBoots {
+			return false, nil
+		}
+	}
+	st := &r.res.Steps[idx]
+	m, err := r.o.Measurer.Measure(ctx, st.Commit.Hash, 1)
+	if err != nil {
+		if fail.KindOf(err) == fail.KindFailed && ctx.Err() == nil {
+			return false, nil // it booted before: keep what it gave
+		}
+		return false, err
+	}
+	r.res.Boots += len(m.Values)
+	*vals = append(*vals, m.Values...)
+	st.Values = append(st.Values, m.Values...)
+	st.Mean = stats.Summarize(st.Values).Mean
+	st.BootSeconds += m.BootTime.Seconds()
+	st.Reason = fmt.Sprintf("the %s end point (n=%d: booted again when the ends or a step needed it)", st.Verdict, len(st.Values))
+	g, b := stats.Summarize(r.good), stats.Summarize(r.bad)
+	r.res.GoodValue, r.res.BadValue = g.Mean, b.Mean
+	r.logf("bisect:   %s end booted again: n=%d, mean %.6g", st.Verdict, len(st.Values), st.Mean)
+	return true, nil
+}
+
+// matchesRange requires the confirmed culprit's change (culprit vs
+// parent) to be a significant regression of the range's size: its
+// difference from the range's own change (bad vs good) is within 2.576
+// standard errors of both estimates (from their 95% CIs). A culprit that
+// explains only part of the range's regression (two regressions in the
+// range) is named but not confirmed.
+func (r *run) matchesRange(c stats.Comparison) {
+	rc := stats.CompareWith(r.good, r.bad, stats.Options{HigherIsBetter: r.o.HigherIsBetter})
+	se := math.Hypot((c.CIHigh-c.CILow)/3.92, (rc.CIHigh-rc.CILow)/3.92)
+	switch {
+	case c.Verdict != stats.Regression:
+		r.res.Confirmed = false
+		r.res.Notes = append(r.res.Notes, fmt.Sprintf("NOT confirmed: culprit vs parent is %s (%s), not a regression", c.Verdict, c.Reason))
+	case !c.CIBounded || !rc.CIBounded || math.Abs(c.Change-rc.Change) > 2.576*se:
+		r.res.Confirmed = false
+		r.res.Notes = append(r.res.Notes, fmt.Sprintf("NOT confirmed: culprit vs parent changes %+.2f%% [%+.2f%%, %+.2f%%], not the range's %+.2f%% [%+.2f%%, %+.2f%%] (another change in the range?)",
+			c.Change, c.CILow, c.CIHigh, rc.Change, rc.CILow, rc.CIHigh))
+	default:
+		r.res.Notes = append(r.res.Notes, fmt.Sprintf("culprit vs parent %+.2f%% [%+.2f%%, %+.2f%%] matches the range's %+.2f%% [%+.2f%%, %+.2f%%]",
+			c.Change, c.CILow, c.CIHigh, rc.Change, rc.CILow, rc.CIHigh))
+	}
 }
 
 // FirstParentRange resolves good and bad and lists the first-parent

@@ -63,7 +63,7 @@ func history(t *testing.T, values []string) (repo, good, bad string, commits []s
 	good = testgit.Commit(t, repo, "", "base", "2026-11-02T09:00:00Z", map[string]string{"bench/getppid": "1000\n"})
 	parent := good
 	for i, v := range values {
-		parent = testgit.Commit(t, repo, parent, fmt.Sprintf("sys: change %d", i), fmt.Sprintf("2026-11-02T10:%02d:00Z", i),
+		parent = testgit.Commit(t, repo, parent, fmt.Sprintf("sys: change %d", i), fmt.Sprintf("2026-11-02T%02d:%02d:00Z", 10+i/60, i%60),
 			map[string]string{"bench/getppid": v + "\n", "kernel/sys.c": fmt.Sprintf("/* %d */\n", i)})
 		commits = append(commits, parent)
 	}
@@ -359,7 +359,7 @@ func TestDraftCopiesTheListsAndKCIDBHasTheIssue(t *testing.T) {
 			files = map[string]string{"kernel/sys.c": "/* slow */\n"}
 		}
 		files["bench/getppid"] = v + "\n"
-		parent = testgit.Commit(t, repo, parent, msg, fmt.Sprintf("2026-11-02T10:%02d:00Z", i), files)
+		parent = testgit.Commit(t, repo, parent, msg, fmt.Sprintf("2026-11-02T%02d:%02d:00Z", 10+i/60, i%60), files)
 		commits = append(commits, parent)
 	}
 	m := &treeMeasurer{repo: repo, built: map[string]bool{}}
