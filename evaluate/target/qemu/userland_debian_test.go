@@ -47,6 +47,10 @@ func TestUserlandToolsDebianKernel(t *testing.T) {
 		t.Fatal(err)
 	}
 	checkToolSamples(t, res, "stress-ng --kill 1 -t 3", "perf bench syscall basic -l 50000")
+	// The agent reads the running kernel's build-id from /sys/kernel/notes.
+	if id := res.Output.Info.BuildID; len(id) != 40 {
+		t.Errorf("Debian kernel's build-id as the agent read it: %q, want 40 hex digits", id)
+	}
 	if pe := res.Output.Info.PerfEvents; pe == nil || !pe.Software || pe.Hardware {
 		t.Errorf("TCG guest perf events: %s, want software only", pe)
 	}
