@@ -19,6 +19,7 @@ import (
 	"github.com/patcheval/patcheval/evaluate/target/qemu"
 	"github.com/patcheval/patcheval/internal/buildid"
 	"github.com/patcheval/patcheval/internal/fail"
+	"github.com/patcheval/patcheval/pipelines/store"
 )
 
 type sshOptFlags []string
@@ -184,6 +185,18 @@ func init() {
 						printed = append(printed, rec.Err)
 					}
 				}})
+				// The stored evaluation says how it ended (it stayed
+				// "running" for ever); an interrupted one stays running
+				// and resumes with the same command.
+				if ctx.Err() == nil {
+					status := store.StatusDone
+					if err != nil {
+						status = store.StatusFailed
+					}
+					if serr := st.SetEvaluationStatus(rec.EvalID, status); serr != nil && err == nil {
+						err = serr
+					}
+				}
 				return bootsFailed(err, printed)
 			}
 		},

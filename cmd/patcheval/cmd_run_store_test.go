@@ -76,3 +76,27 @@ func TestRunKeepGoingExitsFailed(t *testing.T) {
 		t.Fatalf("state: %+v %v (want one evaluation with both failed boots finished)", evs, err)
 	}
 }
+
+// TestRunFailureMarksEvaluation: a run whose boot fails (here: the kernel
+// image is missing) leaves its evaluation "failed", not "running" for
+// ever.
+func TestRunFailureMarksEvaluation(t *testing.T) {
+	state := t.TempDir()
+	t.Setenv("PATCHEVAL_STATE_DIR", state)
+	_, errOut, code := runsCLI(t, "run", "--kernel", "a="+filepath.Join(t.TempDir(), "missing-vmlinux")+",arch=x86_64", "--boots", "1")
+	if code == 0 {
+		t.Fatalf("run of a missing kernel: exit 0: %s", errOut)
+	}
+	st, err := store.Open(filepath.Join(state, store.FileName))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	evs, err := st.ListEvaluations()
+	if err != nil || len(evs) != 1 {
+		t.Fatalf("%d evaluations (%v), want 1", len(evs), err)
+	}
+	if evs[0].Status != store.StatusFailed {
+		t.Errorf("evaluation of a failed run: status %q, want %q (stderr %s)", evs[0].Status, store.StatusFailed, errOut)
+	}
+}
