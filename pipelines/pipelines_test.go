@@ -155,7 +155,7 @@ func TestPPCPreemptDynamic(t *testing.T) {
 	if r.BuildKey != builds[1].Key || r.Plan.Preempt != "full" || !r.Deterministic || r.Target.SMP != 1 || r.Target.MemoryMiB != 512 {
 		t.Errorf("run plan: %+v", r)
 	}
-	wantBench := []guest.Bench{{Name: "stress-ng", Args: []string{"--kill", "1", "-t", "3"}}, {Name: "kill", Ops: 200000}, {Name: "getppid", Ops: 200000}}
+	wantBench := []guest.Bench{{Name: "stress-ng", Args: []string{"--kill", "1", "-t", "2"}}, {Name: "kill", Ops: 200000}, {Name: "getppid", Ops: 200000}}
 	if !reflect.DeepEqual(r.Plan.Benchmarks, wantBench) || r.Plan.Iterations != 1 {
 		t.Errorf("plan benchmarks: %+v", r.Plan)
 	}

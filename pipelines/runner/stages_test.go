@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/patcheval/patcheval/build/buildtest"
+	"github.com/patcheval/patcheval/evaluate/guest"
 	"github.com/patcheval/patcheval/evaluate/report"
 	"github.com/patcheval/patcheval/internal/fail"
 	"github.com/patcheval/patcheval/internal/progress"
@@ -141,6 +142,15 @@ func TestApplyStageFuzz(t *testing.T) {
 func TestStagesEqualRun(t *testing.T) {
 	repo := buildtest.Repo(t)
 	p := builtin(t, "ppc-preempt-dynamic")
+	// The stages' bookkeeping is what is compared here, not the tools:
+	// the agent's loops only (stress-ng's boots are TestRunPPCPreemptDynamic's).
+	var loops []pipelines.Benchmark
+	for _, b := range p.Benchmarks {
+		if !guest.IsTool(b.Name) {
+			loops = append(loops, b)
+		}
+	}
+	p.Benchmarks = loops
 	db := filepath.Join(t.TempDir(), "patcheval.db")
 	now := time.Date(2026, 11, 3, 10, 0, 0, 0, time.UTC)
 	o := Options{Mbox: backportMbox(t), Tree: repo, Boots: 1, Now: now,
