@@ -202,6 +202,8 @@ type headline struct{ Text, Class string }
 type listRow struct {
 	*store.Evaluation
 	Headline []headline
+	// Why is a failed evaluation's first failing stage and reason.
+	Why *why
 }
 
 func (d *Dashboard) list(w http.ResponseWriter, r *http.Request) {
@@ -217,7 +219,7 @@ func (d *Dashboard) list(w http.ResponseWriter, r *http.Request) {
 	}
 	rows := make([]listRow, len(evs))
 	for i, e := range evs {
-		rows[i] = listRow{Evaluation: e}
+		rows[i] = listRow{Evaluation: e, Why: whyFailed(d.src.Store(), e)}
 		if rep := d.report(e.ID); rep != nil {
 			rows[i].Headline = headlines(rep, 3)
 		}
@@ -500,6 +502,7 @@ func (d *Dashboard) evaluation(w http.ResponseWriter, r *http.Request) {
 		Waiting    []string
 		Posts      []postView
 		Apply      *store.ApplyFailure
+		Why        *why
 		PerPatch   *perPatchView
 		Bisection  *seriesBisectView
 	}{page: page{Title: fmt.Sprintf("#%d %s", e.ID, e.SeriesTitle), Where: d.opt.Where}, E: e, Active: Active(e.Status),
@@ -513,6 +516,7 @@ func (d *Dashboard) evaluation(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	data.Apply = apply
+	data.Why = whyFailed(st, e)
 	if data.Active {
 		data.Refresh = 10
 		data.Log = d.src.Log(e.ID)
