@@ -805,10 +805,10 @@ func (d *Dashboard) jobViews(jobs []*rivertype.JobRow) []jobView {
 	out := make([]jobView, 0, len(jobs))
 	waiting := d.src.Waiting(jobs)
 	for _, j := range jobs {
-		v := jobView{ID: j.ID, Kind: j.Kind, State: string(j.State), Eval: evalOf(j), Attempt: j.Attempt,
+		v := jobView{ID: j.ID, Kind: j.Kind, State: jobState(string(j.State), len(j.Errors) > 0), Eval: evalOf(j), Attempt: j.Attempt,
 			MaxAttempts: j.MaxAttempts, Created: j.CreatedAt, Args: string(j.EncodedArgs), Waiting: waiting[j.ID]}
 		for _, e := range j.Errors {
-			v.Errors = append(v.Errors, fmt.Sprintf("attempt %d: %s", e.Attempt, firstLine(e.Error)))
+			v.Errors = append(v.Errors, fmt.Sprintf("attempt %d: %s", e.Attempt, jobError(e.Error)))
 		}
 		out = append(out, v)
 	}
@@ -1009,4 +1009,26 @@ func firstLine(s string) string {
 		return s[:i]
 	}
 	return s
+}
+
+// jobState is a job's state in the evaluation's words, not River's: a
+// job the service stopped because its stage failed for good is
+// "cancelled" to River (JobCancel) but "failed" to the evaluation; one
+// River gave up on after its attempts is "failed" too.
+func jobState(state string, hasErrors bool) string {
+	switch {
+	case state == "cancelled" && hasErrors, state == "discarded":
+		return "failed"
+	}
+	return state
+}
+
+// jobError is a job error's first line without River's type names
+// (JobCancelError: ..., JobSnoozeError, ...).
+func jobError(msg string) string {
+	l := firstLine(msg)
+	for _, p := range []string{"JobCancelError: ", "jobCancelError: ", "JobSnoozeError: "} {
+		l = strings.TrimPrefix(l, p)
+	}
+	return l
 }
