@@ -297,3 +297,24 @@ func TestBuildRefusesWithoutSandbox(t *testing.T) {
 		t.Errorf("with Unsandboxed the tree's Makefile did not run: %v", err)
 	}
 }
+
+// With --compiler-cache ccache the sandboxed build writes its own
+// commit's ccache directory (ccache has no read-only layers to share).
+func TestCCacheDirPerCommit(t *testing.T) {
+	if _, err := exec.LookPath("ccache"); err != nil {
+		t.Skip("ccache not installed")
+	}
+	h := newHostileEnv(t)
+	commit := testgit.Commit(t, h.repo, h.base, "ccache probe", "2026-11-02T10:00:00Z",
+		map[string]string{"Makefile": "%: ; @touch $$CCACHE_DIR/probe && echo \"CCACHE=$$CCACHE_DIR\" >&2; false\n"})
+	var logBuf bytes.Buffer
+	req := build.Request{Repo: h.repo, Commit: commit, Arch: "x86_64", BaseConfig: "tinyconfig"}
+	_, err := build.Build(context.Background(), req, build.Options{CacheDir: h.cache, Jobs: 1, CompilerCache: "ccache", Log: &logBuf})
+	want := filepath.Join(h.cache, "ccache-layers", commit)
+	if !strings.Contains(logBuf.String(), "CCACHE="+want) {
+		t.Fatalf("build: %v; log:\n%s\nwant the ccache directory %s", err, logBuf.String(), want)
+	}
+	if _, err := os.Stat(filepath.Join(want, "probe")); err != nil {
+		t.Errorf("the build could not write its ccache directory: %v", err)
+	}
+}

@@ -44,6 +44,11 @@ func (r *runner) command(ctx context.Context, argv, env []string) (*exec.Cmd, er
 			return nil, &InfraError{Reason: "sandbox", Err: err,
 				Msg: err.Error() + ": refusing to run the tree's Makefiles unsandboxed (" + sandbox.EnvSwitch + "=off runs trusted trees without it)"}
 		}
+		if r.kcc == "" && r.tc.CCache != "" {
+			if err := os.MkdirAll(r.ccacheDir(), 0o755); err != nil {
+				return nil, &InfraError{Reason: "io", Msg: err.Error(), Err: err}
+			}
+		}
 		spec := r.spec()
 		if err := sandbox.Prepare(spec.Writable...); err != nil {
 			return nil, &InfraError{Reason: "sandbox", Msg: err.Error(), Err: err}
