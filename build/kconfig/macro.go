@@ -63,6 +63,22 @@ func (m *macros) assign(name, op, value string) error {
 	return nil
 }
 
+// expandName expands the name of an assignment ($(X)$(Y) := ...).
+func (m *macros) expandName(s string) (string, error) {
+	if !strings.Contains(s, "$(") {
+		return s, nil
+	}
+	m.calls = 0
+	v, err := m.expand(s, nil, 0)
+	if err != nil {
+		return "", err
+	}
+	if v == "" || strings.Contains(v, unknownMark) || strings.ContainsAny(v, " \t") {
+		return "", errors.New("assignment to " + strconv.Quote(s) + ": the name expands to " + strconv.Quote(strings.ReplaceAll(v, unknownMark, "?")))
+	}
+	return v, nil
+}
+
 // expandLine expands every $(...) in one line. A top-level macro whose
 // value is unknown here is kept verbatim, so the lexer turns it into an
 // unknown-valued token instead of failing.

@@ -226,6 +226,11 @@ func ParseFS(fsys fs.FS, karch string) (*Kconfig, error) {
 			"SRCARCH": srcArch, "ARCH": karch, "srctree": ".",
 		}},
 	}
+	if srcArch == "um" {
+		// User-mode Linux on an x86-64 host, as arch/um/Makefile
+		// sets them.
+		p.mac.env["SUBARCH"], p.mac.env["HEADER_ARCH"] = "x86", "x86"
+	}
 	if err := p.source("Kconfig", Pos{}, false); err != nil {
 		return nil, err
 	}
@@ -276,20 +281,42 @@ type parser struct {
 	menu   *Menu
 }
 
-var assignRe = regexp.MustCompile(`^\s*([A-Za-z0-9_-]+)\s*(:=|\+=|=)(.*)$`)
+var assignRe = regexp.MustCompile(`^\s*([A-Za-z0-9_$-]+)\s*(:=|\+=|=)(.*)$`)
 
-// assignment matches a macro assignment line (NAME := value).
+// assignment matches a macro assignment line (NAME := value). As in the
+// kernel's lexer (`({n}|$)+`), the name may contain '$' and variable
+// references ($(X)$(Y) := 5): those are returned unexpanded, with
+// macroName telling.
 func assignment(line string) []string {
 	i := strings.IndexByte(line, '=')
 	if i <= 0 {
 		return nil
 	}
-	for j := 0; j < i-1; j++ {
-		if line[j] == '"' || line[j] == '#' {
+	// Blank out the references of the name so that the pattern sees one
+	// word: "$(X)$(Y) := 5" -> "$____$____ := 5".
+	masked := []byte(line[:i])
+	for j := 0; j < len(masked); j++ {
+		switch masked[j] {
+		case '"', '#':
 			return nil
+		case '$':
+			if j+1 < len(masked) && masked[j+1] == '(' {
+				end, ok := macroEnd(line, j)
+				if !ok || end > i {
+					return nil
+				}
+				for k := j + 1; k < end; k++ {
+					masked[k] = '_'
+				}
+				j = end - 1
+			}
 		}
 	}
-	return assignRe.FindStringSubmatch(line)
+	m := assignRe.FindStringSubmatchIndex(string(masked) + line[i:])
+	if m == nil {
+		return nil
+	}
+	return []string{line, line[m[2]:m[3]], line[m[4]:m[5]], line[m[6]:m[7]]}
 }
 
 func (p *parser) errf(pos Pos, format string, a ...any) error {
@@ -380,7 +407,11 @@ func (p *parser) parseFile(file string, data []byte) error {
 		}
 		if m := assignment(line); m != nil {
 			p.mac.file, p.mac.line = file, start
-			if err := p.mac.assign(m[1], m[2], strings.TrimLeft(m[3], " \t")); err != nil {
+			name, err := p.mac.expandName(m[1])
+			if err == nil {
+				err = p.mac.assign(name, m[2], strings.TrimLeft(m[3], " \t"))
+			}
+			if err != nil {
 				return p.errf(pos, "%v", err)
 			}
 			continue

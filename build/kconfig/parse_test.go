@@ -496,3 +496,27 @@ endmenu
 		}
 	}
 }
+
+// Assignment names with '$' and references, as the kernel's lexer
+// allows (`({n}|$)+`; scripts/kconfig/tests/preprocess).
+func TestParseAssignmentNames(t *testing.T) {
+	kc := parseFiles(t, map[string]string{"Kconfig": `X := A
+Y := B
+$(X)$(Y) := 5
+$ := 1
+config N
+	int "n"
+	default $(AB)
+config D
+	int "d"
+	default $($)
+`})
+	for sym, want := range map[string]string{"N": "5", "D": "1"} {
+		if d := kc.Symbol(sym).Props(PropDefault); len(d) != 1 || d[0].Expr.String() != want {
+			t.Errorf("%s default %v, want %s", sym, d, want)
+		}
+	}
+	if _, err := parseMap(map[string]string{"Kconfig": "$(shell,true) := 1\n"}); err == nil || !strings.Contains(err.Error(), "Kconfig:1: assignment to") {
+		t.Errorf("unknown name: err %v", err)
+	}
+}
