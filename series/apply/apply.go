@@ -94,6 +94,9 @@ type Result struct {
 	Commits        []AppliedCommit `json:"commits"`
 	// ThreeWay is set when the series was applied by `git am -3`.
 	ThreeWay bool `json:"three_way,omitempty"`
+	// Already are the patches the base already has (not applied; each
+	// also has a note).
+	Already []Already `json:"already,omitempty"`
 	// Notes are remarks (3-way fallback used, ...).
 	Notes []string `json:"notes,omitempty"`
 }
@@ -184,6 +187,15 @@ func Apply(ctx context.Context, repoPath string, commits []Commit, opt Options) 
 			if kind != fail.KindInput && kind != fail.KindFailed && !errors.As(err, new(*hunkError)) {
 				return nil, fmt.Errorf("patch %s: %w", c.Label, err)
 			}
+			if kind != fail.KindInput {
+				if how := alreadyIn(st, parent, c); how != "" {
+					// Not a failure to apply: the base has it.
+					a := Already{Patch: i + 1, Label: c.Label, How: how}
+					res.Already = append(res.Already, a)
+					res.Notes = append(res.Notes, alreadyLine(a, baseName(repo, base, opt))+"; not applied: "+RevertHint)
+					continue
+				}
+			}
 			applyErr = newFailure(i, c, err, base, reason, len(res.Commits))
 			if kind == fail.KindInput {
 				applyErr.kind = fail.KindInput
@@ -194,12 +206,28 @@ func Apply(ctx context.Context, repoPath string, commits []Commit, opt Options) 
 		res.Commits = append(res.Commits, *ac)
 		parent = next
 	}
+	if applyErr == nil && len(res.Commits) == 0 {
+		return nil, &AlreadyError{Base: baseName(repo, base, opt), Patches: res.Already}
+	}
 	if applyErr != nil {
 		if !opt.ThreeWay {
 			applyErr.hint = "nothing written: fix the patch, pick another --base, or try --3way"
 			return nil, applyErr
 		}
 		res.Commits = nil
+		if len(res.Already) > 0 {
+			skip := map[int]bool{}
+			for _, a := range res.Already {
+				skip[a.Patch-1] = true
+			}
+			var rest []Commit
+			for i, c := range commits {
+				if !skip[i] {
+					rest = append(rest, c)
+				}
+			}
+			commits = rest
+		}
 		commitsHashes, err := threeWay(ctx, dirs, base.Hash, commits, committer)
 		if err != nil {
 			applyErr.ThreeWay = err.Error()
