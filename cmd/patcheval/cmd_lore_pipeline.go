@@ -45,6 +45,7 @@ type pipelineFlags struct {
 	perPatch         bool
 	noSeriesBisect   bool
 	threadNumbers    stringList
+	keepGoing        bool
 }
 
 func (pf *pipelineFlags) add(fs *flag.FlagSet) {
@@ -63,6 +64,7 @@ func (pf *pipelineFlags) add(fs *flag.FlagSet) {
 	fs.BoolVar(&pf.perPatch, "per-patch", false, "with --pipeline: also measure after each patch of the series (every prefix of the applied commits, with the kernels of the variants that have the series) and report which patch moves each metric")
 	fs.Var(&pf.threadNumbers, "thread-numbers", "with --pipeline: also set beside the results the numbers reported in this related thread (an mbox `file`, e.g. the upstream thread of a backport), like for like as the series' own thread's (repeatable)")
 	fs.BoolVar(&pf.noSeriesBisect, "no-series-bisect", false, "with --pipeline: when the whole series regresses, do not bisect inside the series to name the patch")
+	fs.BoolVar(&pf.keepGoing, "keep-going", false, "with --pipeline: drop the variants whose kernels cannot be configured on this tree (the report says which and why) and evaluate the others; without it such a variant stops the evaluation before anything compiles")
 	fs.BoolVar(&pf.verbose, "verbose", false, "with --pipeline: list every config difference in the printed report (mechanical consequences such as INLINE_* and *_BUILD, toolchain values) instead of counting them")
 }
 
@@ -100,6 +102,7 @@ func (pf *pipelineFlags) options(p *pipelines.Pipeline, lr *loreResult, af apply
 		Fetch:        lr.FetchTime,
 		OutDir:       out,
 		Cover:        pf.cover,
+		KeepGoing:    pf.keepGoing,
 	}
 }
 

@@ -124,6 +124,11 @@ type Options struct {
 	// the evaluation's key: the whole-series evaluation is the same, and
 	// the same series submitted again with it adds the per-patch run.
 	PerPatch bool `json:"per_patch,omitempty"`
+	// KeepGoing drops the variants whose kernels cannot be configured
+	// (the report says which and why) and evaluates the others; without
+	// it such a variant stops the evaluation before anything compiles.
+	// Not part of the evaluation's key.
+	KeepGoing bool `json:"keep_going,omitempty"`
 	// Boots overrides repeats.boots when > 0 (a quick run).
 	Boots int
 	// From signs the reply draft; TestedBy asks for a Tested-by trailer
@@ -412,6 +417,9 @@ func Run(ctx context.Context, env Env, p *pipelines.Pipeline, o Options) (*Outco
 	}
 	keys, err := Builds(ctx, env, id)
 	if err != nil {
+		return out, err
+	}
+	if keys, err = configureFirst(ctx, env, id, keys, o.KeepGoing); err != nil {
 		return out, err
 	}
 	if err := buildAll(ctx, env, id, keys); err != nil {
