@@ -65,11 +65,25 @@ func TestApplyCommand(t *testing.T) {
 	if code := run(context.Background(), &Env{Stdout: &out, Stderr: &errb}, []string{"apply", "--tree", repo, "-m", mb, "--base", "v0.0"}); code != 2 || !strings.Contains(errb.String(), `--base "v0.0": not found`) {
 		t.Errorf("--base v0.0: exit %d, %s", code, errb.String())
 	}
-	// On master the first patch does not apply: exit 1, nothing written.
+	// master already has both patches: not a failure to apply but bad
+	// input (exit 2) that says so per patch; nothing written.
 	errb.Reset()
-	if code := run(context.Background(), &Env{Stdout: &out, Stderr: &errb}, []string{"apply", "--tree", repo, "-m", mb, "--base", "master", "--branch", "test/fail"}); code != 1 || !strings.Contains(errb.String(), "patch 1/2 a: two is 2: a.c: hunk #1") {
+	if code := run(context.Background(), &Env{Stdout: &out, Stderr: &errb}, []string{"apply", "--tree", repo, "-m", mb, "--base", "master", "--branch", "test/fail"}); code != 2 ||
+		!strings.Contains(errb.String(), "1/2 is already in master: the reverse applies cleanly (a: two is 2); 2/2 is already in master: the reverse applies cleanly (b: new file); nothing to apply") {
+		t.Errorf("already applied: exit %d, %s", code, errb.String())
+	}
+	if err := exec.Command("git", "-C", repo, "rev-parse", "--verify", "-q", "refs/heads/test/fail").Run(); err == nil {
+		t.Errorf("branch test/fail written")
+	}
+	// On a base where the first patch's context changed: exit 1.
+	git(t, repo, "checkout", "-q", "-b", "moved", base)
+	os.WriteFile(filepath.Join(repo, "a.c"), []byte("something else\n"), 0o644)
+	git(t, repo, "commit", "-q", "-am", "a: moved on")
+	errb.Reset()
+	if code := run(context.Background(), &Env{Stdout: &out, Stderr: &errb}, []string{"apply", "--tree", repo, "-m", mb, "--base", "moved", "--branch", "test/fail"}); code != 1 || !strings.Contains(errb.String(), "patch 1/2 a: two is 2: a.c: hunk #1") {
 		t.Errorf("non-applying: exit %d, %s", code, errb.String())
 	}
+	git(t, repo, "checkout", "-q", "master")
 
 	// checkout, then incremental.
 	dir := filepath.Join(t.TempDir(), "co")
