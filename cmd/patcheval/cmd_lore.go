@@ -179,10 +179,16 @@ func init() {
 					FetchTime: time.Since(start), Lore: lf.loreOf(src), AnySender: lf.anySender}
 				nums := numbers.Read(t)
 				if !*asJSON {
-					if err := s.WriteSummary(env.Stdout, lr.AM); err != nil {
-						return fail.Infraf("writing summary: %w", err)
-					}
-					if err := writeThreadNumbers(env.Stdout, nums); err != nil {
+					// Subjects, names, notes and quoted numbers come from
+					// mail: their control characters are escaped (an ESC
+					// or OSC sequence would drive the terminal).
+					err := runsText(env.Stdout, func(w io.Writer) error {
+						if err := s.WriteSummary(w, lr.AM); err != nil {
+							return err
+						}
+						return writeThreadNumbers(w, nums)
+					})
+					if err != nil {
 						return fail.Infraf("writing summary: %w", err)
 					}
 				} else if len(nums) > 0 {

@@ -237,7 +237,11 @@ func printOutcome(w io.Writer, res *runner.Outcome, o report.TextOptions) {
 // and whether it was sent.
 func (pf *pipelineFlags) deliver(ctx context.Context, env *Env, res *runner.Outcome, reproDir string, asJSON bool) error {
 	if !asJSON {
-		printOutcome(env.Stdout, res, report.TextOptions{Verbose: pf.verbose})
+		// The report quotes the series' title and its authors' words.
+		_ = runsText(env.Stdout, func(w io.Writer) error {
+			printOutcome(w, res, report.TextOptions{Verbose: pf.verbose})
+			return nil
+		})
 		if reproDir != "" {
 			fmt.Fprintf(env.Stdout, "reproducer:  %s (rerun: sh %s)\n", reproDir, filepath.Join(reproDir, "repro.sh"))
 		}

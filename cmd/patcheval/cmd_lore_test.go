@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"unicode/utf8"
 
 	"github.com/patcheval/patcheval/internal/testenv"
 	"github.com/patcheval/patcheval/internal/testinbox"
@@ -233,5 +234,45 @@ func TestApplyIncompleteSeries(t *testing.T) {
 	o, e, code := loreCLI(t, "", "-m", "../../series/testdata/shape-missing.mbox", "--am-out", dir)
 	if code != 0 || !strings.Contains(o, "[2/3] MISSING") || !strings.Contains(e, "warning: the series is incomplete (missing [2])") {
 		t.Errorf("lore: exit %d\n%s%s", code, o, e)
+	}
+}
+
+// lore prints mail text with its control characters escaped: a subject,
+// a name, a trailer or a binary body with ESC, OSC, C1 CSI, CR or bytes
+// that are not UTF-8 must not reach the terminal raw (they retitle it,
+// clear it, or overwrite a line); -m on a binary file neither.
+func TestLoreEscapesMailText(t *testing.T) {
+	dir := t.TempDir()
+	bin := make([]byte, 4096)
+	for i := range bin {
+		bin[i] = byte(i * 7)
+	}
+	hostile := "From: Eve \x1b]0;PWNED\x07 <eve@example.org>\nSubject: [PATCH] x\x1b[2J: clear\r\xc2\x9b31m\nMessage-ID: <1@x>\nDate: Mon, 5 Jan 2026 10:00:00 +0000\n\n" +
+		"body\x1b[1;1H\n\nSigned-off-by: Eve \x1b]0;T\x07 <eve@example.org>\n---\ndiff --git a/f b/f\n--- a/f\n+++ b/f\n@@ -1 +1 @@\n-a\n+b\n" +
+		"\nFrom mboxrd@z Thu Jan  1 00:00:00 1970\nFrom: R <r@example.org>\nSubject: Re: [PATCH] x\nMessage-ID: <2@x>\nIn-Reply-To: <1@x>\nDate: Mon, 5 Jan 2026 11:00:00 +0000\n\nReviewed-by: \x1b[31mR\x1b[0m <r@example.org>\n"
+	files := map[string][]byte{
+		"hostile.mbox": []byte(hostile),
+		"binary.mbox":  append([]byte("From: a <a@b.c>\nSubject: [PATCH] bin\x00\x1b\xff\nMessage-ID: <3@x>\n\n"), bin...),
+		"elf":          append([]byte("\x7fELF\x02\x01\x01\x1b]0;x\x07\n"), bin...),
+	}
+	for name, data := range files {
+		p := filepath.Join(dir, name)
+		if err := os.WriteFile(p, data, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		out, errs, code := loreCLI(t, "", "-m", p)
+		for what, text := range map[string]string{"stdout": out, "stderr": errs} {
+			for _, bad := range []string{"\x1b", "\x07", "\r", "\x00", "\u009b"} {
+				if strings.Contains(text, bad) {
+					t.Errorf("lore -m %s (exit %d): %s has %q:\n%q", name, code, what, bad, text)
+				}
+			}
+			if !utf8.ValidString(text) {
+				t.Errorf("lore -m %s: %s is not UTF-8: %q", name, what, text)
+			}
+		}
+		if name == "hostile.mbox" && (code != 0 || !strings.Contains(out, `\x1b[2J`) || !strings.Contains(out, `\x1b]0;PWNED\x07`)) {
+			t.Errorf("hostile: exit %d, the escapes are not shown readable:\n%s%s", code, out, errs)
+		}
 	}
 }

@@ -9,6 +9,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/patcheval/patcheval/internal/termsafe"
 )
 
 // Reporter receives progress. It is safe for concurrent use.
@@ -46,7 +48,7 @@ func (r *Reporter) Status(format string, a ...any) {
 	if r == nil || r.quiet {
 		return
 	}
-	msg := fmt.Sprintf(format, a...)
+	msg := termsafe.Line(fmt.Sprintf(format, a...))
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if msg == r.last {
@@ -65,7 +67,10 @@ func (r *Reporter) Printf(format string, a ...any) {
 	if r == nil || r.quiet {
 		return
 	}
-	msg := strings.TrimRight(fmt.Sprintf(format, a...), "\n")
+	// Messages name URLs, subjects and build output from outside:
+	// their control characters are escaped (they would drive the
+	// terminal, or a CR would overwrite the line).
+	msg := termsafe.Text(strings.TrimRight(fmt.Sprintf(format, a...), "\n"))
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if r.live {
