@@ -239,7 +239,7 @@ func hostPort(u *url.URL) string {
 func Fetch(ctx context.Context, src Source, opt FetchOptions) (*Thread, error) {
 	opt.defaults()
 	if src.Kind != SourceLore {
-		t, err := readLocal(src, opt)
+		t, err := readLocal(ctx, src, opt)
 		if err != nil || src.MsgID == "" {
 			return t, err
 		}
@@ -266,7 +266,7 @@ func Fetch(ctx context.Context, src Source, opt FetchOptions) (*Thread, error) {
 	if !opt.NoCache {
 		if data, u, age, ok := readCache(opt.CacheDir, key, opt.CacheTTL); ok {
 			opt.Progress.Printf("using cached thread %s (fetched %s ago; --no-cache to refetch)", u, age.Round(time.Second))
-			t, err := threadFromMbox(data, u)
+			t, err := threadFromMbox(ctx, data, u)
 			if err == nil {
 				t.Notes = append(t.Notes, fmt.Sprintf("from the local cache, fetched %s ago", age.Round(time.Second)))
 				return t, nil
@@ -307,7 +307,7 @@ func Fetch(ctx context.Context, src Source, opt FetchOptions) (*Thread, error) {
 	if err != nil {
 		return nil, err
 	}
-	t, err := threadFromMbox(data, final)
+	t, err := threadFromMbox(ctx, data, final)
 	if err != nil {
 		return nil, err
 	}
@@ -322,23 +322,23 @@ func Fetch(ctx context.Context, src Source, opt FetchOptions) (*Thread, error) {
 	return t, nil
 }
 
-func threadFromMbox(data []byte, source string) (*Thread, error) {
-	ms, err := ParseBytes(data, source)
+func threadFromMbox(ctx context.Context, data []byte, source string) (*Thread, error) {
+	ms, err := ParseBytesContext(ctx, data, source)
 	if err != nil {
 		return nil, err
 	}
-	return NewThread(ms, source), nil
+	return NewThreadContext(ctx, ms, source)
 }
 
 // readLocal reads a stdin, maildir or file source into one Thread.
-func readLocal(src Source, opt FetchOptions) (*Thread, error) {
+func readLocal(ctx context.Context, src Source, opt FetchOptions) (*Thread, error) {
 	switch src.Kind {
 	case SourceStdin:
-		ms, err := Parse(opt.Stdin, "stdin")
+		data, err := io.ReadAll(opt.Stdin)
 		if err != nil {
-			return nil, err
+			return nil, fail.Infra(fmt.Errorf("stdin: read: %w", err))
 		}
-		return NewThread(ms, "stdin"), nil
+		return threadFromMbox(ctx, data, "stdin")
 	case SourceMaildir:
 		ms, err := ReadMaildir(src.Path)
 		if err != nil {
@@ -346,10 +346,10 @@ func readLocal(src Source, opt FetchOptions) (*Thread, error) {
 		}
 		return NewThread(ms, src.Path), nil
 	}
-	return readFile(src.Path, opt.MaxSize)
+	return readFile(ctx, src.Path, opt.MaxSize)
 }
 
-func readFile(path string, max int64) (*Thread, error) {
+func readFile(ctx context.Context, path string, max int64) (*Thread, error) {
 	data, err := os.ReadFile(path)
 	if err != nil {
 		if errors.Is(err, os.ErrNotExist) {
@@ -366,7 +366,7 @@ func readFile(path string, max int64) (*Thread, error) {
 			return nil, fail.Inputf("%s: %v", path, err)
 		}
 	}
-	return threadFromMbox(data, path)
+	return threadFromMbox(ctx, data, path)
 }
 
 // escapeMsgID percent-escapes a Message-ID for a URL path segment ('@'

@@ -2,6 +2,7 @@ package mbox
 
 import (
 	"bytes"
+	"context"
 	"fmt"
 	"io"
 	"regexp"
@@ -28,15 +29,22 @@ func Parse(r io.Reader, source string) ([]*Message, error) {
 	if err != nil {
 		return nil, fail.Infra(fmt.Errorf("%s: read: %w", source, err))
 	}
-	return parseBytes(data, source)
+	return parseBytes(context.Background(), data, source)
 }
 
 // ParseBytes is Parse for a mailbox already in memory.
 func ParseBytes(data []byte, source string) ([]*Message, error) {
-	return parseBytes(data, source)
+	return parseBytes(context.Background(), data, source)
 }
 
-func parseBytes(data []byte, source string) ([]*Message, error) {
+// ParseBytesContext is ParseBytes that stops when ctx is done (a client
+// that left, a signal): a fail.Infra error wrapping ctx.Err(). A large
+// mailbox takes seconds to parse.
+func ParseBytesContext(ctx context.Context, data []byte, source string) ([]*Message, error) {
+	return parseBytes(ctx, data, source)
+}
+
+func parseBytes(ctx context.Context, data []byte, source string) ([]*Message, error) {
 	data = normalizeNewlines(data)
 	data = bytes.TrimPrefix(data, []byte("\xef\xbb\xbf"))
 	// Skip leading blank lines.
@@ -62,9 +70,15 @@ func parseBytes(data []byte, source string) ([]*Message, error) {
 		}
 		return []*Message{m}, nil
 	}
-	chunks := splitMbox(data[start:], line)
+	chunks, err := splitMbox(ctx, data[start:], line)
+	if err != nil {
+		return nil, fail.Infra(fmt.Errorf("%s: %w", source, err))
+	}
 	var out []*Message
-	for _, c := range chunks {
+	for i, c := range chunks {
+		if i%64 == 0 && ctx.Err() != nil {
+			return nil, fail.Infra(fmt.Errorf("%s: parsing stopped after %d of %d messages: %w", source, i, len(chunks), ctx.Err()))
+		}
 		src := fmt.Sprintf("%s:%d", source, c.line)
 		if len(bytes.TrimSpace(c.data)) == 0 {
 			// A From_ line with nothing after it: nothing to keep.
@@ -111,7 +125,7 @@ func isHeaderLine(line []byte) bool {
 
 // splitMbox cuts an mbox (LF line ends, starting with a From_ line) into
 // messages, dropping From_ lines and reversing ">From " escaping.
-func splitMbox(data []byte, firstLine int) []chunk {
+func splitMbox(ctx context.Context, data []byte, firstLine int) ([]chunk, error) {
 	var chunks []chunk
 	var cur *bytes.Buffer
 	curLine := 0
@@ -141,6 +155,9 @@ func splitMbox(data []byte, firstLine int) []chunk {
 		lineNo++
 		body := bytes.TrimSuffix(ln, []byte("\n"))
 		if bytes.HasPrefix(body, []byte("From ")) && (cur == nil || isFromLine(body, prevBlank, data[next:])) {
+			if len(chunks)%1024 == 0 && ctx.Err() != nil {
+				return nil, fmt.Errorf("splitting stopped after %d messages: %w", len(chunks), ctx.Err())
+			}
 			flush()
 			cur = new(bytes.Buffer) // grows as needed: a 4 KiB start per message made 100k short ones cost 400 MB
 			curLine = lineNo
@@ -162,7 +179,7 @@ func splitMbox(data []byte, firstLine int) []chunk {
 		pos = next
 	}
 	flush()
-	return chunks
+	return chunks, nil
 }
 
 // isFromLine decides whether an unescaped "From " line inside an mbox starts

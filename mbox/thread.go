@@ -1,6 +1,7 @@
 package mbox
 
 import (
+	"context"
 	"fmt"
 	"regexp"
 	"sort"
@@ -42,13 +43,29 @@ import (
 // A link that would close a cycle is not made. Messages, Roots, Orphans and
 // Children are ordered by Date, then Message-ID.
 func NewThread(msgs []*Message, source string) *Thread {
+	t, _ := NewThreadContext(context.Background(), msgs, source)
+	return t
+}
+
+// NewThreadContext is NewThread that stops when ctx is done (a client that
+// left, a signal): a fail.Infra error wrapping ctx.Err(), no thread.
+func NewThreadContext(ctx context.Context, msgs []*Message, source string) (*Thread, error) {
+	stop := func(i int, what string) error {
+		if i%256 != 0 || ctx.Err() == nil {
+			return nil
+		}
+		return fail.Infra(fmt.Errorf("%s: threading stopped while %s (%d of %d messages): %w", source, what, i, len(msgs), ctx.Err()))
+	}
 	t := &Thread{
 		Source:   source,
 		byID:     make(map[string]*Message, len(msgs)),
 		parent:   make(map[string]string, len(msgs)),
 		children: make(map[string][]*Message),
 	}
-	for _, m := range msgs {
+	for i, m := range msgs {
+		if err := stop(i, "deduplicating"); err != nil {
+			return nil, err
+		}
 		if m == nil {
 			continue
 		}
@@ -84,7 +101,10 @@ func NewThread(msgs []*Message, source string) *Thread {
 
 	var unlinked []*Message
 	orphan := map[string]bool{}
-	for _, m := range t.Messages {
+	for i, m := range t.Messages {
+		if err := stop(i, "linking"); err != nil {
+			return nil, err
+		}
 		chain := refChain(m)
 		linked := false
 		if irt := m.InReplyTo; irt != "" && irt != m.MessageID && t.byID[irt] != nil && !wouldCycle(m.MessageID, irt) {
@@ -148,8 +168,11 @@ func NewThread(msgs []*Message, source string) *Thread {
 			t.Notes = append(t.Notes, fmt.Sprintf("orphan %s %q: replies to <%s>, which is not in the thread", m.Ref(), m.Subject, wantedParent(m, refChain(m))))
 		}
 	}
+	if err := stop(0, "ordering"); err != nil {
+		return nil, err
+	}
 	t.number(trees.idx)
-	return t
+	return t, nil
 }
 
 // number gives every message its depth-first entry and exit number (an

@@ -1,6 +1,7 @@
 package series
 
 import (
+	"context"
 	"fmt"
 	"net/mail"
 	"regexp"
@@ -67,6 +68,13 @@ type vgroup struct {
 //
 // A thread with no patch at all is a fail.Input error naming the thread.
 func Resolve(t *mbox.Thread, opt Options) (*Series, error) {
+	return ResolveContext(context.Background(), t, opt)
+}
+
+// ResolveContext is Resolve that stops when ctx is done (a client that
+// left, a signal): a fail.Infra error wrapping ctx.Err(). A thread of
+// 100k messages takes seconds.
+func ResolveContext(ctx context.Context, t *mbox.Thread, opt Options) (*Series, error) {
 	if t == nil || len(t.Messages) == 0 {
 		src := "thread"
 		if t != nil && t.Source != "" {
@@ -76,7 +84,10 @@ func Resolve(t *mbox.Thread, opt Options) (*Series, error) {
 	}
 	infos := make(map[string]*info, len(t.Messages))
 	var all []*info
-	for _, m := range t.Messages {
+	for i, m := range t.Messages {
+		if err := stopped(ctx, t, i); err != nil {
+			return nil, err
+		}
 		in := &info{msg: m, sub: ParseSubject(m.Subject)}
 		in.diff = hasDiff(m.Body)
 		in.stat = hasDiffstat(m.Body)
@@ -333,7 +344,9 @@ func Resolve(t *mbox.Thread, opt Options) (*Series, error) {
 		s.Date = first.Msg.Date
 	}
 
-	collectTrailers(t, infos, s, g, cover, chosen, opt)
+	if err := collectTrailers(ctx, t, infos, s, g, cover, chosen, opt); err != nil {
+		return nil, err
+	}
 
 	for _, o := range t.Orphans {
 		s.Orphans = append(s.Orphans, o.PublicID())
@@ -634,7 +647,7 @@ func (u *nearestUp) from(m *mbox.Message) *info {
 }
 
 // collectTrailers walks the follow-ups and attaches their trailers.
-func collectTrailers(t *mbox.Thread, infos map[string]*info, s *Series, g *vgroup, cover *info, chosen map[int]*info, opt Options) {
+func collectTrailers(ctx context.Context, t *mbox.Thread, infos map[string]*info, s *Series, g *vgroup, cover *info, chosen map[int]*info, opt Options) error {
 	orphan := map[string]bool{}
 	for _, o := range t.Orphans {
 		orphan[o.MessageID] = true
@@ -653,7 +666,10 @@ func collectTrailers(t *mbox.Thread, infos map[string]*info, s *Series, g *vgrou
 		return ai.role == rolePatch || ai.role == roleCover || !ai.sub.IsReply
 	}}
 	var coverTrailers []Trailer
-	for _, m := range t.Messages {
+	for i, m := range t.Messages {
+		if err := stopped(ctx, t, i); err != nil {
+			return err
+		}
 		in := infos[m.MessageID]
 		if in.role != roleFollowup {
 			continue
@@ -723,4 +739,13 @@ func collectTrailers(t *mbox.Thread, infos map[string]*info, s *Series, g *vgrou
 	for _, p := range s.Patches {
 		p.Trailers = append(p.Trailers, coverTrailers...)
 	}
+	return nil
+}
+
+// stopped checks ctx every 64 messages of a loop over t.
+func stopped(ctx context.Context, t *mbox.Thread, i int) error {
+	if i%64 != 0 || ctx.Err() == nil {
+		return nil
+	}
+	return fail.Infra(fmt.Errorf("%s: resolving stopped after %d of %d messages: %w", t.Source, i, len(t.Messages), ctx.Err()))
 }

@@ -138,7 +138,7 @@ func (f *loreFlags) resolveSource(ctx context.Context, env *Env, src mbox.Source
 	if err != nil {
 		return nil, nil, err
 	}
-	s, err := series.Resolve(t, series.Options{Version: f.version, AnySender: f.anySender})
+	s, err := series.ResolveContext(ctx, t, series.Options{Version: f.version, AnySender: f.anySender})
 	if err != nil {
 		return t, nil, err
 	}

@@ -90,6 +90,11 @@ func run(ctx context.Context, env *Env, args []string) int {
 		return 2
 	}
 	err := do(ctx, env, fs.Args())
+	if err == nil && ctx.Err() != nil && !runsUntilStopped(c.name, fs.Args()) {
+		// A signal came and the command finished anyway (its last step
+		// did not look): it was still interrupted, never exit 0.
+		err = fail.Infra(fmt.Errorf("interrupted by a signal (%w)", ctx.Err()))
+	}
 	if err != nil {
 		// Errors quote mail, URLs and database locators: their control
 		// characters are escaped and their passwords masked, here once
@@ -100,6 +105,13 @@ func run(ctx context.Context, env *Env, args []string) int {
 		}
 	}
 	return fail.Code(err)
+}
+
+// runsUntilStopped names the commands a signal ends normally (exit 0):
+// serve, worker and watch daemon run until SIGTERM or SIGINT. Every other
+// command interrupted by one exits 3 (docs/bad-input.md).
+func runsUntilStopped(name string, args []string) bool {
+	return name == "serve" || name == "worker" || name == "watch" && len(args) > 0 && args[0] == "daemon"
 }
 
 // interleave moves flags after positional arguments to the front, so that

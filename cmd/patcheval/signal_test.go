@@ -1,0 +1,103 @@
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// SIGTERM and SIGINT stop `lore -m` on a large mailbox promptly, with
+// exit 3 and the interrupted line, never 0: parsing and resolving check
+// the context (they used to run on for 26 s and exit 0). The child is this
+// test binary running the real command line (childMain) on a 100k-message
+// reply chain, signalled 300 ms after it started.
+func TestLoreSignalStopsPromptly(t *testing.T) {
+	var b bytes.Buffer
+	const n = 100000
+	for i := 0; i < n; i++ {
+		subj := "Re: [PATCH] gen: change"
+		if i == 0 {
+			subj = "[PATCH] gen: change"
+		}
+		fmt.Fprintf(&b, "From mboxrd@z Thu Jan  1 00:00:00 1970\nFrom: A <a@example.org>\nSubject: %s\nDate: Mon, 5 Jan 2026 %02d:%02d:%02d +0000\nMessage-ID: <c%d@example.org>\n", subj, (i/3600)%24, (i/60)%60, i%60, i)
+		if i > 0 {
+			fmt.Fprintf(&b, "In-Reply-To: <c%d@example.org>\n", i-1)
+		}
+		if i == 0 {
+			b.WriteString("\nChange.\n\nSigned-off-by: A <a@example.org>\n---\ndiff --git a/f.c b/f.c\n--- a/f.c\n+++ b/f.c\n@@ -1 +1 @@\n-a\n+b\n\n")
+		} else {
+			b.WriteString("\nFine.\n\nReviewed-by: A <a@example.org>\n\n")
+		}
+	}
+	mbx := filepath.Join(t.TempDir(), "chain.mbox")
+	if err := os.WriteFile(mbx, b.Bytes(), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, sig := range []syscall.Signal{syscall.SIGTERM, syscall.SIGINT} {
+		t.Run(sig.String(), func(t *testing.T) {
+			argsJSON, _ := json.Marshal([]string{"lore", "-m", mbx})
+			cmd := exec.Command(os.Args[0], "-test.run=^$")
+			cmd.Env = append(os.Environ(), childArgsEnv+"="+string(argsJSON), "TERM=dumb")
+			var stderr bytes.Buffer
+			cmd.Stderr, cmd.Stdout = &stderr, &stderr
+			if err := cmd.Start(); err != nil {
+				t.Fatal(err)
+			}
+			waitCaught(t, cmd.Process.Pid, sig)
+			time.Sleep(300 * time.Millisecond)
+			signalled := time.Now()
+			cmd.Process.Signal(sig)
+			kill := time.AfterFunc(2*time.Minute, func() { cmd.Process.Kill() })
+			defer kill.Stop()
+			err := cmd.Wait()
+			took := time.Since(signalled)
+			code := 0
+			var ee *exec.ExitError
+			if errors.As(err, &ee) {
+				code = ee.ExitCode()
+			}
+			t.Logf("%v: exit %d %s after the signal", sig, code, took.Round(time.Millisecond))
+			if code != 3 || !strings.Contains(stderr.String(), "interrupted") {
+				t.Errorf("%v: exit %d, want 3 and the interrupted line:\n%s", sig, code, tail(stderr.String()))
+			}
+			if took > 10*time.Second {
+				t.Errorf("%v: took %s to stop", sig, took)
+			}
+		})
+	}
+}
+
+// waitCaught waits until process pid catches sig (its handler is
+// installed: /proc/PID/status SigCgt), so that the signal meets the
+// command and not the test binary's start-up.
+func waitCaught(t *testing.T, pid int, sig syscall.Signal) {
+	t.Helper()
+	for deadline := time.Now().Add(time.Minute); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
+		data, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, line := range strings.Split(string(data), "\n") {
+			var mask uint64
+			if _, err := fmt.Sscanf(line, "SigCgt:\t%x", &mask); err == nil && mask&(1<<(uint(sig)-1)) != 0 {
+				return
+			}
+		}
+	}
+	t.Fatalf("the child never caught %v", sig)
+}
+
+func tail(s string) string {
+	if len(s) > 2000 {
+		return "..." + s[len(s)-2000:]
+	}
+	return s
+}
