@@ -31,7 +31,7 @@ func WriteText(w io.Writer, h *History) error {
 		fmt.Fprintf(w, "last check %s FAILED (%s): %s; last good check %s\n", x.LastCheck.UTC().Format("2006-01-02 15:04:05"),
 			x.LastErrorKind, x.LastError, orNever(x.LastOK.IsZero(), x.LastOK.UTC().Format("2006-01-02 15:04:05")))
 	default:
-		fmt.Fprintf(w, "last check %s ok\n", x.LastCheck.UTC().Format("2006-01-02 15:04:05"))
+		fmt.Fprintf(w, "last check %s: %s\n", x.LastCheck.UTC().Format("2006-01-02 15:04:05"), h.CheckSummary())
 	}
 	fmt.Fprintln(w)
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)

@@ -434,6 +434,41 @@ type History struct {
 	Events []*store.WatchEvent `json:"events"`
 }
 
+// Latest is the tag the watch evaluated last (a tag that existed before
+// the watch, "known", is not one), nil when none.
+func (h *History) Latest() *store.WatchTag {
+	var out *store.WatchTag
+	for _, t := range h.Tags {
+		if t.WatchTag == nil || t.Status == store.TagKnown {
+			continue
+		}
+		if out == nil || t.Updated.After(out.Updated) {
+			out = t.WatchTag
+		}
+	}
+	return out
+}
+
+// CheckSummary is the last good check in words that do not hide its
+// tags: "remote listed" says only that the remote answered; the latest
+// tag's own status follows ("ok" only when nothing it evaluated failed).
+func (h *History) CheckSummary() string {
+	t := h.Latest()
+	switch {
+	case t == nil:
+		return "ok (remote listed; no new tag yet)"
+	case t.Status == store.TagFailed || t.Status == store.TagInfra:
+		s := fmt.Sprintf("remote listed, but the latest tag %s %s", t.Tag, t.Status)
+		if t.ErrorText != "" {
+			s += ": " + strings.SplitN(t.ErrorText, "\n", 2)[0]
+		}
+		return s
+	case t.Status == store.TagDone:
+		return "ok (latest tag " + t.Tag + " done)"
+	}
+	return fmt.Sprintf("ok so far (latest tag %s %s)", t.Tag, t.Status)
+}
+
 // TagEntry is one tag of the history.
 type TagEntry struct {
 	*store.WatchTag
