@@ -252,7 +252,11 @@ type Target struct {
 	// or "kexec" (evaluate/target/ssh). Empty for QEMU.
 	Boot string `json:"boot,omitempty"`
 	// Initrd is the initramfs a kexec boot loads (absolute path).
-	Initrd    string        `json:"initrd,omitempty"`
+	Initrd string `json:"initrd,omitempty"`
+	// Identity (an absolute path) and SSHOptions (ssh -o) reach an ssh
+	// target (besides ~/.ssh/config).
+	Identity   string   `json:"identity,omitempty"`
+	SSHOptions []string `json:"ssh_options,omitempty"`
 	SMP       int           `json:"smp"`
 	MemoryMiB int           `json:"memory_mib"`
 	Timeout   time.Duration `json:"timeout"`

@@ -387,7 +387,7 @@ func TestMalformed(t *testing.T) {
 		{"ssh bad boot", "deterministic = true", "deterministic = false\n[target]\nhost = \"ssh://root@box\"\nboot = \"pxe\"", 5, `target.boot "pxe": want "none" (the running kernel), "hook" or "kexec"`},
 		{"ssh hook without command", "deterministic = true", "deterministic = false\n[target]\nhost = \"ssh://root@box\"\nboot = \"hook\"", 5, "needs boot_hook"},
 		{"initrd without kexec", "deterministic = true", "deterministic = false\n[target]\nhost = \"ssh://root@box\"\nboot_hook = \"x\"\ninitrd = \"min.toml\"", 6, "set boot = \"kexec\""},
-		{"kexec on qemu", "", "[target]\nboot = \"kexec\"\n", 23, "target.boot and target.initrd are for kind = \"ssh\""},
+		{"kexec on qemu", "", "[target]\nboot = \"kexec\"\n", 23, "target.boot, initrd, identity and ssh_options are for kind = \"ssh\""},
 		{"unknown benchmark", `name = "kill"`, `name = "hackbench"`, 17, `unknown benchmark "hackbench"`},
 		{"rcu with iterations", `name = "kill"`, `name = "rcu_sync"`, 18, "calls and runs"},
 		{"kill with calls", "iterations = 1000", "iterations = 1000\ncalls = 3", 19, "no calls parameter"},

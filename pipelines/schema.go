@@ -90,6 +90,8 @@ type rawTarget struct {
 	BootHook string `toml:"boot_hook"`
 	Boot     string `toml:"boot"`
 	Initrd   string `toml:"initrd"`
+	Identity string   `toml:"identity"`
+	SSHOpts  []string `toml:"ssh_options"`
 	SMP      *int   `toml:"smp"`
 	Memory   any    `toml:"memory"` // "512M", "1G" or MiB as an integer
 	Timeout  string `toml:"timeout"`

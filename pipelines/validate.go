@@ -279,6 +279,17 @@ func (ps *parser) sshBoot(t *Target, r *rawTarget) {
 	default:
 		ps.errorf("target.boot", "target.boot %q: want \"none\" (the running kernel), \"hook\" or \"kexec\"", t.Boot)
 	}
+	if r.Identity != "" {
+		if abs, ok := ps.file_(r.Identity, "target.identity", "identity file"); ok {
+			t.Identity = abs
+		}
+	}
+	for _, o := range r.SSHOpts {
+		if !strings.Contains(o, "=") || strings.ContainsAny(o, "\n\x00") {
+			ps.errorf("target.ssh_options", "target.ssh_options %q: want ssh -o options like \"StrictHostKeyChecking=yes\"", o)
+		}
+	}
+	t.SSHOptions = r.SSHOpts
 	if r.Initrd != "" {
 		if t.Boot != "kexec" {
 			ps.errorf("target.initrd", "target.initrd is what a kexec boot loads: set boot = \"kexec\"")
@@ -529,8 +540,8 @@ func (ps *parser) target(p *Pipeline, r *rawTarget) {
 		if t.BootHook != "" {
 			ps.errorf("target.boot_hook", "target.boot_hook is for kind = \"ssh\"")
 		}
-		if r.Boot != "" || r.Initrd != "" {
-			ps.errorf("target.boot", "target.boot and target.initrd are for kind = \"ssh\" (QEMU boots every kernel itself)")
+		if r.Boot != "" || r.Initrd != "" || r.Identity != "" || len(r.SSHOpts) > 0 {
+			ps.errorf("target.boot", "target.boot, initrd, identity and ssh_options are for kind = \"ssh\" (QEMU boots every kernel itself)")
 		}
 	case "ssh":
 		if !strings.HasPrefix(t.Host, "ssh://") || len(t.Host) <= len("ssh://") {

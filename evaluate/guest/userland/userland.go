@@ -50,6 +50,11 @@ type Tool struct {
 var Tools = map[string]Tool{
 	"stress-ng": {Name: "stress-ng", Package: "stress-ng", Path: "/usr/bin/stress-ng"},
 	"perf":      {Name: "perf", Package: "linux-perf", Path: "/usr/bin/perf"},
+	// What an emulated lab host (internal/testlab) runs: an SSH server,
+	// kexec and a shell with the usual commands.
+	"sshd":    {Name: "sshd", Package: "openssh-server", Path: "/usr/sbin/sshd"},
+	"kexec":   {Name: "kexec", Package: "kexec-tools", Path: "/sbin/kexec"},
+	"busybox": {Name: "busybox", Package: "busybox-static", Path: "/bin/busybox"},
 }
 
 // DebArch maps a kernel architecture (ppc64le, arm64, x86_64 and their
@@ -128,7 +133,7 @@ func Build(ctx context.Context, arch string, tools []string, cacheDir string, lo
 	for _, t := range tools {
 		tl, ok := Tools[t]
 		if !ok {
-			return nil, fail.Inputf("userland: unknown tool %q (known: stress-ng, perf)", t)
+			return nil, fail.Inputf("userland: unknown tool %q (known: stress-ng, perf; for a lab host: sshd, kexec, busybox)", t)
 		}
 		roots = append(roots, tl.Package)
 	}

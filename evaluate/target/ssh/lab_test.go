@@ -1,0 +1,125 @@
+package ssh
+
+import (
+	"context"
+	"errors"
+	"os"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/patcheval/patcheval/build/buildtest"
+	"github.com/patcheval/patcheval/evaluate"
+	"github.com/patcheval/patcheval/evaluate/guest"
+	"github.com/patcheval/patcheval/internal/fail"
+	"github.com/patcheval/patcheval/internal/testenv"
+	"github.com/patcheval/patcheval/internal/testlab"
+)
+
+// TestLabKexec drives the whole hardware path on the emulated lab host
+// (internal/testlab: QEMU x86_64 TCG, Debian's sshd and kexec-tools in
+// its initramfs, a forwarded loopback port): SSH in, kexec into the
+// kernel under test, verify its build-id and command line, benchmark;
+// lose the machine in the middle of a kexec and recover through the
+// boot hook (a power cycle); a kernel whose build-id is not the one asked
+// for and a kernel that does not come back are infra errors without a
+// sample. Long: one x86_64 kernel build (about 560 objects, cached).
+func TestLabKexec(t *testing.T) {
+	testenv.SkipUnlessLong(t, "an x86_64 kernel build and TCG boots of the lab host")
+	buildtest.SkipIfSlow(t)
+	art := testlab.Kernel(t)
+	start := time.Now()
+	h := testlab.Start(t, art.Image)
+	t.Logf("lab machine %s up after %v (kernel build-id %s)", h.URL, time.Since(start).Round(time.Second), art.BuildID())
+	newTarget := func(wait time.Duration) *Target {
+		tg, err := New(Config{URL: h.URL, IdentityFile: h.Identity, Options: h.SSHOptions(), CacheDir: t.TempDir(),
+			Boot: BootKexec, Initrd: h.Initrd, BootHook: h.RestartHook, BootWait: wait, Timeout: 10 * time.Minute})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return tg
+	}
+	k := evaluate.Kernel{Variant: "voluntary", Arch: "x86_64", Image: art.Image, BuildID: art.BuildID(), Cmdline: "patcheval.lab=1"}
+	plan := guest.Plan{Benchmarks: []guest.Bench{{Name: "getppid", Ops: 20000}, {Name: "kill", Ops: 20000}}}
+	ctx := context.Background()
+
+	t.Run("kexec verify measure", func(t *testing.T) {
+		bootStart := time.Now()
+		res, err := newTarget(5*time.Minute).Boot(ctx, k, plan)
+		if err != nil {
+			t.Fatalf("%v\nconsole:\n%s", err, h.ConsoleTail(30))
+		}
+		if !res.Env.Verified || res.Env.BuildID != art.BuildID() || len(res.Output.Results) != 2 {
+			t.Fatalf("env %+v, %d results\n%s", res.Env, len(res.Output.Results), res.Console)
+		}
+		for _, l := range strings.Split(string(res.Console), "\n") {
+			if strings.HasPrefix(l, "--- kexec ") || strings.HasPrefix(l, "--- verified") {
+				t.Logf("%s", l)
+			}
+		}
+		t.Logf("boot + verify + 2 benchmarks: %v; getppid %.0f ns/op", time.Since(bootStart).Round(time.Second), res.Output.Results[0].NsPerOp)
+	})
+
+	t.Run("lost once and recovered", func(t *testing.T) {
+		before := strings.Count(readFile(h.Console), "Linux version")
+		killed := make(chan bool, 1)
+		go func() {
+			// Lose the machine as soon as the kexec'd kernel starts.
+			for i := 0; i < 600; i++ {
+				if strings.Count(readFile(h.Console), "Linux version") > before {
+					h.Kill()
+					killed <- true
+					return
+				}
+				time.Sleep(200 * time.Millisecond)
+			}
+			killed <- false
+		}()
+		res, err := newTarget(3*time.Minute).Boot(ctx, k, plan)
+		if !<-killed {
+			t.Fatal("the kexec'd kernel never started: nothing was lost")
+		}
+		if err != nil {
+			t.Fatalf("not recovered: %v\nconsole:\n%s", err, h.ConsoleTail(30))
+		}
+		c := string(res.Console)
+		if !strings.Contains(c, "--- boot hook (recover)") || !strings.Contains(c, "kexec boot attempt 2 of 2") || !res.Env.Verified {
+			t.Errorf("recovery not in the console:\n%s", c)
+		}
+		t.Logf("lost during the kexec, power-cycled by the hook, kexec'd again: %s", firstLine(c[strings.Index(c, "--- kexec boot failed"):]))
+	})
+
+	t.Run("wrong kernel", func(t *testing.T) {
+		wrong := k
+		wrong.BuildID = strings.Repeat("0", 40)
+		res, err := newTarget(3*time.Minute).Boot(ctx, wrong, plan)
+		var be *evaluate.BootError
+		if !errors.As(err, &be) || be.Phase != evaluate.PhaseWrongKernel || fail.KindOf(err) != fail.KindInfra ||
+			!strings.Contains(be.Msg, "build-id "+art.BuildID()) || !strings.Contains(be.Msg, "want "+wrong.BuildID) {
+			t.Fatalf("err %v", err)
+		}
+		if len(res.Output.Results) != 0 {
+			t.Errorf("%d results from the wrong kernel", len(res.Output.Results))
+		}
+		t.Logf("wrong kernel: %s", be.Msg)
+	})
+
+	t.Run("kernel that does not come back", func(t *testing.T) {
+		dead := k
+		dead.Cmdline = "rdinit=/nonexistent"
+		tg := newTarget(90 * time.Second)
+		res, err := tg.Boot(ctx, dead, plan)
+		if err == nil || fail.KindOf(err) != fail.KindInfra || !strings.Contains(err.Error(), "did not come back within") {
+			t.Fatalf("err %v\nconsole:\n%s", err, h.ConsoleTail(20))
+		}
+		if len(res.Output.Results) != 0 {
+			t.Errorf("%d results", len(res.Output.Results))
+		}
+		t.Logf("does not come back: %s", firstLine(err.Error()))
+	})
+}
+
+func readFile(p string) string {
+	b, _ := os.ReadFile(p)
+	return string(b)
+}
