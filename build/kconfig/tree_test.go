@@ -239,6 +239,9 @@ func finalConfigArch(t testing.TB, tree, arch, cross string, frags ...string) Co
 	merge := []string{"-m", "-O", out, filepath.Join(out, ".config")}
 	for _, f := range frags {
 		abs, err := filepath.Abs(filepath.Join("testdata", f))
+		if filepath.IsAbs(f) {
+			abs = f
+		}
 		if err != nil {
 			t.Fatal(err)
 		}

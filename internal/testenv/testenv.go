@@ -108,6 +108,9 @@ func LinuxTree(tb testing.TB) string {
 // same trees.
 var ReleaseVersions = map[string]string{
 	"7.2.13": "7.2.13-1", // sid
+	// Only PATCHEVAL_LONG_TESTS=1 tests ask for these two.
+	"6.12.117": "6.12.117-1",      // trixie
+	"7.3.4":    "7.3.4-1~bpo13+1", // trixie-backports
 }
 
 var (
