@@ -14,6 +14,7 @@ import (
 	"github.com/patcheval/patcheval/evaluate/report"
 	"github.com/patcheval/patcheval/internal/testenv"
 	"github.com/patcheval/patcheval/internal/testlab"
+	"github.com/patcheval/patcheval/pipelines/runner"
 	"github.com/patcheval/patcheval/pipelines/store"
 )
 
@@ -117,6 +118,9 @@ timeout = "15m"
 	b, err := os.ReadFile(filepath.Join(out, "report.json"))
 	if err != nil || json.Unmarshal(b, &r) != nil {
 		t.Fatalf("report.json: %v", err)
+	}
+	if !strings.Contains(strings.Join(r.Notes, "\n"), runner.LayoutNotChecked) {
+		t.Errorf("a real-time report does not say that code layout was not checked: %q", r.Notes)
 	}
 	ids := map[string]string{}
 	for _, v := range r.Variants {

@@ -82,6 +82,9 @@ func Report(ctx context.Context, env Env, id int64, outDir string) (out *Outcome
 	}
 	r.Notes = append(r.Notes, out.Failed...)
 	r.Notes = append(r.Notes, ev.in.Notes...)
+	if !ev.p.Deterministic {
+		r.Notes = append(r.Notes, LayoutNotChecked)
+	}
 	if a, _ := appliedOf(env, id); a != nil && a.Head != "" {
 		cov, err := seriesCoverage(ev.in.Tree, ev.in.BaseHash, a.Head, ev.p.Builds(), byKey, len(ev.p.Arches) > 1)
 		if err != nil {
@@ -324,6 +327,13 @@ var watched = map[string]bool{
 	"PREEMPT_DYNAMIC": true, "TASKS_RCU": true, "DEBUG_PREEMPT": true, "RCU_EXPERT": true,
 	"NO_HZ_FULL": true, "HZ": true, "SECURITY_SELINUX": true,
 }
+
+// LayoutNotChecked is the note of every report measured in real time:
+// a change between two kernels there may be code layout alone (function
+// alignment moving hot code across cache lines, what 0-day kept
+// reporting); patcheval does not rebuild the kernels with
+// DEBUG_FORCE_FUNCTION_ALIGN_64B to tell, yet.
+const LayoutNotChecked = "code layout not checked: on a target measured in real time a change can be function alignment alone; rebuild both kernels with CONFIG_DEBUG_FORCE_FUNCTION_ALIGN_64B=y (or KCFLAGS=-falign-functions=64) to see whether it survives"
 
 func buildReport(ev *evaluation, tree report.TreeInfo, byKey map[string]*build.Artifact,
 	envs map[string]evaluate.Environment, samples []evaluate.Sample, adaptive *adaptiveState) (*report.Report, error) {
