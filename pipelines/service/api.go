@@ -154,7 +154,13 @@ func (s *Service) apiCreate(w http.ResponseWriter, r *http.Request) {
 		apiError(w, http.StatusBadRequest, "body", "not a JSON submission: "+err.Error())
 		return
 	}
+	start := time.Now()
 	p, o, err := s.checkSubmission(r.Context(), req)
+	if err != nil && r.Context().Err() != nil {
+		// Nobody to answer: say in the log that the work stopped.
+		s.logf("submission from %s: the client left after %s; its work stopped: %v", r.RemoteAddr, time.Since(start).Round(time.Millisecond), err)
+		return
+	}
 	if err != nil {
 		writeErr(w, err)
 		return
@@ -265,14 +271,21 @@ func (s *Service) checkSubmission(ctx context.Context, req SubmitRequest) (*pipe
 	start := time.Now()
 	switch {
 	case req.Mbox != "":
-		msgs, err := mbox.ParseBytes([]byte(req.Mbox), "submitted mbox")
+		// Parsing, threading and resolving a large mbox take seconds:
+		// they stop when the client leaves (the request's context).
+		msgs, err := mbox.ParseBytesContext(ctx, []byte(req.Mbox), "submitted mbox")
+		if ctx.Err() != nil {
+			return nil, o, err
+		}
 		if err != nil {
 			return nil, o, bad("mbox", "%v", err)
 		}
 		if len(msgs) == 0 {
 			return nil, o, bad("mbox", "no messages in the submitted mbox")
 		}
-		t = mbox.NewThread(msgs, "submitted mbox")
+		if t, err = mbox.NewThreadContext(ctx, msgs, "submitted mbox"); err != nil {
+			return nil, o, err
+		}
 	default:
 		fctx, cancel := context.WithTimeout(ctx, 60*time.Second)
 		defer cancel()
@@ -284,7 +297,10 @@ func (s *Service) checkSubmission(ctx context.Context, req SubmitRequest) (*pipe
 			return nil, o, &fieldError{http.StatusBadGateway, "msgid", fmt.Errorf("lore %s unreachable: %w", s.lore, err)}
 		}
 	}
-	se, err := series.Resolve(t, series.Options{Version: req.Version})
+	se, err := series.ResolveContext(ctx, t, series.Options{Version: req.Version})
+	if ctx.Err() != nil {
+		return nil, o, err
+	}
 	if err != nil {
 		field := "msgid"
 		if req.Mbox != "" {
