@@ -119,7 +119,7 @@ func writeErr(w http.ResponseWriter, err error) {
 
 func (s *Service) api() http.Handler {
 	mux := http.NewServeMux()
-	mux.HandleFunc("POST /api/v1/evaluations", s.apiCreate)
+	mux.HandleFunc("POST /api/v1/evaluations", s.limitSubmissions(s.apiCreate))
 	mux.HandleFunc("GET /api/v1/evaluations", s.apiList)
 	mux.HandleFunc("GET /api/v1/evaluations/{id}", s.apiGet)
 	mux.HandleFunc("GET /api/v1/evaluations/{id}/report", s.apiReport)

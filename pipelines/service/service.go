@@ -81,6 +81,11 @@ type Config struct {
 	// AllowHosts are more names requests may address the server by
 	// (--allow-host NAME[:PORT]): a proxy's or a farm's name for it.
 	AllowHosts []string
+	// Timeouts bound slow clients (zero: DefaultTimeouts).
+	Timeouts Timeouts
+	// MaxSubmissions is how many submissions one client may have under
+	// way (0: DefaultMaxSubmissions; negative: no limit).
+	MaxSubmissions int
 	// AllowTrees are the kernel trees a submission may name (--tree must
 	// be one of them or inside one). Empty: the pipelines' own tree.path
 	// only.
@@ -312,8 +317,8 @@ func (s *Service) Run(ctx context.Context, ln net.Listener) error {
 	var srv *http.Server
 	errc := make(chan error, 1)
 	if ln != nil {
-		srv = &http.Server{Handler: s.Handler(), ReadHeaderTimeout: 10 * time.Second,
-			BaseContext: func(net.Listener) context.Context { return ctx }}
+		srv = s.httpServer(s.Handler())
+		srv.BaseContext = func(net.Listener) context.Context { return ctx }
 		go func() { errc <- srv.Serve(ln) }()
 	}
 	select {
