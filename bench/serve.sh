@@ -129,7 +129,7 @@ lore_run() { # $1: round
 serve_run() { # $1: round
 	local port t2 t3 c2 c3 pid
 	port=$((20000 + RANDOM % 20000))
-	"$work/patcheval" serve --listen "127.0.0.1:$port" --database "$work/serve-$1.db" --lore "$url" \
+	"$work/patcheval" serve --listen "127.0.0.1:$port" --db "$work/serve-$1.db" --lore "$url" \
 		--allow-tree "$tree" --from "$from" >"$work/serve-$1.out" 2>"$work/serve-$1.err" &
 	pid=$!
 	pids+=("$pid")

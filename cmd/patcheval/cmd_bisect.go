@@ -35,7 +35,8 @@ func init() {
 			maxBoots := fs.Int("max-boots", 10, "boots per step at most when the pipeline is not deterministic")
 			out := fs.String("out", "", "write report.{txt,md,json}, kcidb.json, culprit.eml and the steps' evaluations to `DIR` (default ./patcheval-bisect-<good>..<bad>)")
 			from := fs.String("from", "", "sender of the reply draft \"Name <email>\" (default: git config)")
-			db := fs.String("db", "", "database `path` (default <state dir>/"+store.FileName+")")
+			db := new(string)
+			dbFlag(fs, db, "database: a SQLite `path` (default <state dir>/"+store.FileName+"), postgres://... or libpq key=value")
 			jobs := fs.Int("j", 0, "make -j budget (default: number of CPUs)")
 			asJSON := fs.Bool("json", false, "print the result as JSON")
 			return func(ctx context.Context, env *Env, args []string) error {

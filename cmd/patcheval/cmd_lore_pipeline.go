@@ -56,7 +56,7 @@ func (pf *pipelineFlags) add(fs *flag.FlagSet) {
 	fs.StringVar(&pf.out, "out", "", "with --pipeline: write reports and the reply draft to `DIR` (default ./patcheval-<pipeline>-<slug>)")
 	fs.IntVar(&pf.boots, "boots", 0, "with --pipeline: boots per variant (default: the pipeline's repeats.boots)")
 	fs.IntVar(&pf.jobs, "j", 0, "with --pipeline: make -j budget shared by all kernel builds (default: number of CPUs)")
-	fs.StringVar(&pf.db, "db", "", "with --pipeline: SQLite state `file` (default $PATCHEVAL_STATE_DIR/patcheval.db)")
+	dbFlag(fs, &pf.db, "with --pipeline: the state database, a SQLite `file` (default $PATCHEVAL_STATE_DIR/patcheval.db), postgres://... or libpq key=value")
 	fs.StringVar(&pf.from, "from", "", "with --pipeline: reply draft sender \"Name <email>\" (default: git config user.name/user.email)")
 	fs.BoolVar(&pf.testedBy, "tested-by", false, "with --pipeline: add Tested-by: to the reply draft when nothing regressed")
 	fs.BoolVar(&pf.send, "send", false, "with --pipeline: mail the reply draft after a confirmation on the terminal (SMTP settings in $PATCHEVAL_CONFIG_DIR/config.toml)")

@@ -21,7 +21,8 @@ func init() {
 		usage:   "patcheval repro [--db PATH] [--json] <evaluation-id> [DIR] | repro --compare [--tolerance PCT] A/samples.csv B/samples.csv",
 		setup: func(fs *flag.FlagSet) func(ctx context.Context, env *Env, args []string) error {
 			asJSON := fs.Bool("json", false, "print what was written (or the comparison) as JSON")
-			db := fs.String("db", "", "database `path` (default <state dir>/"+store.FileName+"; PATCHEVAL_STATE_DIR moves the state dir)")
+			db := new(string)
+			dbFlag(fs, db, "database: a SQLite `path` (default <state dir>/"+store.FileName+"; PATCHEVAL_STATE_DIR moves the state dir), postgres://... or libpq key=value")
 			compare := fs.Bool("compare", false, "compare two samples.csv files (a reproducer's and its rerun's): exit 1 when a mean differs by more than --tolerance")
 			tol := fs.Float64("tolerance", 1, "with --compare: allowed difference of the means in `percent` (deterministic QEMU repeats within 1%)")
 			return func(ctx context.Context, env *Env, args []string) error {

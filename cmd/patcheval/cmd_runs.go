@@ -25,7 +25,8 @@ func init() {
 		usage:   "patcheval runs [--json] [--db PATH|URL] | runs show <evaluation-id> [--json] | runs console <run-id>",
 		setup: func(fs *flag.FlagSet) func(ctx context.Context, env *Env, args []string) error {
 			asJSON := fs.Bool("json", false, "print JSON instead of a table")
-			db := fs.String("db", "", "database: a SQLite `path` (default <state dir>/"+store.FileName+"; PATCHEVAL_STATE_DIR moves the state dir) or the service's postgres:// URL")
+			db := new(string)
+			dbFlag(fs, db, "database: a SQLite `path` (default <state dir>/"+store.FileName+"; PATCHEVAL_STATE_DIR moves the state dir), the service's postgres:// URL or libpq key=value")
 			return func(ctx context.Context, env *Env, args []string) error {
 				return runsCommand(env.Stdout, *db, *asJSON, args)
 			}

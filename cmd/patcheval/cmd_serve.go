@@ -44,10 +44,11 @@ func init() {
 	register(&command{
 		name:    "serve",
 		summary: "run the service: job queue (River), HTTP API under /api/v1 and the dashboard",
-		usage:   "patcheval serve [--listen 127.0.0.1:8080] [--public-url URL] [--database URL] [--boots-at-once N] [--work all|coordinator|detect] [--compiler-cache kcc|ccache|none] [--token-file F] [--allow-tree PATH]... [--allow-host NAME[:PORT]]...",
+		usage:   "patcheval serve [--listen 127.0.0.1:8080] [--public-url URL] [--db URL] [--boots-at-once N] [--work all|coordinator|detect] [--compiler-cache kcc|ccache|none] [--token-file F] [--allow-tree PATH]... [--allow-host NAME[:PORT]]...",
 		setup: func(fs *flag.FlagSet) func(ctx context.Context, env *Env, args []string) error {
 			listen := fs.String("listen", "127.0.0.1:8080", "`address` to listen on; anything but loopback needs --token-file")
-			database := fs.String("database", "", "database: a SQLite `file` or sqlite:PATH (default <state dir>/patcheval.db), or postgres://USER@HOST/DB (password from ~/.pgpass or $PGPASSFILE, not the command line)")
+			database := new(string)
+			dbFlag(fs, database, "database: a SQLite `file` or sqlite:PATH (default <state dir>/patcheval.db), postgres://USER@HOST/DB or libpq \"host=H dbname=D\" (password from ~/.pgpass or $PGPASSFILE, not the command line)")
 			workers, buildWorkers, checkAtOnce := atOnceFlags(fs)
 			jobs := fs.Int("j", 0, "make -j budget shared by all kernel builds (default: number of CPUs)")
 			tokenFile := fs.String("token-file", "", "`file` holding the token mutating requests must send as Authorization: Bearer")

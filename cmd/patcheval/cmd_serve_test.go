@@ -113,3 +113,50 @@ func TestServeAndSubmit(t *testing.T) {
 		t.Errorf("serve did not say where it listens and where its state is:\n%s", out.String())
 	}
 }
+
+// TestDatabaseLocators: --db reads a libpq key=value string as Postgres
+// (never as a SQLite file created in the working directory), refuses an
+// ambiguous value with one line and exit 2, never prints a password
+// (key=value, URL user info or ?password=), and --database still works
+// as a deprecated alias of --db; a group-readable token file is refused.
+func TestDatabaseLocators(t *testing.T) {
+	t.Setenv("PATCHEVAL_STATE_DIR", t.TempDir())
+	cwd := t.TempDir()
+	t.Chdir(cwd)
+	const pw = "Sup3rSecretPw"
+	for _, c := range []struct {
+		args []string
+		code int
+		want string
+	}{
+		{[]string{"runs", "--db", "host=127.0.0.1 port=1 user=u password=" + pw + " dbname=db connect_timeout=2"}, 2, "127.0.0.1"},
+		{[]string{"runs", "--db", "postgres://u@127.0.0.1:1/db?password=" + pw + "&connect_timeout=2"}, 2, "127.0.0.1"},
+		{[]string{"runs", "--db", "postgres://u:" + pw + "@127.0.0.1:1/db?connect_timeout=2"}, 2, "127.0.0.1"},
+		{[]string{"runs", "--db", "my state password=" + pw}, 2, "neither a SQLite file path nor a libpq key=value string"},
+		{[]string{"runs", "--db", "hots=db password=" + pw}, 2, "neither a SQLite file path"},
+		{[]string{"serve", "--database", "frob=1 password=" + pw}, 2, "--database is deprecated: use --db"},
+		{[]string{"watch", "list", "--db", "x=y"}, 2, "sqlite:PATH"},
+	} {
+		_, errOut, code := runsCLI(t, c.args...)
+		if (code != c.code && code != 3) || !strings.Contains(errOut, c.want) || strings.Contains(errOut, pw) {
+			t.Errorf("%q: exit %d, %q; want %d (or 3: no server) naming %q, no password", c.args, code, errOut, c.code, c.want)
+		}
+		if code == 2 && strings.Count(strings.TrimSpace(errOut), "\n") > 1 {
+			t.Errorf("%q: more than one line of error: %q", c.args, errOut)
+		}
+	}
+	if ents, _ := os.ReadDir(cwd); len(ents) > 0 {
+		t.Errorf("a database value became a file in the working directory: %v", ents[0].Name())
+	}
+	// sqlite:PATH names a file whose name holds '=' on purpose; --database
+	// is accepted with a warning.
+	odd := filepath.Join(t.TempDir(), "a=b.db")
+	if out, errOut, code := runsCLI(t, "runs", "--database", "sqlite:"+odd); code != 0 || !strings.Contains(out, "no evaluations") || !strings.Contains(errOut, "deprecated") {
+		t.Errorf("runs --database sqlite:%s: exit %d %q %q", odd, code, out, errOut)
+	}
+	open := filepath.Join(t.TempDir(), "token")
+	os.WriteFile(open, []byte("0123456789abcdef-test-token\n"), 0o644)
+	if _, errOut, code := runsCLI(t, "serve", "--token-file", open); code != 2 || !strings.Contains(errOut, "chmod 600") || strings.Contains(errOut, "0123456789abcdef") {
+		t.Errorf("serve with a world-readable token file: exit %d %q; want 2 and chmod 600", code, errOut)
+	}
+}

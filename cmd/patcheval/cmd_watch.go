@@ -49,7 +49,7 @@ func init() {
 			fs.BoolVar(&f.bisect, "bisect", false, "add: bisect every regression between consecutive tags")
 			fs.BoolVar(&f.regzbot, "regzbot", false, "add: put regzbot's commands (#regzbot introduced:, title:, resolve:) in the regression drafts, for lists regzbot tracks")
 			fs.StringVar(&f.tree, "tree", "", "add: local git `repository` new tags are fetched into and built from (default: the pipeline's tree.path)")
-			fs.StringVar(&f.db, "db", "", "database `path` (default <state dir>/"+store.FileName+")")
+			dbFlag(fs, &f.db, "database: a SQLite `path` (default <state dir>/"+store.FileName+"), postgres://... or libpq key=value")
 			fs.StringVar(&f.out, "out", "", "run-now, daemon: reports go to `DIR`/<watch>/<tag> (default <state dir>/watches)")
 			fs.StringVar(&f.from, "from", "", "run-now, daemon: sender of bisection reply drafts \"Name <email>\"")
 			fs.StringVar(&f.svg, "svg", "", "show: also write the history plot (values with 95% CI bands per tag) to `FILE`")

@@ -24,9 +24,10 @@ func init() {
 	register(&command{
 		name:    "worker",
 		summary: "work build and boot jobs of a patcheval serve's Postgres database on this machine (a farm)",
-		usage:   "patcheval worker --database postgres://USER@HOST/DB [--server URL --token-file F] [--name N] [--ssh-target ssh://user@host]... [--build ARCHES] [--boot ARCHES] [--compiler-cache kcc|ccache|none] [--capabilities [--json]]",
+		usage:   "patcheval worker --db postgres://USER@HOST/DB [--server URL --token-file F] [--name N] [--ssh-target ssh://user@host]... [--build ARCHES] [--boot ARCHES] [--compiler-cache kcc|ccache|none] [--capabilities [--json]]",
 		setup: func(fs *flag.FlagSet) func(ctx context.Context, env *Env, args []string) error {
-			database := fs.String("database", "", "the coordinator's `postgres://USER@HOST/DB` (password from ~/.pgpass or $PGPASSFILE)")
+			database := new(string)
+			dbFlag(fs, database, "the coordinator's `postgres://USER@HOST/DB` or libpq \"host=H dbname=D\" (password from ~/.pgpass or $PGPASSFILE)")
 			server := fs.String("server", "", "the coordinator's `URL`: kernels built here go to its artifact store and kernels built elsewhere come from it (without it, builds and boots must share a filesystem)")
 			tokenFile := fs.String("token-file", "", "`file` holding the coordinator's token (artifact uploads need it)")
 			name := fs.String("name", "", "this worker's name on the workers page (default worker@<host>-<pid>)")
@@ -80,7 +81,7 @@ func init() {
 					return nil
 				}
 				if *database == "" {
-					return fail.Inputf("worker: --database postgres://... is required (the coordinator's database)")
+					return fail.Inputf("worker: --db postgres://... is required (the coordinator's database)")
 				}
 				var tok []byte
 				if *tokenFile != "" {

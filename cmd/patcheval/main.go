@@ -89,6 +89,7 @@ func run(ctx context.Context, env *Env, args []string) int {
 		fmt.Fprintf(env.Stderr, "patcheval %s: %s\n", c.name, flagError(fs, err))
 		return 2
 	}
+	warnDeprecatedDB(env.Stderr)
 	err := do(ctx, env, fs.Args())
 	if err == nil && ctx.Err() != nil && !runsUntilStopped(c.name, fs.Args()) {
 		// A signal came and the command finished anyway (its last step

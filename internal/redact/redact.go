@@ -27,7 +27,12 @@ var secretKeys = map[string]bool{
 // Other text is unchanged.
 func String(s string) string {
 	if strings.Contains(s, "://") {
-		return urls.ReplaceAllStringFunc(s, URL)
+		return urls.ReplaceAllStringFunc(s, func(u string) string {
+			// A URL that ends a clause ("store: URL: error") keeps its
+			// punctuation outside.
+			trimmed := strings.TrimRight(u, ":,;.)]")
+			return URL(trimmed) + u[len(trimmed):]
+		})
 	}
 	if strings.Contains(s, "=") {
 		return KeyValue(s)
@@ -42,6 +47,9 @@ var urls = regexp.MustCompile(`[A-Za-z][A-Za-z0-9+.-]*://[^\s"'<>]+`)
 // refused, so that even a malformed URL loses its password.
 var userinfo = regexp.MustCompile(`(://[^/@\s:]*):[^@\s]*@`)
 
+// queryKV is one key=value of a URL's query.
+var queryKV = regexp.MustCompile(`(^|[&;])([^&;=]+)=([^&;]*)`)
+
 // URL masks the password of one URL and its secret query parameters.
 func URL(u string) string {
 	pu, err := url.Parse(u)
@@ -53,19 +61,13 @@ func URL(u string) string {
 			pu.User = url.UserPassword(pu.User.Username(), Mask)
 		}
 	}
-	if pu.RawQuery != "" {
-		q := pu.Query()
-		changed := false
-		for k := range q {
-			if secretKeys[strings.ToLower(k)] {
-				q[k] = []string{Mask}
-				changed = true
-			}
+	pu.RawQuery = queryKV.ReplaceAllStringFunc(pu.RawQuery, func(m string) string {
+		p := queryKV.FindStringSubmatch(m)
+		if k, err := url.QueryUnescape(p[2]); err == nil && secretKeys[strings.ToLower(k)] {
+			return p[1] + p[2] + "=" + Mask
 		}
-		if changed {
-			pu.RawQuery = q.Encode()
-		}
-	}
+		return m
+	})
 	return pu.String()
 }
 

@@ -36,3 +36,11 @@ func TestError(t *testing.T) {
 		t.Errorf("Error kept the key=value password: %q", got)
 	}
 }
+
+func TestStringInText(t *testing.T) {
+	in := "store: postgres:///?dbname=db&host=h&password=pw1&user=u: creating schema: failed"
+	want := "store: postgres:///?dbname=db&host=h&password=xxxxx&user=u: creating schema: failed"
+	if got := String(in); got != want {
+		t.Errorf("String(%q) = %q, want %q", in, got, want)
+	}
+}

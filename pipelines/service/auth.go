@@ -6,10 +6,10 @@ import (
 	"net"
 	"net/http"
 	"net/url"
-	"os"
 	"strings"
 
 	"github.com/patcheval/patcheval/internal/fail"
+	"github.com/patcheval/patcheval/internal/secretfile"
 )
 
 // IsLoopback reports whether a --listen address only accepts connections
@@ -27,14 +27,14 @@ func IsLoopback(listen string) bool {
 	return ip != nil && ip.IsLoopback()
 }
 
-// ReadToken reads a token file: its first line, trimmed. An empty or
-// unreadable file is a bad-input error naming the flag (never the token).
+// ReadToken reads a token file: its first line, trimmed. An empty,
+// unreadable or group/world-readable file (internal/secretfile) is a
+// bad-input error naming the flag (never the token).
 func ReadToken(path string) ([]byte, error) {
-	data, err := os.ReadFile(path)
+	tok, err := secretfile.Read("--token-file", path)
 	if err != nil {
-		return nil, fail.Inputf("--token-file %s: %v", path, err)
+		return nil, err
 	}
-	tok := strings.TrimSpace(strings.SplitN(string(data), "\n", 2)[0])
 	if len(tok) < 16 {
 		return nil, fail.Inputf("--token-file %s: the token must be at least 16 characters", path)
 	}

@@ -5,10 +5,8 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
-	"net/url"
 	"os"
 	"path/filepath"
-	"strings"
 	"syscall"
 
 	"github.com/riverqueue/river/riverdriver/riverpgxv5"
@@ -44,38 +42,16 @@ type DB struct {
 // Postgres reports whether the database is Postgres.
 func (db *DB) Postgres() bool { return db.pgDriver != nil }
 
-// ParseDatabase turns a --database value into the locator store.Open
-// takes: "" (the state directory's patcheval.db), a path, file:PATH or
-// sqlite:PATH / sqlite:///PATH for SQLite; a postgres:// or
-// postgresql:// URL as it is. Anything else is a bad-input error naming
-// the flag (and never its password).
+// ParseDatabase turns a --db value into the locator store.Open takes
+// (store.ParseLocator: a SQLite path, sqlite:PATH, a postgres:// URL or a
+// libpq key=value string; anything ambiguous is a bad-input error that
+// never shows a password); "" is the state directory's patcheval.db.
 func ParseDatabase(u string) (string, error) {
-	switch {
-	case u == "":
-		return store.DefaultPath(), nil
-	case store.IsPostgres(u):
-		if _, err := url.Parse(u); err != nil {
-			return "", fail.Inputf("--database %s: not a URL", store.Redact(u))
-		}
-		return u, nil
-	case strings.HasPrefix(u, "sqlite:"), strings.HasPrefix(u, "file:"):
-		pu, err := url.Parse(u)
-		if err != nil {
-			return "", fail.Inputf("--database %q: %v", u, err)
-		}
-		p := pu.Path
-		if p == "" {
-			p = pu.Opaque
-		}
-		if p == "" {
-			return "", fail.Inputf("--database %q: no file path", u)
-		}
-		return p, nil
-	case strings.Contains(u, "://"):
-		return "", fail.Inputf("--database %q: unknown scheme (want a SQLite file path, sqlite:PATH or postgres://...)", store.Redact(u))
-	default:
-		return u, nil
+	loc, err := store.ParseLocator(u)
+	if err == nil && loc == "" {
+		loc = store.DefaultPath()
 	}
+	return loc, err
 }
 
 // OpenDB opens the database named by u (see ParseDatabase) and brings the
@@ -126,7 +102,7 @@ func openDB(ctx context.Context, u string, exclusive bool) (db *DB, inUse bool, 
 			return &DB{URL: path}, true, nil
 		}
 	}
-	st, err := store.Open(path)
+	st, err := store.OpenSQLite(path)
 	if err != nil {
 		if lock != nil {
 			lock.Close()

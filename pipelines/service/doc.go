@@ -91,7 +91,7 @@
 //
 // # Postgres
 //
-// --database postgres://... puts the same store (pipelines/store: one
+// --db postgres://... puts the same store (pipelines/store: one
 // schema, the same numbered migrations) and River's tables in one
 // Postgres database. River runs on riverpgxv5 over the store's own pgx
 // pool, and a stage's transaction is a pgx.Tx that the store writes in
@@ -117,7 +117,7 @@
 //
 // # Farm: serve and workers
 //
-// On Postgres, `patcheval worker --database postgres://...` (NewWorker)
+// On Postgres, `patcheval worker --db postgres://...` (NewWorker)
 // on any machine works the build and boot queues its capabilities name
 // (DetectCapabilities: a toolchain per arch, QEMU per arch, KVM, the SSH
 // targets it owns, its cores); serve runs every queue itself unless told

@@ -53,7 +53,7 @@ type Loop struct {
 
 // Config configures a Service.
 type Config struct {
-	// Database is the --database value (see ParseDatabase).
+	// Database is the --db value as given (see ParseDatabase).
 	Database string
 	// CacheDir holds kernel builds and guest agents ("" = XDG default).
 	CacheDir string

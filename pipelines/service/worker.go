@@ -71,7 +71,7 @@ func NewWorker(ctx context.Context, cfg WorkerConfig) (*Worker, error) {
 		return nil, err
 	}
 	if !store.IsPostgres(loc) {
-		return nil, fail.Inputf("--database %s: a worker needs the coordinator's postgres:// database (a SQLite file belongs to the one serve that has it open)", store.Redact(cfg.Database))
+		return nil, fail.Inputf("--db %s: a worker needs the coordinator's postgres:// database (a SQLite file belongs to the one serve that has it open)", store.Redact(cfg.Database))
 	}
 	caps := cfg.Capabilities
 	caps.Coordinator = false

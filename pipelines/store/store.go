@@ -46,6 +46,7 @@ import (
 
 	"github.com/patcheval/patcheval/evaluate"
 	"github.com/patcheval/patcheval/internal/fail"
+	"github.com/patcheval/patcheval/internal/redact"
 	"github.com/patcheval/patcheval/internal/xdg"
 
 	_ "modernc.org/sqlite" // database/sql driver "sqlite"
@@ -183,10 +184,24 @@ func Key(parts ...string) string {
 // SQLite file (created, with its directories, when missing; "" means
 // DefaultPath()) or a Postgres database named by a postgres:// URL (see
 // IsPostgres; the database must exist).
+//
+// path is a --db value as the user gave it (ParseLocator: a postgres
+// key=value string opens Postgres, sqlite:PATH the file PATH, anything
+// ambiguous is a bad-input error that shows no password).
 func Open(path string) (*Store, error) {
-	if IsPostgres(path) {
-		return openPostgres(context.Background(), path)
+	loc, err := ParseLocator(path)
+	if err != nil {
+		return nil, err
 	}
+	if IsPostgres(loc) {
+		return openPostgres(context.Background(), loc)
+	}
+	return OpenSQLite(loc)
+}
+
+// OpenSQLite opens the SQLite file at path as it is (no ParseLocator:
+// its name may hold '='); "" is DefaultPath().
+func OpenSQLite(path string) (*Store, error) {
 	if path == "" {
 		path = DefaultPath()
 	}
@@ -242,29 +257,13 @@ func openPostgres(ctx context.Context, u string) (*Store, error) {
 	return s, nil
 }
 
-// Redact is a database locator fit for messages: a URL without its
-// password (a file path as it is).
-func Redact(u string) string {
-	if !strings.Contains(u, "://") {
-		return u
-	}
-	pu, err := url.Parse(u)
-	if err != nil {
-		return "(unparsable database URL)"
-	}
-	return pu.Redacted()
-}
+// Redact is a database locator fit for messages: its passwords masked
+// (internal/redact: a URL's user:PASSWORD@ and password parameters, a
+// key=value string's password), a file path as it is.
+func Redact(u string) string { return redact.String(u) }
 
-// redactErr is err's text without the password of URL u.
-func redactErr(err error, u string) string {
-	msg := err.Error()
-	if pu, perr := url.Parse(u); perr == nil && pu.User != nil {
-		if pw, ok := pu.User.Password(); ok && pw != "" {
-			msg = strings.ReplaceAll(msg, pw, "xxxxx")
-		}
-	}
-	return msg
-}
+// redactErr is err's text without the passwords of locator u.
+func redactErr(err error, u string) string { return redact.Error(err.Error(), u) }
 
 // DSN is the database/sql data source name (driver "sqlite") Open uses
 // for path: WAL, a 10 s busy timeout, foreign keys, synchronous=FULL and

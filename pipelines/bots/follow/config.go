@@ -14,6 +14,7 @@ import (
 	"github.com/BurntSushi/toml"
 
 	"github.com/patcheval/patcheval/internal/fail"
+	"github.com/patcheval/patcheval/internal/redact"
 	"github.com/patcheval/patcheval/mbox"
 	"github.com/patcheval/patcheval/series/recipients"
 )
@@ -267,7 +268,7 @@ func (c configList) list(pipelineOK func(string) error) (List, error) {
 	}
 	u, err := url.Parse(l.URL)
 	if err != nil || (u.Scheme != "https" && u.Scheme != "http") || u.Host == "" || strings.Trim(u.Path, "/") == "" {
-		return l, fmt.Errorf("url %q: want the list's public-inbox URL, e.g. https://lore.kernel.org/linuxppc-dev", c.URL)
+		return l, fmt.Errorf("url %q: want the list's public-inbox URL, e.g. https://lore.kernel.org/linuxppc-dev", redact.URL(c.URL))
 	}
 	if l.Name == "" {
 		l.Name = path.Base(u.Path)
@@ -339,7 +340,7 @@ func httpURL(v string) bool {
 func (c configList) reporters(l *List) error {
 	if pw := c.Patchwork; pw != nil {
 		if !httpURL(pw.URL) {
-			return fmt.Errorf("[list.patchwork] url %q: want the instance's http(s) base URL, e.g. https://patchwork.ozlabs.org", pw.URL)
+			return fmt.Errorf("[list.patchwork] url %q: want the instance's http(s) base URL, e.g. https://patchwork.ozlabs.org", redact.URL(pw.URL))
 		}
 		if pw.TokenFile == "" {
 			return fmt.Errorf("[list.patchwork] token_file: missing (a file holding the API token: Patchwork's user profile page makes one)")

@@ -9,6 +9,7 @@ import (
 	"github.com/BurntSushi/toml"
 
 	"github.com/patcheval/patcheval/internal/fail"
+	"github.com/patcheval/patcheval/internal/secretfile"
 )
 
 // LoadSettings reads the [smtp] table of config.toml (file):
@@ -69,11 +70,11 @@ func LoadSettings(file string) (*SMTPSettings, error) {
 	s := &SMTPSettings{Host: c.Host, Port: c.Port, Username: c.Username, Security: c.Security, HeloName: c.HeloName,
 		Password: os.Getenv("PATCHEVAL_SMTP_PASSWORD")}
 	if c.PasswordFile != "" {
-		b, err := os.ReadFile(c.PasswordFile)
+		pw, err := secretfile.Read(file+": [smtp] password_file", c.PasswordFile)
 		if err != nil {
-			return nil, fail.Inputf("%s: [smtp] password_file: %v", file, err)
+			return nil, err
 		}
-		s.Password = strings.TrimRight(strings.SplitN(string(b), "\n", 2)[0], "\r")
+		s.Password = pw
 		if s.Password == "" {
 			return nil, fail.Inputf("%s: [smtp] password_file %s is empty", file, c.PasswordFile)
 		}

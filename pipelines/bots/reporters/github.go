@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
-	"os"
 	"strings"
 	"time"
 
@@ -16,6 +15,7 @@ import (
 
 	"github.com/patcheval/patcheval/internal/fail"
 	"github.com/patcheval/patcheval/internal/gittree"
+	"github.com/patcheval/patcheval/internal/secretfile"
 	"github.com/patcheval/patcheval/pipelines/store"
 )
 
@@ -148,11 +148,10 @@ type GitHub struct {
 // else the API base URL (GitHub Enterprise, tests). app says the token is
 // a GitHub App installation token someone else keeps fresh in the file.
 func NewGitHub(repo, gitURL, tokenFile, apiURL string, app bool) (*GitHub, error) {
-	b, err := os.ReadFile(tokenFile)
+	tok, err := secretfile.Read("github: token file", tokenFile)
 	if err != nil {
-		return nil, fail.Inputf("github: token file: %w", err)
+		return nil, err
 	}
-	tok := strings.TrimSpace(string(b))
 	if tok == "" || strings.ContainsAny(tok, " \t\r\n") {
 		return nil, fail.Inputf("github: token file %s: want one token on one line", tokenFile)
 	}

@@ -8,13 +8,14 @@ import (
 	"io"
 	"net/http"
 	"net/url"
-	"os"
 	"regexp"
 	"strconv"
 	"strings"
 	"time"
 
 	"github.com/patcheval/patcheval/internal/fail"
+	"github.com/patcheval/patcheval/internal/redact"
+	"github.com/patcheval/patcheval/internal/secretfile"
 	"github.com/patcheval/patcheval/pipelines/store"
 )
 
@@ -113,13 +114,12 @@ type Patchwork struct {
 func NewPatchwork(baseURL, project, tokenFile string) (*Patchwork, error) {
 	u, err := url.Parse(baseURL)
 	if err != nil || (u.Scheme != "https" && u.Scheme != "http") || u.Host == "" {
-		return nil, fail.Inputf("patchwork: url %q: want http(s)://host[/path]", baseURL)
+		return nil, fail.Inputf("patchwork: url %q: want http(s)://host[/path]", redact.URL(baseURL))
 	}
-	b, err := os.ReadFile(tokenFile)
+	tok, err := secretfile.Read("patchwork: token file", tokenFile)
 	if err != nil {
-		return nil, fail.Inputf("patchwork: token file: %w", err)
+		return nil, err
 	}
-	tok := strings.TrimSpace(string(b))
 	if tok == "" || strings.ContainsAny(tok, " \t\r\n") {
 		return nil, fail.Inputf("patchwork: token file %s: want one token on one line", tokenFile)
 	}
