@@ -7,7 +7,6 @@ import (
 
 	"github.com/patcheval/patcheval/internal/arch"
 	"github.com/patcheval/patcheval/internal/fail"
-	"github.com/patcheval/patcheval/internal/gittree"
 	"github.com/patcheval/patcheval/series"
 )
 
@@ -91,9 +90,10 @@ func SeriesFiles(s *series.Series) []string {
 // variant in deterministic QEMU. The run checks that every boot finished
 // and reports the build coverage of the series.
 //
-// The base is the series' base-commit when repo has it, else tree.base's
-// default (DefaultBase) with a warning; --base overrides both.
-func Default(s *series.Series, arches []string, repo string) (*Pipeline, error) {
+// It pins no base: the run takes it by the one rule of gittree.BaseChoice
+// (--base, else the series' base-commit when the tree has it, else the
+// tree's HEAD), and the report says which rule chose it.
+func Default(s *series.Series, arches []string) (*Pipeline, error) {
 	if s == nil || len(s.Patches) == 0 {
 		return nil, fail.Inputf("the default pipeline evaluates a series: none given")
 	}
@@ -112,14 +112,6 @@ func Default(s *series.Series, arches []string, repo string) (*Pipeline, error) 
 	fmt.Fprintf(&b, "name = %q\n", DefaultName)
 	fmt.Fprintf(&b, "description = %q\n", "base vs patched, syscall benchmarks, deterministic QEMU")
 	b.WriteString("deterministic = true\n\n")
-	var warn string
-	if c := s.Base.Commit; c != "" {
-		if _, err := gittree.Resolve(repo, c); repo != "" && err == nil {
-			fmt.Fprintf(&b, "[tree]\nbase = %q\n\n", c)
-		} else {
-			warn = fmt.Sprintf("the series' base-commit %s is not in the tree %s: measuring on %s (--base REF to choose)", c[:min(12, len(c))], repo, DefaultBase)
-		}
-	}
 	b.WriteString("[series]\napply = true\n\n")
 	fmt.Fprintf(&b, "[build]\narch = [%s]\nconfig = \"tinyconfig\"\nfragments = [%q]\n\n", strings.Join(norm, ", "), BootFragment)
 	b.WriteString("[[variant]]\nname = \"base\"\ndescription = \"the series' base\"\napply_series = false\n\n")
@@ -150,9 +142,6 @@ func Default(s *series.Series, arches []string, repo string) (*Pipeline, error) 
 	p, err := parse([]byte(b.String()), "pipelines/default (generated)", "")
 	if err != nil {
 		return nil, fmt.Errorf("default pipeline: %w\n%s", err, b.String())
-	}
-	if warn != "" {
-		p.Warnings = append(p.Warnings, warn)
 	}
 	return p, nil
 }

@@ -44,7 +44,7 @@ func TestDefaultPipelineShape(t *testing.T) {
 			t.Errorf("TouchedArches(%s) = %s, want %s", in, got, want)
 		}
 	}
-	p, err := Default(s, nil, "")
+	p, err := Default(s, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -60,10 +60,10 @@ func TestDefaultPipelineShape(t *testing.T) {
 		p.Tables[0].Change == nil || p.Tables[0].Change.Name != "change %" || p.Tables[0].Benchmarks[0] != "perf bench syscall" {
 		t.Errorf("default pipeline tables %+v", p.Tables)
 	}
-	if len(p.Warnings) != 1 || !strings.Contains(p.Warnings[0], "base-commit b3bb56f2e4c9 is not in the tree") {
-		t.Errorf("warnings %v", p.Warnings)
+	if p.Tree.Base != "" || len(p.Warnings) != 0 {
+		t.Errorf("the default pipeline pins base %q (warnings %v): the run's base rule chooses it", p.Tree.Base, p.Warnings)
 	}
-	x, err := Default(s, []string{"amd64"}, "")
+	x, err := Default(s, []string{"amd64"})
 	if err != nil || strings.Join(x.Arches, ",") != "x86_64" {
 		t.Fatalf("--arch amd64: %v %v", x, err)
 	}
@@ -73,7 +73,7 @@ func TestDefaultPipelineShape(t *testing.T) {
 	if w := p.SeriesWarnings(files); len(w) != 0 {
 		t.Errorf("ppc64le pipeline on a powerpc series warned: %v", w)
 	}
-	if _, err := Default(s, []string{"mips"}, ""); err == nil {
+	if _, err := Default(s, []string{"mips"}); err == nil {
 		t.Error("--arch mips accepted")
 	}
 }

@@ -9,10 +9,6 @@ import (
 	"github.com/patcheval/patcheval/evaluate/guest"
 )
 
-// DefaultBase is the base ref of Debian's 6.1 tree as imported by
-// scripts/linux-tree.sh.
-const DefaultBase = "v6.1-debian"
-
 // MaxBoots bounds repeats.boots and repeats.max_boots (and --boots): boots
 // per variant.
 const MaxBoots = 1000

@@ -31,14 +31,14 @@ func SplitDefault(spec string) (arches []string, ok bool) {
 
 // Named resolves what --pipeline takes in every command and in the
 // service: the default pipeline ("default" or DefaultSpec's
-// "default:ARCHES"), generated for the series s on the tree repo, else a
+// "default:ARCHES"), generated for the series s, else a
 // shipped name or a file (Find). arches, when given, overrides the
 // default's; another pipeline names its own and refuses them.
 //
 // Without a series (a bisection or a watch of the tree as tagged),
 // default is generated for an empty one: the base variant measures the
 // tree as it is; its patched variant needs a series, as NeedsSeries says.
-func Named(spec string, s *series.Series, arches []string, repo string) (*Pipeline, error) {
+func Named(spec string, s *series.Series, arches []string) (*Pipeline, error) {
 	specArches, isDefault := SplitDefault(spec)
 	if !isDefault {
 		if len(arches) > 0 {
@@ -55,5 +55,5 @@ func Named(spec string, s *series.Series, arches []string, repo string) (*Pipeli
 			arches = []string{"x86_64"}
 		}
 	}
-	return Default(s, arches, repo)
+	return Default(s, arches)
 }

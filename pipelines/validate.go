@@ -113,9 +113,6 @@ func (ps *parser) build(r *rawPipeline) *Pipeline {
 	if p.Tree.Path != "" && !filepath.IsAbs(p.Tree.Path) && ps.dir != "" {
 		p.Tree.Path = filepath.Join(ps.dir, p.Tree.Path)
 	}
-	if p.Tree.Base == "" {
-		p.Tree.Base = DefaultBase
-	}
 	p.Series = Series{MsgID: strings.Trim(strings.TrimSpace(r.Series.MsgID), "<>"), Apply: true}
 	if r.Series.Apply != nil {
 		p.Series.Apply = *r.Series.Apply
@@ -705,7 +702,7 @@ func (ps *parser) variants(p *Pipeline, r *rawPipeline) {
 				"variant %q: sched_preempt = %q needs a kernel with PREEMPT_DYNAMIC=y (/sys/kernel/debug/sched/preempt exists only there); its kernel %q does not request it",
 				v.Name, v.SchedPreempt, v.Kernel)
 		}
-		if v.SchedPreempt == "lazy" && (p.Tree.Base == DefaultBase || p.Tree.Path == "") {
+		if v.SchedPreempt == "lazy" && strings.HasPrefix(p.Tree.Base, "v6.1") {
 			ps.warnf(fmt.Sprintf("variant[%d].sched_preempt", i), "variant %q: lazy preemption does not exist in 6.1; the boot will report an error", v.Name)
 		}
 		if v.Symbols["DEBUG_FS"] == "n" {

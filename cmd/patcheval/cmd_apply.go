@@ -27,7 +27,7 @@ type applyFlags struct {
 func (f *applyFlags) add(fs *flag.FlagSet, treeDefault, treeHelp string) {
 	f.tree = treeDefault
 	fs.Var(absPathValue{&f.tree}, "tree", treeHelp)
-	fs.StringVar(&f.base, "base", "", "apply on this tag, branch or commit (default: the series' base-commit when the tree has it, else HEAD)")
+	fs.StringVar(&f.base, "base", "", "apply on this tag, branch or commit (default: the series' base-commit when the tree has it, else the pipeline's [tree] base, else HEAD)")
 	fs.StringVar(&f.branch, "branch", "", "branch to write (default patcheval/<slug>-v<N>)")
 	fs.IntVar(&f.fuzz, "fuzz", 0, "let hunks apply with up to `N` context lines ignored at each end (reported)")
 	fs.BoolVar(&f.threeWay, "3way", false, "when a patch does not apply, fall back to git am -3 (needs the git CLI)")

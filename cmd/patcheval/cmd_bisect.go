@@ -56,7 +56,7 @@ func init() {
 				if *archFlag != "" {
 					arches = strings.Split(*archFlag, ",")
 				}
-				p, err := pipelines.Named(*pipeline, nil, arches, *tree)
+				p, err := pipelines.Named(*pipeline, nil, arches)
 				if err != nil {
 					return err
 				}

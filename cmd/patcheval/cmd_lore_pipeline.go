@@ -113,7 +113,7 @@ func (pf *pipelineFlags) run(ctx context.Context, env *Env, lr *loreResult, af a
 	if pf.arch != "" {
 		arches = strings.Split(pf.arch, ",")
 	}
-	if p, err = pipelines.Named(pf.wanted(), lr.Series, arches, af.tree); err != nil {
+	if p, err = pipelines.Named(pf.wanted(), lr.Series, arches); err != nil {
 		return err
 	}
 	for _, w := range p.Warnings {

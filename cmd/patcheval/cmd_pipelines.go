@@ -87,7 +87,7 @@ func showPipeline(env *Env, name, archFlag string, asJSON bool) error {
 		}
 		// default is generated per series; a series of one empty patch
 		// touches no arch/ (x86_64) and has no base-commit.
-		p, err := pipelines.Default(&series.Series{Patches: []*series.Patch{{}}}, arches, "")
+		p, err := pipelines.Default(&series.Series{Patches: []*series.Patch{{}}}, arches)
 		if err != nil {
 			return err
 		}

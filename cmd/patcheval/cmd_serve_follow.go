@@ -92,7 +92,7 @@ func setupBots(cfg *service.Config, o serveOptions, config string) (func(*servic
 // loadLists reads the [[list]] tables of config (none without the file).
 func loadLists(config string) ([]follow.List, error) {
 	lists, err := follow.LoadConfig(config, func(name string) error {
-		_, err := pipelines.Named(name, nil, nil, "")
+		_, err := pipelines.Named(name, nil, nil)
 		return err
 	})
 	if err != nil {
@@ -102,7 +102,7 @@ func loadLists(config string) ([]follow.List, error) {
 		if !l.PerPatch {
 			continue
 		}
-		p, err := pipelines.Named(l.Pipeline, nil, nil, "")
+		p, err := pipelines.Named(l.Pipeline, nil, nil)
 		if err != nil {
 			return nil, err
 		}

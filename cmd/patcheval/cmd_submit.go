@@ -33,7 +33,7 @@ func init() {
 			pipeline := fs.String("pipeline", "", "evaluate with `NAME|FILE`: default, a shipped pipeline, or a TOML file (sent by content: the service needs a token)")
 			archFlag := fs.String("arch", "", "with --pipeline default: comma-separated `arches` (default: those the series touches)")
 			tree := fs.String("tree", "", "kernel tree `PATH` on the server (one of its --allow-tree paths)")
-			base := fs.String("base", "", "base `ref` (default: the pipeline's tree.base)")
+			base := fs.String("base", "", "base `ref` (default: the series' base-commit when the tree has it, else the pipeline's [tree] base, else the tree's HEAD)")
 			boots := fs.Int("boots", 0, "boots per variant (default: the pipeline's repeats.boots)")
 			version := fs.Int("v", 0, "use version `N` of the series (default: the newest)")
 			perPatch := fs.Bool("per-patch", false, "also measure after each patch of the series once it is reported (as lore --per-patch); the report gains a per-patch table")

@@ -206,7 +206,7 @@ func syncConfig(log io.Writer, st *store.Store) error {
 }
 
 func pipelineOK(name string) error {
-	_, err := pipelines.Named(name, nil, nil, "")
+	_, err := pipelines.Named(name, nil, nil)
 	return err
 }
 
@@ -224,7 +224,7 @@ func (f *watchFlags) add(env *Env, st *store.Store) error {
 	}
 	w.Pipeline = absPipeline(w.Pipeline)
 	if w.Tree == "" {
-		if p, err := pipelines.Named(w.Pipeline, nil, nil, ""); err == nil {
+		if p, err := pipelines.Named(w.Pipeline, nil, nil); err == nil {
 			w.Tree = p.Tree.Path
 		}
 	}
@@ -236,7 +236,7 @@ func (f *watchFlags) add(env *Env, st *store.Store) error {
 	if err := watch.Validate(&w, pipelineOK); err != nil {
 		return err
 	}
-	if p, _ := pipelines.Named(w.Pipeline, nil, nil, ""); p != nil && p.NeedsSeries() && w.SeriesID == "" {
+	if p, _ := pipelines.Named(w.Pipeline, nil, nil); p != nil && p.NeedsSeries() && w.SeriesID == "" {
 		return fail.Inputf("watch %s: pipeline %s applies a series on each tag: give --series MSGID", w.Name, p.Name)
 	}
 	got, err := st.AddWatch(w)

@@ -99,9 +99,15 @@ type TreeInfo struct {
 	URL  string `json:"url,omitempty"`  // git URL, when the tree has one
 	Path string `json:"path,omitempty"`
 	// Base is the full commit hash the Series was applied to; BaseName
-	// its describe name or tag (v6.1-debian).
-	Base     string   `json:"base"`
-	BaseName string   `json:"base_name,omitempty"`
+	// its describe name or tag (v7.2.13).
+	Base     string `json:"base"`
+	BaseName string `json:"base_name,omitempty"`
+	// BaseRule is the rule that chose the base (--base, the series'
+	// base-commit, the pipeline's [tree] base, the tree's HEAD), BaseWhy
+	// the sentence that says it ("base-commit 0123456789ab given in the
+	// series").
+	BaseRule string   `json:"base_rule,omitempty"`
+	BaseWhy  string   `json:"base_why,omitempty"`
 	Commits  []Commit `json:"commits,omitempty"`
 }
 

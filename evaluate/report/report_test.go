@@ -347,3 +347,32 @@ func TestTargetFromEnv(t *testing.T) {
 		t.Errorf("%+v", s)
 	}
 }
+
+// TestBaseRule: the report says which rule chose the base, in text,
+// Markdown, JSON and the draft; reports without one (stored before the
+// rule, the goldens) render as before.
+func TestBaseRule(t *testing.T) {
+	r := seedReport(t)
+	r.Tree = TreeInfo{Name: "Debian linux-source-7.2 7.2.13-1", Path: "/trees/linux-releases.git",
+		Base: "0123456789abcdef0123456789abcdef01234567", BaseName: "HEAD (master)", BaseRule: "the tree's HEAD",
+		BaseWhy: "no --base and no base-commit in the series: using HEAD (master)"}
+	want := "base HEAD (master) (0123456789ab); base rule: no --base and no base-commit in the series: using HEAD (master)"
+	var text, md, js bytes.Buffer
+	if err := WriteText(&text, r); err != nil {
+		t.Fatal(err)
+	}
+	if err := WriteMarkdown(&md, r); err != nil {
+		t.Fatal(err)
+	}
+	if err := WriteJSON(&js, r); err != nil {
+		t.Fatal(err)
+	}
+	for name, out := range map[string]string{"text": text.String(), "markdown": md.String()} {
+		if !strings.Contains(strings.Join(strings.Fields(out), " "), want) { // the text wraps
+			t.Errorf("%s report lacks %q", name, want)
+		}
+	}
+	if !strings.Contains(js.String(), `"base_rule": "the tree's HEAD"`) || !strings.Contains(js.String(), `"base_why": "no --base`) {
+		t.Errorf("JSON lacks base_rule/base_why:\n%s", js.String())
+	}
+}

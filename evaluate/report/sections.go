@@ -441,7 +441,11 @@ func treeText(t TreeInfo) string {
 	if base != "" {
 		s = append(s, "base "+base)
 	}
-	return strings.Join(s, ", ")
+	out := strings.Join(s, ", ")
+	if t.BaseWhy != "" {
+		out += "; base rule: " + oneLine(t.BaseWhy)
+	}
+	return out
 }
 
 func timingText(r *Report) string {

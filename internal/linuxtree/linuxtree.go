@@ -370,3 +370,29 @@ func lastLine(s string) string {
 	lines := strings.Split(strings.TrimSpace(s), "\n")
 	return lines[len(lines)-1]
 }
+
+var titleRE = regexp.MustCompile(`^Linux (\S+) \((.+)\)$`)
+
+// Name is how a report names the tree when the base is an imported
+// release (committer import@patcheval.invalid, what this package and
+// scripts/linux-tree.sh write): "Debian linux-source-7.2 7.2.13-1",
+// "Debian linux-source-6.1", "Linux 7.2.13 (linux-7.2.13.tar.xz)";
+// "" for any other commit.
+func Name(message, committerEmail string) string {
+	if committerEmail != "import@patcheval.invalid" {
+		return ""
+	}
+	title, _, _ := strings.Cut(message, "\n")
+	m := titleRE.FindStringSubmatch(title)
+	if m == nil {
+		return ""
+	}
+	if !strings.HasPrefix(m[2], "Debian ") {
+		return title
+	}
+	f := strings.Fields(m[2])
+	if strings.HasSuffix(f[len(f)-1], ".tar.xz") { // scripts/linux-tree.sh's 6.1: the tarball, no version
+		f = f[:len(f)-1]
+	}
+	return strings.Join(f, " ")
+}

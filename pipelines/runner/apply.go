@@ -39,7 +39,7 @@ func Apply(ctx context.Context, env Env, id int64) (err error) {
 	if s := ev.series; s != nil {
 		start := time.Now()
 		pr := env.progress()
-		pr.Status("applying %d patch(es) onto %s", len(s.Patches), ev.in.Base)
+		pr.Status("applying %d patch(es) onto %s", len(s.Patches), ev.in.baseName())
 		res, err := apply.Apply(ctx, ev.in.Tree, apply.FromSeries(s, ev.in.AM), apply.Options{
 			Base:       ev.in.BaseHash,
 			SeriesBase: s.Base.Commit,
@@ -62,7 +62,7 @@ func Apply(ctx context.Context, env Env, id int64) (err error) {
 			applied.Tree = c.Tree
 		}
 		took, note = time.Since(start), fmt.Sprintf("branch %s", res.Branch)
-		pr.Printf("applied %d patch(es) on %s: %s (%s)", len(res.Commits), ev.in.Base, short(res.Head), res.Branch)
+		pr.Printf("applied %d patch(es) on %s: %s (%s)", len(res.Commits), ev.in.baseName(), short(res.Head), res.Branch)
 	}
 	inputs, err := seriesInputs(ctx, env, ev, applied.Head)
 	if err != nil {
@@ -100,9 +100,11 @@ func recordApplyFailure(env Env, ev *evaluation, af *apply.Failure) error {
 		MessageID: af.MessageID, Applied: af.Applied, File: af.File, Hunk: af.Hunk, HunkHeader: af.HunkHeader,
 		Reason: af.Reason, ErrorKind: kind, Tree: ev.in.Tree, Base: af.Base,
 		BaseSubject: af.BaseSubject, BaseReason: af.BaseReason, ThreeWay: af.ThreeWay}
-	if ev.in.Base != "" && af.BaseReason == "--base "+ev.in.BaseHash {
-		// Apply was given the resolved base: name it as it was asked.
-		f.BaseReason = "--base " + ev.in.Base
+	if ev.in.BaseWhy != "" && af.BaseReason == "--base "+ev.in.BaseHash {
+		// Apply was given the resolved base: say how it was chosen.
+		f.BaseReason = ev.in.BaseWhy
+	} else if ev.in.Base != "" && af.BaseReason == "--base "+ev.in.BaseHash {
+		f.BaseReason = "--base " + ev.in.Base // stored before the base rule
 	}
 	d, err := applyFailureReply(ev, &f)
 	switch {

@@ -32,7 +32,7 @@ func TestRunDefaultBackport(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	p, err := pipelines.Default(s, nil, repo)
+	p, err := pipelines.Default(s, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

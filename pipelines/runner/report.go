@@ -19,6 +19,8 @@ import (
 	"github.com/patcheval/patcheval/evaluate/report"
 	"github.com/patcheval/patcheval/evaluate/stats"
 	"github.com/patcheval/patcheval/internal/fail"
+	"github.com/patcheval/patcheval/internal/gittree"
+	"github.com/patcheval/patcheval/internal/linuxtree"
 	"github.com/patcheval/patcheval/mbox"
 	"github.com/patcheval/patcheval/mbox/numbers"
 	"github.com/patcheval/patcheval/pipelines"
@@ -116,9 +118,10 @@ func Report(ctx context.Context, env Env, id int64, outDir string) (out *Outcome
 
 // treeInfo is the report's tree: the base and the applied commits.
 func treeInfo(env Env, ev *evaluation) (report.TreeInfo, error) {
-	tree := report.TreeInfo{Path: ev.in.Tree, Base: ev.in.BaseHash, BaseName: ev.in.Base}
-	if ev.in.Base == pipelines.DefaultBase {
-		tree.Name = "Debian linux-source-6.1"
+	tree := report.TreeInfo{Path: ev.in.Tree, Base: ev.in.BaseHash, BaseName: ev.in.baseName(),
+		BaseRule: ev.in.BaseRule, BaseWhy: ev.in.BaseWhy}
+	if c, err := gittree.Resolve(ev.in.Tree, ev.in.BaseHash); err == nil {
+		tree.Name = linuxtree.Name(c.Message, c.Committer.Email)
 	}
 	a, err := appliedOf(env, ev.id)
 	if err != nil {

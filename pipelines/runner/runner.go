@@ -31,6 +31,7 @@ import (
 	"github.com/patcheval/patcheval/build"
 	"github.com/patcheval/patcheval/evaluate/report"
 	"github.com/patcheval/patcheval/internal/fail"
+	"github.com/patcheval/patcheval/internal/gittree"
 	"github.com/patcheval/patcheval/internal/progress"
 	"github.com/patcheval/patcheval/mbox"
 	"github.com/patcheval/patcheval/mbox/numbers"
@@ -180,6 +181,12 @@ type inputs struct {
 	Options
 	// Mbox travels in its own column.
 	BaseHash string `json:"base_hash"`
+	// BaseRef names the chosen base as it was asked ("v7.2.13", "HEAD
+	// (master)"); BaseRule is the rule that chose it (gittree.Rule*),
+	// BaseWhy the sentence the report prints. Options.Base stays --base.
+	BaseRef  string `json:"base_ref,omitempty"`
+	BaseRule string `json:"base_rule,omitempty"`
+	BaseWhy  string `json:"base_why,omitempty"`
 	// Files are the pipeline's files (base config, fragments, the cover
 	// fragment) by path, as keys in Env.Artifacts (files.go); none
 	// without a store.
@@ -275,9 +282,6 @@ func check(p *pipelines.Pipeline, o Options) (in inputs, s *series.Series, err e
 	if in.Tree == "" {
 		return in, nil, fail.Inputf("%s: no kernel tree: pass --tree PATH (scripts/linux-tree.sh imports Debian's 6.1 tree)", p.File)
 	}
-	if in.Base == "" {
-		in.Base = p.Tree.Base
-	}
 	if in.Branch == "" {
 		in.Branch = "patcheval/" + p.Name
 	}
@@ -298,8 +302,25 @@ func check(p *pipelines.Pipeline, o Options) (in inputs, s *series.Series, err e
 		}
 		in.Version = s.Version // the chosen one, also when "newest" was asked
 	}
-	in.BaseHash, err = resolveCommit(in.Tree, in.Base)
-	return in, s, err
+	choice := gittree.BaseChoice{Flag: o.Base, Pipeline: p.Tree.Base}
+	if s != nil {
+		choice.Series = s.Base.Commit
+	}
+	b, err := gittree.ChooseBaseAt(in.Tree, choice)
+	if err != nil {
+		return in, s, err
+	}
+	in.BaseRef, in.BaseHash, in.BaseRule, in.BaseWhy = b.Ref, b.Hash, b.Rule, b.Why
+	return in, s, nil
+}
+
+// baseName is how the evaluation's base was asked for (evaluations stored
+// before the base rule have only Options.Base).
+func (in inputs) baseName() string {
+	if in.BaseRef != "" {
+		return in.BaseRef
+	}
+	return in.Base
 }
 
 // keyOf is the evaluation's description and key.
@@ -485,8 +506,10 @@ type Stored struct {
 	PipelineSource, PipelineFile string
 	// Options hold the thread (Mbox) and every option of the evaluation.
 	Options Options
-	// BaseHash is the base commit the series was applied to.
-	BaseHash string
+	// BaseHash is the base commit the series was applied to; BaseRef
+	// how it was named ("v7.2.13", "HEAD (master)"), BaseWhy the rule
+	// that chose it.
+	BaseHash, BaseRef, BaseWhy string
 	// Series is the series resolved again from the thread (nil without
 	// one), also when the pipeline does not apply it.
 	Series *series.Series
@@ -504,5 +527,5 @@ func Load(st *store.Store, id int64) (*Stored, error) {
 		ev.series, _ = resolveSeries(ev.in)
 	}
 	return &Stored{ID: id, Pipeline: ev.p, PipelineSource: ev.in.PipelineSource, PipelineFile: ev.in.PipelineFile,
-		Options: ev.in.Options, BaseHash: ev.in.BaseHash, Series: ev.series}, nil
+		Options: ev.in.Options, BaseHash: ev.in.BaseHash, BaseRef: ev.in.baseName(), BaseWhy: ev.in.BaseWhy, Series: ev.series}, nil
 }

@@ -316,7 +316,7 @@ func (s *Service) checkSubmission(ctx context.Context, req SubmitRequest) (*pipe
 		if req.Arch != "" {
 			arches = strings.Split(req.Arch, ",")
 		}
-		if p, err = pipelines.Named(req.Pipeline, se, arches, tree); err != nil {
+		if p, err = pipelines.Named(req.Pipeline, se, arches); err != nil {
 			return nil, o, bad("arch", "%v", err)
 		}
 		if req.PerPatch {

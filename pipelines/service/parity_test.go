@@ -70,14 +70,14 @@ func TestSubmitDefaultAndTOML(t *testing.T) {
 		return resp.Evaluation.Key
 	}
 
-	def, err := pipelines.Default(se, nil, tree)
+	def, err := pipelines.Default(se, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if got, want := serviceKey(SubmitRequest{MsgID: msgid, Pipeline: "default", Tree: tree, Base: "HEAD"}), loreKey(def); got != want {
 		t.Errorf("submit --pipeline default: key %s, lore --pipeline default's %s", got, want)
 	}
-	defArm, err := pipelines.Default(se, []string{"arm64"}, tree)
+	defArm, err := pipelines.Default(se, []string{"arm64"})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -112,7 +112,7 @@ func (st *seriesTree) evaluated(t *testing.T, s *Service, perPatch bool) int64 {
 func (st *seriesTree) evaluatedIn(t *testing.T, db *store.Store, perPatch bool) int64 {
 	t.Helper()
 	ctx := context.Background()
-	p, err := pipelines.Default(st.s, []string{"x86_64"}, st.repo)
+	p, err := pipelines.Default(st.s, []string{"x86_64"})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -53,6 +53,9 @@ type Options struct {
 	Base string
 	// SeriesBase is the series' base-commit: used when the tree has it.
 	SeriesBase string
+	// PipelineBase is the pipeline's [tree] base: used when neither of
+	// the above chose (gittree.BaseChoice has the rule).
+	PipelineBase string
 	// Branch is the branch to write (without refs/heads/); default
 	// "patcheval/apply".
 	Branch string
@@ -380,38 +383,15 @@ func checkBranchName(b string) error {
 	return nil
 }
 
-// chooseBase picks the commit to apply on: --base, else the series'
-// base-commit when the tree has it, else HEAD.
+// chooseBase picks the commit to apply on by the one rule of
+// gittree.BaseChoice: --base, else the series' base-commit when the tree
+// has it, else the pipeline's [tree] base, else HEAD.
 func chooseBase(repo *git.Repository, opt Options) (*object.Commit, string, error) {
-	if opt.Base != "" {
-		c, err := gittree.ResolveIn(repo, opt.Base)
-		if err != nil {
-			return nil, "", fail.Inputf("--base %q: not found in the tree (give a tag, branch or commit the tree has)", opt.Base)
-		}
-		return c, fmt.Sprintf("--base %s", opt.Base), nil
-	}
-	var why string
-	if opt.SeriesBase != "" {
-		if c, err := gittree.ResolveIn(repo, opt.SeriesBase); err == nil {
-			return c, fmt.Sprintf("base-commit %s given in the series", shortString(opt.SeriesBase)), nil
-		}
-		why = fmt.Sprintf("the series' base-commit %s is not in the tree", shortString(opt.SeriesBase))
-	} else {
-		why = "no --base and no base-commit in the series"
-	}
-	head, err := repo.Reference(plumbing.HEAD, false)
+	b, err := gittree.ChooseBase(repo, gittree.BaseChoice{Flag: opt.Base, Series: opt.SeriesBase, Pipeline: opt.PipelineBase})
 	if err != nil {
-		return nil, "", fail.Inputf("the tree has no HEAD: %v (pass --base)", err)
+		return nil, "", err
 	}
-	c, err := gittree.ResolveIn(repo, "HEAD")
-	if err != nil {
-		return nil, "", fail.Inputf("the tree's HEAD does not resolve to a commit (pass --base): %v", err)
-	}
-	what := "HEAD"
-	if head.Type() == plumbing.SymbolicReference {
-		what = "HEAD (" + head.Target().Short() + ")"
-	}
-	return c, why + ": using " + what, nil
+	return b.Commit, b.Why, nil
 }
 
 func shortString(s string) string {

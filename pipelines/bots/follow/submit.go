@@ -41,7 +41,7 @@ func (ss ServiceSubmitter) Submit(ctx context.Context, l List, s *series.Series,
 	find := ss.Find
 	if find == nil {
 		// default is generated for this series, as lore does.
-		find = func(name string) (*pipelines.Pipeline, error) { return pipelines.Named(name, s, nil, l.Tree) }
+		find = func(name string) (*pipelines.Pipeline, error) { return pipelines.Named(name, s, nil) }
 	}
 	p, err := find(l.Pipeline)
 	if err != nil {

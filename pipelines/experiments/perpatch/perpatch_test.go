@@ -232,7 +232,7 @@ func (m *stepMeasurer) Measure(ctx context.Context, commit string, boots int) (*
 // both kernels are built.
 func evaluated(t *testing.T, f *fixture, k *kernels) *Series {
 	t.Helper()
-	p, err := pipelines.Default(f.s, []string{"x86_64"}, f.repo)
+	p, err := pipelines.Default(f.s, []string{"x86_64"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -423,7 +423,7 @@ func TestSeriesPairs(t *testing.T) {
 		t.Errorf("--per-patch on config comparisons: %v", err)
 	}
 	f := fixtures(t)["flat"]
-	p, err := pipelines.Default(f.s, []string{"x86_64"}, f.repo)
+	p, err := pipelines.Default(f.s, []string{"x86_64"})
 	if err != nil {
 		t.Fatal(err)
 	}

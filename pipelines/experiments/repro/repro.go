@@ -151,7 +151,7 @@ func Build(st *store.Store, id int64, o Options) (*Repro, error) {
 	}
 	r := &Repro{EvaluationID: id}
 	m := Manifest{EvaluationID: id, Key: e.Key, Status: e.Status, Written: o.Now.UTC().Truncate(time.Second),
-		Pipeline: in.Pipeline.Name, Tree: in.Options.Tree, Base: in.Options.Base, BaseCommit: in.BaseHash,
+		Pipeline: in.Pipeline.Name, Tree: in.Options.Tree, Base: in.BaseRef, BaseCommit: in.BaseHash,
 		Samples: len(samples), Userland: timings["userland"].Note}
 
 	// The pipeline as run.
@@ -166,7 +166,7 @@ func Build(st *store.Store, id int64, o Options) (*Repro, error) {
 	r.add("pipeline.json", 0o644, append(pj, '\n'))
 
 	// The base and the series.
-	r.add("base.txt", 0o644, []byte(fmt.Sprintf("tree %s\nbase %s\ncommit %s\n", in.Options.Tree, in.Options.Base, in.BaseHash)))
+	r.add("base.txt", 0o644, []byte(fmt.Sprintf("tree %s\nbase %s\ncommit %s\n", in.Options.Tree, in.BaseRef, in.BaseHash)))
 	if in.Series != nil {
 		s := &Series{Title: in.Series.Title, Version: in.Series.Version}
 		if in.Series.Cover != nil && !in.Series.Cover.NoMessageID {

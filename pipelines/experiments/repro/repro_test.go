@@ -46,7 +46,7 @@ func seed(t *testing.T) (*store.Store, int64, []evaluate.Sample) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	id, _, err := runner.Submit(context.Background(), runner.Env{Store: st}, p, runner.Options{Mbox: data, Tree: tree, Boots: 2,
+	id, _, err := runner.Submit(context.Background(), runner.Env{Store: st}, p, runner.Options{Mbox: data, Tree: tree, Base: testenv.BaseCommit, Boots: 2,
 		From: mbox.Address{Name: "T", Email: "t@example.org"}})
 	if err != nil {
 		t.Fatal(err)

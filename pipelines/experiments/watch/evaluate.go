@@ -79,7 +79,7 @@ func (e *PipelineEvaluator) Evaluate(ctx context.Context, w *store.Watch, tag, c
 		}
 	}
 	// default is generated for the series (its arches), as lore does.
-	p, err := pipelines.Named(w.Pipeline, se, nil, w.Tree)
+	p, err := pipelines.Named(w.Pipeline, se, nil)
 	if err != nil {
 		return 0, err
 	}
@@ -105,7 +105,7 @@ func (e *PipelineEvaluator) Evaluate(ctx context.Context, w *store.Watch, tag, c
 // Deterministic says whether a watch's pipeline runs in deterministic
 // QEMU (unknown pipelines: no).
 func Deterministic(w *store.Watch) bool {
-	p, err := pipelines.Named(w.Pipeline, nil, nil, w.Tree)
+	p, err := pipelines.Named(w.Pipeline, nil, nil)
 	return err == nil && p.Deterministic
 }
 
@@ -134,7 +134,7 @@ type BisectPlan struct {
 
 // Plan plans the bisection of ev between the good and bad tags.
 func (b *Bisection) Plan(w *store.Watch, ev *store.WatchEvent, good, bad *store.WatchTag) (*BisectPlan, error) {
-	p, err := pipelines.Named(w.Pipeline, nil, nil, w.Tree)
+	p, err := pipelines.Named(w.Pipeline, nil, nil)
 	if err != nil {
 		return nil, err
 	}
