@@ -315,8 +315,10 @@ func repairBlankContext(diff string) (string, []string) {
 			i++
 		}
 		// The hunk ended early: at the end of the diff or where the next
-		// hunk or file starts.
-		if o > 0 && o == n && (i == len(lines) || startsDiffPart(lines[i])) {
+		// hunk or file starts. Trailing context is at most 3 lines (diff's
+		// default): more missing is a mail cut mid-hunk, not blank lines
+		// a client stripped, and is left for truncatedHunk to report.
+		if o > 0 && o <= 3 && o == n && (i == len(lines) || startsDiffPart(lines[i])) {
 			for k := 0; k < o; k++ {
 				out = append(out, " ")
 			}

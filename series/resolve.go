@@ -316,6 +316,10 @@ func ResolveContext(ctx context.Context, t *mbox.Thread, opt Options) (*Series, 
 		in := chosen[n]
 		p, notes := buildPatch(in)
 		s.Notes = append(s.Notes, notes...)
+		if why := truncatedHunk(p.Diff); why != "" {
+			p.Broken = why
+			s.Notes = append(s.Notes, fmt.Sprintf("patch %d/%d %q is cut short: %s", n, total, p.Subject.Title, why))
+		}
 		p.FromVersion = fromV[n]
 		if p.FromVersion != 0 {
 			// Renumber like b4: the patch belongs to the new version now.

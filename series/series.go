@@ -75,6 +75,9 @@ type Patch struct {
 	// Diff is the patch text from the first "diff --git" line (or "---"
 	// "+++" pair) on, without the trailing signature.
 	Diff string `json:"-"`
+	// Broken says where the diff ends before its last hunk does (a mail
+	// cut mid-hunk), naming the file and hunk; "" for a whole diff.
+	Broken string `json:"broken,omitempty"`
 	// Trailers collected from replies and the cover letter (with
 	// provenance), in the order they were given; the patch's own trailers
 	// are in Message and also listed here with InPatch set.

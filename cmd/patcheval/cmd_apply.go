@@ -51,6 +51,11 @@ func (f *applyFlags) run(ctx context.Context, s *series.Series, am series.AMOpti
 	if len(s.Missing) > 0 {
 		return nil, fail.Inputf("the series %q v%d is incomplete (missing patches %v): not applying it", s.Title, s.Version, s.Missing)
 	}
+	for i, p := range s.Patches {
+		if p.Broken != "" {
+			return nil, fail.Inputf("patch %d/%d %q is cut short: %s", i+1, len(s.Patches), p.Subject.Title, p.Broken)
+		}
+	}
 	branch := f.branch
 	if branch == "" {
 		branch = defaultBranch(s)

@@ -205,6 +205,11 @@ func init() {
 					if len(s.Missing) > 0 {
 						fmt.Fprintf(env.Stderr, "warning: the series is incomplete (missing %v); the am mbox has the patches found\n", s.Missing)
 					}
+					for i, p := range s.Patches {
+						if p.Broken != "" {
+							fmt.Fprintf(env.Stderr, "warning: patch %d/%d is cut short, git am will refuse it: %s\n", i+1, len(s.Patches), p.Broken)
+						}
+					}
 					fmt.Fprintln(out, lr.AMPath)
 				}
 				var stepErr error
