@@ -69,7 +69,8 @@ func init() {
 			if err := syncConfig(o.Log, s.Store()); err != nil {
 				fmt.Fprintf(o.Log, "watches: %v\n", err)
 			}
-			ev, b := pipelineWatch(o.Log, s.Store(), filepath.Join(s.StateDir(), "watches"), cfg.CacheDir, cfg.Jobs, cfg.From)
+			// serve --lore reaches every re-test and bisection.
+			ev, b := pipelineWatch(o.Log, s.Store(), filepath.Join(s.StateDir(), "watches"), cfg.CacheDir, cfg.Jobs, cfg.From, cfg.Lore)
 			s.Watch(service.WatchConfig{Eval: ev, Bisection: b, Deterministic: watch.Deterministic})
 		}, nil
 	})
@@ -274,15 +275,17 @@ func (f *watchFlags) jobsConfig(env *Env) (service.Config, func(*service.Service
 		if out == "" {
 			out = filepath.Join(s.StateDir(), "watches")
 		}
-		ev, b := pipelineWatch(env.Stderr, s.Store(), out, "", f.jobs, sender)
+		ev, b := pipelineWatch(env.Stderr, s.Store(), out, "", f.jobs, sender, "")
 		return service.WatchConfig{Eval: ev, Bisection: b, Deterministic: watch.Deterministic}
 	}, nil
 }
 
 // pipelineWatch is the evaluator and bisection of real watches: the
 // runner on st's database, reports under out.
-func pipelineWatch(log io.Writer, st *store.Store, out, cacheDir string, jobs int, from mbox.Address) (*watch.PipelineEvaluator, *watch.Bisection) {
-	ev := &watch.PipelineEvaluator{OutDir: filepath.Clean(out), StorePath: st.Path(), CacheDir: cacheDir, Jobs: jobs, Progress: progress.New(log)}
+// lore is the public-inbox a watch's series is fetched from ("": $PATCHEVAL_LORE,
+// else the default); serve passes its --lore.
+func pipelineWatch(log io.Writer, st *store.Store, out, cacheDir string, jobs int, from mbox.Address, lore string) (*watch.PipelineEvaluator, *watch.Bisection) {
+	ev := &watch.PipelineEvaluator{OutDir: filepath.Clean(out), StorePath: st.Path(), CacheDir: cacheDir, Jobs: jobs, Progress: progress.New(log), Lore: lore}
 	logf := func(format string, a ...any) {
 		fmt.Fprintf(log, "%s %s\n", time.Now().UTC().Format("15:04:05"), fmt.Sprintf(format, a...))
 	}

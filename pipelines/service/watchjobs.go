@@ -140,6 +140,10 @@ func (s *Service) Watch(cfg WatchConfig) {
 	for _, e := range []watch.Evaluator{cfg.Eval, bisectionEval(cfg.Bisection)} {
 		if pe, ok := e.(*watch.PipelineEvaluator); ok && pe != nil {
 			pe.Store, pe.CompilerCache, pe.Budget, pe.Slot = s.db.Store, s.cfg.CompilerCache, s.budget, s.engine.slot
+			if pe.Lore == "" {
+				// serve --lore reaches every re-test and bisection.
+				pe.Lore = s.lore
+			}
 		}
 	}
 	s.watchCfg = &cfg
