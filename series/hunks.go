@@ -50,4 +50,3 @@ func truncatedHunk(diff string) string {
 	}
 	return short()
 }
-
