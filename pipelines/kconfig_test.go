@@ -8,14 +8,20 @@ import (
 	"github.com/patcheval/patcheval/build"
 	"github.com/patcheval/patcheval/build/buildtest"
 	"github.com/patcheval/patcheval/internal/arch"
+	"github.com/patcheval/patcheval/internal/testenv"
 	"github.com/patcheval/patcheval/internal/xdg"
 )
 
 // Every kernel a shipped pipeline asks for is configurable on Debian's 6.1
-// tree: after olddefconfig each requested symbol holds (build verifies it
+// tree (a pipeline of onRelease: on that Debian release, imported by
+// testenv.LinuxRelease): after olddefconfig each requested symbol holds (build verifies it
 // and fails otherwise). Variants that apply the series are configured on
 // the tree with the v6.1 backport of "powerpc: enable dynamic preemption",
 // the series the pipelines are written for. Config only: no compile.
+// onRelease are the shipped pipelines written for a later kernel than
+// 6.1: ppc-preempt-lazy measures 7.x's preemption models.
+var onRelease = map[string]string{"ppc-preempt-lazy": "7.2.13"}
+
 func TestShippedPipelinesConfigure(t *testing.T) {
 	buildtest.SkipIfSlow(t)
 	repo := buildtest.Repo(t)
@@ -30,9 +36,12 @@ func TestShippedPipelinesConfigure(t *testing.T) {
 		}
 		for _, spec := range p.Builds() {
 			t.Run(name+"/"+spec.Variant, func(t *testing.T) {
-				commit := buildtest.BaseCommit
+				repo, commit := repo, buildtest.BaseCommit
 				if spec.ApplySeries {
 					commit = buildtest.PatchedCommit(t)
+				}
+				if v := onRelease[name]; v != "" {
+					repo, commit = testenv.LinuxRelease(t, v), "v"+v
 				}
 				req := build.Request{Repo: repo, Commit: commit, Arch: spec.Arch, BaseConfig: spec.BaseConfig,
 					Symbols: spec.Symbols, Variant: name + "-" + spec.Variant}
