@@ -420,21 +420,24 @@ func (s *Service) allowedTree(tree string, fromRequest bool) (string, error) {
 		return "", bad("tree", "tree %q: want an absolute path", tree)
 	}
 	c, err := canonicalTree(tree)
-	if err != nil {
-		return "", bad("tree", "tree %s: %v", tree, err)
-	}
 	if !fromRequest {
+		if err != nil {
+			return "", bad("tree", "tree %s: %v", tree, err)
+		}
 		return c, nil
+	}
+	// A submitted path gets one answer whether it exists or not, so that
+	// the API does not tell which host paths exist.
+	notUsable := bad("tree", "tree %s is not a usable tree here: want an existing directory under an --allow-tree of this service", tree)
+	if err != nil {
+		return "", notUsable
 	}
 	for _, a := range s.cfg.AllowTrees {
 		if c == a || strings.HasPrefix(c, a+string(filepath.Separator)) {
 			return c, nil
 		}
 	}
-	if len(s.cfg.AllowTrees) == 0 {
-		return "", bad("tree", "tree %s is not allowed: this service allows no trees (start it with --allow-tree PATH)", tree)
-	}
-	return "", bad("tree", "tree %s is not under an allowed tree (%s)", tree, strings.Join(s.cfg.AllowTrees, ", "))
+	return "", notUsable
 }
 
 // ---- reads ----

@@ -111,3 +111,23 @@ func TestLogControlCharacters(t *testing.T) {
 		t.Errorf("serve's log lacks the escaped line:\n%q", out)
 	}
 }
+
+// TestLogsNoSniff: a boot's console (text a guest and a series control)
+// is served as text/plain; charset=utf-8 with nosniff, so that a browser
+// never renders it as HTML.
+func TestLogsNoSniff(t *testing.T) {
+	s, base := testService(t, Config{})
+	id := recordEvaluations(t, s, 1, 1)[0]
+	runs, err := s.Store().RunsOf(id)
+	if err != nil || len(runs) == 0 {
+		t.Fatal(runs, err)
+	}
+	resp, err := http.Get(fmt.Sprintf("%s/evaluations/%d/runs/%d/console", base, id, runs[0].ID))
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != 200 || resp.Header.Get("Content-Type") != "text/plain; charset=utf-8" || resp.Header.Get("X-Content-Type-Options") != "nosniff" {
+		t.Errorf("console: %d %q nosniff=%q", resp.StatusCode, resp.Header.Get("Content-Type"), resp.Header.Get("X-Content-Type-Options"))
+	}
+}

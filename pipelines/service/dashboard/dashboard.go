@@ -736,6 +736,7 @@ func (d *Dashboard) console(w http.ResponseWriter, r *http.Request) {
 				return
 			}
 			w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+			w.Header().Set("X-Content-Type-Options", "nosniff")
 			w.Write(c)
 			return
 		}
@@ -764,6 +765,7 @@ func (d *Dashboard) buildLog(w http.ResponseWriter, r *http.Request) {
 		}
 		defer f.Close()
 		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+		w.Header().Set("X-Content-Type-Options", "nosniff")
 		io.Copy(w, f)
 		return
 	}
