@@ -251,11 +251,11 @@ type Target struct {
 	Initrd string `json:"initrd,omitempty"`
 	// Identity (an absolute path) and SSHOptions (ssh -o) reach an ssh
 	// target (besides ~/.ssh/config).
-	Identity   string   `json:"identity,omitempty"`
-	SSHOptions []string `json:"ssh_options,omitempty"`
-	SMP       int           `json:"smp"`
-	MemoryMiB int           `json:"memory_mib"`
-	Timeout   time.Duration `json:"timeout"`
+	Identity   string        `json:"identity,omitempty"`
+	SSHOptions []string      `json:"ssh_options,omitempty"`
+	SMP        int           `json:"smp"`
+	MemoryMiB  int           `json:"memory_mib"`
+	Timeout    time.Duration `json:"timeout"`
 	// KVM is "auto" (when /dev/kvm works), "on" or "off". Deterministic
 	// pipelines always run under TCG.
 	KVM string `json:"kvm"`

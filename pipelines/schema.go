@@ -85,18 +85,18 @@ type rawCompare struct {
 }
 
 type rawTarget struct {
-	Kind     string `toml:"kind"`
-	Host     string `toml:"host"`
-	BootHook string `toml:"boot_hook"`
-	Boot     string `toml:"boot"`
-	Initrd   string `toml:"initrd"`
+	Kind     string   `toml:"kind"`
+	Host     string   `toml:"host"`
+	BootHook string   `toml:"boot_hook"`
+	Boot     string   `toml:"boot"`
+	Initrd   string   `toml:"initrd"`
 	Identity string   `toml:"identity"`
 	SSHOpts  []string `toml:"ssh_options"`
-	SMP      *int   `toml:"smp"`
-	Memory   any    `toml:"memory"` // "512M", "1G" or MiB as an integer
-	Timeout  string `toml:"timeout"`
-	KVM      string `toml:"kvm"`
-	Cmdline  string `toml:"cmdline"`
+	SMP      *int     `toml:"smp"`
+	Memory   any      `toml:"memory"` // "512M", "1G" or MiB as an integer
+	Timeout  string   `toml:"timeout"`
+	KVM      string   `toml:"kvm"`
+	Cmdline  string   `toml:"cmdline"`
 }
 
 type rawComparison struct {

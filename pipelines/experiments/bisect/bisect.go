@@ -196,16 +196,16 @@ func Bound(n int) int {
 }
 
 type run struct {
-	o        Options
-	res      *Result
-	commits  []Commit // the range, oldest first
-	good     []float64
-	bad      []float64
+	o       Options
+	res     *Result
+	commits []Commit // the range, oldest first
+	good    []float64
+	bad     []float64
 	// goodStep and badStep index the end points' steps in res.Steps
 	// (more boots of an end point are added to them).
 	goodStep, badStep int
-	built    map[string]bool
-	measured map[string]bool
+	built             map[string]bool
+	measured          map[string]bool
 }
 
 func (r *run) logf(format string, a ...any) {
