@@ -25,7 +25,7 @@ func FragmentFile(t testing.TB, dir string) string {
 
 // Kernel is the lab's x86_64 kernel of Debian's 6.1 tree (tinyconfig, the
 // q35 boot config, Fragment, KernelSymbols), built once into the shared
-// cache (about 560 objects).
+// cache (886 objects (measured: 2 h 3 min at nice 10, load ~35 on 2 cores)).
 func Kernel(t testing.TB) *build.Artifact {
 	t.Helper()
 	syms := map[string]string{}
