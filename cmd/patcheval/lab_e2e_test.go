@@ -12,14 +12,14 @@ import (
 
 	"github.com/patcheval/patcheval/build/buildtest"
 	"github.com/patcheval/patcheval/evaluate/report"
+	"github.com/patcheval/patcheval/evaluate/target/testlab"
 	"github.com/patcheval/patcheval/internal/testenv"
-	"github.com/patcheval/patcheval/internal/testlab"
 	"github.com/patcheval/patcheval/pipelines/runner"
 	"github.com/patcheval/patcheval/pipelines/store"
 )
 
 // TestLabPipeline compares two x86_64 kernels on the emulated lab host
-// (internal/testlab) through the whole hardware path, as `patcheval lore
+// (evaluate/target/testlab) through the whole hardware path, as `patcheval lore
 // --pipeline` runs it: Debian's 6.1 without and with a series that makes
 // getppid() spin, built with the lab's fragment, each boot a kexec over
 // SSH into the kernel under test, verified (build-id, command line)

@@ -50,7 +50,7 @@ type Tool struct {
 var Tools = map[string]Tool{
 	"stress-ng": {Name: "stress-ng", Package: "stress-ng", Path: "/usr/bin/stress-ng"},
 	"perf":      {Name: "perf", Package: "linux-perf", Path: "/usr/bin/perf"},
-	// What an emulated lab host (internal/testlab) runs: an SSH server,
+	// What an emulated lab host (evaluate/target/testlab) runs: an SSH server,
 	// kexec and a shell with the usual commands.
 	"sshd":    {Name: "sshd", Package: "openssh-server", Path: "/usr/sbin/sshd"},
 	"kexec":   {Name: "kexec", Package: "kexec-tools", Path: "/sbin/kexec"},

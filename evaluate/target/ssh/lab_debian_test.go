@@ -11,8 +11,8 @@ import (
 	"github.com/patcheval/patcheval/evaluate"
 	"github.com/patcheval/patcheval/evaluate/guest"
 	"github.com/patcheval/patcheval/evaluate/guest/userland"
+	"github.com/patcheval/patcheval/evaluate/target/testlab"
 	"github.com/patcheval/patcheval/internal/testenv"
-	"github.com/patcheval/patcheval/internal/testlab"
 	"github.com/patcheval/patcheval/internal/xdg"
 )
 

@@ -11,13 +11,13 @@ import (
 	"github.com/patcheval/patcheval/build/buildtest"
 	"github.com/patcheval/patcheval/evaluate"
 	"github.com/patcheval/patcheval/evaluate/guest"
+	"github.com/patcheval/patcheval/evaluate/target/testlab"
 	"github.com/patcheval/patcheval/internal/fail"
 	"github.com/patcheval/patcheval/internal/testenv"
-	"github.com/patcheval/patcheval/internal/testlab"
 )
 
 // TestLabKexec drives the whole hardware path on the emulated lab host
-// (internal/testlab: QEMU x86_64 TCG, Debian's sshd and kexec-tools in
+// (evaluate/target/testlab: QEMU x86_64 TCG, Debian's sshd and kexec-tools in
 // its initramfs, a forwarded loopback port): SSH in, kexec into the
 // kernel under test, verify its build-id and command line, benchmark;
 // lose the machine in the middle of a kexec and recover through the
