@@ -46,6 +46,7 @@ import (
 	"os/exec"
 	"os/user"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -69,6 +70,28 @@ const (
 
 // Disabled says whether the operator switched the sandbox off.
 func Disabled() bool { return strings.EqualFold(strings.TrimSpace(os.Getenv(EnvSwitch)), "off") }
+
+// EnvReadOnly is the operator's list of extra paths (absolute, separated
+// by ':') that every sandboxed command sees read-only at their own paths:
+// a toolchain or a site's reference files outside /usr. A path that is
+// missing or not absolute makes every sandboxed command fail (Spec.Args),
+// never a silent wider or narrower view.
+const EnvReadOnly = "PATCHEVAL_SANDBOX_READONLY"
+
+// extraReadOnly returns EnvReadOnly's paths.
+func extraReadOnly() ([]string, error) {
+	var ps []string
+	for _, p := range strings.Split(os.Getenv(EnvReadOnly), ":") {
+		if p = strings.TrimSpace(p); p == "" {
+			continue
+		}
+		if !filepath.IsAbs(p) {
+			return nil, fmt.Errorf("sandbox: %s: %q is not an absolute path", EnvReadOnly, p)
+		}
+		ps = append(ps, filepath.Clean(p))
+	}
+	return ps, nil
+}
 
 // Limits bound what a sandboxed command may use. Zero fields take the
 // defaults of DefaultLimits.
@@ -327,7 +350,11 @@ func (s Spec) Args() ([]string, error) {
 	}
 	a = append(a, "--proc", "/proc", "--dev", "/dev",
 		"--size", strconv.FormatInt(l.TmpSize, 10), "--tmpfs", "/tmp")
-	for _, p := range s.ReadOnly {
+	extra, err := extraReadOnly()
+	if err != nil {
+		return nil, err
+	}
+	for _, p := range append(slices.Clip(s.ReadOnly), extra...) {
 		if _, err := os.Stat(p); err != nil {
 			return nil, fmt.Errorf("sandbox: read-only path: %w", err)
 		}

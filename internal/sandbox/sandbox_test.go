@@ -88,3 +88,45 @@ func TestSandboxToolsRun(t *testing.T) {
 		t.Fatalf("awk in the sandbox: %v: %s", err, out)
 	}
 }
+
+// The operator's extra read-only paths (PATCHEVAL_SANDBOX_READONLY) are
+// seen read-only, live (a file made after the start shows), and a
+// relative or missing one fails the command instead of running it with
+// another view.
+func TestExtraReadOnly(t *testing.T) {
+	if err := Check(); err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	rw, extra := filepath.Join(dir, "rw"), filepath.Join(dir, "extra")
+	for _, d := range []string{rw, extra} {
+		if err := os.Mkdir(d, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := Prepare(rw); err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv(EnvReadOnly, extra)
+	cmd, err := Spec{Writable: []string{rw}, Dir: rw}.Command(context.Background(), []string{"sh", "-c",
+		`while [ ! -e ` + extra + `/later ]; do sleep 0.05; done; cat ` + extra + `/later; touch ` + extra + `/no 2>/dev/null && echo WRITTEN; true`})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd.Env = []string{"PATH=/usr/bin:/bin"}
+	var out strings.Builder
+	cmd.Stdout, cmd.Stderr = &out, &out
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	os.WriteFile(filepath.Join(extra, "later"), []byte("seen\n"), 0o644)
+	if err := cmd.Wait(); err != nil || strings.TrimSpace(out.String()) != "seen" {
+		t.Errorf("extra read-only path: %v, said %q; want \"seen\" only", err, out.String())
+	}
+	for _, bad := range []string{"relative/dir", filepath.Join(dir, "missing")} {
+		t.Setenv(EnvReadOnly, extra+":"+bad)
+		if _, err := (Spec{Writable: []string{rw}, Dir: rw}).Command(context.Background(), []string{"true"}); err == nil || !strings.Contains(err.Error(), filepath.Base(bad)) {
+			t.Errorf("%s=%s: %v, want an error naming it", EnvReadOnly, bad, err)
+		}
+	}
+}

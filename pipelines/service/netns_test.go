@@ -23,6 +23,7 @@ import (
 	"github.com/riverqueue/river/rivertype"
 
 	"github.com/patcheval/patcheval/build"
+	"github.com/patcheval/patcheval/internal/sandbox"
 	"github.com/patcheval/patcheval/internal/testpg"
 	"github.com/patcheval/patcheval/pipelines/artifact"
 	"github.com/patcheval/patcheval/pipelines/runner"
@@ -269,7 +270,15 @@ func TestFarmCoordinatorRole(t *testing.T) {
 		farmRealBenchScenario(t, s, c)
 		return
 	}
-	gate := filepath.Join(spec.Dir, "gate")
+	// The fake link waits while the gate exists. The workers' builds run
+	// in the sandbox, which shows nothing of the host but what it binds:
+	// the gate's directory is an operator's extra read-only path.
+	gateDir := filepath.Join(spec.Dir, "gate.d")
+	if err := os.MkdirAll(gateDir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv(sandbox.EnvReadOnly, gateDir)
+	gate := filepath.Join(gateDir, "gate")
 	repo, _, next := fakeKernelTree(t, gate, spec.Seconds)
 	suffix := "" // of the workers' names and caches
 
