@@ -89,6 +89,11 @@ func Build(ctx context.Context, env Env, id int64, key string) (err error) {
 	start := time.Now()
 	pr := env.progress()
 	pr.Status("building %s/%s", spec.Arch, spec.Variant)
+	if err := ctx.Err(); err != nil {
+		// Interrupted while saying so (the progress line can block):
+		// still nothing started, not even a cache lookup.
+		return fail.Infra(err)
+	}
 	art, buildErr := build.Build(ctx, req, build.Options{CacheDir: env.CacheDir, Jobs: env.Jobs, Budget: env.Budget, Progress: pr, NoNetwork: true,
 		CompilerCache: env.CompilerCache})
 	b := store.Build{Variant: spec.Variant, Arch: spec.Arch, Commit: req.Commit, Status: "ok"}
