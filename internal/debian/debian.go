@@ -35,6 +35,7 @@ import (
 	"github.com/patcheval/patcheval/internal/digest"
 	"github.com/patcheval/patcheval/internal/fail"
 	"github.com/patcheval/patcheval/internal/gittree"
+	"github.com/patcheval/patcheval/internal/progress"
 )
 
 // Suites are the suites of the machine's mirror an Apt may name.
@@ -56,6 +57,9 @@ type Package struct {
 	Filename string `json:"filename"` // pool path on the mirror
 	SHA256   string `json:"sha256"`
 	Size     int64  `json:"size"`
+	// MultiArch is the Multi-Arch field ("same", "foreign", "allowed";
+	// empty when absent).
+	MultiArch string `json:"multi_arch,omitempty"`
 }
 
 // Apt is a private apt state. The zero MaxAge means DefaultMaxAge, an
@@ -361,27 +365,16 @@ func (a *Apt) watchDownload(dir string, p Package) (stop func()) {
 	if a.Log == nil || p.Size == 0 {
 		return func() {}
 	}
-	done := make(chan struct{})
-	go func() {
-		t := time.NewTicker(5 * time.Second)
-		defer t.Stop()
-		for {
-			select {
-			case <-done:
-				return
-			case <-t.C:
-				var n int64
-				files, _ := filepath.Glob(filepath.Join(dir, "*"))
-				for _, f := range files {
-					if fi, err := os.Stat(f); err == nil {
-						n += fi.Size()
-					}
-				}
-				a.logf("downloading %s %s: %d/%d MB", p.Name, p.Version, n>>20, p.Size>>20)
+	return progress.Every(5*time.Second, func() {
+		var n int64
+		files, _ := filepath.Glob(filepath.Join(dir, "*"))
+		for _, f := range files {
+			if fi, err := os.Stat(f); err == nil {
+				n += fi.Size()
 			}
 		}
-	}()
-	return func() { close(done) }
+		a.logf("downloading %s %s: %d/%d MB", p.Name, p.Version, n>>20, p.Size>>20)
+	})
 }
 
 // Verify checks that the file at path is p: its size and SHA256 as the
@@ -440,6 +433,8 @@ func ParsePackages(b []byte) []Package {
 			p.SHA256 = v
 		case "Size":
 			p.Size, _ = strconv.ParseInt(v, 10, 64)
+		case "Multi-Arch":
+			p.MultiArch = v
 		}
 	}
 	flush()

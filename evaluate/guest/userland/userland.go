@@ -34,6 +34,7 @@ import (
 
 	"github.com/patcheval/patcheval/evaluate/guest/initramfs"
 	"github.com/patcheval/patcheval/internal/arch"
+	"github.com/patcheval/patcheval/internal/debian"
 	"github.com/patcheval/patcheval/internal/digest"
 	"github.com/patcheval/patcheval/internal/fail"
 	"github.com/patcheval/patcheval/internal/xdg"
@@ -431,35 +432,13 @@ func show(ctx context.Context, names []string) (map[string]Package, error) {
 	return ParseShow(out), nil
 }
 
-// ParseShow parses apt-cache show's stanzas.
+// ParseShow parses apt-cache show's stanzas (Debian's Packages format,
+// internal/debian.ParsePackages); the first stanza of a name wins.
 func ParseShow(b []byte) map[string]Package {
 	res := map[string]Package{}
-	for _, stanza := range strings.Split(string(b), "\n\n") {
-		var p Package
-		for _, line := range strings.Split(stanza, "\n") {
-			k, v, ok := strings.Cut(line, ": ")
-			if !ok {
-				continue
-			}
-			switch k {
-			case "Package":
-				p.Name = v
-			case "Architecture":
-				p.Arch = v
-			case "Version":
-				p.Version = v
-			case "SHA256":
-				p.SHA256 = v
-			case "Filename":
-				p.Filename = v
-			case "Multi-Arch":
-				p.MultiArch = v
-			}
-		}
-		if p.Name != "" && p.Version != "" {
-			if _, dup := res[p.Name]; !dup {
-				res[p.Name] = p
-			}
+	for _, p := range debian.ParsePackages(b) {
+		if _, dup := res[p.Name]; !dup {
+			res[p.Name] = Package{Name: p.Name, Arch: p.Arch, Version: p.Version, SHA256: p.SHA256, Filename: p.Filename, MultiArch: p.MultiArch}
 		}
 	}
 	return res
