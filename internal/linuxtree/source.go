@@ -19,6 +19,7 @@ import (
 	"github.com/patcheval/patcheval/internal/debian"
 	"github.com/patcheval/patcheval/internal/digest"
 	"github.com/patcheval/patcheval/internal/fail"
+	"github.com/patcheval/patcheval/internal/progress"
 	"github.com/patcheval/patcheval/internal/tar2git"
 )
 
@@ -212,22 +213,11 @@ func (s *Source) convert(parent context.Context, q string, logf func(string, ...
 
 // progress prints how much of the compressed tarball was read, every 5 s.
 func (s *Source) progress(c *counter, logf func(string, ...any)) (stop func()) {
-	done := make(chan struct{})
-	go func() {
-		t := time.NewTicker(5 * time.Second)
-		defer t.Stop()
-		for {
-			select {
-			case <-done:
-				return
-			case <-t.C:
-				if s.size > 0 {
-					logf("importing %s: %d%% of %d MB", s.Tag, c.n.Load()*100/s.size, s.size>>20)
-				}
-			}
+	return progress.Every(5*time.Second, func() {
+		if s.size > 0 {
+			logf("importing %s: %d%% of %d MB", s.Tag, c.n.Load()*100/s.size, s.size>>20)
 		}
-	}()
-	return func() { close(done) }
+	})
 }
 
 // decompress returns the decompressed stream of r: gzip in process, xz and

@@ -100,3 +100,26 @@ func (r *Reporter) stamp() string {
 	d := time.Since(r.start).Round(time.Second)
 	return fmt.Sprintf("[%02d:%02d]", int(d.Minutes()), int(d.Seconds())%60)
 }
+
+// Every calls f every interval until the returned stop is called (stop
+// waits for a call under way to return, so f never runs after it): the
+// "still working: N of M" line of long work that has no steps of its own
+// to report, such as a download or an import.
+func Every(interval time.Duration, f func()) (stop func()) {
+	done, finished := make(chan struct{}), make(chan struct{})
+	go func() {
+		defer close(finished)
+		t := time.NewTicker(interval)
+		defer t.Stop()
+		for {
+			select {
+			case <-done:
+				return
+			case <-t.C:
+				f()
+			}
+		}
+	}()
+	var once sync.Once
+	return func() { once.Do(func() { close(done); <-finished }) }
+}
