@@ -13,6 +13,7 @@ import (
 	"github.com/go-git/go-git/v5/storage/memory"
 
 	"github.com/patcheval/patcheval/internal/fail"
+	"github.com/patcheval/patcheval/internal/netguard"
 )
 
 // ListRefs lists the refs of the remote at url, with peeled tags, as
@@ -20,11 +21,18 @@ import (
 // listing is its own error; any other failure is an infra error naming
 // the remote.
 func ListRefs(ctx context.Context, url string) ([]*plumbing.Reference, error) {
-	rem := git.NewRemote(memory.NewStorage(), &config.RemoteConfig{Name: "list", URLs: []string{url}})
+	dial, err := guardURL(ctx, url)
+	if err != nil {
+		return nil, err
+	}
+	rem := git.NewRemote(memory.NewStorage(), &config.RemoteConfig{Name: "list", URLs: []string{dial}})
 	refs, err := rem.ListContext(ctx, &git.ListOptions{PeelingOption: git.AppendPeeled})
 	if err != nil {
 		if errors.Is(err, context.Canceled) && ctx.Err() != nil {
 			return nil, fail.Infra(ctx.Err())
+		}
+		if r := (*netguard.Refused)(nil); errors.As(err, &r) {
+			return nil, fail.Input(r)
 		}
 		return nil, fail.Infraf("listing remote %s: %w", url, err)
 	}
@@ -59,11 +67,18 @@ func Fetch(ctx context.Context, repoPath, url, ref, local string, token []byte) 
 	if len(token) > 0 {
 		auth = &githttp.TokenAuth{Token: string(token)}
 	}
-	rem := git.NewRemote(repo.Storer, &config.RemoteConfig{Name: "fetch", URLs: []string{url}})
+	dial, err := guardURL(ctx, url)
+	if err != nil {
+		return "", err
+	}
+	rem := git.NewRemote(repo.Storer, &config.RemoteConfig{Name: "fetch", URLs: []string{dial}})
 	err = rem.FetchContext(ctx, &git.FetchOptions{RemoteName: "fetch", RefSpecs: []config.RefSpec{spec}, Tags: git.NoTags, Auth: auth})
 	if err != nil && !errors.Is(err, git.NoErrAlreadyUpToDate) {
 		if ctx.Err() != nil {
 			return "", fail.Infra(ctx.Err())
+		}
+		if r := (*netguard.Refused)(nil); errors.As(err, &r) {
+			return "", fail.Input(r)
 		}
 		return "", fail.Infraf("fetching %s from %s into %s: %w", ref, url, repoPath, err)
 	}

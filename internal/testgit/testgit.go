@@ -35,11 +35,18 @@ type Server struct {
 // the end of the test.
 func Serve(tb testing.TB, root string) *Server {
 	tb.Helper()
+	return ServeOn(tb, root, "127.0.0.1")
+}
+
+// ServeOn is Serve on another loopback address (127.0.0.2, ...): tests
+// of what a client may reach tell servers apart by address.
+func ServeOn(tb testing.TB, root, ip string) *Server {
+	tb.Helper()
 	if _, err := os.Stat(Backend); err != nil {
 		tb.Skipf("git http-backend not installed (%v): apt-get install git", err)
 	}
 	s := &Server{Root: root}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	ln, err := net.Listen("tcp", net.JoinHostPort(ip, "0"))
 	if err != nil {
 		tb.Fatal(err)
 	}

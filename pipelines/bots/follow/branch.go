@@ -3,6 +3,7 @@ package follow
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"net/url"
 	"os/exec"
@@ -16,6 +17,7 @@ import (
 
 	"github.com/patcheval/patcheval/internal/fail"
 	"github.com/patcheval/patcheval/internal/gittree"
+	"github.com/patcheval/patcheval/internal/netguard"
 	"github.com/patcheval/patcheval/mbox"
 	"github.com/patcheval/patcheval/series"
 )
@@ -36,13 +38,18 @@ const branchFetchTimeout = 10 * time.Minute
 var branchSafe = regexp.MustCompile(`[^A-Za-z0-9._/-]+`)
 
 // checkBranchArgs refuses what is not a git URL on the network (a local
-// path or file:// is never read on the word of a mail) or not a branch
-// name, naming the input.
-func checkBranchArgs(rawURL, branch string) error {
+// path, file://, ssh:// or ext:: is never read on the word of a mail), a
+// scheme or host policy p does not allow, or not a branch name, naming
+// the input. Where the host's addresses may lead is checked when the
+// remote is reached (gittree.WithGuard).
+func checkBranchArgs(p netguard.Policy, rawURL, branch string) error {
 	cmd := "#patcheval test " + rawURL + " " + branch
 	u, err := url.Parse(rawURL)
 	if err != nil || u.Host == "" || !slices.Contains([]string{"http", "https", "git"}, u.Scheme) {
 		return fail.Inputf("%s: %q is not a git URL: want http://, https:// or git:// and a host", cmd, rawURL)
+	}
+	if _, err := p.CheckURL(rawURL); err != nil {
+		return fail.Inputf("%s: %v", cmd, err)
 	}
 	ref := plumbing.NewBranchReferenceName(branch)
 	if strings.HasPrefix(branch, "-") || strings.HasPrefix(branch, "refs/") || ref.Validate() != nil || !ref.IsBranch() {
@@ -51,20 +58,29 @@ func checkBranchArgs(rawURL, branch string) error {
 	return nil
 }
 
-// branchSeries fetches branch from rawURL into tree and returns its
-// commits on top of base (a commit-ish of tree) as a resolved series and
-// its thread; the cover letter is from from and answers the command's
-// mail (inReplyTo, when known), so replies to the series thread under
-// the command on the list, the only message of it the list has.
-func branchSeries(ctx context.Context, tree, base, rawURL, branch string, from mbox.Address, inReplyTo string) (*series.Series, *mbox.Thread, error) {
+// branchSeries fetches branch from rawURL into tree, reaching only what
+// p allows, and returns its commits on top of base (a commit-ish of
+// tree) as a resolved series and its thread; the cover letter is from
+// from and answers the command's mail (inReplyTo, when known), so
+// replies to the series thread under the command on the list, the only
+// message of it the list has.
+func branchSeries(ctx context.Context, p netguard.Policy, tree, base, rawURL, branch string, from mbox.Address, inReplyTo string) (*series.Series, *mbox.Thread, error) {
 	cmd := "#patcheval test " + rawURL + " " + branch
-	if err := checkBranchArgs(rawURL, branch); err != nil {
+	if err := checkBranchArgs(p, rawURL, branch); err != nil {
 		return nil, nil, err
 	}
+	u, _ := url.Parse(rawURL)
+	if _, err := p.Resolve(ctx, u.Hostname()); err != nil {
+		return nil, nil, fail.Inputf("%s: %v", cmd, err)
+	}
+	ctx = gittree.WithGuard(ctx, &p)
 	ctx, cancel := context.WithTimeout(ctx, branchFetchTimeout)
 	defer cancel()
 	// List first: a branch the remote lacks is named with what it has.
 	refs, err := gittree.ListRefs(ctx, rawURL)
+	if r := (*netguard.Refused)(nil); errors.As(err, &r) {
+		return nil, nil, fail.Inputf("%s: %v", cmd, r)
+	}
 	if err != nil {
 		return nil, nil, fail.Inputf("%s: cannot list the remote: %v", cmd, err)
 	}
@@ -88,6 +104,9 @@ func branchSeries(ctx context.Context, tree, base, rawURL, branch string, from m
 	}
 	local := "refs/patcheval/test/" + branchSafe.ReplaceAllString(branch, "_")
 	tip, err := gittree.Fetch(ctx, tree, rawURL, want.String(), local, nil)
+	if r := (*netguard.Refused)(nil); errors.As(err, &r) {
+		return nil, nil, fail.Inputf("%s: %v", cmd, r)
+	}
 	if err != nil {
 		return nil, nil, fmt.Errorf("%s: %w", cmd, err)
 	}

@@ -4,9 +4,11 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"net/netip"
 	"net/url"
 	"path"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -14,6 +16,7 @@ import (
 	"github.com/BurntSushi/toml"
 
 	"github.com/patcheval/patcheval/internal/fail"
+	"github.com/patcheval/patcheval/internal/netguard"
 	"github.com/patcheval/patcheval/internal/redact"
 	"github.com/patcheval/patcheval/mbox"
 	"github.com/patcheval/patcheval/series/recipients"
@@ -46,6 +49,12 @@ import (
 //	                               # the series' author and the maintainers of its files
 //	per_patch = false              # also measure a series of several patches after each patch
 //	                               # (the pipeline must compare base vs the same kernel + series)
+//	git_hosts = ["git.kernel.org", "github.com", "gitlab.com"]  # hosts `#patcheval test <git URL>
+//	                               # <branch>` may fetch from (globs; the default shown)
+//	git_schemes = ["https", "http", "git"]  # its URL schemes (the default; never file, ssh, ext)
+//	git_networks = []              # non-public addresses (CIDR) a git host may resolve to: by
+//	                               # default loopback, private, link-local, CGNAT, multicast... are
+//	                               # refused (internal/netguard)
 //
 // A bot's reply goes to the series' author, the list and the maintainers
 // (M:) of the touched files in the tree's MAINTAINERS (pipelines/
@@ -102,6 +111,12 @@ type List struct {
 	// per-patch job, as lore --per-patch): the report and the reply name
 	// the patch that moves each metric.
 	PerPatch bool `json:"per_patch,omitempty"`
+	// GitHosts, GitSchemes and GitNetworks bound the remotes of
+	// `#patcheval test <git URL> <branch>` (GitPolicy; nil: the
+	// defaults).
+	GitHosts    []string       `json:"git_hosts,omitempty"`
+	GitSchemes  []string       `json:"git_schemes,omitempty"`
+	GitNetworks []netip.Prefix `json:"git_networks,omitempty"`
 	// The reporters that post this list's results (nil: none).
 	Patchwork *PatchworkConfig `json:"patchwork,omitempty"`
 	GitHub    *GitHubConfig    `json:"github,omitempty"`
@@ -116,6 +131,30 @@ func (l List) Policy(first *mbox.Message) *recipients.Policy {
 		addr = recipients.ListAddress(l.Name, first)
 	}
 	return &recipients.Policy{List: addr, Default: l.Report, Rules: l.Recipients, Reviewers: l.Reviewers}
+}
+
+// DefaultGitHosts and DefaultGitSchemes are a list's git_hosts and
+// git_schemes when it sets none: the public hosts kernel branches are
+// posted from, over the schemes git fetches from them.
+var (
+	DefaultGitHosts   = []string{"git.kernel.org", "github.com", "gitlab.com"}
+	DefaultGitSchemes = []string{"https", "http", "git"}
+)
+
+// gitSchemes are the schemes a git_schemes setting may name.
+var gitSchemes = []string{"https", "http", "git"}
+
+// GitPolicy is what `#patcheval test <git URL> <branch>` may reach for
+// l: its git hosts, schemes and networks, or the defaults.
+func (l List) GitPolicy() netguard.Policy {
+	p := netguard.Policy{Hosts: l.GitHosts, Schemes: l.GitSchemes, Networks: l.GitNetworks}
+	if p.Hosts == nil {
+		p.Hosts = DefaultGitHosts
+	}
+	if p.Schemes == nil {
+		p.Schemes = DefaultGitSchemes
+	}
+	return p
 }
 
 // PatchworkConfig is a [list.patchwork] table.
@@ -188,6 +227,9 @@ type configList struct {
 	Reviewers       bool              `toml:"reviewers"`
 	Triage          []string          `toml:"triage"`
 	PerPatch        bool              `toml:"per_patch"`
+	GitHosts        []string          `toml:"git_hosts"`
+	GitSchemes      []string          `toml:"git_schemes"`
+	GitNetworks     []string          `toml:"git_networks"`
 
 	Patchwork *PatchworkConfig `toml:"patchwork"`
 	GitHub    *GitHubConfig    `toml:"github"`
@@ -195,7 +237,7 @@ type configList struct {
 }
 
 var tableKeys = map[string]string{
-	"list":            "url name paths subject allow deny rfc pipeline tree base since quiet incomplete_after poll address report recipients reviewers triage per_patch, tables patchwork github mail",
+	"list":            "url name paths subject allow deny rfc pipeline tree base since quiet incomplete_after poll address report recipients reviewers triage per_patch git_hosts git_schemes git_networks, tables patchwork github mail",
 	"list.patchwork":  "url project token_file",
 	"list.github":     "repo mirror token_file app app_id installation_id private_key_file api_url",
 	"list.mail":       "mode archive",
@@ -324,10 +366,33 @@ func (c configList) list(pipelineOK func(string) error) (List, error) {
 		}
 		*d.to = v
 	}
+	if err := c.git(&l); err != nil {
+		return l, err
+	}
 	if err := c.reporters(&l); err != nil {
 		return l, err
 	}
 	return l, nil
+}
+
+// git checks the settings of #patcheval test <git URL> <branch>.
+func (c configList) git(l *List) error {
+	for _, h := range c.GitHosts {
+		if _, err := path.Match(h, ""); err != nil || h == "" || strings.ContainsAny(h, "/:@ ") {
+			return fmt.Errorf("git_hosts %q: want host names or globs (git.kernel.org, *.example.org)", h)
+		}
+	}
+	for _, s := range c.GitSchemes {
+		if !slices.Contains(gitSchemes, s) {
+			return fmt.Errorf("git_schemes %q: want some of %s (file, ssh and ext are never fetched on a mail's word)", s, strings.Join(gitSchemes, ", "))
+		}
+	}
+	nets, err := netguard.ParseNetworks(c.GitNetworks)
+	if err != nil {
+		return fmt.Errorf("git_networks: %v", err)
+	}
+	l.GitHosts, l.GitSchemes, l.GitNetworks = c.GitHosts, c.GitSchemes, nets
+	return nil
 }
 
 func httpURL(v string) bool {

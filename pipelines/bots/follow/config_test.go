@@ -2,8 +2,10 @@ package follow
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"path/filepath"
+	"reflect"
 	"strings"
 	"testing"
 	"time"
@@ -114,6 +116,59 @@ recipients = [{ match = "x@y", report = "never" }]
 `), 0o644)
 	_, err = LoadConfig(file, nil)
 	for _, want := range []string{`[[list]] #1: report "often": want "regressions", "all" or "off"`, `[[list]] #2: recipients rule #1 (x@y): report "never"`} {
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("error %v, want it to name %q", err, want)
+		}
+	}
+}
+
+// The git remote settings of #patcheval test: defaults when unset, and
+// a scheme that is not fetched on a mail's word, a bad network or host
+// named.
+func TestConfigGitRemotes(t *testing.T) {
+	file := filepath.Join(t.TempDir(), "config.toml")
+	os.WriteFile(file, []byte(`
+[[list]]
+url = "https://lore.kernel.org/a"
+pipeline = "p"
+
+[[list]]
+url = "https://lore.kernel.org/b"
+pipeline = "p"
+git_hosts = ["git.internal.example", "*.example.org"]
+git_schemes = ["https"]
+git_networks = ["10.1.0.0/16", "fd00::1"]
+`), 0o644)
+	ls, err := LoadConfig(file, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p := ls[0].GitPolicy(); !reflect.DeepEqual(p.Hosts, DefaultGitHosts) || !reflect.DeepEqual(p.Schemes, DefaultGitSchemes) || p.Networks != nil {
+		t.Errorf("default git policy %+v", p)
+	}
+	p := ls[1].GitPolicy()
+	if fmt.Sprint(p.Hosts, p.Schemes, p.Networks) != "[git.internal.example *.example.org] [https] [10.1.0.0/16 fd00::1/128]" {
+		t.Errorf("git policy %v %v %v", p.Hosts, p.Schemes, p.Networks)
+	}
+	os.WriteFile(file, []byte(`
+[[list]]
+url = "https://lore.kernel.org/a"
+pipeline = "p"
+git_schemes = ["https", "ssh"]
+
+[[list]]
+url = "https://lore.kernel.org/b"
+pipeline = "p"
+git_networks = ["10.0.0.0/40"]
+
+[[list]]
+url = "https://lore.kernel.org/c"
+pipeline = "p"
+git_hosts = ["https://github.com"]
+`), 0o644)
+	_, err = LoadConfig(file, nil)
+	for _, want := range []string{`#1: git_schemes "ssh": want some of https, http, git`, `#2: git_networks: "10.0.0.0/40" is not a network`,
+		`#3: git_hosts "https://github.com": want host names`} {
 		if err == nil || !strings.Contains(err.Error(), want) {
 			t.Errorf("error %v, want it to name %q", err, want)
 		}

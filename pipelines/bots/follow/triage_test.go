@@ -3,6 +3,7 @@ package follow
 import (
 	"context"
 	"fmt"
+	"net/netip"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -75,6 +76,8 @@ func TestTriageOnPublicInbox(t *testing.T) {
 	os.WriteFile(token, []byte("secret\n"), 0o600)
 	l := List{Name: "test", URL: srv.URL + "/" + srv.Inbox, Pipeline: "ppc-preempt-dynamic", Tree: tree, Base: "tree",
 		IncompleteAfter: time.Hour, Triage: []string{"boss@*"}, Address: "test@example.org",
+		// #patcheval test's git remote is the loopback server below.
+		GitHosts: []string{"127.0.0.1"}, GitNetworks: []netip.Prefix{netip.MustParsePrefix("127.0.0.1/32")},
 		// Never reached: the posts are only queued (no outbox runs here).
 		Patchwork: &PatchworkConfig{URL: "http://127.0.0.1:9/api/1.2", TokenFile: token}, Mail: &MailConfig{Mode: "moderated"}}
 	f := &Follower{Store: st, Lists: []List{l}, Submit: ServiceSubmitter{Service: runnerService{st}}, Dir: filepath.Join(root, "mirrors"), Triage: tr}

@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"log/slog"
+	"net/netip"
 	"strings"
 	"time"
 
@@ -71,6 +72,9 @@ type ServiceTriager struct {
 	Fetch func(ctx context.Context, src mbox.Source) (*mbox.Thread, error)
 	// Log receives what cannot be answered in the thread (nil: dropped).
 	Log *slog.Logger
+	// GitLookup resolves the host of a #patcheval test <git URL> (nil:
+	// the system's resolver); tests give their own.
+	GitLookup func(ctx context.Context, host string) ([]netip.Addr, error)
 }
 
 // Triage implements Triager.
@@ -284,7 +288,9 @@ func (t ServiceTriager) test(ctx context.Context, r TriageRequest) (string, erro
 // on top of the list's base (branch.go), as the list evaluates a new
 // series, on their merge base.
 func (t ServiceTriager) testBranch(ctx context.Context, r TriageRequest, rawURL, branch string) (string, error) {
-	if err := checkBranchArgs(rawURL, branch); err != nil {
+	p := r.List.GitPolicy()
+	p.Lookup = t.GitLookup
+	if err := checkBranchArgs(p, rawURL, branch); err != nil {
 		return "", err // before anything is loaded or fetched
 	}
 	in, err := runner.Load(t.Store, r.EvaluationID)
@@ -299,7 +305,7 @@ func (t ServiceTriager) testBranch(ctx context.Context, r TriageRequest, rawURL,
 	if r.Reply != nil {
 		cmdID = r.Reply.MessageID
 	}
-	s, th, err := branchSeries(ctx, in.Options.Tree, base, rawURL, branch, in.Options.From, cmdID)
+	s, th, err := branchSeries(ctx, p, in.Options.Tree, base, rawURL, branch, in.Options.From, cmdID)
 	if err != nil {
 		return "", err
 	}
