@@ -47,7 +47,7 @@ func init() {
 			fs.StringVar(&f.series, "series", "", "add: re-apply this series (`Message-ID`) on every new tag")
 			fs.StringVar(&f.schedule, "schedule", "", "add: cron `spec` (5 fields, or @every 30m, @hourly; default "+watch.DefaultSchedule+")")
 			fs.BoolVar(&f.bisect, "bisect", false, "add: bisect every regression between consecutive tags")
-			fs.BoolVar(&f.regzbot, "regzbot", false, "add: put regzbot's commands (#regzbot introduced:, title:, resolve:) in the regression drafts, for lists regzbot tracks")
+			fs.BoolVar(&f.regzbot, "regzbot", false, "add: put regzbot's commands (#regzbot introduced:, title:; fix: or resolve: once a later tag shows it gone) in the regression drafts, for lists regzbot tracks")
 			fs.StringVar(&f.tree, "tree", "", "add: local git `repository` new tags are fetched into and built from (default: the pipeline's tree.path)")
 			dbFlag(fs, &f.db, "database: a SQLite `path` (default <state dir>/"+store.FileName+"), postgres://... or libpq key=value")
 			fs.StringVar(&f.out, "out", "", "run-now, daemon: reports go to `DIR`/<watch>/<tag> (default <state dir>/watches)")

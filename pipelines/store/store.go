@@ -407,6 +407,9 @@ CREATE INDEX samples_by_run ON samples(run_id);
 	// 12: the build-id each run's kernel showed, and whether it was
 	// verified (see buildid.go).
 	migrationBuildID,
+	// 13: a reported regression that a later tag showed gone (see
+	// watch.go, SetEventFixed).
+	migrationEventFixed,
 }
 
 // SchemaVersion is the schema version this code writes.

@@ -134,10 +134,18 @@ type WatchEvent struct {
 	Created   time.Time `json:"created"`
 	// Bisect is the bisection's state or result (JSON), empty when none.
 	Bisect json.RawMessage `json:"bisect,omitempty"`
+	// Fixed is what a later tag showed of a reported regression (JSON:
+	// the tag on which the metric is back, the regzbot commands said),
+	// empty while it is not known to be gone (SetEventFixed).
+	Fixed json.RawMessage `json:"fixed,omitempty"`
 }
 
 const watchColumns = `id, name, remote, branch, tags, pipeline, series_msgid, schedule, bisect, tree, origin,
 	created, last_check, last_ok, last_error, last_error_kind, regzbot`
+
+// migrationEventFixed records on a regression event that a later tag
+// brought the metric back (see SetEventFixed).
+const migrationEventFixed = `ALTER TABLE watch_events ADD COLUMN fixed TEXT NOT NULL DEFAULT '';`
 
 // migrationWatchRegzbot adds the watches' regzbot opt-in.
 const migrationWatchRegzbot = `ALTER TABLE watches ADD COLUMN regzbot INTEGER NOT NULL DEFAULT 0;`
@@ -398,6 +406,23 @@ func (s *Store) setEventBisect(q querier, id int64, v any) error {
 	return nil
 }
 
+// SetEventFixed records once that event id's regression is gone (v as
+// JSON): set says whether this call recorded it, false when the event
+// was marked fixed already (by this process or another), so that what
+// says so is produced once.
+func (s *Store) SetEventFixed(id int64, v any) (set bool, err error) {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return false, fail.Infraf("store: event %d: %w", id, err)
+	}
+	res, err := s.db.Exec(`UPDATE watch_events SET fixed = ? WHERE id = ? AND fixed = ''`, string(b), id)
+	if err != nil {
+		return false, fail.Infraf("store: %s: event %d: %w", s.where, id, err)
+	}
+	n, _ := res.RowsAffected()
+	return n == 1, nil
+}
+
 // WatchEvent returns event id.
 func (s *Store) WatchEvent(id int64) (*WatchEvent, error) {
 	evs, err := s.watchEvents(`id = ?`, id)
@@ -420,7 +445,7 @@ func (s *Store) WatchEvents(watchID int64) ([]*WatchEvent, error) {
 
 func (s *Store) watchEvents(where string, args ...any) ([]*WatchEvent, error) {
 	rows, err := s.db.Query(`SELECT id, watch_id, from_tag, to_tag, variant, benchmark, metric, verdict, change_pct,
-		ci_low, ci_high, reason, created, bisect FROM watch_events WHERE `+where+` ORDER BY id`, args...)
+		ci_low, ci_high, reason, created, bisect, fixed FROM watch_events WHERE `+where+` ORDER BY id`, args...)
 	if err != nil {
 		return nil, fail.Infraf("store: %s: watch events: %w", s.where, err)
 	}
@@ -428,14 +453,17 @@ func (s *Store) watchEvents(where string, args ...any) ([]*WatchEvent, error) {
 	var out []*WatchEvent
 	for rows.Next() {
 		var e WatchEvent
-		var created, bis string
+		var created, bis, fixed string
 		if err := rows.Scan(&e.ID, &e.WatchID, &e.From, &e.To, &e.Variant, &e.Benchmark, &e.Metric, &e.Verdict, &e.Change,
-			&e.CILow, &e.CIHigh, &e.Reason, &created, &bis); err != nil {
+			&e.CILow, &e.CIHigh, &e.Reason, &created, &bis, &fixed); err != nil {
 			return nil, fail.Infraf("store: %s: %w", s.where, err)
 		}
 		e.Created = parseTime(created)
 		if bis != "" {
 			e.Bisect = json.RawMessage(bis)
+		}
+		if fixed != "" {
+			e.Fixed = json.RawMessage(fixed)
 		}
 		out = append(out, &e)
 	}

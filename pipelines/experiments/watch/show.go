@@ -1,6 +1,7 @@
 package watch
 
 import (
+	"encoding/json"
 	"fmt"
 	"html"
 	"io"
@@ -72,6 +73,13 @@ func WriteText(w io.Writer, h *History) error {
 			e.Metric, e.Change, e.CILow, e.CIHigh, e.Reason)
 		if len(e.Bisect) > 0 {
 			fmt.Fprintf(w, "    bisection: %s\n", e.Bisect)
+		}
+		var fx Fixed
+		if len(e.Fixed) > 0 && json.Unmarshal(e.Fixed, &fx) == nil {
+			fmt.Fprintf(w, "    gone on %s (%s against %s): %s\n", fx.Tag, fx.Label, e.From, strings.Join(fx.Lines, "; "))
+			if fx.Draft != "" {
+				fmt.Fprintf(w, "    reply draft: %s\n", fx.Draft)
+			}
 		}
 	}
 	return nil

@@ -92,6 +92,8 @@ type TickResult struct {
 	Failed    []string            `json:"failed,omitempty"`
 	Events    []*store.WatchEvent `json:"events,omitempty"`
 	Bisected  []string            `json:"bisected,omitempty"`
+	// Fixed are the reported regressions this tick's tags showed gone.
+	Fixed []*Fixed `json:"fixed,omitempty"`
 }
 
 func (wr *Watcher) logf(format string, a ...any) {
@@ -139,6 +141,7 @@ func (wr *Watcher) tick(ctx context.Context, w *store.Watch) (*TickResult, error
 		r, err := wr.Retest(ctx, w, t)
 		res.Evaluated = append(res.Evaluated, r.Evaluated...)
 		res.Failed = append(res.Failed, r.Failed...)
+		res.Fixed = append(res.Fixed, r.Fixed...)
 		if err != nil {
 			return res, err
 		}
@@ -276,6 +279,9 @@ type RetestResult struct {
 	Evaluated []string
 	Failed    []string
 	Events    []Regression
+	// Fixed are the regressions reported to regzbot that this entry
+	// shows gone, each said once (watches with regzbot on).
+	Fixed []*Fixed
 }
 
 // Retest fetches one history entry's objects, evaluates it and compares
@@ -360,7 +366,9 @@ func (wr *Watcher) Retest(ctx context.Context, w *store.Watch, t *store.WatchTag
 		res.Events = append(res.Events, Regression{Event: ev.event, Good: ev.good, Bad: ev.bad,
 			Bisect: ev.event.Verdict == string(stats.Regression) && w.Bisect && len(ev.event.Bisect) == 0})
 	}
-	return res, nil
+	// A regression reported to regzbot that this tag shows gone.
+	res.Fixed, err = wr.fixes(ctx, w, t.Tag)
+	return res, err
 }
 
 type newEvent struct {
@@ -392,15 +400,7 @@ func (wr *Watcher) events(w *store.Watch, tag string) ([]newEvent, error) {
 	if idx < 0 || prev < 0 {
 		return nil, nil
 	}
-	opts := stats.Options{}
-	minChange := 0.0
-	if wr.Deterministic != nil && wr.Deterministic(w) {
-		minChange = wr.MinChange
-		if minChange == 0 {
-			minChange = stats.DefaultDeterministicThreshold
-		}
-		opts.Threshold = minChange
-	}
+	opts, minChange := wr.statsOptions(w)
 	var out []newEvent
 	for _, s := range h.Series {
 		a, b := s.Values[prev].samples, s.Values[idx].samples
