@@ -267,9 +267,11 @@ func Run(ctx context.Context, t Target, boots []PlannedBoot, o RunOptions) error
 // failure; its samples are the agent's results.
 func Boot(ctx context.Context, t Target, pb PlannedBoot) BootRecord {
 	res, err := t.Boot(ctx, pb.Kernel, pb.Plan)
-	if err == nil {
-		// No sample of a kernel other than the one asked for.
-		err = verifyBoot(pb.Kernel, res)
+	// No sample of a kernel other than the one asked for; a wrong kernel
+	// is the boot's failure even when the agent refused it (its refusal
+	// fails the boot as an agent error).
+	if verr := verifyBoot(pb.Kernel, res); verr != nil && ctx.Err() == nil {
+		err = verr
 	}
 	rec := BootRecord{Key: pb.Key, Kernel: pb.Kernel, Target: t.Name(), Result: res, Err: err}
 	var be *BootError

@@ -1,7 +1,6 @@
 package evaluate
 
 import (
-	"fmt"
 	"strings"
 
 	"github.com/patcheval/patcheval/evaluate/guest"
@@ -21,36 +20,22 @@ const PhaseWrongKernel = "wrong-kernel"
 // both sides. A kernel with no recorded build-id is checked on its
 // command line only; Verified then stays false.
 func Verify(k Kernel, info *guest.Info, want ...string) (verified bool, err error) {
-	wrong := func(format string, a ...any) error {
-		return &BootError{Variant: k.Variant, Phase: PhaseWrongKernel, Kind: fail.KindInfra, Msg: fmt.Sprintf(format, a...)}
-	}
-	if info == nil {
-		return false, wrong("the machine did not say which kernel it runs (no info record)")
-	}
-	if k.BuildID != "" {
-		switch {
-		case info.BuildID == "":
-			return false, wrong("cannot verify the kernel: the running kernel (%s) shows no build-id in %s; want %s (%s)",
-				info.Release, guest.NotesPath, k.BuildID, imageName(k))
-		case !strings.EqualFold(info.BuildID, k.BuildID):
-			return false, wrong("the running kernel is not the one asked for: build-id %s (release %s) is running, want %s (%s)",
-				info.BuildID, info.Release, k.BuildID, imageName(k))
-		}
-	}
-	have := map[string]bool{}
-	for _, f := range strings.Fields(info.Cmdline) {
-		have[f] = true
-	}
-	var missing []string
-	for _, f := range append(strings.Fields(k.Cmdline), want...) {
-		if f != "" && !have[f] {
-			missing = append(missing, f)
-		}
-	}
-	if len(missing) > 0 {
-		return false, wrong("the running kernel was booted with another command line: %q lacks %s", info.Cmdline, strings.Join(missing, " "))
+	if err := ExpectFor(k, want...).Check(info); err != nil {
+		return false, &BootError{Variant: k.Variant, Phase: PhaseWrongKernel, Kind: fail.KindInfra, Msg: err.Error()}
 	}
 	return k.BuildID != "", nil
+}
+
+// ExpectFor is what a boot of k must run, for the agent to check before
+// its first benchmark (guest.Plan.Expect): k's build-id and every word of
+// k's command line plus want (a target's own words: the full command
+// line it booted with, a boot nonce).
+func ExpectFor(k Kernel, want ...string) *guest.Expect {
+	e := &guest.Expect{BuildID: k.BuildID, Image: imageName(k)}
+	for _, w := range append(strings.Fields(k.Cmdline), want...) {
+		e.Cmdline = append(e.Cmdline, strings.Fields(w)...)
+	}
+	return e
 }
 
 func imageName(k Kernel) string {
@@ -63,7 +48,12 @@ func imageName(k Kernel) string {
 // verifyBoot checks a finished boot's kernel (Verify) and records the
 // build-id it showed in the boot's environment.
 func verifyBoot(k Kernel, res *BootResult) error {
-	if res == nil || res.Output == nil || res.Output.Info == nil {
+	if res == nil || res.Output == nil {
+		return nil
+	}
+	if res.Output.Info == nil {
+		// An agent that refused the kernel always sent its info first;
+		// a boot with no info has no sample to protect.
 		return nil
 	}
 	if res.Env.BuildID == "" {

@@ -120,6 +120,12 @@ func (a *agent) run(planFile string) (ok bool) {
 	if info != nil {
 		a.emit(Record{Type: "info", Info: info})
 	}
+	// No benchmark on a kernel other than the one asked for: the check
+	// comes before the knobs' errors, which a wrong kernel may cause.
+	if werr := plan.Expect.Check(info); werr != nil {
+		a.fail(errors.New(WrongKernelPrefix + werr.Error()))
+		return false
+	}
 	if err != nil {
 		a.fail(err)
 		return false

@@ -131,6 +131,59 @@ type Plan struct {
 	// through selinuxfs and sets enforcing or permissive, or checks that
 	// SELinux is disabled (selinux=0). Only as /init (QEMU).
 	SELinux *SELinux `json:"selinux,omitempty"`
+	// Expect is the kernel this boot must run. The agent checks it
+	// against /sys/kernel/notes and /proc/cmdline before the first
+	// benchmark; on another kernel it runs none and reports one error
+	// record starting with WrongKernelPrefix.
+	Expect *Expect `json:"expect,omitempty"`
+}
+
+// WrongKernelPrefix starts the agent's error record when the running
+// kernel is not Plan.Expect's.
+const WrongKernelPrefix = "wrong kernel: "
+
+// Expect names a kernel: the GNU build-id of its vmlinux (hex; "" to
+// check the command line only) and words its /proc/cmdline must hold.
+type Expect struct {
+	BuildID string   `json:"build_id,omitempty"`
+	Cmdline []string `json:"cmdline,omitempty"`
+	// Image names the kernel in messages (its image path or variant).
+	Image string `json:"image,omitempty"`
+}
+
+// Check compares the kernel info describes with e. The error names both
+// sides; nil when info runs e's kernel with every word of e's command line.
+func (e *Expect) Check(info *Info) error {
+	if e == nil {
+		return nil
+	}
+	if info == nil {
+		return fmt.Errorf("the machine did not say which kernel it runs (no info record)")
+	}
+	if e.BuildID != "" {
+		switch {
+		case info.BuildID == "":
+			return fmt.Errorf("cannot verify the kernel: the running kernel (%s) shows no build-id in %s; want %s (%s)",
+				info.Release, NotesPath, e.BuildID, e.Image)
+		case !strings.EqualFold(info.BuildID, e.BuildID):
+			return fmt.Errorf("the running kernel is not the one asked for: build-id %s (release %s) is running, want %s (%s)",
+				info.BuildID, info.Release, e.BuildID, e.Image)
+		}
+	}
+	have := map[string]bool{}
+	for _, f := range strings.Fields(info.Cmdline) {
+		have[f] = true
+	}
+	var missing []string
+	for _, f := range e.Cmdline {
+		if f != "" && !have[f] {
+			missing = append(missing, f)
+		}
+	}
+	if len(missing) > 0 {
+		return fmt.Errorf("the running kernel was booted with another command line: %q lacks %s", info.Cmdline, strings.Join(missing, " "))
+	}
+	return nil
 }
 
 // SELinux modes of Plan.SELinux and Info.SELinux.

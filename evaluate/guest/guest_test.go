@@ -291,3 +291,57 @@ func TestParseToolOutputErrors(t *testing.T) {
 		t.Errorf("two stressors: %+v %v %v", m, c, err)
 	}
 }
+
+// TestAgentRefusesWrongKernel runs the agent on this host with a plan
+// that expects another kernel: it says so before its first benchmark and
+// runs none. The host's own build-id and command line pass.
+func TestAgentRefusesWrongKernel(t *testing.T) {
+	if runtime.GOOS != "linux" {
+		t.Skip("agent is Linux only")
+	}
+	notes, err := os.ReadFile(NotesPath)
+	if err != nil {
+		t.Fatalf("reading %s: %v", NotesPath, err)
+	}
+	own := ParseBuildID(notes)
+	cmdline, err := os.ReadFile("/proc/cmdline")
+	if err != nil || own == "" {
+		t.Fatalf("this host shows no build-id (%v) or command line (%v)", own, err)
+	}
+	words := strings.Fields(string(cmdline))
+	bin, err := Build(context.Background(), runtime.GOARCH, t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	other := strings.Repeat("0", len(own)-1) + "1"
+	run := func(e *Expect) (*Output, error) {
+		pj, _ := json.Marshal(Plan{Iterations: 2, Benchmarks: []Bench{{Name: BenchKill, Ops: 100}}, Expect: e})
+		cmd := exec.Command(bin, NoInitFlag)
+		cmd.Stdin = strings.NewReader(string(pj))
+		o, err := cmd.Output()
+		out, perr := ParseBytes(o)
+		if perr != nil {
+			t.Fatal(perr)
+		}
+		return out, err
+	}
+	for _, c := range []struct {
+		name string
+		e    *Expect
+		want string
+	}{
+		{"other build-id", &Expect{BuildID: other, Image: "/x/vmlinux"}, "build-id " + own},
+		{"missing word", &Expect{BuildID: own, Cmdline: append(words, "patcheval.boot=nonce")}, "lacks patcheval.boot=nonce"},
+	} {
+		out, err := run(c.e)
+		if err == nil || out.OK || len(out.Results) != 0 || len(out.Errors) != 1 ||
+			!strings.HasPrefix(out.Errors[0], WrongKernelPrefix) || !strings.Contains(out.Errors[0], c.want) || out.Info == nil {
+			t.Errorf("%s: exit %v, %d results, errors %q; want no result and one %q error naming %q",
+				c.name, err, len(out.Results), out.Errors, WrongKernelPrefix, c.want)
+		}
+	}
+	out, err := run(&Expect{BuildID: strings.ToUpper(own), Cmdline: words})
+	if err != nil || !out.OK || len(out.Results) != 2 {
+		t.Errorf("this host's own kernel: exit %v, %d results, errors %q", err, len(out.Results), out.Errors)
+	}
+}

@@ -215,23 +215,26 @@ func (t *Target) Boot(ctx context.Context, k evaluate.Kernel, p guest.Plan) (*ev
 	if t.cfg.Userland != "" {
 		appendArchives = append(appendArchives, t.cfg.Userland)
 	}
-	planJSON, err := json.Marshal(p)
-	if err != nil {
-		return nil, fail.Input(err)
-	}
 	dir, err := os.MkdirTemp("", "patcheval-boot-")
 	if err != nil {
 		return nil, fail.Infra(err)
 	}
 	defer os.RemoveAll(dir)
 	initrd := filepath.Join(dir, "initramfs.cpio")
-	if err := initramfs.WriteFile(initrd, initramfs.Spec{Init: agent, Gzip: t.cfg.Gzip, Append: appendArchives,
-		Files: map[string][]byte{strings.TrimPrefix(guest.PlanPath, "/"): planJSON}}); err != nil {
-		return nil, fail.Infra(err)
-	}
 	argv, cmdline, kvm, err := t.Command(k, initrd)
 	if err != nil {
 		return nil, err
+	}
+	// The agent proves the kernel (build-id, the whole command line QEMU
+	// passes) before its first benchmark, and runs none on another one.
+	p.Expect = evaluate.ExpectFor(k, cmdline)
+	planJSON, err := json.Marshal(p)
+	if err != nil {
+		return nil, fail.Input(err)
+	}
+	if err := initramfs.WriteFile(initrd, initramfs.Spec{Init: agent, Gzip: t.cfg.Gzip, Append: appendArchives,
+		Files: map[string][]byte{strings.TrimPrefix(guest.PlanPath, "/"): planJSON}}); err != nil {
+		return nil, fail.Infra(err)
 	}
 	host, _ := os.Hostname()
 	res := &evaluate.BootResult{

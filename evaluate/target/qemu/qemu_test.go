@@ -351,3 +351,41 @@ func TestKernelDoesNotBoot(t *testing.T) {
 		t.Logf("%s: classified: %s: %v", c.name, be.Phase, err)
 	}
 }
+
+// TestWrongKernelStopsBeforeTheBenchmarks boots the suite's ppc64le
+// kernel as if it were another build (a build-id that is not its own):
+// the agent proves the kernel before its first benchmark, so the boot is
+// a wrong-kernel infra error with no result on the console and no
+// sample. The same kernel under its own build-id is verified and measured.
+func TestWrongKernelStopsBeforeTheBenchmarks(t *testing.T) {
+	buildtest.SkipIfSlow(t)
+	a := buildtest.PPC64(t, "base-voluntary")
+	own := a.BuildID()
+	tg := target(t, Config{Deterministic: true, Timeout: 5 * time.Minute})
+	plan := guest.Plan{Benchmarks: []guest.Bench{{Name: "getppid", Ops: 1000}}}
+	wrong := strings.Repeat("0", len(own)-1) + "1"
+	rec := evaluate.Boot(context.Background(), tg, evaluate.PlannedBoot{
+		Kernel: evaluate.Kernel{Variant: "w", Arch: "ppc64le", Image: a.Image, BuildID: wrong}, Plan: plan})
+	var be *evaluate.BootError
+	if !errors.As(rec.Err, &be) || be.Phase != evaluate.PhaseWrongKernel || fail.KindOf(rec.Err) != fail.KindInfra {
+		t.Fatalf("a kernel under another build-id: %v; want a %s infra error", rec.Err, evaluate.PhaseWrongKernel)
+	}
+	if !strings.Contains(be.Msg, "build-id "+own) || !strings.Contains(be.Msg, "want "+wrong) {
+		t.Errorf("the error does not name both build-ids: %s", be.Msg)
+	}
+	if rec.Result == nil || len(rec.Result.Output.Results) != 0 || len(rec.Samples) != 0 ||
+		strings.Contains(string(rec.Result.Console), `"type":"result"`) {
+		t.Fatalf("the agent measured the wrong kernel (%d samples):\n%s", len(rec.Samples), rec.Result.Console)
+	}
+	if errs := rec.Result.Output.Errors; len(errs) != 1 || !strings.HasPrefix(errs[0], guest.WrongKernelPrefix) {
+		t.Errorf("agent errors %q: want its refusal", errs)
+	}
+	t.Logf("refused before any benchmark: %s", be.Msg)
+
+	rec = evaluate.Boot(context.Background(), tg, evaluate.PlannedBoot{
+		Kernel: evaluate.Kernel{Variant: "r", Arch: "ppc64le", Image: a.Image, BuildID: own}, Plan: plan})
+	if rec.Err != nil || !rec.Result.Env.Verified || rec.Result.Env.BuildID != own || len(rec.Samples) == 0 {
+		t.Fatalf("the kernel under its own build-id: %v, verified %v, build-id %q, %d samples",
+			rec.Err, rec.Result != nil && rec.Result.Env.Verified, rec.Result.Env.BuildID, len(rec.Samples))
+	}
+}

@@ -254,6 +254,9 @@ func (t *Target) Boot(ctx context.Context, k evaluate.Kernel, p guest.Plan) (*ev
 	defer cancel()
 	var agentPlan guest.Plan = p
 	agentPlan.Benchmarks = nil
+	// The agent checks again before its first benchmark (a machine that
+	// rebooted between the probe and the agent runs nothing).
+	agentPlan.Expect = evaluate.ExpectFor(k)
 	var stress []guest.Bench
 	for _, b := range p.Benchmarks {
 		if b.Name == guest.BenchStressNGKill {
