@@ -78,6 +78,46 @@ func TestSplitLore(t *testing.T) {
 	}
 }
 
+// Links and the "is this URL on our lore" test go through SplitLore: a
+// list or all-index setting must not give ".../all/all/" links nor refuse
+// a message URL on the same server.
+func TestLoreLinkAndOnLore(t *testing.T) {
+	const id = "20250210194500.1-0-a@b"
+	for _, c := range []struct{ lore, link string }{
+		{"", mbox.DefaultLore + "/all/"},
+		{"https://lore.kernel.org", "https://lore.kernel.org/all/"},
+		{"https://lore.kernel.org/all/", "https://lore.kernel.org/all/"},
+		{"https://lore.kernel.org/linuxppc-dev", "https://lore.kernel.org/linuxppc-dev/"},
+		{"https://lore.kernel.org/linuxppc-dev/" + id + "/T/#u", "https://lore.kernel.org/linuxppc-dev/"},
+		{"http://h:8080/lists/all", "http://h:8080/lists/all/"},
+		{"mailto:list@example.org", mbox.DefaultLore + "/all/"},
+	} {
+		t.Setenv("PATCHEVAL_LORE", "")
+		if got := mbox.LoreLink(c.lore); got != c.link {
+			t.Errorf("LoreLink(%q) = %q, want %q", c.lore, got, c.link)
+		}
+	}
+	for _, c := range []struct {
+		lore, u string
+		on      bool
+	}{
+		{"https://lore.kernel.org", "https://lore.kernel.org/linuxppc-dev/" + id + "/", true},
+		{"https://lore.kernel.org/all", "https://lore.kernel.org/linuxppc-dev/" + id + "/", true},
+		{"https://lore.kernel.org/linuxppc-dev", "https://lore.kernel.org/all/" + id + "/T/", true},
+		{"https://lore.kernel.org/linuxppc-dev/" + id + "/", "https://lore.kernel.org/r/" + id, true},
+		{"http://h:8080/lists/all", "http://h:8080/lists/x/" + id + "/", true},
+		{"http://h:8080/lists/all", "http://h:8080/" + id + "/", false},
+		{"https://lore.kernel.org", "https://lore.kernel.org.evil.example/all/" + id + "/", false},
+		{"https://lore.kernel.org", "http://127.0.0.2:9/all/" + id + "/", false},
+		{"https://lore.kernel.org", "https://patch.msgid.link/" + id, false},
+		{"mailto:x@y", "https://lore.kernel.org/all/" + id + "/", false},
+	} {
+		if got := mbox.OnLore(c.lore, c.u); got != c.on {
+			t.Errorf("OnLore(%q, %q) = %v, want %v", c.lore, c.u, got, c.on)
+		}
+	}
+}
+
 // A hostile message page: the message's page (no all index) links a
 // mailto: reply address, a page on another server and a javascript: URL.
 // None is followed; the answer is "no message", once, without retries.

@@ -59,6 +59,33 @@ func SplitLore(lore string) (base, inbox string, err error) {
 	return base, last, nil
 }
 
+// LoreLink is the prefix of a link to a message on the lore a setting
+// names (SplitLore's forms): "<base>/<list>/" for a list, "<base>/all/"
+// for the server or its all index; a Message-ID and "/" complete it. A
+// setting that is not an http(s) URL gives DefaultLore's.
+func LoreLink(lore string) string {
+	base, inbox, err := SplitLore(LoreBase(lore))
+	if err != nil {
+		base, inbox = DefaultLore, ""
+	}
+	if inbox == "" {
+		inbox = "all"
+	}
+	return base + "/" + inbox + "/"
+}
+
+// OnLore reports whether the lore URL u (a message, list or index URL) is
+// on the public-inbox server the setting lore names: the same scheme,
+// host and base path, whatever list either names.
+func OnLore(lore, u string) bool {
+	want, _, err := SplitLore(LoreBase(lore))
+	if err != nil {
+		return false
+	}
+	got, _, err := SplitLore(u)
+	return err == nil && got != "" && strings.EqualFold(got, want)
+}
+
 // SourceKind says where a thread comes from.
 type SourceKind int
 

@@ -354,11 +354,9 @@ func buildReport(ev *evaluation, tree report.TreeInfo, byKey map[string]*build.A
 		r.Generated = o.Now
 	}
 	if ev.series != nil {
-		lore := o.Lore
-		if lore == "" {
-			lore = mbox.DefaultLore
-		}
-		r.Series = seriesInfo(ev.series, strings.TrimRight(lore, "/")+"/all/")
+		// o.Lore may be a list (a follower's) or an all index: the
+		// links go to its base's list or all index, never ".../all/all/".
+		r.Series = seriesInfo(ev.series, mbox.LoreLink(o.Lore))
 		// The numbers the thread reports go beside ours.
 		if msgs, err := mbox.ParseBytes(o.Mbox, o.ThreadSource); err == nil {
 			r.Thread = numbers.Read(mbox.NewThread(msgs, o.ThreadSource))

@@ -44,6 +44,34 @@ func TestSeriesInfo(t *testing.T) {
 	}
 }
 
+// The report's link follows the lore the evaluation names in any of its
+// forms: a follower's list URL links into that list, an all index into
+// itself (not ".../linuxppc-dev/all/" or ".../all/all/").
+func TestReportLinkFollowsLoreForm(t *testing.T) {
+	data := mustRead(t, testenv.BackportMbox())
+	msgs, _ := mbox.ParseBytes(data, "backport.mbox")
+	s, err := series.Resolve(mbox.NewThread(msgs, "backport.mbox"), series.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	id := s.First().MessageID
+	for lore, want := range map[string]string{
+		"https://lore.kernel.org/linuxppc-dev":               "https://lore.kernel.org/linuxppc-dev/",
+		"https://lore.kernel.org/all/":                       "https://lore.kernel.org/all/",
+		"http://127.0.0.1:8080/lists/test":                   "http://127.0.0.1:8080/lists/test/",
+		"https://lore.kernel.org/linuxppc-dev/" + id + "/T/": "https://lore.kernel.org/linuxppc-dev/",
+	} {
+		ev := &evaluation{id: 1, p: &pipelines.Pipeline{Name: "t"}, in: inputs{Options: Options{Mbox: data, Lore: lore}}, series: s}
+		r, err := buildReport(ev, report.TreeInfo{}, nil, nil, nil, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if r.Series.Link != want+id+"/" {
+			t.Errorf("lore %s: link %q, want %q", lore, r.Series.Link, want+id+"/")
+		}
+	}
+}
+
 func mustRead(t *testing.T, p string) []byte {
 	t.Helper()
 	b, err := os.ReadFile(p)

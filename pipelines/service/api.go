@@ -386,7 +386,7 @@ func (s *Service) submittedPipeline(req SubmitRequest) (*pipelines.Pipeline, err
 func (s *Service) loreSource(msgid string) (mbox.Source, error) {
 	id := strings.TrimSpace(msgid)
 	if strings.HasPrefix(id, "http://") || strings.HasPrefix(id, "https://") {
-		if !strings.HasPrefix(id, s.lore+"/") {
+		if !mbox.OnLore(s.lore, id) {
 			return mbox.Source{}, bad("msgid", "URL %q is not on this service's lore (%s)", id, s.lore)
 		}
 	} else {

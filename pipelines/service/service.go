@@ -187,6 +187,12 @@ func New(ctx context.Context, cfg Config) (*Service, error) {
 	}
 	s := &Service{cfg: cfg, db: db, log: cfg.Log, lore: mbox.LoreBase(cfg.Lore), logs: map[int64]*evalLog{}, workerID: newWorkerID()}
 	s.ui.ctx, s.ui.cancel = context.WithCancel(context.WithoutCancel(ctx))
+	// --lore may name the server, its all index, a list or a message
+	// (mbox.SplitLore): links and the submitted URLs' check use its base.
+	if _, _, err := mbox.SplitLore(s.lore); err != nil {
+		db.Close()
+		return nil, fail.Inputf("--lore: %v", err)
+	}
 	if s.log == nil {
 		s.log = io.Discard
 	}
@@ -211,7 +217,7 @@ func New(ctx context.Context, cfg Config) (*Service, error) {
 	if db.Postgres() {
 		s.artifacts = s.Artifacts()
 	}
-	s.dash, err = dashboard.New(source{s}, dashboard.Options{Where: db.Where, Lore: s.lore + "/all/", Pipelines: pipelines.List(),
+	s.dash, err = dashboard.New(source{s}, dashboard.Options{Where: db.Where, Lore: mbox.LoreLink(s.lore), Pipelines: pipelines.List(),
 		Posts: cfg.Posts})
 	if err != nil {
 		s.Close()

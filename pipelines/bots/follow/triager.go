@@ -250,9 +250,9 @@ func (t ServiceTriager) test(ctx context.Context, r TriageRequest) (string, erro
 		}
 	case strings.Contains(arg, "@") && !strings.ContainsAny(arg, "/ "):
 		// A bare Message-ID: the list's own inbox (never a local file).
-		base, inbox := r.List.URL, ""
-		if i := strings.LastIndex(strings.TrimRight(base, "/"), "/"); i > 0 {
-			base, inbox = base[:i], strings.Trim(base[i+1:], "/")
+		base, inbox, err := mbox.SplitLore(r.List.URL)
+		if err != nil {
+			return "", err
 		}
 		src = mbox.Source{Kind: mbox.SourceLore, MsgID: strings.Trim(arg, "<>"), Base: base, Inbox: inbox}
 	default:
