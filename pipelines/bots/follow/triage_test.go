@@ -2,7 +2,9 @@ package follow
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
+	"net/http"
 	"net/netip"
 	"os"
 	"path/filepath"
@@ -14,6 +16,7 @@ import (
 
 	"github.com/patcheval/patcheval/internal/testgit"
 	"github.com/patcheval/patcheval/internal/testinbox"
+	"github.com/patcheval/patcheval/mbox"
 	"github.com/patcheval/patcheval/pipelines"
 	"github.com/patcheval/patcheval/pipelines/bots/mail"
 	"github.com/patcheval/patcheval/pipelines/runner"
@@ -66,6 +69,7 @@ func TestTriageOnPublicInbox(t *testing.T) {
 	g := &gen{t0: time.Now().Add(-time.Hour)}
 	seed := writeMbox(t, root, "seed.mbox", g.series("old", "Old <old@example.org>", "mm: old", 1, 1, []string{"mm/slab.c"}, "")...)
 	srv := testinbox.StartWith(t, testinbox.Options{Bulk: true, NoAll: true}, seed)
+	t.Setenv("PATCHEVAL_LORE", "http://127.0.0.1:9/all")
 	st, err := store.Open(filepath.Join(root, "db"))
 	if err != nil {
 		t.Fatal(err)
@@ -94,6 +98,16 @@ func TestTriageOnPublicInbox(t *testing.T) {
 	s := seriesBy(t, st)["sss v1"]
 	if s == nil || s.EvaluationID == 0 {
 		t.Fatalf("series not submitted: %+v", s)
+	}
+	// The follower's evaluation links into its own list (this server has
+	// no all index), not the global lore ($PATCHEVAL_LORE, set to a port
+	// nothing listens on): the link the report builds answers.
+	var in struct{ Lore string }
+	if raw, _, err := st.Inputs(s.EvaluationID); err != nil || json.Unmarshal(raw, &in) != nil || in.Lore != l.URL {
+		t.Errorf("stored lore %q (%v), want the list's %s", in.Lore, err, l.URL)
+	}
+	if link := mbox.LoreLink(in.Lore) + "sss-v1-0@example.org/"; httpStatus(t, link) != 200 {
+		t.Errorf("the report's link %s does not answer", link)
 	}
 	// patcheval's report went out (the mail reporter's post, sent).
 	report := fmt.Sprintf("report-%d@patcheval.example", s.EvaluationID)
@@ -323,4 +337,14 @@ type rerunService struct {
 func (r *rerunService) Rerun(ctx context.Context, id int64) (int64, error) {
 	r.reruns = append(r.reruns, id)
 	return id, r.st.SetEvaluationStatus(id, "queued")
+}
+
+func httpStatus(t *testing.T, u string) int {
+	t.Helper()
+	resp, err := http.Get(u)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	return resp.StatusCode
 }
