@@ -79,3 +79,39 @@ func TestShippedPipelinesConfigure(t *testing.T) {
 		}
 	}
 }
+
+// TestLayoutControlConfigures: the layout control's aligned rebuild
+// (AlignSymbols on a variant) configures on every architecture of
+// internal/arch from tinyconfig and its boot config: olddefconfig keeps
+// CONFIG_DEBUG_FORCE_FUNCTION_ALIGN_64B=y (which makes the kernel's
+// Makefile add -falign-functions=64). Config only: no compile.
+func TestLayoutControlConfigures(t *testing.T) {
+	buildtest.SkipIfSlow(t)
+	repo := buildtest.Repo(t)
+	for _, a := range arch.All() {
+		t.Run(a.Name, func(t *testing.T) {
+			frag, err := build.WriteBootConfig(a.Name, filepath.Join(xdg.CacheDir(), "boot-configs"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			req := build.Request{Repo: repo, Commit: buildtest.BaseCommit, Arch: a.Name, BaseConfig: "tinyconfig",
+				Fragments: []string{frag}, Symbols: AlignSymbols, Variant: "layout-control-" + a.Name}
+			opts := buildtest.Options(t)
+			opts.ConfigOnly = true
+			var art *build.Artifact
+			buildtest.Serialize(t, func() { art, err = build.Build(context.Background(), req, opts) })
+			if err != nil {
+				t.Fatalf("the aligned rebuild does not configure on %s: %v", a.Name, err)
+			}
+			cfg, err := build.ReadConfigFile(art.Config)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for sym, want := range AlignSymbols {
+				if cfg[sym] != want {
+					t.Errorf("%s: CONFIG_%s=%q, want %q", a.Name, sym, cfg[sym], want)
+				}
+			}
+		})
+	}
+}

@@ -131,7 +131,10 @@ type Variant struct {
 	// permissive (with the pipeline's SELinuxPolicy loaded), or disabled
 	// (checked: the command line's selinux=0 took).
 	SELinux string `json:"selinux,omitempty"`
-	Line    int    `json:"-"`
+	// AlignedOf names the variant this one rebuilds with forced
+	// function alignment (Compare.Layout); "" for the pipeline's own.
+	AlignedOf string `json:"aligned_of,omitempty"`
+	Line      int    `json:"-"`
 }
 
 // Policy is an SELinux policy source: a shipped one (Name, see
@@ -233,7 +236,22 @@ type Compare struct {
 	// Default stats.DefaultThreshold (1%), stats.DefaultDeterministicThreshold
 	// (0.5%) for deterministic pipelines.
 	Threshold float64 `json:"threshold_pct"`
+	// Layout ([compare] layout = true) rebuilds every compared kernel
+	// with CONFIG_DEBUG_FORCE_FUNCTION_ALIGN_64B=y (variants named
+	// NAME+AlignSuffix) and compares those too: a change that survives
+	// aligned functions is layout-stable, one that does not is
+	// layout-sensitive (code layout, not the code). The aligned variants
+	// are in Variants and their comparisons in Comparisons (Aligned set).
+	Layout bool `json:"layout,omitempty"`
 }
+
+// AlignSuffix names the function-aligned rebuild of a variant.
+const AlignSuffix = "+align64"
+
+// AlignSymbols are what an aligned rebuild adds to its variant's
+// symbols: -falign-functions=64 through the kernel's own option (every
+// architecture of internal/arch has it since 5.7; it depends on EXPERT).
+var AlignSymbols = map[string]string{"DEBUG_FORCE_FUNCTION_ALIGN_64B": "y", "EXPERT": "y"}
 
 // Target is where kernels run.
 type Target struct {
@@ -267,6 +285,9 @@ type Target struct {
 type Comparison struct {
 	Base  string `json:"base"`
 	Other string `json:"other"`
+	// Aligned marks the layout control of comparison
+	// {Base, Other} without AlignSuffix (Compare.Layout).
+	Aligned bool `json:"aligned,omitempty"`
 }
 
 // Chain is an ordered isolation chain (A -> B -> C) whose total change the

@@ -136,7 +136,7 @@ func TestPPCPreemptDynamic(t *testing.T) {
 	if !reflect.DeepEqual(builds[1].Variants, []string{"voluntary+dyn", "voluntary+dyn@full"}) || builds[1].Variant != "voluntary+dyn" {
 		t.Errorf("shared build: %+v", builds[1])
 	}
-	if !reflect.DeepEqual(p.Comparisons, []Comparison{{"voluntary", "voluntary+dyn"}, {"voluntary", "full"}, {"voluntary+dyn", "voluntary+dyn@full"}}) {
+	if !reflect.DeepEqual(p.Comparisons, []Comparison{{Base: "voluntary", Other: "voluntary+dyn"}, {Base: "voluntary", Other: "full"}, {Base: "voluntary+dyn", Other: "voluntary+dyn@full"}}) {
 		t.Errorf("comparisons: %v", p.Comparisons)
 	}
 	if len(p.Chains) != 1 || !reflect.DeepEqual(p.Chains[0].Variants, []string{"voluntary", "voluntary+dyn", "full"}) {
@@ -298,7 +298,7 @@ func TestMinimalDefaults(t *testing.T) {
 	if p.Variant("b").Symbols["PREEMPT_DYNAMIC"] != "y" {
 		t.Error("boolean symbol not turned into y")
 	}
-	if !reflect.DeepEqual(p.Comparisons, []Comparison{{"a", "b"}}) {
+	if !reflect.DeepEqual(p.Comparisons, []Comparison{{Base: "a", Other: "b"}}) {
 		t.Errorf("default comparisons: %v", p.Comparisons)
 	}
 }
@@ -651,5 +651,54 @@ args = ["syscall", "basic", "-l", "200000"]
 	w, err := Parse([]byte(strings.Replace(src, `"basic", "-l", "200000"`, `"fork"`, 1)), "w.toml")
 	if err != nil || len(w.Warnings) == 0 || !strings.Contains(strings.Join(w.Warnings, "\n"), "perf 6.3") {
 		t.Errorf("perf bench syscall fork: warnings %v, err %v", w.Warnings, err)
+	}
+}
+
+// TestLayoutControl: [compare] layout = true adds each compared variant's
+// function-aligned rebuild (a runtime-only variant boots its kernel's
+// aligned rebuild) and the same comparisons between them; a
+// deterministic pipeline refuses it.
+func TestLayoutControl(t *testing.T) {
+	nd := strings.Replace(valid, "deterministic = true", "deterministic = false", 1)
+	nd = strings.Replace(nd, "[repeats]", "[[variant]]\nname = \"b@full\"\nkernel = \"b\"\nsched_preempt = \"full\"\n\n[[comparison]]\nbase = \"a\"\nother = \"b\"\n\n[[comparison]]\nbase = \"b\"\nother = \"b@full\"\n\n[compare]\nlayout = true\n\n[repeats]", 1)
+	p, err := Parse([]byte(nd), "layout.toml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !p.Compare.Layout {
+		t.Fatal("compare.layout not set")
+	}
+	want := []Comparison{{Base: "a", Other: "b"}, {Base: "b", Other: "b@full"},
+		{Base: "a+align64", Other: "b+align64", Aligned: true}, {Base: "b+align64", Other: "b@full+align64", Aligned: true}}
+	if !reflect.DeepEqual(p.Comparisons, want) {
+		t.Errorf("comparisons %v, want %v", p.Comparisons, want)
+	}
+	for _, name := range []string{"a", "b", "b@full"} {
+		v, a := p.Variant(name), p.Variant(name+AlignSuffix)
+		if a == nil {
+			t.Fatalf("no aligned rebuild of %s", name)
+		}
+		if a.AlignedOf != name || a.Kernel != v.Kernel+AlignSuffix || a.SchedPreempt != v.SchedPreempt ||
+			a.Symbols["DEBUG_FORCE_FUNCTION_ALIGN_64B"] != "y" || v.Symbols["DEBUG_FORCE_FUNCTION_ALIGN_64B"] != "" {
+			t.Errorf("%s's aligned rebuild: %+v", name, a)
+		}
+	}
+	// Two kernels, two aligned rebuilds; b@full+align64 boots b+align64's.
+	builds := p.Builds()
+	if len(builds) != 4 {
+		t.Fatalf("%d builds, want 4: %+v", len(builds), builds)
+	}
+	for _, b := range builds {
+		if b.Variant == "b+align64" && !reflect.DeepEqual(b.Variants, []string{"b+align64", "b@full+align64"}) {
+			t.Errorf("the aligned kernel of b boots %v", b.Variants)
+		}
+	}
+	plain, _ := Parse([]byte(strings.Replace(nd, "layout = true", "", 1)), "plain.toml")
+	if plain == nil || plain.Hash() == p.Hash() || len(plain.Variants) != 3 {
+		t.Error("the layout control does not change the evaluation's key")
+	}
+	det := strings.Replace(nd, "deterministic = false", "deterministic = true", 1)
+	if _, err := Parse([]byte(det), "det.toml"); err == nil || !strings.Contains(err.Error(), "compare.layout needs a target measured in real time") {
+		t.Errorf("deterministic pipeline with layout control: %v", err)
 	}
 }

@@ -81,7 +81,8 @@ type rawRepeats struct {
 }
 
 type rawCompare struct {
-	Threshold any `toml:"threshold"` // "1%"
+	Threshold any   `toml:"threshold"` // "1%"
+	Layout    *bool `toml:"layout"`
 }
 
 type rawTarget struct {

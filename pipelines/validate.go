@@ -249,6 +249,7 @@ func (ps *parser) build(r *rawPipeline) *Pipeline {
 	}
 
 	ps.comparisons(p, r)
+	ps.layout(p, r)
 	ps.selinux(p, r)
 	ps.tables(p, r)
 	if len(ps.errs) == 0 {
@@ -884,4 +885,63 @@ func (p *Pipeline) Threshold() float64 {
 		return stats.DefaultDeterministicThreshold
 	}
 	return stats.DefaultThreshold
+}
+
+// layout reads [compare] layout and adds, for every compared variant, its
+// function-aligned rebuild (NAME+AlignSuffix: the same variant with
+// AlignSymbols; a runtime-only variant boots its kernel's aligned
+// rebuild) and, for every comparison, the same comparison between the
+// aligned rebuilds. A deterministic pipeline has no use for it: -icount
+// counts instructions, not cache lines.
+func (ps *parser) layout(p *Pipeline, r *rawPipeline) {
+	if r.Compare.Layout == nil || !*r.Compare.Layout {
+		return
+	}
+	if p.Deterministic {
+		ps.errorf("compare.layout", "compare.layout needs a target measured in real time: a deterministic pipeline counts instructions, which code layout does not change")
+		return
+	}
+	if len(p.Comparisons) == 0 {
+		ps.errorf("compare.layout", "compare.layout: there is no comparison to check")
+		return
+	}
+	p.Compare.Layout = true
+	aligned := map[string]bool{}
+	var add func(name string)
+	add = func(name string) {
+		if aligned[name] {
+			return
+		}
+		aligned[name] = true
+		v := p.Variant(name)
+		if v == nil {
+			return
+		}
+		a := *v
+		a.Name, a.AlignedOf, a.Kernel = name+AlignSuffix, name, v.Kernel+AlignSuffix
+		a.Symbols = map[string]string{}
+		for k, s := range v.Symbols {
+			a.Symbols[k] = s
+		}
+		for k, s := range AlignSymbols {
+			if old, ok := v.Symbols[k]; ok && old != s {
+				ps.errorf("compare.layout", "compare.layout: variant %q sets %s=%s; its aligned rebuild needs %s=%s", name, k, old, k, s)
+			}
+			a.Symbols[k] = s
+		}
+		if p.Variant(a.Name) != nil {
+			ps.errorf("compare.layout", "compare.layout: a variant is already called %q", a.Name)
+			return
+		}
+		p.Variants = append(p.Variants, a)
+		if v.Kernel != name {
+			add(v.Kernel)
+		}
+	}
+	n := len(p.Comparisons)
+	for _, c := range p.Comparisons[:n] {
+		add(c.Base)
+		add(c.Other)
+		p.Comparisons = append(p.Comparisons, Comparison{Base: c.Base + AlignSuffix, Other: c.Other + AlignSuffix, Aligned: true})
+	}
 }

@@ -166,6 +166,9 @@ func WriteMarkdown(w io.Writer, r *Report) error {
 			f("\n")
 			for _, c := range b.Comparisons {
 				f("- %s → %s: **%s** — %s\n", mdText(c.Base), mdText(c.Other), mdText(c.Label()), mdText(c.Reason))
+				if c.LayoutNote != "" {
+					f("  Layout control: %s\n", mdText(c.LayoutNote))
+				}
 				if c.Hint != "" {
 					f("  What would settle it: %s\n", mdText(c.Hint))
 				}

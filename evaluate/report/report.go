@@ -242,6 +242,42 @@ type Comparison struct {
 	Base  string `json:"base_variant"`
 	Other string `json:"other_variant"`
 	stats.Comparison
+	// Aligned marks a layout control: the same comparison between the
+	// kernels rebuilt with forced function alignment (Spec.Layout).
+	Aligned bool `json:"aligned,omitempty"`
+	// Layout is the layout control's verdict on a change that matters
+	// (a significant regression or improvement at least the threshold):
+	// LayoutStable or LayoutSensitive; "" when the pipeline had no layout
+	// control or there was no change to check. LayoutNote says why.
+	Layout     string `json:"layout,omitempty"`
+	LayoutNote string `json:"layout_note,omitempty"`
+}
+
+// Layout control verdicts (Comparison.Layout).
+const (
+	// LayoutStable: the change survives rebuilding both kernels with
+	// every function 64-byte aligned (same verdict, same direction).
+	LayoutStable = "layout-stable"
+	// LayoutSensitive: between the aligned rebuilds the change is gone
+	// or reversed: code layout, not the code, may explain it.
+	LayoutSensitive = "layout-sensitive"
+)
+
+// LayoutVerdict judges comparison c by its layout control aligned (the
+// same comparison between the function-aligned rebuilds).
+func LayoutVerdict(c, aligned stats.Comparison) (verdict, note string) {
+	matters := func(x stats.Comparison) bool {
+		return (x.Verdict == stats.Regression || x.Verdict == stats.Improvement) && !x.BelowThreshold
+	}
+	if !matters(c) {
+		return "", ""
+	}
+	between := fmt.Sprintf("%s between the aligned rebuilds (%s, %s)", Pct(aligned.Change), ciText(aligned), aligned.Label())
+	if matters(aligned) && aligned.Verdict == c.Verdict {
+		return LayoutStable, fmt.Sprintf("%s: the %s survives forced function alignment: %s", LayoutStable, c.Verdict, between)
+	}
+	return LayoutSensitive, fmt.Sprintf("%s: the %s does not survive forced function alignment: %s; code layout, not the code, may explain it",
+		LayoutSensitive, c.Verdict, between)
 }
 
 // Decomposition is stats.Decomposition for one (benchmark, metric).
@@ -269,6 +305,10 @@ type Spec struct {
 	// Stats are the comparison options (Alpha, Threshold); the direction
 	// and the samples per boot come from the samples.
 	Stats stats.Options
+	// Layout maps a comparison to its layout control, the same
+	// comparison between function-aligned rebuilds (also in
+	// Comparisons): its verdict becomes the comparison's Layout.
+	Layout map[Pair]Pair
 }
 
 // AddResults summarises samples per (benchmark, metric, variant), compares
@@ -385,6 +425,7 @@ func (r *Report) AddResults(samples []evaluate.Sample, spec Spec) error {
 			b.Comparisons = append(b.Comparisons, Comparison{Base: p.Base, Other: p.Other,
 				Comparison: stats.CompareWith(bs.Values, os.Values, o)})
 		}
+		addLayout(&b, spec.Layout)
 		for _, ch := range spec.Chains {
 			m := map[string][]float64{}
 			ok := true
@@ -452,7 +493,7 @@ func (r *Report) Regressions() []string {
 	var out []string
 	for _, b := range r.Benchmarks {
 		for _, c := range b.Comparisons {
-			if c.Verdict == stats.Regression && !c.BelowThreshold {
+			if c.Verdict == stats.Regression && !c.BelowThreshold && !c.Aligned {
 				out = append(out, fmt.Sprintf("%s %s: %s -> %s %+.1f%%", b.Name, b.Metric, c.Base, c.Other, c.Change))
 			}
 		}
@@ -506,4 +547,27 @@ func TargetFromEnv(env evaluate.Environment) TargetInfo {
 		t.Kind, t.Host = "ssh", strings.TrimPrefix(env.Target, "ssh://")
 	}
 	return t
+}
+
+// addLayout marks b's layout controls and gives each comparison that has
+// one its verdict (LayoutVerdict).
+func addLayout(b *Benchmark, layout map[Pair]Pair) {
+	if len(layout) == 0 {
+		return
+	}
+	idx := map[Pair]int{}
+	for i, c := range b.Comparisons {
+		idx[Pair{c.Base, c.Other}] = i
+	}
+	for orig, ctl := range layout {
+		j, ok := idx[ctl]
+		if !ok {
+			continue
+		}
+		b.Comparisons[j].Aligned = true
+		if i, ok := idx[orig]; ok {
+			c := &b.Comparisons[i]
+			c.Layout, c.LayoutNote = LayoutVerdict(c.Comparison, b.Comparisons[j].Comparison)
+		}
+	}
 }

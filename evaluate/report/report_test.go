@@ -376,3 +376,48 @@ func TestBaseRule(t *testing.T) {
 		t.Errorf("JSON lacks base_rule/base_why:\n%s", js.String())
 	}
 }
+
+// TestLayoutVerdicts: a regression that the function-aligned rebuilds
+// show too is layout-stable; one they do not is layout-sensitive; the
+// layout controls are marked and not counted as regressions of their own.
+func TestLayoutVerdicts(t *testing.T) {
+	means := map[string]map[string]float64{
+		"kill":    {"a": 1000, "b": 1100, "a+align64": 1010, "b+align64": 1112}, // +10%, +10%
+		"getppid": {"a": 500, "b": 550, "a+align64": 505, "b+align64": 505},     // +10%, 0%
+		"execve":  {"a": 800, "b": 800, "a+align64": 790, "b+align64": 830},     // 0%: nothing to check
+	}
+	var ss []evaluate.Sample
+	for bench, m := range means {
+		for v, mean := range m {
+			for boot, d := range []float64{-1, 0, 1, 0.5} {
+				ss = append(ss, evaluate.Sample{Variant: v, Benchmark: bench, Metric: "ns/op", Unit: "ns/op", Value: mean * (1 + d/1000), Boot: boot})
+			}
+		}
+	}
+	r := &Report{}
+	spec := Spec{Comparisons: []Pair{{"a", "b"}, {"a+align64", "b+align64"}},
+		Layout: map[Pair]Pair{{"a", "b"}: {"a+align64", "b+align64"}}}
+	if err := r.AddResults(ss, spec); err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]string{"kill": LayoutStable, "getppid": LayoutSensitive, "execve": ""}
+	for _, b := range r.Benchmarks {
+		if len(b.Comparisons) != 2 || b.Comparisons[0].Aligned || !b.Comparisons[1].Aligned {
+			t.Fatalf("%s: comparisons %+v", b.Name, b.Comparisons)
+		}
+		c := b.Comparisons[0]
+		if c.Layout != want[b.Name] || (c.Layout != "" && !strings.HasPrefix(c.LayoutNote, c.Layout+": ")) {
+			t.Errorf("%s: layout %q (%s), want %q", b.Name, c.Layout, c.LayoutNote, want[b.Name])
+		}
+	}
+	if regs := r.Regressions(); len(regs) != 2 || strings.Contains(strings.Join(regs, " "), "align64") {
+		t.Errorf("regressions %q: want kill's and getppid's, not their layout controls'", regs)
+	}
+	var text strings.Builder
+	if err := WriteText(&text, r); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(text.String(), "layout control: layout-sensitive: the regression does not survive forced function alignment") {
+		t.Errorf("the text report does not give the verdict:\n%s", text.String())
+	}
+}

@@ -122,6 +122,9 @@ func WriteTextWith(w io.Writer, r *Report, o TextOptions) error {
 			p(compTable(b, true).lines("  ", 0)...)
 			for _, c := range b.Comparisons {
 				p(Wrap(c.Base+" -> "+c.Other+": "+c.Label()+": "+c.Reason, width, "  ", "    ")...)
+				if c.LayoutNote != "" {
+					p(Wrap("layout control: "+c.LayoutNote, width, "    ", "      ")...)
+				}
 				if c.Hint != "" {
 					p(Wrap("what would settle it: "+c.Hint, width, "    ", "      ")...)
 				}

@@ -84,7 +84,10 @@ func Report(ctx context.Context, env Env, id int64, outDir string) (out *Outcome
 	}
 	r.Notes = append(r.Notes, out.Failed...)
 	r.Notes = append(r.Notes, ev.in.Notes...)
-	if !ev.p.Deterministic {
+	switch {
+	case ev.p.Compare.Layout:
+		r.Notes = append(r.Notes, LayoutChecked)
+	case !ev.p.Deterministic:
 		r.Notes = append(r.Notes, LayoutNotChecked)
 	}
 	if a, _ := appliedOf(env, id); a != nil && a.Head != "" {
@@ -336,7 +339,11 @@ var watched = map[string]bool{
 // alignment moving hot code across cache lines, what 0-day kept
 // reporting); patcheval does not rebuild the kernels with
 // DEBUG_FORCE_FUNCTION_ALIGN_64B to tell, yet.
-const LayoutNotChecked = "code layout not checked: on a target measured in real time a change can be function alignment alone; rebuild both kernels with CONFIG_DEBUG_FORCE_FUNCTION_ALIGN_64B=y (or KCFLAGS=-falign-functions=64) to see whether it survives"
+const LayoutNotChecked = "code layout not checked: on a target measured in real time a change can be function alignment alone; [compare] layout = true rebuilds both kernels with CONFIG_DEBUG_FORCE_FUNCTION_ALIGN_64B=y and says whether it survives"
+
+// LayoutChecked is the note of a report with layout control ([compare]
+// layout): each change that matters says layout-stable or -sensitive.
+const LayoutChecked = "code layout checked: every compared kernel was also rebuilt with CONFIG_DEBUG_FORCE_FUNCTION_ALIGN_64B=y (variants " + pipelines.AlignSuffix + ") and compared the same way; each change that matters says whether it survives (layout-stable) or not (layout-sensitive)"
 
 func buildReport(ev *evaluation, tree report.TreeInfo, byKey map[string]*build.Artifact,
 	envs map[string]evaluate.Environment, samples []evaluate.Sample, adaptive *adaptiveState) (*report.Report, error) {
@@ -425,8 +432,12 @@ func buildReport(ev *evaluation, tree report.TreeInfo, byKey map[string]*build.A
 
 	// Confounds: every compared pair whose kernels differ.
 	var pairs []report.Pair
+	layout := map[report.Pair]report.Pair{}
 	for _, c := range p.Comparisons {
 		pairs = append(pairs, report.Pair{Base: c.Base, Other: c.Other})
+		if p.Compare.Layout && !c.Aligned {
+			layout[report.Pair{Base: c.Base, Other: c.Other}] = report.Pair{Base: c.Base + pipelines.AlignSuffix, Other: c.Other + pipelines.AlignSuffix}
+		}
 		a, b := specOf[c.Base], specOf[c.Other]
 		if a.Key == b.Key || byKey[a.Key] == nil || byKey[b.Key] == nil {
 			continue
@@ -452,7 +463,7 @@ func buildReport(ev *evaluation, tree report.TreeInfo, byKey map[string]*build.A
 			r.Notes = append(r.Notes, "adaptive sampling stopped: "+w)
 		}
 	}
-	if err := r.AddResults(stats.Primary(samples), report.Spec{Comparisons: pairs, Chains: chains, Stats: opts}); err != nil {
+	if err := r.AddResults(stats.Primary(samples), report.Spec{Comparisons: pairs, Chains: chains, Stats: opts, Layout: layout}); err != nil {
 		return nil, err
 	}
 	for _, t := range p.Tables {
