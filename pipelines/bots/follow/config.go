@@ -49,6 +49,11 @@ import (
 //	                               # the series' author and the maintainers of its files
 //	per_patch = false              # also measure a series of several patches after each patch
 //	                               # (the pipeline must compare base vs the same kernel + series)
+//	trust = "dkim"                 # whose #patcheval commands are believed (trust.go): "dkim"
+//	                               # (default: a DKIM signature of the From: domain verifies),
+//	                               # "arc" (or the list's ARC-Authentication-Results says so),
+//	                               # "any" (From: as written)
+//	arc_authserv_id = "lists.example.org"  # the list's authserv-id (trust = "arc")
 //	git_hosts = ["git.kernel.org", "github.com", "gitlab.com"]  # hosts `#patcheval test <git URL>
 //	                               # <branch>` may fetch from (globs; the default shown)
 //	git_schemes = ["https", "http", "git"]  # its URL schemes (the default; never file, ssh, ext)
@@ -106,6 +111,11 @@ type List struct {
 	// Triage are sender globs who may command by reply besides the
 	// series' author and the maintainers of its files (triage.go).
 	Triage []string `json:"triage,omitempty"`
+	// Trust is how far a command's From: is believed (TrustDKIM, "":
+	// the same; TrustARC; TrustAny) and ARCAuthServID the list's
+	// authserv-id in ARC-Authentication-Results (trust.go).
+	Trust         string `json:"trust,omitempty"`
+	ARCAuthServID string `json:"arc_authserv_id,omitempty"`
 	// PerPatch measures each series of more than one patch after every
 	// patch too, once the whole series is reported (the service's
 	// per-patch job, as lore --per-patch): the report and the reply name
@@ -227,6 +237,8 @@ type configList struct {
 	Reviewers       bool              `toml:"reviewers"`
 	Triage          []string          `toml:"triage"`
 	PerPatch        bool              `toml:"per_patch"`
+	Trust           string            `toml:"trust"`
+	ARCAuthServID   string            `toml:"arc_authserv_id"`
 	GitHosts        []string          `toml:"git_hosts"`
 	GitSchemes      []string          `toml:"git_schemes"`
 	GitNetworks     []string          `toml:"git_networks"`
@@ -237,7 +249,7 @@ type configList struct {
 }
 
 var tableKeys = map[string]string{
-	"list":            "url name paths subject allow deny rfc pipeline tree base since quiet incomplete_after poll address report recipients reviewers triage per_patch git_hosts git_schemes git_networks, tables patchwork github mail",
+	"list":            "url name paths subject allow deny rfc pipeline tree base since quiet incomplete_after poll address report recipients reviewers triage trust arc_authserv_id per_patch git_hosts git_schemes git_networks, tables patchwork github mail",
 	"list.patchwork":  "url project token_file",
 	"list.github":     "repo mirror token_file app app_id installation_id private_key_file api_url",
 	"list.mail":       "mode archive",
@@ -366,6 +378,16 @@ func (c configList) list(pipelineOK func(string) error) (List, error) {
 		}
 		*d.to = v
 	}
+	switch c.Trust {
+	case "", TrustDKIM, TrustAny:
+	case TrustARC:
+		if c.ARCAuthServID == "" {
+			return l, fmt.Errorf("trust \"arc\": arc_authserv_id missing (the authserv-id the list writes in ARC-Authentication-Results)")
+		}
+	default:
+		return l, fmt.Errorf("trust %q: want \"dkim\" (default), \"arc\" or \"any\"", c.Trust)
+	}
+	l.Trust, l.ARCAuthServID = c.Trust, c.ARCAuthServID
 	if err := c.git(&l); err != nil {
 		return l, err
 	}

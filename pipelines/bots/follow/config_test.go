@@ -124,7 +124,7 @@ recipients = [{ match = "x@y", report = "never" }]
 
 // The git remote settings of #patcheval test: defaults when unset, and
 // a scheme that is not fetched on a mail's word, a bad network or host
-// named.
+// named; the trust policy: "arc" needs the list's authserv-id.
 func TestConfigGitRemotes(t *testing.T) {
 	file := filepath.Join(t.TempDir(), "config.toml")
 	os.WriteFile(file, []byte(`
@@ -142,6 +142,9 @@ git_networks = ["10.1.0.0/16", "fd00::1"]
 	ls, err := LoadConfig(file, nil)
 	if err != nil {
 		t.Fatal(err)
+	}
+	if trustOf(ls[0]) != TrustDKIM {
+		t.Errorf("default trust %q, want dkim", trustOf(ls[0]))
 	}
 	if p := ls[0].GitPolicy(); !reflect.DeepEqual(p.Hosts, DefaultGitHosts) || !reflect.DeepEqual(p.Schemes, DefaultGitSchemes) || p.Networks != nil {
 		t.Errorf("default git policy %+v", p)
@@ -165,10 +168,21 @@ git_networks = ["10.0.0.0/40"]
 url = "https://lore.kernel.org/c"
 pipeline = "p"
 git_hosts = ["https://github.com"]
+
+[[list]]
+url = "https://lore.kernel.org/d"
+pipeline = "p"
+trust = "arc"
+
+[[list]]
+url = "https://lore.kernel.org/e"
+pipeline = "p"
+trust = "maybe"
 `), 0o644)
 	_, err = LoadConfig(file, nil)
 	for _, want := range []string{`#1: git_schemes "ssh": want some of https, http, git`, `#2: git_networks: "10.0.0.0/40" is not a network`,
-		`#3: git_hosts "https://github.com": want host names`} {
+		`#3: git_hosts "https://github.com": want host names`, `#4: trust "arc": arc_authserv_id missing`,
+		`#5: trust "maybe": want "dkim" (default), "arc" or "any"`} {
 		if err == nil || !strings.Contains(err.Error(), want) {
 			t.Errorf("error %v, want it to name %q", err, want)
 		}

@@ -78,6 +78,9 @@ type Follower struct {
 	// permitted senders in replies to patcheval's reports (triage.go);
 	// nil: commands are not read.
 	Triage Triager
+	// LookupTXT reads the DNS TXT records of a DKIM key (nil:
+	// net.LookupTXT); tests give their own (trust.go).
+	LookupTXT func(domain string) ([]string, error)
 }
 
 func (f *Follower) now() time.Time {

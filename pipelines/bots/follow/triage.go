@@ -27,9 +27,11 @@ import (
 //	#patcheval test <lore URL | Message-ID>  evaluate another series
 //	#patcheval test <git URL> <branch>      evaluate a branch's commits on the base
 //
-// Only the series' author, the maintainers and reviewers of the files it
-// touches (the base commit's MAINTAINERS) and the list's triage people
-// may command; anyone else's commands are recorded as ignored and
+// A command counts only when the list's trust policy vouches for its
+// sender's From: (trust.go: a DKIM signature of the From: domain by
+// default), and then only the series' author, the maintainers and
+// reviewers of the files it touches (the base commit's MAINTAINERS) and
+// the list's triage people may command; anyone else's commands are recorded as ignored and
 // logged. Each command is recorded before it is carried out (store
 // triage_commands, keyed by list, reply and position): a reply read again
 // does nothing more.
@@ -141,6 +143,13 @@ func (f *Follower) command(ctx context.Context, l List, m *mbox.Message, post *s
 	if err != nil || !claimed {
 		return err // read before: done (or ignored) then
 	}
+	how, refused := f.authenticate(l, m)
+	if refused != "" {
+		f.log().Warn("follow: #patcheval command from a sender the list's trust policy does not vouch for: ignored", "list", l.Name,
+			"msgid", m.MessageID, "from", m.From.Email, "command", c.String(), "trust", trustOf(l), "why", refused)
+		return f.Store.FinishTriage(id, store.TriageIgnored,
+			fmt.Sprintf("%s is not authenticated (trust = %q): %s", m.From.Email, trustOf(l), refused))
+	}
 	why, err := f.permitted(l, post.EvaluationID, m.From)
 	if err != nil {
 		return err
@@ -159,7 +168,7 @@ func (f *Follower) command(ctx context.Context, l List, m *mbox.Message, post *s
 		f.log().Warn("follow: #patcheval command failed", "list", l.Name, "msgid", m.MessageID, "command", c.String(), "err", err)
 		return f.Store.FinishTriage(id, store.TriageFailed, err.Error())
 	}
-	f.log().Info("follow: #patcheval command", "list", l.Name, "msgid", m.MessageID, "from", m.From.Email, "as", why, "command", c.String(), "note", note)
+	f.log().Info("follow: #patcheval command", "list", l.Name, "msgid", m.MessageID, "from", m.From.Email, "as", why, "authenticated", how, "command", c.String(), "note", note)
 	return f.Store.FinishTriage(id, store.TriageDone, note)
 }
 

@@ -80,6 +80,9 @@ func TestTriageOnPublicInbox(t *testing.T) {
 	os.WriteFile(token, []byte("secret\n"), 0o600)
 	l := List{Name: "test", URL: srv.URL + "/" + srv.Inbox, Pipeline: "ppc-preempt-dynamic", Tree: tree, Base: "tree",
 		IncompleteAfter: time.Hour, Triage: []string{"boss@*"}, Address: "test@example.org",
+		// The replies are not signed: From: as written (trust_test.go
+		// shows the default, DKIM).
+		Trust: TrustAny,
 		// #patcheval test's git remote is the loopback server below.
 		GitHosts: []string{"127.0.0.1"}, GitNetworks: []netip.Prefix{netip.MustParsePrefix("127.0.0.1/32")},
 		// Never reached: the posts are only queued (no outbox runs here).
