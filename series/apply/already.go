@@ -22,7 +22,9 @@ type Already struct {
 	// Patch is its 1-based position in the series, Label its label.
 	Patch int    `json:"patch"`
 	Label string `json:"label"`
-	// How says how it was recognised: "the reverse applies cleanly".
+	// How says how it was recognised: "the reverse applies cleanly", or
+	// "commit 0123456789ab in its history has the same patch-id
+	// (subject)" when it was merged and later changed (patchid.go).
 	How string `json:"how"`
 }
 

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/patcheval/patcheval/internal/fail"
 )
@@ -64,5 +65,52 @@ func TestApplyAlreadyInBase(t *testing.T) {
 	var f *Failure
 	if !errors.As(err, &f) || errors.As(err, &ae) {
 		t.Errorf("conflicting patch: %v (%T), want a Failure", err, err)
+	}
+}
+
+// TestApplyAlreadyInHistory: a patch merged and then changed by a later
+// commit neither applies nor reverses on the base, but the commit that
+// merged it (with other whitespace and other surroundings) is in the
+// base's history: it is recognised by patch-id, not called a failure to
+// apply. A patch dated after that commit is not looked for before it.
+func TestApplyAlreadyInHistory(t *testing.T) {
+	orig := numbered(30)
+	repo := newRepo(t, map[string]string{"kernel/rcu/tree.c": orig, "lib/x.c": numbered(10)})
+	fix := diffOf(t, repo, "base", "rcu: report the quiescent state", map[string]string{
+		"kernel/rcu/tree.c": strings.Replace(orig, "line 12\n", "line 12\n\tline 12a\n", 1)})
+	// Merged onto other surroundings, with other whitespace ...
+	moved := strings.Replace(orig, "line 2\n", "line 2\nline 2b\n", 1)
+	writeFiles(t, repo, map[string]string{"kernel/rcu/tree.c": moved})
+	gitRun(t, repo, "commit", "-q", "-am", "rcu: unrelated")
+	merged := strings.Replace(moved, "line 12\n", "line 12\n    line 12a\n", 1)
+	writeFiles(t, repo, map[string]string{"kernel/rcu/tree.c": merged})
+	gitRun(t, repo, "commit", "-q", "-am", "rcu: report the quiescent state (merged)")
+	mergedHash := strings.TrimSpace(gitRun(t, repo, "rev-parse", "HEAD"))
+	// ... then its surroundings changed: neither the patch nor its
+	// reverse applies any more.
+	later := strings.Replace(strings.Replace(merged, "line 11\n", "line eleven\n", 1), "line 13\n", "line thirteen\n", 1)
+	writeFiles(t, repo, map[string]string{"kernel/rcu/tree.c": later, "lib/x.c": numbered(11)})
+	gitRun(t, repo, "commit", "-q", "-am", "rcu: rename lines")
+	gitRun(t, repo, "tag", "v7.2.13")
+
+	opt := pinned("test/history")
+	opt.Base = "v7.2.13"
+	_, err := Apply(context.Background(), repo, []Commit{fix}, opt)
+	var ae *AlreadyError
+	if !errors.As(err, &ae) || fail.KindOf(err) != fail.KindInput {
+		t.Fatalf("Apply: %v (%T), want an AlreadyError", err, err)
+	}
+	want := "1/1 is already in v7.2.13: commit " + mergedHash[:12] +
+		" in its history has the same patch-id (rcu: report the quiescent state (merged)) (rcu: report the quiescent state)"
+	if !strings.HasPrefix(err.Error(), want) {
+		t.Errorf("error\n%s\nwant it to start with\n%s", err, want)
+	}
+
+	// Written after every commit of the history: not looked for there.
+	fix.AuthorDate = time.Date(2026, 6, 1, 0, 0, 0, 0, time.UTC)
+	_, err = Apply(context.Background(), repo, []Commit{fix}, opt)
+	var f *Failure
+	if !errors.As(err, &f) || errors.As(err, &ae) {
+		t.Errorf("patch dated after the history: %v (%T), want a Failure", err, err)
 	}
 }

@@ -191,7 +191,11 @@ func Apply(ctx context.Context, repoPath string, commits []Commit, opt Options) 
 				return nil, fmt.Errorf("patch %s: %w", c.Label, err)
 			}
 			if kind != fail.KindInput {
-				if how := alreadyIn(st, parent, c); how != "" {
+				how := alreadyIn(st, parent, c)
+				if how == "" {
+					how = inHistory(ctx, st, parent, c)
+				}
+				if how != "" {
 					// Not a failure to apply: the base has it.
 					a := Already{Patch: i + 1, Label: c.Label, How: how}
 					res.Already = append(res.Already, a)
