@@ -158,7 +158,12 @@ func (r *runner) ccacheDir() string {
 }
 
 // kccLayers is the commit's own kcc layer and the existing layers of its
-// ancestors (nearest first).
+// ancestors (nearest first), then those of other commits of the
+// repository with the tree of the commit or of one of those ancestors:
+// the same code, so reading their objects is as safe as reading the
+// ancestor's (package kcc). A release that internal/linuxtree relinks
+// onto an earlier release imported after it (same tree, new commit id)
+// keeps its compiled objects that way.
 func (j *job) kccLayers(lineage []string) (own string, read []string) {
 	root := filepath.Join(j.opts.CacheDir, "kcc", "layers")
 	own = filepath.Join(root, j.commit)
@@ -167,6 +172,23 @@ func (j *job) kccLayers(lineage []string) (own string, read []string) {
 		if fi, err := os.Stat(p); err == nil && fi.IsDir() {
 			read = append(read, p)
 		}
+	}
+	entries, err := os.ReadDir(root)
+	if err != nil {
+		return own, read
+	}
+	var others []string
+	for _, e := range entries {
+		if e.IsDir() && e.Name() != j.commit {
+			others = append(others, e.Name())
+		}
+	}
+	same, err := gittree.SameTrees(j.req.Repo, lineage, others)
+	if err != nil {
+		return own, read
+	}
+	for _, c := range same {
+		read = append(read, filepath.Join(root, c))
 	}
 	return own, read
 }

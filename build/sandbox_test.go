@@ -4,10 +4,12 @@ import (
 	"context"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/patcheval/patcheval/internal/arch"
+	"github.com/patcheval/patcheval/internal/gittree/gittest"
 	"github.com/patcheval/patcheval/internal/progress"
 )
 
@@ -86,5 +88,49 @@ func TestWaitForAncestors(t *testing.T) {
 		}
 	case <-time.After(5 * time.Second):
 		t.Fatal("the patched build still waits after its base's ended")
+	}
+}
+
+// A build reads the kcc layers of its ancestors and of the commits with
+// the tree of one of them (a release relinked onto another parent by
+// internal/linuxtree: same code, new commit id), never an unrelated
+// commit's or a descendant's.
+func TestKccLayersFollowTrees(t *testing.T) {
+	repo := gittest.NewRepo(t, map[string]string{"Makefile": "all:\n"})
+	rev := func(r string) string { return strings.TrimSpace(gittest.Run(t, repo, "rev-parse", r)) }
+	base := rev("HEAD")
+	gittest.WriteFiles(t, repo, map[string]string{"Makefile": "all:\n\ttrue\n"})
+	gittest.Run(t, repo, "commit", "-q", "-am", "release")
+	release := rev("HEAD")
+	gittest.WriteFiles(t, repo, map[string]string{"x.c": "int x;\n"})
+	gittest.Run(t, repo, "add", "x.c")
+	gittest.Run(t, repo, "commit", "-q", "-m", "patched")
+	patched := rev("HEAD")
+	// The release again, relinked onto nothing: same tree, other id.
+	relinked := strings.TrimSpace(gittest.Run(t, repo, "commit-tree", "-m", "release, relinked", rev(release+"^{tree}")))
+	gittest.WriteFiles(t, repo, map[string]string{"y.c": "int y;\n"})
+	gittest.Run(t, repo, "add", "y.c")
+	gittest.Run(t, repo, "commit", "-q", "-m", "a descendant")
+	other := rev("HEAD")
+
+	cache := t.TempDir()
+	root := filepath.Join(cache, "kcc", "layers")
+	for _, c := range []string{base, release, patched, other} {
+		os.MkdirAll(filepath.Join(root, c), 0o755)
+	}
+	j := &job{commit: relinked, req: Request{Repo: repo + "/.git"}, opts: Options{CacheDir: cache}}
+	own, read := j.kccLayers([]string{relinked})
+	if own != filepath.Join(root, relinked) {
+		t.Errorf("own layer %s", own)
+	}
+	if len(read) != 1 || read[0] != filepath.Join(root, release) {
+		t.Errorf("relinked release reads %v, want only the layer of %s (same tree)", read, release)
+	}
+	// The patched commit reads its ancestors' layers, not its
+	// descendant's (other tree).
+	j = &job{commit: patched, req: Request{Repo: repo + "/.git"}, opts: Options{CacheDir: cache}}
+	_, read = j.kccLayers([]string{patched, release, base})
+	if strings.Join(read, " ") != filepath.Join(root, release)+" "+filepath.Join(root, base) {
+		t.Errorf("patched reads %v, want the layers of its two ancestors", read)
 	}
 }

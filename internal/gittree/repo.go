@@ -327,6 +327,40 @@ func Resolve(path, rev string) (*object.Commit, error) {
 	return c, nil
 }
 
+// SameTrees returns the commits of candidates (hex ids; those not in the
+// repository are skipped) that are not in lineage but have the tree of a
+// commit of lineage: the same code under another history, as a release
+// imported again onto another parent (internal/linuxtree relinks the
+// later releases when an earlier one is imported).
+func SameTrees(path string, lineage, candidates []string) ([]string, error) {
+	if len(candidates) == 0 {
+		return nil, nil
+	}
+	r, st, _, err := Open(path, 1)
+	if err != nil {
+		return nil, err
+	}
+	defer st.Close()
+	in := map[string]bool{}
+	trees := map[plumbing.Hash]bool{}
+	for _, c := range lineage {
+		in[c] = true
+		if co, err := r.CommitObject(plumbing.NewHash(c)); err == nil {
+			trees[co.TreeHash] = true
+		}
+	}
+	var out []string
+	for _, c := range candidates {
+		if in[c] || !plumbing.IsHash(c) {
+			continue
+		}
+		if co, err := r.CommitObject(plumbing.NewHash(c)); err == nil && trees[co.TreeHash] {
+			out = append(out, c)
+		}
+	}
+	return out, nil
+}
+
 // Ancestors is commit and its ancestors, breadth first (nearest first),
 // at most n commits: what a bounded walk back from commit reaches.
 func Ancestors(path, commit string, n int) ([]string, error) {
