@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"path/filepath"
 	"sort"
+	"strings"
 	"time"
 
 	"github.com/patcheval/patcheval/evaluate/guest"
@@ -134,8 +135,21 @@ type Variant struct {
 	// AlignedOf names the variant this one rebuilds with forced
 	// function alignment (Compare.Layout); "" for the pipeline's own.
 	AlignedOf string `json:"aligned_of,omitempty"`
-	Line      int    `json:"-"`
+	// Ref is the revision the variant's kernel builds instead of the
+	// evaluation's base (a release A/B: "v6.12.117" beside "v7.2.13"),
+	// in the evaluation's one tree; "" is the base.
+	Ref string `json:"ref,omitempty"`
+	// Revert lists what the variant's kernel reverts on top of its base
+	// (or Ref): commits ("0123abc"), ranges ("A..B") and series by their
+	// thread ("msgid:<id>", the evaluated series), newest first as
+	// resolved (series/apply.Revert).
+	Revert []string `json:"revert,omitempty"`
+	Line   int      `json:"-"`
 }
+
+// OwnTree reports whether v's kernel builds another tree than the base
+// (or base + series): a ref of its own or reverts.
+func (v *Variant) OwnTree() bool { return v.Ref != "" || len(v.Revert) > 0 }
 
 // Policy is an SELinux policy source: a shipped one (Name, see
 // evaluate/guest/selinux) or a file (Path, absolute). SHA256 is the source's
@@ -305,6 +319,19 @@ func (p *Pipeline) Variant(name string) *Variant {
 		}
 	}
 	return nil
+}
+
+// RevertsSeries reports whether any variant reverts the evaluated series
+// (revert = ["msgid:<id>"]).
+func (p *Pipeline) RevertsSeries() bool {
+	for _, v := range p.Variants {
+		for _, r := range v.Revert {
+			if strings.HasPrefix(r, MsgIDPrefix) {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 // NeedsSeries reports whether any variant applies the series.

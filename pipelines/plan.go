@@ -19,14 +19,17 @@ import (
 // BaseConfig, Fragments (a Name is build/configs/<Name>.config), Symbols.
 type BuildSpec struct {
 	// Key identifies the spec within the pipeline (stable across runs).
-	Key         string            `json:"key"`
-	Variant     string            `json:"variant"`
-	Variants    []string          `json:"variants"`
-	Arch        string            `json:"arch"`
-	ApplySeries bool              `json:"apply_series"`
-	BaseConfig  string            `json:"base_config"`
-	Fragments   []Fragment        `json:"fragments"`
-	Symbols     map[string]string `json:"symbols"`
+	Key         string   `json:"key"`
+	Variant     string   `json:"variant"`
+	Variants    []string `json:"variants"`
+	Arch        string   `json:"arch"`
+	ApplySeries bool     `json:"apply_series"`
+	// Ref and Revert are the owning variant's (its kernel's tree).
+	Ref        string            `json:"ref,omitempty"`
+	Revert     []string          `json:"revert,omitempty"`
+	BaseConfig string            `json:"base_config"`
+	Fragments  []Fragment        `json:"fragments"`
+	Symbols    map[string]string `json:"symbols"`
 }
 
 // Builds returns the distinct kernels: for each arch, one per variant that
@@ -53,7 +56,7 @@ func (p *Pipeline) Builds() []BuildSpec {
 			}
 			out = append(out, BuildSpec{
 				Key: key, Variant: owner.Name, Variants: []string{v.Name}, Arch: arch, ApplySeries: owner.ApplySeries,
-				BaseConfig: p.BaseConfig, Fragments: frags, Symbols: owner.Symbols,
+				Ref: owner.Ref, Revert: owner.Revert, BaseConfig: p.BaseConfig, Fragments: frags, Symbols: owner.Symbols,
 			})
 		}
 	}
@@ -65,7 +68,9 @@ func (p *Pipeline) buildKey(arch string, v *Variant) string {
 		Arch        string
 		ApplySeries bool
 		Symbols     map[string]string
-	}{arch, v.ApplySeries, v.Symbols})
+		Ref         string   `json:",omitempty"`
+		Revert      []string `json:",omitempty"`
+	}{arch, v.ApplySeries, v.Symbols, v.Ref, v.Revert})
 	h := sha256.Sum256(b)
 	return arch + "-" + hex.EncodeToString(h[:6])
 }

@@ -64,6 +64,8 @@ type rawVariant struct {
 	Sysctls      map[string]any `toml:"sysctls"`
 	CPUs         string         `toml:"cpus"`
 	SELinux      string         `toml:"selinux"`
+	Ref          string         `toml:"ref"`
+	Revert       []string       `toml:"revert"`
 }
 
 type rawBenchmark struct {

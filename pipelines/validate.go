@@ -250,6 +250,7 @@ func (ps *parser) build(r *rawPipeline) *Pipeline {
 
 	ps.comparisons(p, r)
 	ps.layout(p, r)
+	ps.releasePairs(p)
 	ps.selinux(p, r)
 	ps.tables(p, r)
 	if len(ps.errs) == 0 {
@@ -634,6 +635,7 @@ func (ps *parser) variants(p *Pipeline, r *rawPipeline) {
 		if rv.ApplySeries != nil {
 			v.ApplySeries = *rv.ApplySeries
 		}
+		ps.variantTree(&v, rv, path)
 		own := ps.symbols(path+".symbols", rv.Symbols)
 		v.Symbols = map[string]string{}
 		for k, s := range p.Symbols {
@@ -689,9 +691,13 @@ func (ps *parser) variants(p *Pipeline, r *rawPipeline) {
 		if rv.ApplySeries != nil && *rv.ApplySeries != p.Variants[j].ApplySeries {
 			ps.errorf(path+".apply_series", "variant %q boots %q's kernel, whose apply_series is %v", v.Name, rv.Kernel, p.Variants[j].ApplySeries)
 		}
+		if rv.Ref != "" || len(rv.Revert) > 0 {
+			ps.errorf(path+".kernel", "variant %q boots %q's kernel (kernel = ...) and cannot set ref or revert: they make another kernel", v.Name, rv.Kernel)
+		}
 		v.Kernel = rv.Kernel
 		v.ApplySeries = p.Variants[j].ApplySeries
 		v.Symbols = p.Variants[j].Symbols
+		v.Ref, v.Revert = p.Variants[j].Ref, p.Variants[j].Revert
 	}
 	// The runtime preemption switch exists only in dynamic-preempt kernels.
 	for i, v := range p.Variants {

@@ -195,10 +195,14 @@ func (r *Report) comparisonDim(base, other string) string {
 		return ""
 	}
 	dims := map[string]bool{}
-	if a.Patched != b.Patched {
+	// A reverted series (or commit) is the series varied, not the
+	// release; another ref is the release.
+	revA, revB := strings.Join(a.Reverted, "\n"), strings.Join(b.Reverted, "\n")
+	if a.Patched != b.Patched || revA != revB {
 		dims[dimSeries] = true
 	}
-	if a.Kernel.Commit != "" && b.Kernel.Commit != "" && a.Kernel.Commit != b.Kernel.Commit && a.Patched == b.Patched {
+	if a.Kernel.Commit != "" && b.Kernel.Commit != "" && a.Kernel.Commit != b.Kernel.Commit && a.Patched == b.Patched &&
+		(revA == revB || a.Ref != b.Ref) {
 		dims[dimRelease] = true
 	}
 	for _, s := range symmetricDiff(a.Config, b.Config) {

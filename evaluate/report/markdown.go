@@ -106,6 +106,9 @@ func WriteMarkdown(w io.Writer, r *Report) error {
 			if v.Patched {
 				applied = "applied"
 			}
+			if v.Tree != "" {
+				applied += "; tree " + v.Tree
+			}
 			cmd := v.Cmdline
 			if cmd == "" {
 				cmd = v.Env.Cmdline

@@ -140,6 +140,13 @@ type Variant struct {
 	Description string `json:"description,omitempty"`
 	// Patched says the Series was applied for this Variant.
 	Patched bool `json:"patched"`
+	// Ref is the revision the Variant's kernel builds when it is not the
+	// evaluation's base (a release A/B); Reverted the changes reverted on
+	// top (commit or patch labels); Tree both for people ("v7.2.13
+	// (0123456789ab) with 1 change(s) reverted ...").
+	Ref      string   `json:"ref,omitempty"`
+	Reverted []string `json:"reverted,omitempty"`
+	Tree     string   `json:"tree,omitempty"`
 	// Config lists the requested Kconfig settings ("PREEMPT_VOLUNTARY=y").
 	Config  []string `json:"config,omitempty"`
 	Cmdline string   `json:"cmdline,omitempty"`

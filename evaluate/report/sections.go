@@ -333,6 +333,9 @@ func variantLines(v Variant, width int, indent string) []string {
 	} else {
 		parts = append(parts, "series not applied")
 	}
+	if v.Tree != "" {
+		parts = append(parts, "tree "+v.Tree)
+	}
 	text := v.Name + ": " + strings.Join(parts, ", ")
 	if v.Description != "" {
 		text += " (" + oneLine(v.Description) + ")"

@@ -36,7 +36,7 @@ func Apply(ctx context.Context, env Env, id int64) (err error) {
 	var applied store.Applied
 	var took time.Duration
 	var note string
-	if s := ev.series; s != nil {
+	if s := ev.series; s != nil && ev.p.NeedsSeries() {
 		start := time.Now()
 		pr := env.progress()
 		pr.Status("applying %d patch(es) onto %s", len(s.Patches), ev.in.baseName())

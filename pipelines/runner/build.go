@@ -184,7 +184,9 @@ func specByKey(p *pipelines.Pipeline, key string) (pipelines.BuildSpec, bool) {
 // series' head when the kernel has the series.
 func buildRequest(ctx context.Context, env Env, ev *evaluation, spec pipelines.BuildSpec) (build.Request, error) {
 	commit := ev.in.BaseHash
-	if spec.ApplySeries {
+	if t, ok := ev.in.Trees[spec.Variant]; ok {
+		commit = t.Head
+	} else if spec.ApplySeries {
 		a, err := appliedOf(env, ev.id)
 		if err != nil {
 			return build.Request{}, err

@@ -389,6 +389,12 @@ func buildReport(ev *evaluation, tree report.TreeInfo, byKey map[string]*build.A
 		for _, sym := range sortedKeys(v.Symbols) {
 			rv.Config = append(rv.Config, sym+"="+v.Symbols[sym])
 		}
+		if t, ok := o.Trees[v.Kernel]; ok {
+			rv.Ref, rv.Tree = t.Ref, t.Describe(o.baseName())
+			for _, r := range t.Reverted {
+				rv.Reverted = append(rv.Reverted, r.Label)
+			}
+		}
 		if v.SchedPreempt != "" {
 			rv.Runtime = append(rv.Runtime, "/sys/kernel/debug/sched/preempt="+v.SchedPreempt)
 		}

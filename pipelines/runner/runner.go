@@ -191,6 +191,9 @@ type inputs struct {
 	// fragment) by path, as keys in Env.Artifacts (files.go); none
 	// without a store.
 	Files artifact.Manifest `json:"files,omitempty"`
+	// Trees are the variants whose kernels build a tree of their own (a
+	// ref, reverts), by variant name.
+	Trees map[string]VariantTree `json:"trees,omitempty"`
 }
 
 // evaluation is a stored evaluation loaded for a stage.
@@ -230,7 +233,7 @@ type Outcome struct {
 // what is evaluated (pipeline, base commit, the series' patches and
 // version, boots, apply options), not when or who signs the draft.
 func Submit(ctx context.Context, env Env, p *pipelines.Pipeline, o Options) (id int64, resumed bool, err error) {
-	in, s, err := check(p, o)
+	in, s, err := check(ctx, p, o)
 	if err != nil {
 		return 0, false, err
 	}
@@ -264,11 +267,11 @@ func Submit(ctx context.Context, env Env, p *pipelines.Pipeline, o Options) (id 
 // Check reports what Submit would refuse in p and o (no tree, no series,
 // a base the tree lacks) without touching a store.
 func Check(p *pipelines.Pipeline, o Options) error {
-	_, _, err := check(p, o)
+	_, _, err := check(context.Background(), p, o)
 	return err
 }
 
-func check(p *pipelines.Pipeline, o Options) (in inputs, s *series.Series, err error) {
+func check(ctx context.Context, p *pipelines.Pipeline, o Options) (in inputs, s *series.Series, err error) {
 	in = inputs{PipelineSource: string(p.Source), PipelineFile: p.File, PipelineDir: p.Dir, Warnings: p.Warnings, Options: o}
 	if o.Boots < 0 || o.Boots > pipelines.MaxBoots {
 		return in, nil, fail.Inputf("--boots %d: want 1 to %d boots per variant", o.Boots, pipelines.MaxBoots)
@@ -293,9 +296,12 @@ func check(p *pipelines.Pipeline, o Options) (in inputs, s *series.Series, err e
 	if in.Pipeline, err = json.Marshal(p); err != nil {
 		return in, nil, fail.Inputf("pipeline %s: %v", p.Name, err)
 	}
-	if p.NeedsSeries() {
-		if len(o.Mbox) == 0 {
+	if p.NeedsSeries() || p.RevertsSeries() {
+		if len(o.Mbox) == 0 && p.NeedsSeries() {
 			return in, nil, fail.Inputf("pipeline %s applies a series but none was given", p.Name)
+		}
+		if len(o.Mbox) == 0 {
+			return in, nil, fail.Inputf("pipeline %s reverts a series (msgid:) but no thread was given: patcheval lore <msgid> --pipeline ...", p.Name)
 		}
 		if s, err = resolveSeries(in); err != nil {
 			return in, nil, err
@@ -311,6 +317,9 @@ func check(p *pipelines.Pipeline, o Options) (in inputs, s *series.Series, err e
 		return in, s, err
 	}
 	in.BaseRef, in.BaseHash, in.BaseRule, in.BaseWhy = b.Ref, b.Hash, b.Rule, b.Why
+	if in.Trees, err = variantTrees(ctx, p, in, s); err != nil {
+		return in, s, err
+	}
 	return in, s, nil
 }
 
@@ -351,6 +360,7 @@ func keyOf(p *pipelines.Pipeline, in inputs, s *series.Series) (store.Evaluation
 	if in.Cover {
 		parts = append(parts, "cover")
 	}
+	parts = append(parts, treeKeyParts(in.Trees)...)
 	return meta, store.Key(parts...)
 }
 
@@ -371,7 +381,7 @@ func load(env Env, id int64) (*evaluation, error) {
 		return nil, fail.Infraf("evaluation %d: stored pipeline: %w", id, err)
 	}
 	ev.p.File, ev.p.Dir, ev.p.Warnings = ev.in.PipelineFile, ev.in.PipelineDir, ev.in.Warnings
-	if ev.p.NeedsSeries() {
+	if ev.p.NeedsSeries() || (ev.p.RevertsSeries() && len(ev.in.Mbox) > 0) {
 		if ev.series, err = resolveSeries(ev.in); err != nil {
 			return nil, fmt.Errorf("evaluation %d: stored series: %w", id, err)
 		}
@@ -513,6 +523,8 @@ type Stored struct {
 	// Series is the series resolved again from the thread (nil without
 	// one), also when the pipeline does not apply it.
 	Series *series.Series
+	// Trees are the variants' own trees (refs, reverts), by variant.
+	Trees map[string]VariantTree
 }
 
 // Load reads evaluation id's stored inputs (for a reproducer).
@@ -527,5 +539,5 @@ func Load(st *store.Store, id int64) (*Stored, error) {
 		ev.series, _ = resolveSeries(ev.in)
 	}
 	return &Stored{ID: id, Pipeline: ev.p, PipelineSource: ev.in.PipelineSource, PipelineFile: ev.in.PipelineFile,
-		Options: ev.in.Options, BaseHash: ev.in.BaseHash, BaseRef: ev.in.baseName(), BaseWhy: ev.in.BaseWhy, Series: ev.series}, nil
+		Options: ev.in.Options, BaseHash: ev.in.BaseHash, BaseRef: ev.in.baseName(), BaseWhy: ev.in.BaseWhy, Series: ev.series, Trees: ev.in.Trees}, nil
 }

@@ -264,6 +264,25 @@ func Revert(ctx context.Context, repoPath, onto string, undo []Undo, opt RevertO
 	return res, nil
 }
 
+// WriteBranch points branch (without refs/heads/) of the repository at
+// repoPath at commit head: a Revert's result, once every revert of an
+// evaluation succeeded.
+func WriteBranch(repoPath, branch, head string) error {
+	if err := checkBranchName(branch); err != nil {
+		return err
+	}
+	_, st, _, err := gittree.Open(repoPath, 1)
+	if err != nil {
+		return err
+	}
+	defer st.Close()
+	ref := plumbing.NewHashReference(plumbing.NewBranchReferenceName(branch), plumbing.NewHash(head))
+	if err := st.SetReference(ref); err != nil {
+		return fail.Infraf("write branch %s: %v", branch, err)
+	}
+	return nil
+}
+
 // undoOne undoes u in ed and returns the files that conflict.
 func undoOne(st storer.EncodedObjectStorer, ed *treeEdit, u Undo) ([]Conflict, error) {
 	if u.Commit == "" {

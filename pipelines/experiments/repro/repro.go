@@ -73,12 +73,15 @@ type Manifest struct {
 	Tree         string    `json:"tree"`
 	Base         string    `json:"base"`
 	BaseCommit   string    `json:"base_commit"`
-	Series       *Series   `json:"series,omitempty"`
-	Kernels      []Kernel  `json:"kernels"`
-	Runs         []Run     `json:"runs"`
-	Userland     string    `json:"userland,omitempty"`
-	Samples      int       `json:"samples"`
-	Missing      []string  `json:"missing,omitempty"`
+	// Trees are the variants whose kernels build another tree than the
+	// base: a ref, reverted changes (trees.txt).
+	Trees    map[string]runner.VariantTree `json:"trees,omitempty"`
+	Series   *Series                       `json:"series,omitempty"`
+	Kernels  []Kernel                      `json:"kernels"`
+	Runs     []Run                         `json:"runs"`
+	Userland string                        `json:"userland,omitempty"`
+	Samples  int                           `json:"samples"`
+	Missing  []string                      `json:"missing,omitempty"`
 }
 
 // Series names the evaluated series.
@@ -152,7 +155,7 @@ func Build(st *store.Store, id int64, o Options) (*Repro, error) {
 	r := &Repro{EvaluationID: id}
 	m := Manifest{EvaluationID: id, Key: e.Key, Status: e.Status, Written: o.Now.UTC().Truncate(time.Second),
 		Pipeline: in.Pipeline.Name, Tree: in.Options.Tree, Base: in.BaseRef, BaseCommit: in.BaseHash,
-		Samples: len(samples), Userland: timings["userland"].Note}
+		Samples: len(samples), Userland: timings["userland"].Note, Trees: in.Trees}
 
 	// The pipeline as run.
 	if in.PipelineSource != "" {
@@ -167,6 +170,9 @@ func Build(st *store.Store, id int64, o Options) (*Repro, error) {
 
 	// The base and the series.
 	r.add("base.txt", 0o644, []byte(fmt.Sprintf("tree %s\nbase %s\ncommit %s\n", in.Options.Tree, in.BaseRef, in.BaseHash)))
+	if len(in.Trees) > 0 {
+		r.add("trees.txt", 0o644, []byte(treesText(in)))
+	}
 	if in.Series != nil {
 		s := &Series{Title: in.Series.Title, Version: in.Series.Version}
 		if in.Series.Cover != nil && !in.Series.Cover.NoMessageID {
@@ -485,4 +491,33 @@ func builtin(name string) bool {
 		}
 	}
 	return false
+}
+
+// treesText is trees.txt: each variant whose kernel builds a tree of its
+// own, the ref and commit it starts from, and every revert commit with
+// the commit or patch it reverts (repro.sh makes them again).
+func treesText(in *runner.Stored) string {
+	var names []string
+	for n := range in.Trees {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	var b strings.Builder
+	for _, n := range names {
+		t := in.Trees[n]
+		ref := t.Ref
+		if ref == "" {
+			ref = "base " + in.BaseRef
+		}
+		fmt.Fprintf(&b, "variant %s\n  ref %s\n  onto %s\n", n, ref, t.Onto)
+		for _, r := range t.Reverted {
+			orig := r.Original
+			if orig == "" {
+				orig = "(a patch of the series)"
+			}
+			fmt.Fprintf(&b, "  revert %s of %s: %s\n", r.Hash, orig, r.Label)
+		}
+		fmt.Fprintf(&b, "  head %s\n", t.Head)
+	}
+	return b.String()
 }

@@ -2,6 +2,7 @@ package repro
 
 import (
 	"fmt"
+	"sort"
 	"strconv"
 	"strings"
 
@@ -22,6 +23,15 @@ func reproScript(in *runner.Stored, m Manifest, command string) (string, error) 
 	p("# built again) and state, then compares the new samples with samples.csv.")
 	p("#")
 	p("#   TREE=/path/to/linux.git ./repro.sh      (the tree must have commit %s)", short(m.BaseCommit))
+	for _, n := range sortedTrees(m.Trees) {
+		t := m.Trees[n]
+		if t.Ref != "" {
+			p("#   variant %s builds %s (%s): the tree must have it too", n, t.Ref, short(t.Onto))
+		}
+		if len(t.Reverted) > 0 {
+			p("#   variant %s reverts %d change(s) on it; patcheval makes the same revert commits again (trees.txt)", n, len(t.Reverted))
+		}
+	}
 	p("#")
 	p("# PATCHEVAL names the patcheval binary, WORK the work directory")
 	p("# (default ./rerun), PATCHEVAL_CACHE_DIR a cache to reuse instead of a fresh one.")
@@ -119,6 +129,9 @@ func readme(m Manifest) string {
 	p("Base:   %s (%s) in %s: base.txt", m.BaseCommit, m.Base, m.Tree)
 	p("")
 	p("  repro.sh         reruns everything from scratch with patcheval and compares the samples")
+	if len(m.Trees) > 0 {
+		p("  trees.txt        the variants' own trees: the ref each builds, the changes it reverts")
+	}
 	p("  pipeline.toml    the pipeline file as run (when it came from one); pipeline.json the model")
 	p("  kernels/         each kernel's final .config and build metadata (make command, toolchain)")
 	p("  toolchains.txt   compiler and tool versions per kernel, guest userland packages")
@@ -134,4 +147,13 @@ func readme(m Manifest) string {
 		}
 	}
 	return b.String()
+}
+
+func sortedTrees(t map[string]runner.VariantTree) []string {
+	var out []string
+	for n := range t {
+		out = append(out, n)
+	}
+	sort.Strings(out)
+	return out
 }

@@ -1,0 +1,190 @@
+package runner
+
+import (
+	"context"
+	"fmt"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/patcheval/patcheval/internal/fail"
+	"github.com/patcheval/patcheval/internal/testgit"
+	"github.com/patcheval/patcheval/pipelines"
+)
+
+// expTree is a small release history: v6.12 (root) -> v7.2 (c1, the
+// series' change) -> v7.3 (c2), and a side commit "moved" on v7.3 that
+// changes c1's line again.
+type expTree struct {
+	dir, root, c1, c2, moved string
+}
+
+func lines(set map[int]string) string {
+	var b strings.Builder
+	for i := 1; i <= 20; i++ {
+		if s, ok := set[i]; ok {
+			b.WriteString(s + "\n")
+		} else {
+			fmt.Fprintf(&b, "line %d\n", i)
+		}
+	}
+	return b.String()
+}
+
+func newExpTree(t *testing.T) expTree {
+	t.Helper()
+	e := expTree{dir: testgit.InitBare(t, filepath.Join(t.TempDir(), "linux.git"))}
+	e.root = testgit.Commit(t, e.dir, "", "Linux 6.12", "2026-01-01T00:00:00Z", map[string]string{"kernel/rcu/tree.c": lines(nil), "Makefile": "VERSION = 6\n"})
+	e.c1 = testgit.Commit(t, e.dir, e.root, "rcu: Reduce synchronize_rcu() latency", "2026-01-02T00:00:00Z",
+		map[string]string{"kernel/rcu/tree.c": lines(map[int]string{5: "fast"})})
+	e.c2 = testgit.Commit(t, e.dir, e.c1, "Linux 7.3", "2026-01-03T00:00:00Z",
+		map[string]string{"kernel/rcu/tree.c": lines(map[int]string{5: "fast", 15: "seven"}), "Makefile": "VERSION = 7\n"})
+	e.moved = testgit.Commit(t, e.dir, e.c2, "rcu: rework", "2026-01-04T00:00:00Z",
+		map[string]string{"kernel/rcu/tree.c": lines(map[int]string{5: "faster", 15: "seven"})})
+	testgit.Tag(t, e.dir, "v6.12", e.root)
+	testgit.Tag(t, e.dir, "v7.2", e.c1)
+	testgit.Tag(t, e.dir, "v7.3", e.c2)
+	return e
+}
+
+// seriesMbox is the thread of the series that became c1: one patch.
+func (e expTree) seriesMbox(t *testing.T) []byte {
+	diff := testgit.Git(t, nil, nil, "--git-dir="+e.dir, "diff", e.root, e.c1)
+	return []byte("From mboxrd@z Thu Jan  1 00:00:00 1970\n" +
+		"From: Ann Author <ann@example.org>\n" +
+		"To: rcu@vger.kernel.org\n" +
+		"Subject: [PATCH] rcu: Reduce synchronize_rcu() latency\n" +
+		"Date: Fri, 02 Jan 2026 00:00:00 +0000\n" +
+		"Message-ID: <rcu1@example.org>\n\n" +
+		"Faster.\n\nSigned-off-by: Ann Author <ann@example.org>\n---\n" + diff + "\n-- \n2.47.0\n\n")
+}
+
+const expPipeline = `name = "exp"
+[series]
+apply = false
+[build]
+arch = "ppc64le"
+fragments = ["ppc64le-pseries"]
+
+[[variant]]
+name = "base"
+
+[[variant]]
+name = "reverted"
+revert = ["msgid:rcu1@example.org"]
+
+[[variant]]
+name = "old"
+ref = "v6.12"
+
+[[benchmark]]
+name = "kill"
+`
+
+// TestSubmitVariantTrees: a variant's ref and reverts are resolved and
+// written when the evaluation is submitted, recorded in its inputs and
+// key, and its kernel builds that tree.
+func TestSubmitVariantTrees(t *testing.T) {
+	e := newExpTree(t)
+	p, err := pipelines.Parse([]byte(expPipeline), "exp.toml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	env := Env{Store: openStore(t, filepath.Join(t.TempDir(), "db"))}
+	o := Options{Mbox: e.seriesMbox(t), Tree: e.dir, Base: "v7.3"}
+	id, _, err := Submit(context.Background(), env, p, o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ev, err := load(env, id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rev, old := ev.in.Trees["reverted"], ev.in.Trees["old"]
+	if _, ok := ev.in.Trees["base"]; ok || len(ev.in.Trees) != 2 {
+		t.Fatalf("trees %+v", ev.in.Trees)
+	}
+	// The revert is git revert's tree, on the base.
+	wantTree := revertedTree(t, e.dir, e.c2, e.c1)
+	if got := testgit.Git(t, nil, nil, "--git-dir="+e.dir, "rev-parse", rev.Head+"^{tree}"); got != wantTree || rev.Onto != e.c2 ||
+		len(rev.Reverted) != 1 || rev.Reverted[0].Label != "1/1 rcu: Reduce synchronize_rcu() latency" || rev.Branch != "patcheval/exp-revert-reverted" {
+		t.Fatalf("reverted tree %+v (tree %s, want %s)", rev, got, wantTree)
+	}
+	if old.Ref != "v6.12" || old.Head != e.root || old.Onto != e.root {
+		t.Fatalf("old %+v, want v6.12 = %s", old, e.root)
+	}
+	// Each kernel builds its own tree.
+	for _, s := range ev.p.Builds() {
+		req, err := buildRequest(context.Background(), env, ev, s)
+		if err != nil {
+			t.Fatal(err)
+		}
+		want := map[string]string{"base": e.c2, "reverted": rev.Head, "old": e.root}[s.Variant]
+		if req.Commit != want {
+			t.Errorf("%s builds %s, want %s", s.Variant, req.Commit, want)
+		}
+	}
+	if d := rev.Describe("v7.3"); !strings.HasPrefix(d, "v7.3 ("+e.c2[:12]+") with 1 change(s) reverted") {
+		t.Errorf("describe: %q", d)
+	}
+	// Submitted again: the same evaluation (the revert commits are the
+	// same).
+	again, resumed, err := Submit(context.Background(), env, p, o)
+	if err != nil || again != id || !resumed {
+		t.Fatalf("again: %d %v %v, want %d resumed", again, resumed, err, id)
+	}
+	// The reproducer's view.
+	st, err := Load(env.Store, id)
+	if err != nil || st.Trees["reverted"].Head != rev.Head {
+		t.Fatalf("Load: %v %+v", err, st)
+	}
+}
+
+func revertedTree(t *testing.T, repo, onto, commit string) string {
+	wt := filepath.Join(t.TempDir(), "wt")
+	testgit.Git(t, nil, nil, "--git-dir="+repo, "worktree", "add", "-q", "--detach", wt, onto)
+	defer testgit.Git(t, nil, nil, "--git-dir="+repo, "worktree", "remove", "--force", wt)
+	testgit.Git(t, testgit.Identity("2026-02-01T00:00:00Z"), nil, "-C", wt, "revert", "--no-edit", commit)
+	return testgit.Git(t, nil, nil, "-C", wt, "rev-parse", "HEAD^{tree}")
+}
+
+// TestSubmitVariantTreesBadInput: a ref the tree lacks, a revert that
+// conflicts, a msgid that is not the evaluated series: one line naming
+// it, exit 2, no evaluation recorded.
+func TestSubmitVariantTreesBadInput(t *testing.T) {
+	e := newExpTree(t)
+	for name, c := range map[string]struct {
+		pipeline, base, want string
+	}{
+		"ref the tree lacks": {strings.Replace(expPipeline, `ref = "v6.12"`, `ref = "v6.13"`, 1), "v7.3",
+			`variant "old": ref "v6.13" is not in the tree ` + e.dir},
+		"revert that conflicts": {expPipeline, e.moved,
+			`variant "reverted": revert of 1/1 rcu: Reduce synchronize_rcu() latency conflicts on ` + e.moved + `: kernel/rcu/tree.c hunk #1 @@ -2,7 +2,7 @@`},
+		"commit revert that conflicts": {strings.Replace(expPipeline, `"msgid:rcu1@example.org"`, `"v6.12..v7.2"`, 1), e.moved,
+			`conflicts on ` + e.moved + `: kernel/rcu/tree.c hunk #1`},
+		"msgid of another thread": {strings.Replace(expPipeline, "rcu1@example.org", "other@example.org", 1), "v7.3",
+			`variant "reverted": revert "msgid:other@example.org": not the evaluated series`},
+	} {
+		t.Run(name, func(t *testing.T) {
+			p, err := pipelines.Parse([]byte(c.pipeline), "exp.toml")
+			if err != nil {
+				t.Fatal(err)
+			}
+			env := Env{Store: openStore(t, filepath.Join(t.TempDir(), "db"))}
+			refsBefore := testgit.Git(t, nil, nil, "--git-dir="+e.dir, "for-each-ref")
+			_, _, err = Submit(context.Background(), env, p, Options{Mbox: e.seriesMbox(t), Tree: e.dir, Base: c.base})
+			if err == nil || !strings.Contains(err.Error(), c.want) || strings.Contains(err.Error(), "\n") {
+				t.Fatalf("got %v\nwant one line with %q", err, c.want)
+			}
+			if fail.KindOf(err) != fail.KindInput {
+				t.Errorf("kind %v, want bad input (exit 2)", fail.KindOf(err))
+			}
+			if evs, _ := env.Store.ListEvaluations(); len(evs) != 0 {
+				t.Errorf("%d evaluation(s) recorded", len(evs))
+			}
+			if after := testgit.Git(t, nil, nil, "--git-dir="+e.dir, "for-each-ref"); after != refsBefore {
+				t.Errorf("refs changed:\n%s\n->\n%s", refsBefore, after)
+			}
+		})
+	}
+}
