@@ -28,6 +28,8 @@ type hostile struct {
 	// infraOK: the failure may be classified as infrastructure (exit 3):
 	// what the tree printed or left reads as a missing tool or output.
 	infraOK bool
+	// memory is the build's aggregate memory bound (0: the default).
+	memory int64
 }
 
 // hostileEnv is the host an attack runs against: a token file and
@@ -201,6 +203,21 @@ var hostileSeries = []hostile{
 		},
 	},
 	{
+		// Allocates past the aggregate memory bound (96 MiB) with four
+		// processes of 48 MiB, each far under its own RLIMIT_AS: the
+		// OOM killer ends them in the build's cgroup and the build fails
+		// naming the bound (where the machine has cgroups; else skipped).
+		name: "memory-hog",
+		makefile: "%: ; @for i in 1 2 3 4; do (head -c 48M /dev/zero | tail >/dev/null; echo SURVIVED >&2) & done; wait; " +
+			"echo \"HOG DONE\" >&2; false\n",
+		memory: 96 << 20,
+		check: func(t *testing.T, h *hostileEnv, err error, log string) {
+			if err == nil || !strings.Contains(err.Error(), "more than the memory limit of 96 MiB") {
+				t.Errorf("error %v, want one naming the 96 MiB memory limit", err)
+			}
+		},
+	},
+	{
 		// Fills the disk, 16 MiB at a time (bounded at 640 MiB).
 		name: "fill-disk",
 		makefile: "%: ; @i=0; while [ $$i -lt 40 ]; do dd if=/dev/zero of=$(O)/fill$$i bs=1M count=16 2>/dev/null; " +
@@ -229,6 +246,9 @@ func TestHostileSeriesContained(t *testing.T) {
 	}
 	for _, hs := range hostileSeries {
 		t.Run(hs.name, func(t *testing.T) {
+			if hs.memory > 0 && !strings.HasPrefix(sandbox.Aggregate(sandbox.Limits{}), "cgroup") {
+				t.Skipf("no aggregate memory bound on this machine: %s", sandbox.Aggregate(sandbox.Limits{}))
+			}
 			h := newHostileEnv(t)
 			commit := testgit.Commit(t, h.repo, h.base, "hostile "+hs.name, "2026-11-02T10:00:00Z",
 				map[string]string{"Makefile": h.expand(hs.makefile)})
@@ -236,7 +256,12 @@ func TestHostileSeriesContained(t *testing.T) {
 			req := build.Request{Repo: h.repo, Commit: commit, Arch: "x86_64", BaseConfig: "tinyconfig", Variant: hs.name,
 				Symbols: map[string]string{"PATCHEVAL_HOSTILE": "y"}}
 			opts := build.Options{CacheDir: h.cache, Jobs: 2, Nice: 10, NoNetwork: true, Timeout: 3 * time.Minute, Log: &logBuf,
-				Limits: sandbox.Limits{Procs: 64, Disk: 64 << 20, FileSize: 32 << 20}}
+				Limits: sandbox.Limits{Procs: 64, Disk: 64 << 20, FileSize: 32 << 20, Memory: hs.memory}}
+			if hs.memory > 0 {
+				// RLIMIT_NPROC counts every process of the build user,
+				// other builds' too: not what this attack is about.
+				opts.Limits.Procs = 0
+			}
 			a, err := build.Build(context.Background(), req, opts)
 			log := logBuf.String()
 			t.Logf("%s: %v", hs.name, err)

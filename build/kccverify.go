@@ -13,6 +13,7 @@ import (
 	"strings"
 
 	"github.com/patcheval/patcheval/build/kcc"
+	"github.com/patcheval/patcheval/internal/sandbox"
 )
 
 // verifyKCC recompiles up to n objects that kcc answered from its store in
@@ -86,7 +87,11 @@ func (r *runner) verifyKCC(ctx context.Context, n int, logw io.Writer) (int, err
 		if err != nil {
 			return verified, err
 		}
-		if out, err := cmd.CombinedOutput(); err != nil {
+		out, err := cmd.CombinedOutput()
+		if merr := sandbox.Release(cmd); merr != nil && err == nil {
+			err = merr
+		}
+		if err != nil {
 			return verified, &InfraError{Arch: r.arch.Name, Reason: "compiler cache",
 				Msg: fmt.Sprintf("verifying kcc: compiling %s directly failed: %v: %s", h.obj, err, firstLines(out, 5)), Err: err}
 		}

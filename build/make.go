@@ -37,6 +37,10 @@ type Isolation struct {
 	// patcheval-build" (internal/sandbox), or "off (...)" when the
 	// operator ran it unsandboxed.
 	Sandbox string `json:"sandbox,omitempty"`
+	// Aggregate says how the sandboxed commands' process trees were
+	// bounded together (a cgroup's memory and pids limits), or why
+	// they were not (sandbox.Aggregate).
+	Aggregate string `json:"aggregate,omitempty"`
 }
 
 var (
@@ -279,6 +283,10 @@ func (r *runner) run(ctx context.Context, logw io.Writer, parallel bool, targets
 	}
 	pr.Close()
 	err = cmd.Wait()
+	if merr := sandbox.Release(cmd); merr != nil {
+		// The tree's processes together passed the memory bound.
+		err = &KernelError{Stage: "sandbox", Message: merr.Error()}
+	}
 	return lines, err
 }
 

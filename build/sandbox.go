@@ -61,6 +61,7 @@ func (r *runner) command(ctx context.Context, argv, env []string) (*exec.Cmd, er
 		r.iso.NoNetwork = true
 		r.iso.Note = ""
 		r.iso.Sandbox = sandbox.Describe()
+		r.iso.Aggregate = sandbox.Aggregate(spec.Limits)
 	}
 	cmd.Env = env
 	cmd.Dir = r.out

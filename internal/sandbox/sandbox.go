@@ -110,6 +110,9 @@ type Limits struct {
 	Disk int64
 	// TmpSize is the private /tmp tmpfs's size, bytes.
 	TmpSize int64
+	// Memory bounds what the command's processes use together, bytes
+	// (a cgroup's memory.max; cgroup.go), where the machine allows.
+	Memory int64
 }
 
 // DefaultLimits fit a kernel build (allmodconfig's O= directory is about
@@ -123,6 +126,24 @@ var DefaultLimits = Limits{
 	OpenFiles:    8192,
 	Disk:         40 << 30,
 	TmpSize:      2 << 30,
+	Memory:       defaultMemory(),
+}
+
+// defaultMemory is three quarters of the machine's memory (16 GiB when
+// /proc/meminfo cannot be read): a build may use most of the machine, not
+// all of it.
+func defaultMemory() int64 {
+	data, err := os.ReadFile("/proc/meminfo")
+	if err == nil {
+		for _, line := range strings.Split(string(data), "\n") {
+			if f := strings.Fields(line); len(f) >= 2 && f[0] == "MemTotal:" {
+				if kb, err := strconv.ParseInt(f[1], 10, 64); err == nil && kb > 0 {
+					return kb << 10 / 4 * 3
+				}
+			}
+		}
+	}
+	return 16 << 30
 }
 
 func (l Limits) withDefaults() Limits {
@@ -139,6 +160,7 @@ func (l Limits) withDefaults() Limits {
 	set(&l.OpenFiles, d.OpenFiles)
 	set(&l.Disk, d.Disk)
 	set(&l.TmpSize, d.TmpSize)
+	set(&l.Memory, d.Memory)
 	return l
 }
 
@@ -216,6 +238,7 @@ func check() error {
 		return err
 	}
 	out, err := cmd.CombinedOutput()
+	Release(cmd)
 	if err != nil || strings.TrimSpace(string(out)) != "ok" {
 		return fmt.Errorf("sandbox: bwrap cannot create its namespaces here (%v: %s); user namespaces or root are needed",
 			err, strings.TrimSpace(string(out)))
@@ -409,7 +432,8 @@ func (s Spec) prefix() []string {
 
 // Command is exec.Command for argv inside the sandbox; the caller sets
 // Env (bwrap passes it on unchanged: keep it scrubbed), Stdout, Stderr
-// and ExtraFiles (inherited descriptors stay open inside).
+// and ExtraFiles (inherited descriptors stay open inside), and calls
+// Release once the command was waited for (its cgroup, cgroup.go).
 func (s Spec) Command(ctx context.Context, argv []string) (*exec.Cmd, error) {
 	if bwrapPath == "" {
 		if err := Check(); err != nil {
@@ -421,7 +445,18 @@ func (s Spec) Command(ctx context.Context, argv []string) (*exec.Cmd, error) {
 		return nil, err
 	}
 	full := append(append(append(a, "--"), s.prefix()...), argv...)
-	cmd := exec.CommandContext(ctx, bwrapPath, full...)
+	cg, err := newCgroup(s.Limits.withDefaults())
+	if err != nil {
+		return nil, err
+	}
+	var cmd *exec.Cmd
+	if cg != nil {
+		w := cg.wrap(append([]string{bwrapPath}, full...))
+		cmd = exec.CommandContext(ctx, w[0], w[1:]...)
+		cmdCgroups.Store(cmd, cg)
+	} else {
+		cmd = exec.CommandContext(ctx, bwrapPath, full...)
+	}
 	cmd.Dir = s.Dir
 	return cmd, nil
 }

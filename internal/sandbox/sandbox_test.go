@@ -2,6 +2,7 @@ package sandbox
 
 import (
 	"context"
+	"errors"
 	"os"
 	"path/filepath"
 	"strings"
@@ -128,5 +129,48 @@ func TestExtraReadOnly(t *testing.T) {
 		if _, err := (Spec{Writable: []string{rw}, Dir: rw}).Command(context.Background(), []string{"true"}); err == nil || !strings.Contains(err.Error(), filepath.Base(bad)) {
 			t.Errorf("%s=%s: %v, want an error naming it", EnvReadOnly, bad, err)
 		}
+	}
+}
+
+// A sandboxed process tree that allocates more than its aggregate bound
+// together -- three processes of 48 MiB each, every one well under its
+// own RLIMIT_AS -- is ended by the OOM killer in its cgroup, and Release
+// names the bound; the same tree under a bound it fits in completes. The
+// cgroup is gone afterwards.
+func TestAggregateMemoryBound(t *testing.T) {
+	if err := Check(); err != nil {
+		t.Fatal(err)
+	}
+	if s := cgroups(); s.version == 0 {
+		t.Skipf("no aggregate bound on this machine: %s", s.note)
+	}
+	// tail buffers its whole input when it holds no newline.
+	hog := `for i in 1 2 3; do head -c 48M /dev/zero | tail >/dev/null & done; wait; echo done`
+	run := func(limit int64) (string, error, error) {
+		cmd, err := Spec{Limits: Limits{Memory: limit, AddressSpace: 512 << 20}}.Command(context.Background(), []string{"sh", "-c", hog})
+		if err != nil {
+			t.Fatal(err)
+		}
+		cmd.Env = []string{"PATH=/usr/bin:/bin"}
+		out, werr := cmd.CombinedOutput()
+		cg, _ := cmdCgroups.Load(cmd)
+		rerr := Release(cmd)
+		if cg != nil {
+			for _, d := range cg.(*cgroup).dirs {
+				if _, err := os.Stat(d); err == nil {
+					t.Errorf("cgroup %s left behind", d)
+				}
+			}
+		}
+		return string(out), werr, rerr
+	}
+	out, _, rerr := run(96 << 20)
+	var me *MemoryError
+	if !errors.As(rerr, &me) || me.Limit != 96<<20 || !strings.Contains(rerr.Error(), "more than the memory limit of 96 MiB") {
+		t.Errorf("three 48 MiB processes under a 96 MiB bound: Release %v (said %q), want a MemoryError naming 96 MiB", rerr, out)
+	}
+	out, werr, rerr := run(512 << 20)
+	if werr != nil || rerr != nil || strings.TrimSpace(out) != "done" {
+		t.Errorf("the same tree under 512 MiB: %v, %v, said %q", werr, rerr, out)
 	}
 }

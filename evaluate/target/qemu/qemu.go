@@ -320,6 +320,12 @@ func (t *Target) Boot(ctx context.Context, k evaluate.Kernel, p guest.Plan) (*ev
 		}
 	}
 	waitErr := cmd.Wait()
+	if merr := sandbox.Release(cmd); merr != nil {
+		stderr.WriteString(merr.Error() + "\n")
+		if waitErr == nil {
+			waitErr = merr
+		}
+	}
 	res.Duration = time.Since(res.Started)
 	mu.Lock()
 	defer mu.Unlock()
