@@ -111,7 +111,7 @@ func TestDraftParsesWithGoMessage(t *testing.T) {
 	for _, want := range []string{
 		"On Mon, 02 Nov 2026 09:30:01 +0000, Kernel Tester <tester@example.org>",
 		"> Once the lazy preemption is supported",
-		"voluntary -> voluntary-dyn +24.8%",
+		"voluntary -> voluntary-dyn +24.6%",
 		"also differ in: PREEMPT_RCU n->y (derived: kernel/rcu/Kconfig:21",
 		"deterministic QEMU", "n=3 samples per variant",
 		"-icount shift=0,sleep=off",

@@ -193,7 +193,7 @@ func TestKCIDB(t *testing.T) {
 			cmp = tst
 		}
 	}
-	if sample == nil || sample["status"] != "DONE" || sample["number"].(map[string]any)["value"] != 955.1 ||
+	if sample == nil || sample["status"] != "DONE" || sample["number"].(map[string]any)["value"] != 983.63054 ||
 		sample["number"].(map[string]any)["unit"] != "ns/op" {
 		t.Errorf("sample test %v", sample)
 	}

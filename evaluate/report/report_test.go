@@ -47,26 +47,41 @@ func patchMsg(t *testing.T) *mbox.Message {
 
 var gen = time.Date(2026, 11, 30, 7, 0, 0, 0, time.UTC)
 
-// seedSamples are the numbers measured by hand in deterministic QEMU
-// (issue 6: voluntary 955, voluntary+PREEMPT_DYNAMIC 1192, full 1205
-// ns/op for kill; getppid 448/529/542) with small noise, three boots.
+// seedSamples are a real run's samples (ns/op; the ops/s twins left
+// out, as before), not typed by hand: `patcheval run --deterministic
+// --boots 3 --bench kill,getppid --json` with --kernel
+// voluntary=<base-voluntary vmlinux>, voluntary-dyn=<patched-dynamic
+// vmlinux>,preempt=voluntary and full=<patched-dynamic
+// vmlinux>,preempt=full (the suite's cached ppc64le kernels of
+// build/buildtest; its PREEMPT=y patched-full kernel was not in the cache,
+// so "full" is full preemption switched on at run time), main 3d24f79,
+// 2026-12-07 04:34:44-04:38:30 UTC, load 32-40 on 2 cores (nice 10;
+// deterministic QEMU: the values do not depend on the load). Values,
+// build-ids and boot numbers as the run printed them; the times are the
+// fixture's (gen + one minute a boot). testdata/golden/README.md says
+// which golden files come from here.
 func seedSamples() []evaluate.Sample {
+	const (
+		base = "267c749de607ad4a7e4eade41d1f0682f2b2cf12" // base-voluntary
+		dyn  = "9aaff907b5c5757e373de8e9a0fe124ed0943039" // patched-dynamic
+	)
 	data := []struct {
-		variant, bench string
-		vals           []float64
+		variant, bench, buildID string
+		vals                    []float64
 	}{
-		{"voluntary", "kill", []float64{955.1, 954.6, 955.9}},
-		{"voluntary-dyn", "kill", []float64{1192.4, 1191.8, 1193.1}},
-		{"full", "kill", []float64{1205.3, 1204.2, 1205.9}},
-		{"voluntary", "getppid", []float64{448.2, 447.9, 448.4}},
-		{"voluntary-dyn", "getppid", []float64{529.1, 528.8, 529.3}},
-		{"full", "getppid", []float64{542.0, 541.7, 542.3}},
+		{"voluntary", "kill", base, []float64{983.63054, 983.6442, 983.662275}},
+		{"voluntary-dyn", "kill", dyn, []float64{1225.842785, 1225.825695, 1225.82491}},
+		{"full", "kill", dyn, []float64{1225.71557, 1225.71078, 1225.67711}},
+		{"voluntary", "getppid", base, []float64{457.332605, 457.340065, 457.33749}},
+		{"voluntary-dyn", "getppid", dyn, []float64{543.40709, 543.38011, 543.39585}},
+		{"full", "getppid", dyn, []float64{543.361065, 543.371875, 543.37578}},
 	}
 	var out []evaluate.Sample
 	for boot := 0; boot < 3; boot++ {
 		for _, d := range data {
 			out = append(out, evaluate.Sample{Variant: d.variant, Benchmark: d.bench, Metric: "ns/op", Unit: "ns/op",
-				Value: d.vals[boot], Boot: boot, Time: gen.Add(time.Duration(boot) * time.Minute)})
+				Value: d.vals[boot], Boot: boot, Time: gen.Add(time.Duration(boot) * time.Minute), BuildID: d.buildID,
+				Deterministic: true})
 		}
 	}
 	return out
@@ -96,9 +111,11 @@ func seedReport(t *testing.T) *Report {
 		Variants: []Variant{
 			{Name: "voluntary", Config: []string{"PREEMPT_VOLUNTARY=y"}, Cmdline: "console=hvc0", Env: env, Boots: 3, BuildSeconds: 301},
 			{Name: "voluntary-dyn", Description: "the Config B the thread asked for", Patched: true,
-				Config: []string{"PREEMPT_VOLUNTARY=y", "PREEMPT_DYNAMIC=y"}, Cmdline: "console=hvc0 preempt=voluntary",
+				Config: []string{"PREEMPT_VOLUNTARY=y", "PREEMPT_DYNAMIC=y"}, Cmdline: "console=hvc0",
 				Runtime: []string{"/sys/kernel/debug/sched/preempt: voluntary"}, Env: env, Boots: 3, BuildSeconds: 315},
-			{Name: "full", Patched: true, Config: []string{"PREEMPT=y"}, Cmdline: "console=hvc0", Env: env, Boots: 3},
+			{Name: "full", Description: "the voluntary-dyn kernel switched to full preemption at run time", Patched: true,
+				Config: []string{"PREEMPT_VOLUNTARY=y", "PREEMPT_DYNAMIC=y"}, Cmdline: "console=hvc0",
+				Runtime: []string{"/sys/kernel/debug/sched/preempt: full"}, Env: env, Boots: 3},
 		},
 		Confounds: []Confound{{Base: "voluntary", Other: "voluntary-dyn", Deltas: []ConfigDelta{
 			{Symbol: "PREEMPT_DYNAMIC", From: "n", To: "y", Requested: true},
@@ -166,10 +183,10 @@ func TestAddResults(t *testing.T) {
 		t.Errorf("row order %+v", kill.Rows)
 	}
 	c := kill.Comparisons[0]
-	if c.Verdict != stats.Regression || c.Change < 24.7 || c.Change > 24.9 {
+	if c.Verdict != stats.Regression || c.Change < 24.5 || c.Change > 24.7 {
 		t.Errorf("voluntary -> voluntary-dyn: %s %+.2f%%", c.Verdict, c.Change)
 	}
-	if len(r.Regressions()) != 4 {
+	if len(r.Regressions()) != 2 {
 		t.Errorf("regressions %q", r.Regressions())
 	}
 	if len(r.Decompositions) != 2 || r.Decompositions[0].Steps[0].Share < 90 {
