@@ -21,7 +21,8 @@ import (
 // over its schemes, at public addresses or its git_networks: loopback,
 // private, link-local, CGNAT... are refused with one reason, also when
 // the name resolves to an allowed address first and to 127.0.0.1 on the
-// fetch (DNS rebinding), and the internal server sees no request.
+// fetch (DNS rebinding), and the internal server sees no request. A
+// lore URL is fetched only from the list's own archive host.
 func TestTestBranchRemoteGuard(t *testing.T) {
 	root := t.TempDir()
 	tree := filepath.Join(root, "tree")
@@ -106,6 +107,11 @@ func TestTestBranchRemoteGuard(t *testing.T) {
 		if err == nil || !strings.Contains(err.Error(), c.want) || strings.Count(err.Error(), "#patcheval test") != 1 {
 			t.Errorf("#patcheval test %s topic: %v\n  want one line with %q", c.url, err, c.want)
 		}
+	}
+	// A lore URL on another host than the list's archive is not fetched.
+	if _, err := cmd("http://127.0.0.1:" + iport + "/linux/x@example.org/"); err == nil ||
+		!strings.Contains(err.Error(), "a lore URL must be on the list's archive host (127.0.0.1:9)") {
+		t.Errorf("#patcheval test of a lore URL on another host: %v", err)
 	}
 	if lookups["rebind.example.org"] < 2 {
 		t.Errorf("the rebinding name was resolved %d time(s): the fetch did not check it again", lookups["rebind.example.org"])

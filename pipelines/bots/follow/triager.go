@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net/netip"
+	"net/url"
 	"strings"
 	"time"
 
@@ -247,6 +248,16 @@ func (t ServiceTriager) test(ctx context.Context, r TriageRequest) (string, erro
 		var err error
 		if src, err = mbox.ParseSource(arg); err != nil {
 			return "", err
+		}
+		// Only the list's own archive host: a mail does not make
+		// patcheval fetch from anywhere else (an internal address).
+		u, uerr := url.Parse(arg)
+		home := ""
+		if lu, err := url.Parse(r.List.URL); err == nil {
+			home = lu.Host
+		}
+		if uerr != nil || home == "" || !strings.EqualFold(u.Host, home) {
+			return "", fail.Inputf("#patcheval test %s: a lore URL must be on the list's archive host (%s)", arg, home)
 		}
 	case strings.Contains(arg, "@") && !strings.ContainsAny(arg, "/ "):
 		// A bare Message-ID: the list's own inbox (never a local file).
