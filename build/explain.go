@@ -41,6 +41,20 @@ func explainProblems(src, srcArch string, final []byte, requested map[string]str
 		for _, r := range p.Rules {
 			lines = append(lines, r.String())
 		}
+		if hint := toolHint(p.Reason, cfg); hint != "" {
+			lines = append(lines, hint)
+		}
 		probs[i].Why = strings.Join(lines, "\n")
 	}
+}
+
+// toolHint says which host tool is missing when a refusal hangs on a
+// version symbol that Kconfig reads from the build machine and found 0:
+// DEBUG_INFO_BTF needs pahole (`depends on PAHOLE_VERSION >= 116` on 6.1,
+// `>= 122` on 7.x), which is not part of a compiler toolchain.
+func toolHint(reason string, cfg kconfig.Config) string {
+	if strings.Contains(reason, "PAHOLE_VERSION") && cfg.Value("PAHOLE_VERSION") == "0" {
+		return "PAHOLE_VERSION is 0: pahole is not installed on this machine (Debian's dwarves package; bookworm's is 1.24)"
+	}
+	return ""
 }
