@@ -55,7 +55,7 @@ shift $((OPTIND - 1))
 
 targets="$*"
 if [ -z "$targets" ]; then
-	targets="./mbox:FuzzParse ./mbox:FuzzMboxrdRoundTrip ./series:FuzzParseSubject ./series:FuzzParseTrailers ./series:FuzzResolve ./series/apply:FuzzApply ./pipelines:FuzzParse ./build/kconfig:FuzzParse ./mbox/numbers:FuzzRead ./internal/gittree:FuzzInflate ./internal/termsafe:FuzzLine"
+	targets="./mbox:FuzzParse ./mbox:FuzzMboxrdRoundTrip ./series:FuzzParseSubject ./series:FuzzParseTrailers ./series:FuzzResolve ./series/apply:FuzzApply ./pipelines:FuzzParse ./build/kconfig:FuzzParse ./mbox/numbers:FuzzRead ./internal/gittree:FuzzInflate ./internal/termsafe:FuzzLine ./pipelines/bots/follow:FuzzAuthenticate"
 fi
 
 cache=${PATCHEVAL_CACHE_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/patcheval}

@@ -216,3 +216,40 @@ func triageFixture(t *testing.T, root string) (*store.Store, List, int64, string
 	}
 	return st, l, ev, report
 }
+
+// FuzzAuthenticate feeds hostile replies (any headers, ARC results,
+// DKIM-Signature fields) to the trust check under "arc", with a key of
+// the test's own behind every selector: it must never panic, and a
+// message it vouches for must name a domain aligned with its From:.
+func FuzzAuthenticate(f *testing.F) {
+	_, key, _ := ed25519.GenerateKey(rand.Reader)
+	rec := "v=DKIM1; k=ed25519; p=" + base64.StdEncoding.EncodeToString(key.Public().(ed25519.PublicKey))
+	base := "From: Sam <sam@example.org>\r\nTo: l@example.org\r\nSubject: Re: x\r\nMessage-ID: <a@example.org>\r\n"
+	var b bytes.Buffer
+	if err := dkim.Sign(&b, strings.NewReader(base+"\r\n#patcheval retest\r\n"), &dkim.SignOptions{Domain: "example.org", Selector: "s", Signer: key}); err != nil {
+		f.Fatal(err)
+	}
+	f.Add(b.Bytes())
+	f.Add([]byte(base + "ARC-Authentication-Results: i=1; lists.example.org; dkim=pass header.d=example.org\r\n\r\nbody\r\n"))
+	f.Add([]byte(base + "ARC-Authentication-Results: i=2; lists.example.org; dmarc=pass header.from=example.org\r\n" +
+		"ARC-Authentication-Results: i=1; x; dkim=fail\r\nDKIM-Signature: v=1; a=rsa-sha256; d=example.org; s=s; h=from; bh=; b=\r\n\r\n"))
+	fol := &Follower{LookupTXT: func(string) ([]string, error) { return []string{rec}, nil }}
+	l := List{Name: "fuzz", Trust: TrustARC, ARCAuthServID: "lists.example.org"}
+	f.Fuzz(func(t *testing.T, raw []byte) {
+		m, err := mbox.ParseMessage(raw, "fuzz")
+		if err != nil {
+			return
+		}
+		how, refused := fol.authenticate(l, m)
+		if (how == "") == (refused == "") {
+			t.Fatalf("authenticate: how %q, refused %q: want exactly one", how, refused)
+		}
+		if how != "" {
+			_, dom, _ := strings.Cut(strings.ToLower(m.From.Email), "@")
+			d := how[strings.LastIndexAny(how, "= ")+1:]
+			if !aligned(dom, d) {
+				t.Fatalf("vouched (%s) for From: %s", how, m.From.Email)
+			}
+		}
+	})
+}
