@@ -142,3 +142,44 @@ func symbolsDiff(a, b map[string]string) string {
 	sort.Strings(out)
 	return strings.Join(out, ", ")
 }
+
+// SeriesReverted is p for a series its base already has (lore
+// --revert-if-merged): the variants that applied the series build the
+// base as it is (which has the series), and those that built the plain
+// base build it with the series reverted (revert = ["msgid:<id>"]).
+// Comparisons and chains stay as they are, so "base -> patched" still
+// reads as what the series does. It returns the new pipeline, the
+// variants now reverted and those now measuring the base as it is; a
+// pipeline with no variant without the series has nothing to revert
+// (an error).
+func (p *Pipeline) SeriesReverted(msgid string) (*Pipeline, []string, []string, error) {
+	q := *p
+	q.Series.Apply = false
+	q.Variants = make([]Variant, len(p.Variants))
+	var reverted, asIs []string
+	for i, v := range p.Variants {
+		v.Revert = append([]string(nil), v.Revert...)
+		if v.Kernel == v.Name {
+			switch {
+			case v.ApplySeries:
+				v.ApplySeries = false
+				asIs = append(asIs, v.Name)
+			case !v.OwnTree():
+				v.Revert = []string{MsgIDPrefix + msgid}
+				reverted = append(reverted, v.Name)
+			}
+		}
+		q.Variants[i] = v
+	}
+	for i := range q.Variants {
+		v := &q.Variants[i]
+		if v.Kernel != v.Name {
+			owner := q.Variant(v.Kernel)
+			v.ApplySeries, v.Revert = owner.ApplySeries, owner.Revert
+		}
+	}
+	if len(reverted) == 0 || len(asIs) == 0 {
+		return nil, nil, nil, fmt.Errorf("pipeline %s has no pair of variants with and without the series to turn into the base with it reverted against the base as it is", p.Name)
+	}
+	return &q, reverted, asIs, nil
+}

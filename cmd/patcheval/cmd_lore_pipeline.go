@@ -46,6 +46,7 @@ type pipelineFlags struct {
 	noSeriesBisect   bool
 	threadNumbers    stringList
 	keepGoing        bool
+	revertIfMerged   bool
 }
 
 func (pf *pipelineFlags) add(fs *flag.FlagSet) {
@@ -65,6 +66,7 @@ func (pf *pipelineFlags) add(fs *flag.FlagSet) {
 	fs.Var(&pf.threadNumbers, "thread-numbers", "with --pipeline: also set beside the results the numbers reported in this related thread (an mbox `file`, e.g. the upstream thread of a backport), like for like as the series' own thread's (repeatable)")
 	fs.BoolVar(&pf.noSeriesBisect, "no-series-bisect", false, "with --pipeline: when the whole series regresses, do not bisect inside the series to name the patch")
 	fs.BoolVar(&pf.keepGoing, "keep-going", false, "with --pipeline: drop the variants whose kernels cannot be configured on this tree (the report says which and why) and evaluate the others; without it such a variant stops the evaluation before anything compiles")
+	fs.BoolVar(&pf.revertIfMerged, "revert-if-merged", false, "with --pipeline: when the base already has the whole series, measure the base with the series reverted (the variants without it) against the base as it is (those with it), and say so in the report and the draft; without it such a series is refused (exit 2)")
 	fs.BoolVar(&pf.verbose, "verbose", false, "with --pipeline: list every config difference in the printed report (mechanical consequences such as INLINE_* and *_BUILD, toolchain values) instead of counting them")
 }
 
@@ -85,24 +87,25 @@ func (pf *pipelineFlags) options(p *pipelines.Pipeline, lr *loreResult, af apply
 		out = fmt.Sprintf("patcheval-%s-%s", p.Name, lr.Series.Slug())
 	}
 	return runner.Options{
-		Mbox:         runner.ThreadMbox(lr.Thread),
-		Version:      lr.Series.Version,
-		AnySender:    lr.AnySender,
-		ThreadSource: lr.Thread.Source,
-		AM:           lr.AM,
-		Tree:         af.tree,
-		Base:         af.base,
-		Branch:       af.branch,
-		Fuzz:         af.fuzz,
-		ThreeWay:     af.threeWay,
-		Boots:        pf.boots,
-		From:         from,
-		TestedBy:     pf.testedBy,
-		Lore:         lr.Lore,
-		Fetch:        lr.FetchTime,
-		OutDir:       out,
-		Cover:        pf.cover,
-		KeepGoing:    pf.keepGoing,
+		Mbox:           runner.ThreadMbox(lr.Thread),
+		Version:        lr.Series.Version,
+		AnySender:      lr.AnySender,
+		ThreadSource:   lr.Thread.Source,
+		AM:             lr.AM,
+		Tree:           af.tree,
+		Base:           af.base,
+		Branch:         af.branch,
+		Fuzz:           af.fuzz,
+		ThreeWay:       af.threeWay,
+		Boots:          pf.boots,
+		From:           from,
+		TestedBy:       pf.testedBy,
+		Lore:           lr.Lore,
+		Fetch:          lr.FetchTime,
+		OutDir:         out,
+		Cover:          pf.cover,
+		KeepGoing:      pf.keepGoing,
+		RevertIfMerged: pf.revertIfMerged,
 	}
 }
 

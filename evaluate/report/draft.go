@@ -465,6 +465,10 @@ func draftBody(r *Report, parent *mbox.Message, o DraftOptions, d *Draft) string
 		para(intro)
 		p("")
 	}
+	if r.Merged != "" {
+		para(oneLine(r.Merged))
+		p("")
+	}
 	if w := r.CoverageWarning(); w != "" {
 		para(w)
 		p("")

@@ -40,6 +40,10 @@ type Report struct {
 	Target TargetInfo `json:"target"`
 
 	Variants []Variant `json:"variants"`
+	// Merged says, when the base already had the series, that the
+	// evaluation measured the base with the series reverted against the
+	// base as it is (lore --revert-if-merged); the draft says it first.
+	Merged string `json:"merged,omitempty"`
 	// Confounds are the config differences between compared Variants.
 	Confounds []Confound `json:"confounds,omitempty"`
 

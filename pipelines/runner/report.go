@@ -360,6 +360,7 @@ func buildReport(ev *evaluation, tree report.TreeInfo, byKey map[string]*build.A
 	if !o.Now.IsZero() {
 		r.Generated = o.Now
 	}
+	r.Merged = o.Merged
 	if ev.series != nil {
 		// o.Lore may be a list (a follower's) or an all index: the
 		// links go to its base's list or all index, never ".../all/all/".

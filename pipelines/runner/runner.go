@@ -125,6 +125,11 @@ type Options struct {
 	// the evaluation's key: the whole-series evaluation is the same, and
 	// the same series submitted again with it adds the per-patch run.
 	PerPatch bool `json:"per_patch,omitempty"`
+	// RevertIfMerged: when the base already has the whole series (every
+	// patch's reverse applies cleanly), measure the base with the series
+	// reverted (the variants without the series) against the base as it
+	// is (those with it) instead of refusing (pipelines.SeriesReverted).
+	RevertIfMerged bool `json:"revert_if_merged,omitempty"`
 	// KeepGoing drops the variants whose kernels cannot be configured
 	// (the report says which and why) and evaluates the others; without
 	// it such a variant stops the evaluation before anything compiles.
@@ -194,6 +199,10 @@ type inputs struct {
 	// Trees are the variants whose kernels build a tree of their own (a
 	// ref, reverts), by variant name.
 	Trees map[string]VariantTree `json:"trees,omitempty"`
+	// Merged says that the base already has the series and what
+	// --revert-if-merged measured instead (the report and the draft
+	// say it first).
+	Merged string `json:"merged,omitempty"`
 }
 
 // evaluation is a stored evaluation loaded for a stage.
@@ -233,7 +242,7 @@ type Outcome struct {
 // what is evaluated (pipeline, base commit, the series' patches and
 // version, boots, apply options), not when or who signs the draft.
 func Submit(ctx context.Context, env Env, p *pipelines.Pipeline, o Options) (id int64, resumed bool, err error) {
-	in, s, err := check(ctx, p, o)
+	in, s, p, err := check(ctx, p, o)
 	if err != nil {
 		return 0, false, err
 	}
@@ -267,44 +276,44 @@ func Submit(ctx context.Context, env Env, p *pipelines.Pipeline, o Options) (id 
 // Check reports what Submit would refuse in p and o (no tree, no series,
 // a base the tree lacks) without touching a store.
 func Check(p *pipelines.Pipeline, o Options) error {
-	_, _, err := check(context.Background(), p, o)
+	_, _, _, err := check(context.Background(), p, o)
 	return err
 }
 
-func check(ctx context.Context, p *pipelines.Pipeline, o Options) (in inputs, s *series.Series, err error) {
+func check(ctx context.Context, p *pipelines.Pipeline, o Options) (in inputs, s *series.Series, _ *pipelines.Pipeline, err error) {
 	in = inputs{PipelineSource: string(p.Source), PipelineFile: p.File, PipelineDir: p.Dir, Warnings: p.Warnings, Options: o}
 	if o.Boots < 0 || o.Boots > pipelines.MaxBoots {
-		return in, nil, fail.Inputf("--boots %d: want 1 to %d boots per variant", o.Boots, pipelines.MaxBoots)
+		return in, nil, p, fail.Inputf("--boots %d: want 1 to %d boots per variant", o.Boots, pipelines.MaxBoots)
 	}
 	if msg := p.CheckRuns(o.Boots); o.Boots > 0 && msg != "" {
-		return in, nil, fail.Inputf("--boots %d: %s: %s", o.Boots, p.File, msg)
+		return in, nil, p, fail.Inputf("--boots %d: %s: %s", o.Boots, p.File, msg)
 	}
 	if in.Tree == "" {
 		in.Tree = p.Tree.Path
 	}
 	if in.Tree == "" {
-		return in, nil, fail.Inputf("%s: no kernel tree: pass --tree PATH (scripts/linux-tree.sh imports Debian's 6.1 tree)", p.File)
+		return in, nil, p, fail.Inputf("%s: no kernel tree: pass --tree PATH (scripts/linux-tree.sh imports Debian's 6.1 tree)", p.File)
 	}
 	if in.Branch == "" {
 		in.Branch = "patcheval/" + p.Name
 	}
 	if o.Recipients != nil {
 		if err := o.Recipients.Validate(); err != nil {
-			return in, nil, err
+			return in, nil, p, err
 		}
 	}
 	if in.Pipeline, err = json.Marshal(p); err != nil {
-		return in, nil, fail.Inputf("pipeline %s: %v", p.Name, err)
+		return in, nil, p, fail.Inputf("pipeline %s: %v", p.Name, err)
 	}
 	if p.NeedsSeries() || p.RevertsSeries() {
 		if len(o.Mbox) == 0 && p.NeedsSeries() {
-			return in, nil, fail.Inputf("pipeline %s applies a series but none was given", p.Name)
+			return in, nil, p, fail.Inputf("pipeline %s applies a series but none was given", p.Name)
 		}
 		if len(o.Mbox) == 0 {
-			return in, nil, fail.Inputf("pipeline %s reverts a series (msgid:) but no thread was given: patcheval lore <msgid> --pipeline ...", p.Name)
+			return in, nil, p, fail.Inputf("pipeline %s reverts a series (msgid:) but no thread was given: patcheval lore <msgid> --pipeline ...", p.Name)
 		}
 		if s, err = resolveSeries(in); err != nil {
-			return in, nil, err
+			return in, nil, p, err
 		}
 		in.Version = s.Version // the chosen one, also when "newest" was asked
 	}
@@ -314,13 +323,18 @@ func check(ctx context.Context, p *pipelines.Pipeline, o Options) (in inputs, s 
 	}
 	b, err := gittree.ChooseBaseAt(in.Tree, choice)
 	if err != nil {
-		return in, s, err
+		return in, s, p, err
 	}
 	in.BaseRef, in.BaseHash, in.BaseRule, in.BaseWhy = b.Ref, b.Hash, b.Rule, b.Why
-	if in.Trees, err = variantTrees(ctx, p, in, s); err != nil {
-		return in, s, err
+	if s != nil && p.NeedsSeries() {
+		if p, err = merged(ctx, p, &in, s); err != nil {
+			return in, s, p, err
+		}
 	}
-	return in, s, nil
+	if in.Trees, err = variantTrees(ctx, p, in, s); err != nil {
+		return in, s, p, err
+	}
+	return in, s, p, nil
 }
 
 // baseName is how the evaluation's base was asked for (evaluations stored

@@ -2,6 +2,7 @@ package runner
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"sort"
 	"strings"
@@ -163,4 +164,40 @@ func treeKeyParts(trees map[string]VariantTree) []string {
 		out = append(out, "tree "+n+"="+trees[n].Head)
 	}
 	return out
+}
+
+// merged checks whether in's base already has the whole series s. When
+// it does not, p is returned as it is. When it does, without
+// --revert-if-merged that is bad input before anything is recorded (the
+// AlreadyError offers the flag); with it the pipeline becomes the base
+// with the series reverted against the base as it is, and in says so
+// (Merged, a note).
+func merged(ctx context.Context, p *pipelines.Pipeline, in *inputs, s *series.Series) (*pipelines.Pipeline, error) {
+	ae, err := apply.InBase(ctx, in.Tree, in.BaseHash, apply.FromSeries(s, in.AM))
+	if err != nil || ae == nil {
+		if err == nil && in.RevertIfMerged {
+			in.Notes = append(in.Notes, fmt.Sprintf("--revert-if-merged: the series is not (wholly) in %s; evaluated as a patch on it", in.baseName()))
+		}
+		return p, err
+	}
+	ae.Base = in.baseName()
+	if !in.RevertIfMerged {
+		return p, ae
+	}
+	first := s.First()
+	if first == nil || first.MessageID == "" {
+		return p, fail.Inputf("--revert-if-merged: the series' first message has no Message-ID to name it by")
+	}
+	np, reverted, asIs, err := p.SeriesReverted(first.MessageID)
+	if err != nil {
+		return p, fail.Inputf("--revert-if-merged: %v", err)
+	}
+	if in.Pipeline, err = json.Marshal(np); err != nil {
+		return p, fail.Inputf("pipeline %s: %v", p.Name, err)
+	}
+	base := in.baseName()
+	in.Merged = fmt.Sprintf("The series is already in %s (%s), so patcheval measured %s with the series reverted (%s) against %s as it is (%s): --revert-if-merged.",
+		base, strings.Join(ae.Lines(), "; "), base, strings.Join(reverted, ", "), base, strings.Join(asIs, ", "))
+	in.Notes = append(in.Notes, in.Merged)
+	return np, nil
 }

@@ -7,8 +7,12 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/patcheval/patcheval/build"
+	"github.com/patcheval/patcheval/evaluate"
+	"github.com/patcheval/patcheval/evaluate/report"
 	"github.com/patcheval/patcheval/internal/fail"
 	"github.com/patcheval/patcheval/internal/testgit"
+	"github.com/patcheval/patcheval/mbox"
 	"github.com/patcheval/patcheval/pipelines"
 )
 
@@ -186,5 +190,114 @@ func TestSubmitVariantTreesBadInput(t *testing.T) {
 				t.Errorf("refs changed:\n%s\n->\n%s", refsBefore, after)
 			}
 		})
+	}
+}
+
+const mergedPipeline = `name = "merged"
+[build]
+arch = "ppc64le"
+fragments = ["ppc64le-pseries"]
+
+[[variant]]
+name = "base"
+apply_series = false
+
+[[variant]]
+name = "patched"
+
+[[variant]]
+name = "patched@full"
+kernel = "patched"
+cmdline = "preempt=full"
+
+[[benchmark]]
+name = "kill"
+`
+
+// TestRevertIfMerged: a series the base already has is refused before
+// anything is recorded, offering --revert-if-merged; with it the
+// evaluation measures the base with the series reverted against the base
+// as it is, and the report and the draft say so first.
+func TestRevertIfMerged(t *testing.T) {
+	e := newExpTree(t)
+	p, err := pipelines.Parse([]byte(mergedPipeline), "merged.toml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	env := Env{Store: openStore(t, filepath.Join(t.TempDir(), "db"))}
+	o := Options{Mbox: e.seriesMbox(t), Tree: e.dir, Base: "v7.3"}
+	_, _, err = Submit(context.Background(), env, p, o)
+	if fail.KindOf(err) != fail.KindInput || strings.Contains(err.Error(), "\n") ||
+		!strings.Contains(err.Error(), "1/1 is already in v7.3: the reverse applies cleanly (rcu: Reduce synchronize_rcu() latency)") ||
+		!strings.Contains(err.Error(), "--revert-if-merged") {
+		t.Fatalf("without the flag: %v, want one line of bad input offering --revert-if-merged", err)
+	}
+	if evs, _ := env.Store.ListEvaluations(); len(evs) != 0 {
+		t.Fatalf("%d evaluation(s) recorded for a refused series", len(evs))
+	}
+
+	o.RevertIfMerged = true
+	id, _, err := Submit(context.Background(), env, p, o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ev, err := load(env, id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if b, pt := ev.p.Variant("base"), ev.p.Variant("patched@full"); len(b.Revert) != 1 || b.Revert[0] != "msgid:rcu1@example.org" || pt.ApplySeries || len(pt.Revert) != 0 {
+		t.Fatalf("variants: base %+v, patched@full %+v", b, pt)
+	}
+	wantTree := revertedTree(t, e.dir, e.c2, e.c1)
+	rev := ev.in.Trees["base"]
+	if got := testgit.Git(t, nil, nil, "--git-dir="+e.dir, "rev-parse", rev.Head+"^{tree}"); got != wantTree {
+		t.Fatalf("base builds %s (tree %s), want git revert's tree %s", rev.Head, got, wantTree)
+	}
+	for _, s := range ev.p.Builds() {
+		req, err := buildRequest(context.Background(), env, ev, s)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if want := map[string]string{"base": rev.Head, "patched": e.c2}[s.Variant]; req.Commit != want {
+			t.Errorf("%s builds %s, want %s", s.Variant, req.Commit, want)
+		}
+	}
+	// The apply stage applies nothing: the series is in the base.
+	if err := Apply(context.Background(), env, id); err != nil {
+		t.Fatalf("apply stage: %v", err)
+	}
+	const want = "The series is already in v7.3 (1/1 is already in v7.3: the reverse applies cleanly (rcu: Reduce synchronize_rcu() latency)), so patcheval measured v7.3 with the series reverted (base) against v7.3 as it is (patched): --revert-if-merged."
+	if ev.in.Merged != want {
+		t.Fatalf("merged:\n%s\nwant\n%s", ev.in.Merged, want)
+	}
+	var samples []evaluate.Sample
+	for i, v := range []string{"base", "patched", "patched@full"} {
+		for boot := 0; boot < 2; boot++ {
+			samples = append(samples, evaluate.Sample{Variant: v, Benchmark: "kill", Metric: "ns/op", Unit: "ns/op", Value: float64(100 + 10*i + boot), Boot: boot})
+		}
+	}
+	r, err := buildReport(ev, report.TreeInfo{}, map[string]*build.Artifact{}, nil, samples, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.Merged != want {
+		t.Errorf("report: merged %q", r.Merged)
+	}
+	if after, err := load(env, id); err != nil || !strings.Contains(strings.Join(after.in.Notes, "\n"), want) {
+		t.Errorf("the report's notes after the apply stage: %v %q", err, after.in.Notes)
+	}
+	if v := r.Variants[0]; v.Name != "base" || len(v.Reverted) != 1 || !strings.Contains(v.Tree, "with 1 change(s) reverted") {
+		t.Errorf("report variant %+v", v)
+	}
+	d, err := report.NewDraft(r, ev.series.First(), report.DraftOptions{From: mbox.Address{Name: "T", Email: "t@example.org"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(strings.Join(strings.Fields(d.Body), " "), want) {
+		t.Errorf("the draft does not say it:\n%s", d.Body)
+	}
+	// Submitted again with the flag: the same evaluation.
+	if again, resumed, err := Submit(context.Background(), env, p, o); err != nil || again != id || !resumed {
+		t.Errorf("again: %d %v %v", again, resumed, err)
 	}
 }

@@ -1,6 +1,7 @@
 package apply
 
 import (
+	"context"
 	"fmt"
 	"strings"
 
@@ -9,13 +10,15 @@ import (
 	"github.com/go-git/go-git/v5/plumbing"
 	"github.com/go-git/go-git/v5/plumbing/object"
 	"github.com/go-git/go-git/v5/plumbing/storer"
+	"github.com/go-git/go-git/v5/storage/memory"
 
 	"github.com/patcheval/patcheval/internal/fail"
+	"github.com/patcheval/patcheval/internal/gittree"
 )
 
 // RevertHint points from a patch already in the base to the experiment
 // that measures it there: its revert.
-const RevertHint = "to measure it on this base, evaluate its revert (the revert experiment), or pick a base before it with --base"
+const RevertHint = "to measure it on this base, run lore --pipeline with --revert-if-merged (this base against this base with the series reverted), or pick a base before it with --base"
 
 // Already is a patch of the series that the base already has.
 type Already struct {
@@ -141,4 +144,51 @@ func baseName(repo *git.Repository, base *object.Commit, opt Options) string {
 		return nil
 	})
 	return name
+}
+
+// InBase reports whether every patch of commits is already in the
+// commit base of the repository at repoPath, as Apply would find it (a
+// patch that does not apply and whose reverse applies cleanly): the
+// AlreadyError Apply would return, or nil when some patch is not in the
+// base. Nothing is written.
+func InBase(ctx context.Context, repoPath, base string, commits []Commit) (*AlreadyError, error) {
+	if len(commits) == 0 {
+		return nil, nil
+	}
+	repo, st, _, err := gittree.Open(repoPath, 32)
+	if err != nil {
+		return nil, err
+	}
+	defer st.Close()
+	parent, err := gittree.ResolveIn(repo, base)
+	if err != nil {
+		return nil, fail.Inputf("base %q: not in the tree", base)
+	}
+	ov := &overlay{EncodedObjectStorer: st, mem: memory.NewStorage()}
+	sig := object.Signature{Name: "patcheval", Email: "patcheval@localhost", When: parent.Committer.When}
+	ae := &AlreadyError{Base: baseName(repo, parent, Options{})}
+	for i, c := range commits {
+		if err := ctx.Err(); err != nil {
+			return nil, err
+		}
+		if _, _, err := applyOne(ov, parent, c, sig, 0); err == nil {
+			return nil, nil // it applies: not in the base
+		}
+		how := alreadyIn(ov, parent, c)
+		if how == "" {
+			return nil, nil
+		}
+		ae.Patches = append(ae.Patches, Already{Patch: i + 1, Label: c.Label, How: how})
+	}
+	return ae, nil
+}
+
+// Lines are the per-patch sentences ("1/1 is already in v7.2.13: the
+// reverse applies cleanly (subject)").
+func (e *AlreadyError) Lines() []string {
+	var out []string
+	for _, a := range e.Patches {
+		out = append(out, alreadyLine(a, e.Base))
+	}
+	return out
 }

@@ -39,4 +39,29 @@ func TestApplyRCUAlreadyIn72(t *testing.T) {
 		!strings.HasPrefix(err.Error(), "1/1 is already in v7.2.13: the reverse applies cleanly (") {
 		t.Fatalf("Apply on v7.2.13: %v, want every patch already in", err)
 	}
+	// --revert-if-merged's detection and its revert, at object level on
+	// the real tree.
+	commits := FromSeries(s, series.DefaultAMOptions())
+	ib, err := InBase(context.Background(), repo, "v7.2.13", commits)
+	if err != nil || ib == nil || ib.Error() != err2str(ae) {
+		t.Fatalf("InBase: %v %v", ib, err)
+	}
+	var undo []Undo
+	for i := len(commits) - 1; i >= 0; i-- {
+		undo = append(undo, Undo{Label: commits[i].Label, Subject: s.Patches[i].Subject.Title, Diff: commits[i].Diff})
+	}
+	res, err := Revert(context.Background(), repo, "v7.2.13", undo, RevertOptions{OntoName: "v7.2.13"})
+	if err != nil {
+		t.Fatalf("revert on v7.2.13: %v", err)
+	}
+	// Reverted, the series applies again, giving back v7.2.13's tree.
+	back, err := Apply(context.Background(), repo, commits, Options{Base: res.Head, Branch: "patcheval/back"})
+	if err != nil {
+		t.Fatalf("the series on v7.2.13 with it reverted: %v", err)
+	}
+	if want := treeOf(t, repo, "v7.2.13"); back.Commits[len(back.Commits)-1].Tree != want {
+		t.Errorf("revert then apply: tree %s, v7.2.13 has %s", back.Commits[len(back.Commits)-1].Tree, want)
+	}
 }
+
+func err2str(e error) string { return e.Error() }

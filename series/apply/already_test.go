@@ -32,9 +32,16 @@ func TestApplyAlreadyInBase(t *testing.T) {
 		t.Fatalf("Apply: %v (%T), want an AlreadyError", err, err)
 	}
 	want := "1/1 is already in v7.2.13: the reverse applies cleanly (rcu: report the quiescent state); nothing to apply: " +
-		"to measure it on this base, evaluate its revert (the revert experiment), or pick a base before it with --base"
+		"to measure it on this base, run lore --pipeline with --revert-if-merged (this base against this base with the series reverted), or pick a base before it with --base"
 	if err.Error() != want {
 		t.Errorf("error\n%s\nwant\n%s", err, want)
+	}
+	// InBase finds the same, writing nothing.
+	if ib, err := InBase(context.Background(), repo, "v7.2.13", []Commit{fix}); err != nil || ib == nil || ib.Error() != want {
+		t.Errorf("InBase: %v %v", ib, err)
+	}
+	if ib, err := InBase(context.Background(), repo, "base", []Commit{fix}); err != nil || ib != nil {
+		t.Errorf("InBase before the fix: %v %v, want nil (it applies)", ib, err)
 	}
 	// Named by its tag also without --base.
 	gitRun(t, repo, "checkout", "-q", "v7.2.13")

@@ -104,6 +104,9 @@ func loreArgs(in *runner.Stored) (string, string) {
 	if o.Cover {
 		a = append(a, "--cover")
 	}
+	if o.RevertIfMerged {
+		a = append(a, "--revert-if-merged")
+	}
 	if o.Boots > 0 {
 		a = append(a, "--boots", strconv.Itoa(o.Boots))
 	}
