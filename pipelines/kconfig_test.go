@@ -2,7 +2,9 @@ package pipelines
 
 import (
 	"context"
+	"errors"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/patcheval/patcheval/build"
@@ -12,72 +14,194 @@ import (
 	"github.com/patcheval/patcheval/internal/xdg"
 )
 
-// Every kernel a shipped pipeline asks for is configurable on Debian's 6.1
-// tree (a pipeline of onRelease: on that Debian release, imported by
-// testenv.LinuxRelease): after olddefconfig each requested symbol holds (build verifies it
-// and fails otherwise). Variants that apply the series are configured on
-// the tree with the v6.1 backport of "powerpc: enable dynamic preemption",
-// the series the pipelines are written for. Config only: no compile.
-// onRelease are the shipped pipelines written for a later kernel than
-// 6.1: ppc-preempt-lazy measures 7.x's preemption models.
-var onRelease = map[string]string{"ppc-preempt-lazy": "7.2.13"}
+// Every kernel a shipped pipeline asks for, configured (olddefconfig, no
+// compile) on each Debian release patcheval supports, resolves as the
+// pipeline intends there: the requested symbols hold and the symbols
+// that carry the variant's meaning (the preemption model, PREEMPT_RCU)
+// have the values of intents, or the variant is refused before compiling
+// with the Kconfig rule that blocks it. 6.1 is Debian's 6.1 tree (the
+// variants that apply the series get the v6.1 backport of "powerpc:
+// enable dynamic preemption"); the later releases are imported by
+// testenv.LinuxRelease and configured without the series (it does not
+// apply to 6.12 as posted and is merged in 7.x).
+//
+// The default suite configures 6.1 and 7.2.13; PATCHEVAL_LONG_TESTS=1
+// adds 6.12.117 and 7.3.4.
+var (
+	configReleases     = []string{"6.1", "7.2.13"}
+	configReleasesLong = []string{"6.12.117", "7.3.4"}
+)
+
+// intent is what one variant's kernel is on one release: refused (a
+// substring of the refusal; "" when it configures) or the final values
+// that carry its meaning.
+type intent struct {
+	refused string
+	holds   map[string]string
+}
+
+// Refusals, as the build explains them from the release's Kconfig.
+const (
+	noVoluntary = "PREEMPT_VOLUNTARY depends on !ARCH_HAS_PREEMPT_LAZY (ARCH_HAS_PREEMPT_LAZY = y) [kernel/Kconfig.preempt:40]"
+	noLazy      = "CONFIG_PREEMPT_LAZY=y: missing"
+	noDynamic   = "PREEMPT_DYNAMIC depends on HAVE_PREEMPT_DYNAMIC"
+)
+
+func holds(kv ...string) intent {
+	m := map[string]string{}
+	for i := 0; i+1 < len(kv); i += 2 {
+		m[kv[i]] = kv[i+1]
+	}
+	return intent{holds: m}
+}
+
+// intents[pipeline][release][variant]. A pipeline or release missing here
+// fails the test: a new shipped pipeline says what it is on each release.
+var intents = map[string]map[string]map[string]intent{
+	"ppc-preempt-dynamic": {
+		"6.1": {"voluntary": holds("PREEMPT_VOLUNTARY", "y", "PREEMPT_RCU", "n"),
+			"voluntary+dyn": holds("PREEMPT_VOLUNTARY", "y", "PREEMPT_RCU", "y"),
+			"full":          holds("PREEMPT", "y", "PREEMPT_RCU", "y")},
+		// powerpc has no PREEMPT_DYNAMIC before the series (merged in 6.16).
+		"6.12.117": {"voluntary": holds("PREEMPT_VOLUNTARY", "y", "PREEMPT_RCU", "n"),
+			"voluntary+dyn": {refused: noDynamic},
+			"full":          holds("PREEMPT", "y", "PREEMPT_RCU", "y")},
+		// PREEMPT_VOLUNTARY is gone on powerpc: ppc-preempt-lazy is the 7.x experiment.
+		"7.2.13": {"voluntary": {refused: noVoluntary}, "voluntary+dyn": {refused: noVoluntary},
+			"full": holds("PREEMPT", "y", "PREEMPT_RCU", "y")},
+		"7.3.4": {"voluntary": {refused: noVoluntary}, "voluntary+dyn": {refused: noVoluntary},
+			"full": holds("PREEMPT", "y", "PREEMPT_RCU", "y")},
+	},
+	"ppc-preempt-lazy": {
+		"6.1":      {"lazy": {refused: noLazy}, "lazy+dyn": {refused: noLazy}, "full": holds("PREEMPT", "y", "PREEMPT_RCU", "y")},
+		"6.12.117": {"lazy": {refused: noLazy}, "lazy+dyn": {refused: noLazy}, "full": holds("PREEMPT", "y", "PREEMPT_RCU", "y")},
+		"7.2.13":   lazyIntent,
+		"7.3.4":    lazyIntent,
+	},
+	"arm64-kill": {
+		"6.1":      volArm64,
+		"6.12.117": volArm64,
+		// arm64 selects ARCH_HAS_PREEMPT_LAZY on 7.x: the fragment's
+		// PREEMPT_VOLUNTARY does not hold (a warning) and the model is
+		// lazy; the contrast the pipeline measures, PREEMPT_RCU n vs y,
+		// holds.
+		"7.2.13": lazyArm64,
+		"7.3.4":  lazyArm64,
+	},
+	"bridge-loop":      sameOnAll(map[string]intent{"base": holds("BRIDGE", "y")}),
+	"rcu-sync-latency": sameOnAll(map[string]intent{"base": holds("MEMBARRIER", "y", "HZ_1000", "y")}),
+	"selinux-tax":      sameOnAll(map[string]intent{"disabled": holds("SECURITY_SELINUX", "y", "SECURITY_SELINUX_BOOTPARAM", "y")}),
+}
+
+var (
+	lazyIntent = map[string]intent{
+		"lazy":     holds("PREEMPT_LAZY", "y", "PREEMPT_DYNAMIC", "n", "PREEMPT_RCU", "n"),
+		"lazy+dyn": holds("PREEMPT_LAZY", "y", "PREEMPT_DYNAMIC", "y", "PREEMPT_RCU", "y"),
+		"full":     holds("PREEMPT", "y", "PREEMPT_RCU", "y"),
+	}
+	volArm64 = map[string]intent{
+		"vol-nodynamic": holds("PREEMPT_VOLUNTARY", "y", "PREEMPT_DYNAMIC", "n", "PREEMPT_RCU", "n"),
+		"vol-dynamic":   holds("PREEMPT_VOLUNTARY", "y", "PREEMPT_DYNAMIC", "y", "PREEMPT_RCU", "y"),
+	}
+	lazyArm64 = map[string]intent{
+		"vol-nodynamic": holds("PREEMPT_LAZY", "y", "PREEMPT_DYNAMIC", "n", "PREEMPT_RCU", "n"),
+		"vol-dynamic":   holds("PREEMPT_LAZY", "y", "PREEMPT_DYNAMIC", "y", "PREEMPT_RCU", "y"),
+	}
+)
+
+func sameOnAll(m map[string]intent) map[string]map[string]intent {
+	out := map[string]map[string]intent{}
+	for _, r := range append(append([]string{}, configReleases...), configReleasesLong...) {
+		out[r] = m
+	}
+	return out
+}
 
 func TestShippedPipelinesConfigure(t *testing.T) {
 	buildtest.SkipIfSlow(t)
-	repo := buildtest.Repo(t)
+	releases := configReleases
+	if testenv.LongTests() {
+		releases = append(append([]string{}, configReleases...), configReleasesLong...)
+	}
+	for _, rel := range releases {
+		for _, name := range List() {
+			p, err := Builtin(name)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, spec := range p.Builds() {
+				t.Run(rel+"/"+name+"/"+spec.Variant, func(t *testing.T) {
+					want, ok := intents[name][rel][spec.Variant]
+					if !ok {
+						t.Fatalf("intents has no entry for %s variant %s on %s: say what it is there", name, spec.Variant, rel)
+					}
+					configureAndCheck(t, p, rel, spec, want)
+				})
+			}
+		}
+	}
+}
+
+// configureAndCheck configures spec of p on release rel (config only)
+// and checks the outcome against want.
+func configureAndCheck(t *testing.T, p *Pipeline, rel string, spec BuildSpec, want intent) {
 	archOf := map[string]string{}
 	for _, a := range arch.All() {
 		archOf[a.BootConfig] = a.Name
 	}
-	for _, name := range List() {
-		p, err := Builtin(name)
-		if err != nil {
-			t.Fatal(err)
+	repo, commit := buildtest.Repo(t), buildtest.BaseCommit
+	switch {
+	case rel != "6.1":
+		repo, commit = testenv.LinuxRelease(t, rel), "v"+rel
+	case spec.ApplySeries:
+		commit = buildtest.PatchedCommit(t)
+	}
+	req := build.Request{Repo: repo, Commit: commit, Arch: spec.Arch, BaseConfig: spec.BaseConfig,
+		Symbols: spec.Symbols, Variant: p.Name + "-" + spec.Variant}
+	for _, f := range spec.Fragments {
+		path := f.Path
+		if f.Name != "" {
+			var err error
+			path, err = build.WriteBootConfig(archOf[f.Name], filepath.Join(xdg.CacheDir(), "boot-configs"))
+			if err != nil {
+				t.Fatal(err)
+			}
 		}
-		for _, spec := range p.Builds() {
-			t.Run(name+"/"+spec.Variant, func(t *testing.T) {
-				repo, commit := repo, buildtest.BaseCommit
-				if spec.ApplySeries {
-					commit = buildtest.PatchedCommit(t)
-				}
-				if v := onRelease[name]; v != "" {
-					repo, commit = testenv.LinuxRelease(t, v), "v"+v
-				}
-				req := build.Request{Repo: repo, Commit: commit, Arch: spec.Arch, BaseConfig: spec.BaseConfig,
-					Symbols: spec.Symbols, Variant: name + "-" + spec.Variant}
-				for _, f := range spec.Fragments {
-					path := f.Path
-					if f.Name != "" {
-						path, err = build.WriteBootConfig(archOf[f.Name], filepath.Join(xdg.CacheDir(), "boot-configs"))
-						if err != nil {
-							t.Fatal(err)
-						}
-					}
-					req.Fragments = append(req.Fragments, path)
-				}
-				opts := buildtest.Options(t)
-				opts.ConfigOnly = true
-				var a *build.Artifact
-				buildtest.Serialize(t, func() { a, err = build.Build(context.Background(), req, opts) })
-				if err != nil {
-					t.Fatalf("%s variant %s does not configure: %v", p.File, spec.Variant, err)
-				}
-				cfg, err := build.ReadConfigFile(a.Config)
-				if err != nil {
-					t.Fatal(err)
-				}
-				for sym, want := range spec.Symbols {
-					got := cfg[sym]
-					if want == "n" && got == "" {
-						continue
-					}
-					if got != want {
-						t.Errorf("%s: CONFIG_%s=%q, pipeline asks %q", spec.Variant, sym, got, want)
-					}
-				}
-			})
+		req.Fragments = append(req.Fragments, path)
+	}
+	opts := buildtest.Options(t)
+	opts.ConfigOnly = true
+	// Config only: no compile, so no need to wait for the test build
+	// lock (buildtest.Serialize); the build's own locks keep concurrent
+	// configures of one request apart.
+	a, err := build.Build(context.Background(), req, opts)
+	if want.refused != "" {
+		var ce *build.ConfigError
+		if !errors.As(err, &ce) || !strings.Contains(err.Error(), want.refused) {
+			t.Fatalf("%s on %s: want a refusal naming %q before compiling, got %v", spec.Variant, rel, want.refused, err)
+		}
+		return
+	}
+	if err != nil {
+		t.Fatalf("%s variant %s does not configure on %s: %v", p.File, spec.Variant, rel, err)
+	}
+	cfg, err := build.ReadConfigFile(a.Config)
+	if err != nil {
+		t.Fatal(err)
+	}
+	check := func(what string, m map[string]string) {
+		for sym, v := range m {
+			got := cfg[sym]
+			if got == "" {
+				got = "n"
+			}
+			if got != v {
+				t.Errorf("%s on %s: CONFIG_%s=%q, %s %q", spec.Variant, rel, sym, got, what, v)
+			}
 		}
 	}
+	check("pipeline asks", spec.Symbols)
+	check("its intent is", want.holds)
 }
 
 // TestLayoutControlConfigures: the layout control's aligned rebuild
