@@ -697,6 +697,17 @@ func TestLayoutControl(t *testing.T) {
 	if plain == nil || plain.Hash() == p.Hash() || len(plain.Variants) != 3 {
 		t.Error("the layout control does not change the evaluation's key")
 	}
+	// 4 variants x 3 arches x MaxBoots boots fit in MaxRuns; doubled they do not.
+	big := strings.Replace(nd, "boots = 2", fmt.Sprintf("boots = %d", MaxBoots), 1)
+	big = strings.Replace(big, `arch = "ppc64le"`, `arch = ["ppc64le", "arm64", "x86_64"]`, 1)
+	big = strings.Replace(big, `fragments = ["ppc64le-pseries"]`, `fragments = ["qemu-boot"]`, 1)
+	big = strings.Replace(big, "[compare]", "[[variant]]\nname = \"c\"\n\n[[comparison]]\nbase = \"a\"\nother = \"c\"\n\n[compare]", 1)
+	if _, err := Parse([]byte(strings.Replace(big, "layout = true", "", 1)), "big.toml"); err != nil {
+		t.Fatalf("%d boots of 4 variants on 3 arches: %v", MaxBoots, err)
+	}
+	if _, err := Parse([]byte(big), "big.toml"); err == nil || !strings.Contains(err.Error(), "compare.layout doubles the variants") {
+		t.Errorf("%d boots of 8 variants on 3 arches: %v", MaxBoots, err)
+	}
 	det := strings.Replace(nd, "deterministic = false", "deterministic = true", 1)
 	if _, err := Parse([]byte(det), "det.toml"); err == nil || !strings.Contains(err.Error(), "compare.layout needs a target measured in real time") {
 		t.Errorf("deterministic pipeline with layout control: %v", err)

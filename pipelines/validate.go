@@ -950,4 +950,7 @@ func (ps *parser) layout(p *Pipeline, r *rawPipeline) {
 		add(c.Other)
 		p.Comparisons = append(p.Comparisons, Comparison{Base: c.Base + AlignSuffix, Other: c.Other + AlignSuffix, Aligned: true})
 	}
+	if msg := p.CheckRuns(p.Repeats.Boots); msg != "" {
+		ps.errorf("compare.layout", "compare.layout doubles the variants: %s", msg)
+	}
 }
