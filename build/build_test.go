@@ -236,10 +236,10 @@ func TestCompileErrorIsKernelError(t *testing.T) {
 	}
 }
 
-// The shipped arm64 and x86_64 boot fragments hold entirely over tinyconfig
+// The shipped arm64, x86_64 and riscv64 boot fragments hold entirely over tinyconfig
 // (config only; H6's boot tests build them).
 func TestBootConfigsHold(t *testing.T) {
-	for _, arch := range []string{"arm64", "x86_64", "ppc64le"} {
+	for _, arch := range []string{"arm64", "x86_64", "riscv64", "ppc64le"} {
 		t.Run(arch, func(t *testing.T) {
 			req := build.Request{Repo: buildtest.Repo(t), Commit: buildtest.BaseCommit, Arch: arch,
 				BaseConfig: build.BootConfigBase, Fragments: []string{buildtest.BootFragment(t, arch)}, Variant: "boot"}

@@ -159,7 +159,7 @@ func TestBootConfigs(t *testing.T) {
 	}
 	// perf_event_open(2) for perf stat and the guest's probe of the events
 	// it counts; arch/x86/Kconfig selects PERF_EVENTS itself.
-	for _, a := range []string{"ppc64le", "arm64"} {
+	for _, a := range []string{"ppc64le", "arm64", "riscv64"} {
 		name, data := BootConfig(a)
 		if _, vals := symbolLines(data); vals["PERF_EVENTS"] != "y" {
 			t.Errorf("%s: CONFIG_PERF_EVENTS=%q, want y", name, vals["PERF_EVENTS"])

@@ -28,8 +28,8 @@ var DefaultBenchmarks = []Benchmark{
 }
 
 // TouchedArches maps the paths a series changes to the architectures to
-// measure it on: arch/powerpc -> ppc64le, arch/arm64 -> arm64, arch/x86 ->
-// x86_64; a series that touches no architecture of the table (or only
+// measure it on: arch/powerpc -> ppc64le, arch/arm64 -> arm64, arch/riscv
+// -> riscv64, arch/x86 -> x86_64; a series that touches no architecture of the table (or only
 // others) is measured on x86_64.
 func TouchedArches(files []string) []string {
 	seen := map[string]bool{}

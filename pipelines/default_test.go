@@ -39,7 +39,7 @@ func TestDefaultPipelineShape(t *testing.T) {
 		t.Errorf("TouchedArches = %s", got)
 	}
 	for in, want := range map[string]string{"arch/arm64/kernel/entry.S arch/x86/entry/common.c": "arm64,x86_64",
-		"kernel/sched/core.c": "x86_64", "arch/mips/kernel/x.c": "x86_64"} {
+		"kernel/sched/core.c": "x86_64", "arch/mips/kernel/x.c": "x86_64", "arch/riscv/kernel/entry.S mm/memory.c": "riscv64"} {
 		if got := strings.Join(TouchedArches(strings.Fields(in)), ","); got != want {
 			t.Errorf("TouchedArches(%s) = %s, want %s", in, got, want)
 		}

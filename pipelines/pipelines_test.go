@@ -376,7 +376,7 @@ func TestMalformed(t *testing.T) {
 		{"sched_preempt without dynamic", "symbols = { PREEMPT_VOLUNTARY = \"y\" }", "symbols = { PREEMPT_VOLUNTARY = \"y\" }\nsched_preempt = \"full\"", 11, "PREEMPT_DYNAMIC=y"},
 		{"bad sched_preempt", "symbols = { PREEMPT_DYNAMIC = true }", "symbols = { PREEMPT_DYNAMIC = true }\nsched_preempt = \"fast\"", 15, `sched_preempt "fast"`},
 		{"missing fragment file", `fragments = ["ppc64le-pseries"]`, `fragments = ["ppc64le-pseries", "extra/missing.config"]`, 6, `fragment "extra/missing.config": no such file`},
-		{"arch without qemu default", `arch = "ppc64le"`, `arch = ["ppc64le", "riscv64"]`, 5, `"riscv64" has no QEMU default`},
+		{"riscv64 with another arch's fragment", `arch = "ppc64le"`, `arch = ["ppc64le", "riscv64"]`, 6, `for riscv64 use "riscv64-virt"`},
 		{"deterministic with kvm", "", "[target]\nkvm = \"on\"\n", 23, "cannot use KVM"},
 		{"deterministic over ssh", "", "[target]\nkind = \"ssh\"\nhost = \"ssh://root@box\"\n", 2, "needs QEMU"},
 		{"ssh without host", "deterministic = true", "deterministic = false\n[target]\nkind = \"ssh\"", 3, "ssh://user@host"},

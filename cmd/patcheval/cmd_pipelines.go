@@ -49,7 +49,7 @@ func listPipelines(env *Env, asJSON bool) error {
 	infos := []pipelineInfo{{
 		Name:        pipelines.DefaultName,
 		Description: "base vs patched on the series' base, syscall benchmarks, deterministic QEMU; fits any series",
-		Arches:      []string{"those the series touches (ppc64le, arm64, x86_64; else x86_64)"},
+		Arches:      []string{"those the series touches (ppc64le, arm64, x86_64, riscv64; else x86_64)"},
 		PerSeries:   true,
 	}}
 	for _, n := range pipelines.List() {

@@ -17,7 +17,7 @@ func init() {
 	register(&command{
 		name:    "userland",
 		summary: "build (or find in the cache) the guest's stress-ng and perf from Debian's packages for an architecture",
-		usage:   "patcheval userland [--arch ppc64le|arm64|x86_64,...] [--tools stress-ng,perf] [--json]",
+		usage:   "patcheval userland [--arch ppc64le|arm64|x86_64|riscv64,...] [--tools stress-ng,perf] [--json]",
 		setup: func(fs *flag.FlagSet) func(ctx context.Context, env *Env, args []string) error {
 			arches := fs.String("arch", "ppc64le,arm64,x86_64", "comma-separated guest `arches`")
 			tools := fs.String("tools", "stress-ng,perf", "comma-separated `tools`")

@@ -21,7 +21,7 @@ import (
 
 // Arch is one architecture patcheval builds and boots.
 type Arch struct {
-	// Name is patcheval's name: ppc64le, arm64, x86_64.
+	// Name is patcheval's name: ppc64le, arm64, x86_64, riscv64.
 	Name string
 	// Aliases are the other spellings accepted (lower case).
 	Aliases []string
@@ -54,6 +54,11 @@ type Arch struct {
 	// packages for DebArch (evaluate/guest/userland).
 	DebArch string
 	Triplet string
+	// DebSuite, when set, is the Debian suite the guest's packages come
+	// from through a private apt state (internal/debian) because the
+	// system's suites (bookworm) do not build DebArch: riscv64 became an
+	// official Debian architecture with trixie.
+	DebSuite string
 }
 
 // QEMU is an architecture's QEMU defaults.
@@ -103,10 +108,22 @@ var table = []Arch{
 		GoArch:     "amd64", HostGoArch: "amd64",
 		DebArch: "amd64", Triplet: "x86_64-linux-gnu",
 	},
+	{
+		Name: "riscv64", Aliases: []string{"riscv"},
+		KArch: "riscv", SrcArch: "riscv",
+		Cross: "riscv64-linux-gnu-", CrossPkg: "gcc-riscv64-linux-gnu",
+		Targets: []string{"Image"}, Image: "arch/riscv/boot/Image",
+		BootConfig: "riscv64-virt",
+		// QEMU's virt machine boots the Image through its bundled OpenSBI
+		// (-bios default); the console is the NS16550 UART.
+		QEMU:   QEMU{Binary: "qemu-system-riscv64", Args: []string{"-M", "virt", "-cpu", "rv64", "-bios", "default"}, Console: "ttyS0"},
+		GoArch: "riscv64", HostGoArch: "riscv64",
+		DebArch: "riscv64", Triplet: "riscv64-linux-gnu", DebSuite: "trixie",
+	},
 }
 
 // Names lists the supported architectures in table order: ppc64le, arm64,
-// x86_64.
+// x86_64, riscv64.
 func Names() []string {
 	out := make([]string, len(table))
 	for i, a := range table {
@@ -170,14 +187,13 @@ func BootConfigs() []string {
 }
 
 // GoArch maps an architecture name or alias, or a machine name as uname -m
-// prints it on an ssh target, to the GOARCH of the guest agent. riscv64 and
-// s390x, which patcheval does not build, are their own GOARCH.
+// prints it on an ssh target, to the GOARCH of the guest agent. s390x,
+// which patcheval does not build, is its own GOARCH.
 func GoArch(name string) (string, error) {
 	if a, ok := Find(name); ok {
 		return a.GoArch, nil
 	}
-	switch name {
-	case "riscv64", "s390x":
+	if name == "s390x" {
 		return name, nil
 	}
 	return "", fmt.Errorf("unknown architecture %q (want %s)", name, strings.Join(Names(), ", "))

@@ -215,6 +215,38 @@ func (a *Apt) update(ctx context.Context, force bool) error {
 	return fail.Infra(os.WriteFile(stamp, nil, 0o644))
 }
 
+// Run runs apt-cache or apt-get (tool) with args on a's state, in dir
+// ("" for the current one), after fetching stale lists, and returns its
+// standard output. For apt-get download as root, apt's sandbox user is
+// root (the download directory may not be _apt's).
+func (a *Apt) Run(ctx context.Context, dir, tool string, args ...string) ([]byte, error) {
+	if tool != "apt-cache" && tool != "apt-get" {
+		return nil, fail.Inputf("debian: Run runs apt-cache or apt-get, not %q", tool)
+	}
+	changed, err := a.prepare()
+	if err != nil {
+		return nil, err
+	}
+	unlock, err := a.lock(ctx)
+	if err != nil {
+		return nil, err
+	}
+	defer unlock()
+	if err := a.update(ctx, changed); err != nil {
+		return nil, err
+	}
+	opts := a.options()
+	if tool == "apt-get" && os.Geteuid() == 0 {
+		opts = append([]string{"-o", "APT::Sandbox::User=root"}, opts...)
+	}
+	cmd := exec.CommandContext(ctx, tool, append(opts, args...)...)
+	cmd.Dir = dir
+	return cmd.Output()
+}
+
+// ListsDir is where a keeps the suites' package lists.
+func (a *Apt) ListsDir() string { return filepath.Join(a.Dir, "lists") }
+
 // Updated reports when a's lists were last fetched (zero when never).
 func (a *Apt) Updated() time.Time {
 	fi, err := os.Stat(filepath.Join(a.Dir, "updated"))

@@ -7,7 +7,9 @@
 // holding the tools and exactly the shared objects their ELF headers need
 // (DT_NEEDED, PT_INTERP), which the QEMU target appends to the agent's
 // initramfs. No binfmt, no chroot, no root: only apt's lists must know the
-// architecture, which .ci/install-deps sets up (`dpkg --add-architecture`).
+// architecture, which .ci/install-deps sets up (`dpkg --add-architecture`),
+// or, for riscv64, which bookworm does not build, a private apt state of
+// trixie (internal/debian; the arch row's DebSuite).
 //
 // Archives are cached by content under <cache>/userland: the key hashes
 // the tools, the resolved package versions and their SHA256 sums, so a
@@ -58,7 +60,7 @@ var Tools = map[string]Tool{
 	"busybox": {Name: "busybox", Package: "busybox-static", Path: "/bin/busybox"},
 }
 
-// DebArch maps a kernel architecture (ppc64le, arm64, x86_64 and their
+// DebArch maps a kernel architecture (ppc64le, arm64, x86_64, riscv64 and their
 // aliases) to Debian's name and the multiarch triplet (internal/arch).
 func DebArch(name string) (debArch, triplet string, err error) {
 	a, err := arch.Lookup(name)
@@ -143,14 +145,15 @@ func Build(ctx context.Context, arch string, tools []string, cacheDir string, lo
 			return nil, fail.Infraf("userland: %s not found: the guest's tools come from Debian packages (run on Debian/Ubuntu with apt): %w", c, err)
 		}
 	}
-	if err := checkArch(ctx, debArch); err != nil {
+	ap := aptFor(debArch, cacheDir, log)
+	if err := ap.checkArch(ctx, debArch); err != nil {
 		return nil, err
 	}
 	dir := filepath.Join(cacheDir, "userland")
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return nil, fail.Infra(err)
 	}
-	pkgs, err := resolveCached(ctx, dir, debArch, roots)
+	pkgs, err := resolveCached(ctx, ap, dir, debArch, roots)
 	if err != nil {
 		return nil, err
 	}
@@ -171,7 +174,7 @@ func Build(ctx context.Context, arch string, tools []string, cacheDir string, lo
 		}
 	}
 	fmt.Fprintf(log, "userland: %s for %s: %d packages\n", strings.Join(tools, ", "), debArch, len(pkgs))
-	debs, err := download(ctx, filepath.Join(dir, "debs"), pkgs, log)
+	debs, err := ap.download(ctx, filepath.Join(dir, "debs"), pkgs, log)
 	if err != nil {
 		return nil, err
 	}
@@ -256,10 +259,10 @@ func Build(ctx context.Context, arch string, tools []string, cacheDir string, lo
 
 // resolveCached is Resolve, remembered while apt's package lists stay
 // the same (their names, sizes and times): apt-cache takes seconds.
-func resolveCached(ctx context.Context, dir, debArch string, roots []string) ([]Package, error) {
+func resolveCached(ctx context.Context, ap *aptState, dir, debArch string, roots []string) ([]Package, error) {
 	h := sha256.New()
 	fmt.Fprintf(h, "%s\n%s\n%s\n", formatVersion, debArch, strings.Join(roots, ","))
-	lists, _ := filepath.Glob("/var/lib/apt/lists/*Packages*")
+	lists, _ := filepath.Glob(filepath.Join(ap.listsDir(), "*Packages*"))
 	for _, l := range lists {
 		if fi, err := os.Stat(l); err == nil {
 			fmt.Fprintf(h, "%s %d %d\n", l, fi.Size(), fi.ModTime().UnixNano())
@@ -272,7 +275,7 @@ func resolveCached(ctx context.Context, dir, debArch string, roots []string) ([]
 			return pkgs, nil
 		}
 	}
-	pkgs, err := Resolve(ctx, debArch, roots)
+	pkgs, err := ap.resolve(ctx, debArch, roots)
 	if err != nil {
 		return nil, err
 	}
@@ -296,10 +299,11 @@ func Fetch(ctx context.Context, arch, pkg, cacheDir string) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	if err := checkArch(ctx, debArch); err != nil {
+	ap := aptFor(debArch, cacheDir, nil)
+	if err := ap.checkArch(ctx, debArch); err != nil {
 		return "", err
 	}
-	infos, err := show(ctx, []string{pkg + ":" + debArch})
+	infos, err := ap.show(ctx, []string{pkg + ":" + debArch})
 	if err != nil {
 		return "", err
 	}
@@ -307,15 +311,19 @@ func Fetch(ctx context.Context, arch, pkg, cacheDir string) (string, error) {
 	if !ok {
 		return "", fail.Infraf("userland: package %s:%s not in apt's lists", pkg, debArch)
 	}
-	paths, err := download(ctx, filepath.Join(cacheDir, "userland", "debs"), []Package{p}, io.Discard)
+	paths, err := ap.download(ctx, filepath.Join(cacheDir, "userland", "debs"), []Package{p}, io.Discard)
 	if err != nil {
 		return "", err
 	}
 	return paths[0], nil
 }
 
-// checkArch makes sure apt knows debArch (native or foreign).
-func checkArch(ctx context.Context, debArch string) error {
+// checkArch makes sure apt knows debArch (native or foreign); a private
+// state knows its own.
+func (ap *aptState) checkArch(ctx context.Context, debArch string) error {
+	if ap.private != nil {
+		return nil
+	}
 	native, err := exec.CommandContext(ctx, "dpkg", "--print-architecture").Output()
 	if err != nil {
 		return fail.Infraf("userland: dpkg --print-architecture: %w", err)
@@ -343,8 +351,12 @@ func checkArch(ctx context.Context, debArch string) error {
 // tar) are what the tools' scripts use, never what their ELF binaries
 // load. Sorted by name.
 func Resolve(ctx context.Context, debArch string, roots []string) ([]Package, error) {
+	return aptFor(debArch, "", nil).resolve(ctx, debArch, roots)
+}
+
+func (ap *aptState) resolve(ctx context.Context, debArch string, roots []string) ([]Package, error) {
 	native, _ := exec.CommandContext(ctx, "dpkg", "--print-architecture").Output()
-	foreign := strings.TrimSpace(string(native)) != debArch
+	foreign := strings.TrimSpace(string(native)) != debArch && ap.private == nil
 	qual := func(n string) string { return n + ":" + debArch }
 	var names []string
 	for _, r := range roots {
@@ -354,7 +366,7 @@ func Resolve(ctx context.Context, debArch string, roots []string) ([]Package, er
 	// the whole package cache (seconds on a busy machine).
 	args := append([]string{"depends", "--recurse", "--no-recommends", "--no-suggests", "--no-conflicts",
 		"--no-breaks", "--no-replaces", "--no-enhances"}, names...)
-	out, err := exec.CommandContext(ctx, "apt-cache", args...).Output()
+	out, err := ap.run(ctx, "", "apt-cache", args...)
 	if err != nil {
 		return nil, fail.Infraf("userland: apt-cache depends %s: %w (apt-get update after dpkg --add-architecture %s?)", strings.Join(names, " "), err, debArch)
 	}
@@ -364,7 +376,7 @@ func Resolve(ctx context.Context, debArch string, roots []string) ([]Package, er
 		all = append(all, qual(n))
 	}
 	sort.Strings(all)
-	infos, err := show(ctx, all)
+	infos, err := ap.show(ctx, all)
 	if err != nil {
 		return nil, err
 	}
@@ -409,9 +421,9 @@ func sharedLib(p Package) bool {
 
 // show runs apt-cache show --no-all-versions on names (pkg:arch) and
 // returns the candidate versions by bare name.
-func show(ctx context.Context, names []string) (map[string]Package, error) {
+func (ap *aptState) show(ctx context.Context, names []string) (map[string]Package, error) {
 	args := append([]string{"show", "--no-all-versions"}, names...)
-	out, err := exec.CommandContext(ctx, "apt-cache", args...).Output()
+	out, err := ap.run(ctx, "", "apt-cache", args...)
 	if err != nil && len(out) == 0 {
 		// apt-cache fails when one name is unknown; ask one at a time.
 		res := map[string]Package{}
@@ -419,7 +431,7 @@ func show(ctx context.Context, names []string) (map[string]Package, error) {
 			return res, nil
 		}
 		for _, n := range names {
-			r, err := show(ctx, []string{n})
+			r, err := ap.show(ctx, []string{n})
 			if err != nil {
 				return nil, err
 			}
@@ -523,7 +535,7 @@ func ParseDepends(b []byte, debArch string, foreign bool) map[string][]string {
 // download fetches the packages into debDir (kept across builds: a deb
 // whose SHA256 matches is not fetched again) and returns their paths in
 // the order of pkgs.
-func download(ctx context.Context, debDir string, pkgs []Package, log io.Writer) ([]string, error) {
+func (ap *aptState) download(ctx context.Context, debDir string, pkgs []Package, log io.Writer) ([]string, error) {
 	if err := os.MkdirAll(debDir, 0o755); err != nil {
 		return nil, fail.Infra(err)
 	}
@@ -548,9 +560,7 @@ func download(ctx context.Context, debDir string, pkgs []Package, log io.Writer)
 		args = append(args, pkgs[i].Name+":"+pkgs[i].Arch+"="+pkgs[i].Version)
 	}
 	fmt.Fprintf(log, "userland: apt-get download %d packages\n", len(missing))
-	cmd := exec.CommandContext(ctx, "apt-get", args...)
-	cmd.Dir = tmp
-	if out, err := cmd.CombinedOutput(); err != nil {
+	if out, err := ap.run(ctx, tmp, "apt-get", args...); err != nil {
 		return nil, fail.Infraf("userland: apt-get download: %v\n%s", err, out)
 	}
 	for _, i := range missing {
@@ -641,6 +651,10 @@ func closure(stage, triplet string, want []string) (map[string]string, error) {
 }
 
 // resolve follows symlinks of guest path g inside the staging root.
+// mergedUsr are the top directories that are links into /usr on a
+// merged-/usr system.
+var mergedUsr = map[string]bool{"bin": true, "sbin": true, "lib": true, "lib32": true, "lib64": true, "libx32": true}
+
 func resolve(stage, g string) (string, error) {
 	cur := path.Clean("/" + g)
 	for hops := 0; hops < 40; hops++ {
@@ -651,6 +665,13 @@ func resolve(stage, g string) (string, error) {
 		for i, part := range parts {
 			next := path.Join(p, part)
 			fi, err := os.Lstat(filepath.Join(stage, next))
+			if err != nil && i == 0 && mergedUsr[part] && os.IsNotExist(err) {
+				// A merged-/usr suite (trixie): /lib -> usr/lib is base-files',
+				// which the staged packages do not include.
+				cur = path.Join(append([]string{"/usr", part}, parts[1:]...)...)
+				changed = true
+				break
+			}
 			if err != nil {
 				return "", err
 			}

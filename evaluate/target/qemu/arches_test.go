@@ -14,13 +14,15 @@ import (
 	"github.com/patcheval/patcheval/internal/testenv"
 )
 
-// TestOtherArches builds the 6.1 tree with build's arm64 (virt) and
-// x86_64 (q35) boot fragments over tinyconfig and boots each under TCG
-// with the agent built for that arch. The x86_64 kernel is
+// TestOtherArches builds the 6.1 tree with build's arm64 (virt), x86_64
+// (q35) and riscv64 (virt) boot fragments over tinyconfig and boots each
+// under TCG with the agent built for that arch, in deterministic mode. The x86_64 kernel is
 // buildtest.X86Bench, the one TestAllBenchmarks boots (built once for
 // both).
 //
-// The x86_64 kernel is opt-in (PATCHEVAL_LONG_TESTS=1): one more kernel
+// The riscv64 kernel is opt-in too (PATCHEVAL_LONG_TESTS=1; the default
+// suite boots Debian's riscv64 kernel, TestRiscv64DebianKernel). The
+// x86_64 kernel is opt-in (PATCHEVAL_LONG_TESTS=1): one more kernel
 // build does not fit the default suite's budget (README, "Set-up"). The
 // default suite still checks the x86_64 boot fragment's config (build's
 // TestBootConfigsHold) and boots x86_64 QEMU with Debian's own kernel
@@ -28,9 +30,12 @@ import (
 // boot of the default suite.
 func TestOtherArches(t *testing.T) {
 	buildtest.SkipIfSlow(t)
-	for _, arch := range []string{"x86_64", "arm64"} {
+	for _, arch := range []string{"x86_64", "arm64", "riscv64"} {
 		t.Run(arch, func(t *testing.T) {
 			var art *build.Artifact
+			if arch == "riscv64" {
+				testenv.SkipUnlessLong(t, "a riscv64 kernel build")
+			}
 			if arch == "x86_64" {
 				testenv.SkipUnlessLong(t, "an x86_64 kernel build")
 				art = buildtest.X86Bench(t)

@@ -1,7 +1,7 @@
 // Package qemu is the QEMU Target: it packs the guest agent and the plan
 // into an initramfs, boots a Kernel with per-architecture defaults from
 // internal/arch (ppc64le pseries/POWER9 on hvc0, arm64 virt/max on ttyAMA0, x86_64 q35
-// on ttyS0), watches the console, and classifies panics, hangs and agent
+// on ttyS0, riscv64 virt through OpenSBI on ttyS0), watches the console, and classifies panics, hangs and agent
 // failures. Deterministic mode adds -icount shift=0,sleep=off: guest time
 // then counts executed instructions, and every result says so.
 package qemu
