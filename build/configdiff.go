@@ -25,6 +25,10 @@ type DiffInput struct {
 	Tree, Commit string
 	// Arch; empty takes it from the metadata.
 	Arch string
+	// CommitA, when set and not Commit, is A's revision in the same
+	// repository (a release A/B): both trees' Kconfig are read and the
+	// rules only one of them has are named (kconfig.DiffTrees).
+	CommitA string
 }
 
 // DiffReport is the confound report: every symbol that differs between A
@@ -117,6 +121,15 @@ func ConfigDiff(in DiffInput) (*DiffReport, error) {
 		kc, err = KconfigAt(repo, commit, ai.Name)
 		if err != nil {
 			return nil, err
+		}
+		if in.CommitA != "" && in.CommitA != commit {
+			ka, err := KconfigAt(repo, in.CommitA, ai.Name)
+			if err != nil {
+				return nil, err
+			}
+			rep.Source = repo + "@" + short(in.CommitA) + ".." + short(commit)
+			rep.Changes = kconfig.DiffTrees(ka, kc, cfgs[0], cfgs[1], req)
+			return rep, nil
 		}
 	}
 	rep.Changes = kconfig.Diff(kc, cfgs[0], cfgs[1], req)

@@ -17,6 +17,10 @@ const (
 	// KindToolchain is a derived value no rule explains (toolchain
 	// probes, environment): ConfigDelta.Mechanical.
 	KindToolchain = "toolchain"
+	// KindRelease is a change a release made by changing a Kconfig rule
+	// (ConfigDelta.Release): neither requested nor derived from the
+	// variants' request on one tree.
+	KindRelease = "release rule"
 )
 
 // Kind is the delta's kind: requested, derived, consequence or toolchain.
@@ -25,6 +29,8 @@ func (d ConfigDelta) Kind() string {
 	switch {
 	case d.Requested:
 		return KindRequested
+	case d.Release:
+		return KindRelease
 	case d.Highlight:
 		return KindDerived
 	case d.Mechanical:
@@ -62,7 +68,7 @@ func (c Confound) ordered() []ConfigDelta {
 		switch {
 		case d.Highlight && !d.Requested:
 			return 0
-		case d.Requested:
+		case d.Requested, d.Kind() == KindRelease:
 			return 1
 		case d.Kind() == KindDerived:
 			return 2
@@ -107,7 +113,9 @@ func confoundTable(c Confound, all bool) (*table, []string) {
 			kind += ", watched"
 		}
 		rule := oneLine(d.Rule)
-		if !all && Width(rule) > ruleMax {
+		if len(d.ReleaseRules) > 0 {
+			rule = oneLine(strings.Join(d.ReleaseRules, "; "))
+		} else if !all && Width(rule) > ruleMax {
 			head, _ := splitWidth(rule, ruleMax-3)
 			rule = head + "..."
 		}
@@ -142,6 +150,7 @@ func confoundSummary(c Confound) string {
 		}
 	}
 	add(count[KindRequested], "requested")
+	add(count[KindRelease], "changed by the release's Kconfig rules")
 	der := fmt.Sprintf("%d derived", count[KindDerived])
 	if len(watched) > 0 {
 		der += " (watched: " + strings.Join(watched, ", ") + ")"

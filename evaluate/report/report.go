@@ -187,6 +187,14 @@ type ConfigDelta struct {
 	// Highlight marks a symbol the pipeline watches (PREEMPT_RCU): listed
 	// first and never cut from the reply.
 	Highlight bool `json:"highlight,omitempty"`
+	// Release marks, across two releases (variants on different refs), a
+	// change the release made by changing a Kconfig rule: the symbol's
+	// own lines, or those of the symbol its chain (Via) starts at.
+	// ReleaseRules are those lines in both trees ("v7.2.13
+	// kernel/Kconfig.preempt:40: depends on !ARCH_HAS_PREEMPT_LAZY (line
+	// added)", then the line it replaced in the other release).
+	Release      bool     `json:"release,omitempty"`
+	ReleaseRules []string `json:"release_rules,omitempty"`
 }
 
 // Confound lists the config differences between two compared Variants.

@@ -454,6 +454,10 @@ func buildReport(ev *evaluation, tree report.TreeInfo, byKey map[string]*build.A
 			return nil, err
 		}
 		r.Confounds = append(r.Confounds, cf)
+		if a.Ref != b.Ref {
+			r.Notes = append(r.Notes, fmt.Sprintf("%s -> %s compares two releases (%s vs %s): the code changed between them is not attributable to one patch, and no build coverage of a series applies to it; only the Kconfig differences above are decomposed",
+				c.Base, c.Other, refLabel(a.Ref), refLabel(b.Ref)))
+		}
 	}
 	var chains [][]string
 	for _, ch := range p.Chains {
@@ -503,6 +507,10 @@ func buildReport(ev *evaluation, tree report.TreeInfo, byKey map[string]*build.A
 }
 
 // confound explains how two compared kernels' final configs differ.
+// Across two releases (the variants' refs differ) both trees' Kconfig
+// are read: what the user requested, what Kconfig derived on the same
+// rules, and what changed because the release changed a rule (both
+// releases' lines with file:line) are told apart.
 func confound(repo, base, other string, a, b pipelines.BuildSpec, artA, artB *build.Artifact) (report.Confound, error) {
 	requested := map[string]string{}
 	for k, v := range a.Symbols {
@@ -515,16 +523,66 @@ func confound(repo, base, other string, a, b pipelines.BuildSpec, artA, artB *bu
 			requested[k] = v
 		}
 	}
-	d, err := build.ConfigDiff(build.DiffInput{A: artA.Config, B: artB.Config, Requested: requested,
-		Tree: repo, Commit: artB.Meta.Git.Commit, Arch: b.Arch})
+	in := build.DiffInput{A: artA.Config, B: artB.Config, Requested: requested,
+		Tree: repo, Commit: artB.Meta.Git.Commit, Arch: b.Arch}
+	cross := a.Ref != b.Ref && artA.Meta.Git.Commit != artB.Meta.Git.Commit
+	if cross {
+		in.CommitA = artA.Meta.Git.Commit
+	}
+	d, err := build.ConfigDiff(in)
 	if err != nil {
 		return report.Confound{}, fmt.Errorf("config differences %s vs %s: %w", base, other, err)
 	}
 	cf := report.Confound{Base: base, Other: other}
-	for _, ch := range d.Changes {
-		cf.Deltas = append(cf.Deltas, delta(ch))
+	var byRelease map[string][]string // symbol -> its lines only one release has
+	if cross {
+		byRelease = releaseRules(d.Changes, refLabel(a.Ref), refLabel(b.Ref))
 	}
+	cf.Deltas = classify(d.Changes, byRelease)
 	return cf, nil
+}
+
+// classify makes the report's deltas of changes; byRelease (nil on one
+// tree) marks the changes a release's rules made.
+func classify(changes []kconfig.SymbolChange, byRelease map[string][]string) []report.ConfigDelta {
+	var out []report.ConfigDelta
+	for _, ch := range changes {
+		dl := delta(ch)
+		if rules, ok := byRelease[ch.Symbol]; ok && !ch.Requested {
+			dl.Release, dl.ReleaseRules = true, rules
+		} else if len(ch.Via) > 0 && !ch.Requested {
+			if rules, ok := byRelease[ch.Via[0]]; ok {
+				dl.Release = true
+				dl.ReleaseRules = append([]string{fmt.Sprintf("%s %s (via %s, whose rule the release changed)", dl.Where, dl.Rule, strings.Join(ch.Via, " > "))}, rules...)
+			}
+		}
+		out = append(out, dl)
+	}
+	return out
+}
+
+// releaseRules are, per changed symbol, the Kconfig lines that only one
+// of the two releases has ("v7.2.13 kernel/Kconfig.preempt:40: depends
+// on !ARCH_HAS_PREEMPT_LAZY (line added)").
+func releaseRules(changes []kconfig.SymbolChange, relA, relB string) map[string][]string {
+	out := map[string][]string{}
+	for _, ch := range changes {
+		for _, r := range ch.Rules {
+			rel, how := relB, "line added"
+			switch r.Changed {
+			case "":
+				continue
+			case "removed":
+				rel, how = relA, "line removed"
+			}
+			text := r.Text
+			if r.Owner != "" && r.Owner != ch.Symbol {
+				text = r.Owner + ": " + text
+			}
+			out[ch.Symbol] = append(out[ch.Symbol], fmt.Sprintf("%s %s: %s (%s)", rel, r.Pos.String(), text, how))
+		}
+	}
+	return out
 }
 
 func delta(ch kconfig.SymbolChange) report.ConfigDelta {
@@ -542,6 +600,13 @@ func delta(ch kconfig.SymbolChange) report.ConfigDelta {
 	}
 	d.Mechanical = !ch.Requested && len(ch.Rules) == 0 && ch.Depth < 0
 	return d
+}
+
+func refLabel(ref string) string {
+	if ref == "" {
+		return "the base"
+	}
+	return ref
 }
 
 func sortedKeys(m map[string]string) []string {
