@@ -12,12 +12,13 @@ import (
 	"strings"
 
 	"github.com/patcheval/patcheval/internal/fail"
+	"github.com/patcheval/patcheval/internal/lazyre"
 )
 
 // configLine matches "CONFIG_FOO=value" and "# CONFIG_FOO is not set".
 var (
-	setRe   = regexp.MustCompile(`^CONFIG_([A-Za-z0-9_]+)=(.*)$`)
-	unsetRe = regexp.MustCompile(`^# CONFIG_([A-Za-z0-9_]+) is not set$`)
+	setRe   = lazyre.New(`^CONFIG_([A-Za-z0-9_]+)=(.*)$`)
+	unsetRe = lazyre.New(`^# CONFIG_([A-Za-z0-9_]+) is not set$`)
 )
 
 // symbolLines reads the symbol assignments of a .config or fragment, in

@@ -3,11 +3,11 @@ package build
 import (
 	"fmt"
 	"path/filepath"
-	"regexp"
 	"strconv"
 	"strings"
 
 	"github.com/patcheval/patcheval/internal/fail"
+	"github.com/patcheval/patcheval/internal/lazyre"
 )
 
 // KernelError is a build failure caused by the kernel tree: a compile,
@@ -55,16 +55,16 @@ func (e *KernelError) Error() string {
 func (e *KernelError) FailKind() fail.Kind { return fail.KindFailed }
 
 var (
-	diagRe     = regexp.MustCompile(`^(\S[^:]*):(\d+):(?:(\d+):)? (?:fatal )?error: (.*)$`)
-	asmErrRe   = regexp.MustCompile(`^(\S[^:]*):(\d+): Error: (.*)$`)
-	linkErrRe  = regexp.MustCompile(`undefined reference to|multiple definition of|relocation truncated|ld: .*error|ld(\.lld|\.bfd)?: error|ld returned \d+ exit status`)
-	modpostRe  = regexp.MustCompile(`^ERROR: modpost: (.*)$`)
-	makeErrRe  = regexp.MustCompile(`^make(\[\d+\])?: \*\*\* (.*)$`)
-	ctxLineRe  = regexp.MustCompile(`^(\s|\d+ \||\s*\|)`)
-	inFuncRe   = regexp.MustCompile(`: In (function|member function) |: At top level:`)
-	notFoundRe = regexp.MustCompile(`(?:: not found|command not found|: No such file or directory)$`)
-	warningRe  = regexp.MustCompile(`: warning: `)
-	errorRe    = regexp.MustCompile(`: (fatal )?error: |: Error: |^ERROR: `)
+	diagRe     = lazyre.New(`^(\S[^:]*):(\d+):(?:(\d+):)? (?:fatal )?error: (.*)$`)
+	asmErrRe   = lazyre.New(`^(\S[^:]*):(\d+): Error: (.*)$`)
+	linkErrRe  = lazyre.New(`undefined reference to|multiple definition of|relocation truncated|ld: .*error|ld(\.lld|\.bfd)?: error|ld returned \d+ exit status`)
+	modpostRe  = lazyre.New(`^ERROR: modpost: (.*)$`)
+	makeErrRe  = lazyre.New(`^make(\[\d+\])?: \*\*\* (.*)$`)
+	ctxLineRe  = lazyre.New(`^(\s|\d+ \||\s*\|)`)
+	inFuncRe   = lazyre.New(`: In (function|member function) |: At top level:`)
+	notFoundRe = lazyre.New(`(?:: not found|command not found|: No such file or directory)$`)
+	warningRe  = lazyre.New(`: warning: `)
+	errorRe    = lazyre.New(`: (fatal )?error: |: Error: |^ERROR: `)
 )
 
 // countDiagnostics counts compiler warnings and errors in a build log.

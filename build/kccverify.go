@@ -8,11 +8,11 @@ import (
 	"io"
 	"os"
 	"path/filepath"
-	"regexp"
 	"sort"
 	"strings"
 
 	"github.com/patcheval/patcheval/build/kcc"
+	"github.com/patcheval/patcheval/internal/lazyre"
 	"github.com/patcheval/patcheval/internal/sandbox"
 )
 
@@ -111,7 +111,7 @@ func (r *runner) verifyKCC(ctx context.Context, n int, logw io.Writer) (int, err
 	return verified, nil
 }
 
-var depArg = regexp.MustCompile(`-Wp,-MM?D,\S+`)
+var depArg = lazyre.New(`-Wp,-MM?D,\S+`)
 
 // recordedCommand reads kbuild's saved command for obj (relative to the
 // O= directory) from its .cmd file.

@@ -5,7 +5,6 @@ import (
 	"encoding/hex"
 	"fmt"
 	"io"
-	"regexp"
 	"sort"
 	"strings"
 
@@ -14,12 +13,13 @@ import (
 	"github.com/go-git/go-git/v5/plumbing/object"
 
 	"github.com/patcheval/patcheval/internal/gittree"
+	"github.com/patcheval/patcheval/internal/lazyre"
 )
 
 // srctreeRef finds the files Kconfig runs or reads by path:
 // $(shell,$(srctree)/scripts/cc-version.sh ...),
 // $(success,$(srctree)/arch/powerpc/tools/gcc-check-mprofile-kernel.sh ...).
-var srctreeRef = regexp.MustCompile(`\$\(srctree\)/([A-Za-z0-9_.+/-]+)`)
+var srctreeRef = lazyre.New(`\$\(srctree\)/([A-Za-z0-9_.+/-]+)`)
 
 // kconfigInputs names, by a hash, everything in the tree (a tree object of
 // the repository at repo) a base config target can read for srcArch:

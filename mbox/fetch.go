@@ -15,12 +15,12 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
-	"regexp"
 	"strconv"
 	"strings"
 	"time"
 
 	"github.com/patcheval/patcheval/internal/fail"
+	"github.com/patcheval/patcheval/internal/lazyre"
 	"github.com/patcheval/patcheval/internal/progress"
 	"github.com/patcheval/patcheval/internal/xdg"
 )
@@ -573,7 +573,7 @@ func inboxLink(page *url.URL, href, msgid string) (string, bool) {
 	return out, true
 }
 
-var hrefRE = regexp.MustCompile(`href="([^"]+)"`)
+var hrefRE = lazyre.New(`href="([^"]+)"`)
 
 func statusErr(resp *http.Response) error {
 	switch {

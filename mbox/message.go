@@ -9,7 +9,6 @@ import (
 	"mime"
 	"net/mail"
 	"net/textproto"
-	"regexp"
 	"strings"
 	"time"
 	"unicode"
@@ -20,6 +19,7 @@ import (
 	gmtextproto "github.com/emersion/go-message/textproto"
 
 	"github.com/patcheval/patcheval/internal/fail"
+	"github.com/patcheval/patcheval/internal/lazyre"
 )
 
 var wordDecoder = &mime.WordDecoder{CharsetReader: charset.Reader}
@@ -238,7 +238,7 @@ func isPatchName(n string) bool {
 	return strings.HasSuffix(n, ".patch") || strings.HasSuffix(n, ".diff")
 }
 
-var diffRE = regexp.MustCompile(`(?m)^(diff --git |--- \S.*\n\+\+\+ \S|Index: \S)`)
+var diffRE = lazyre.New(`(?m)^(diff --git |--- \S.*\n\+\+\+ \S|Index: \S)`)
 
 func looksLikePatch(s string) bool { return diffRE.MatchString(s) }
 
@@ -337,7 +337,7 @@ func msgIDs(v string) []string {
 
 var addrParser = &mail.AddressParser{WordDecoder: wordDecoder}
 
-var angleRE = regexp.MustCompile(`<([^<>]*)>`)
+var angleRE = lazyre.New(`<([^<>]*)>`)
 
 // parseAddrs parses an address list, falling back to a lenient split when
 // net/mail refuses it (unquoted dots and commas in names, raw 8-bit).
@@ -415,7 +415,7 @@ var dateLayouts = []string{
 	time.RFC3339,
 }
 
-var dateCommentRE = regexp.MustCompile(`\s*\([^)]*\)\s*$`)
+var dateCommentRE = lazyre.New(`\s*\([^)]*\)\s*$`)
 
 func parseDate(d string) (time.Time, error) {
 	// Fast path: what git send-email and most clients write.

@@ -5,9 +5,9 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"regexp"
 
 	"github.com/patcheval/patcheval/internal/fail"
+	"github.com/patcheval/patcheval/internal/lazyre"
 )
 
 // Parse reads a mailbox and returns its messages in file order.
@@ -103,11 +103,11 @@ type chunk struct {
 
 // strictFromRE matches a real From_ line: "From <addr> <date with hh:mm>".
 // git mailsplit uses the same idea (a time and a year after the address).
-var strictFromRE = regexp.MustCompile(`^From \S+ +.*\d:\d\d`)
+var strictFromRE = lazyre.New(`^From \S+ +.*\d:\d\d`)
 
 // looseFromRE matches From_ lines some tools write without a date
 // ("From foo@bar", "From -", "From <sha1>").
-var looseFromRE = regexp.MustCompile(`^From (\S*@\S*|-|[0-9a-f]{7,64})\s*$`)
+var looseFromRE = lazyre.New(`^From (\S*@\S*|-|[0-9a-f]{7,64})\s*$`)
 
 // isHeaderLine reports whether line starts a header field: a name of
 // printable ASCII other than ':' followed by ':'.

@@ -3,11 +3,11 @@ package mbox
 import (
 	"context"
 	"fmt"
-	"regexp"
 	"sort"
 	"strings"
 
 	"github.com/patcheval/patcheval/internal/fail"
+	"github.com/patcheval/patcheval/internal/lazyre"
 )
 
 // NewThread deduplicates msgs and links them into a reply tree.
@@ -318,7 +318,7 @@ func refChain(m *Message) []string {
 	return out
 }
 
-var replyRE = regexp.MustCompile(`(?i)^\s*(re|aw|sv|antw|vs)(\[\d+\]|\(\d+\))?\s*:\s*`)
+var replyRE = lazyre.New(`(?i)^\s*(re|aw|sv|antw|vs)(\[\d+\]|\(\d+\))?\s*:\s*`)
 
 // stripReply removes leading reply prefixes ("Re: ", "RE: Re: ", "AW: ").
 func stripReply(s string) (string, bool) {

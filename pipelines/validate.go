@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"regexp"
 	"strconv"
 	"strings"
 	"time"
@@ -18,6 +17,7 @@ import (
 	"github.com/patcheval/patcheval/evaluate/guest/selinux"
 	"github.com/patcheval/patcheval/evaluate/stats"
 	"github.com/patcheval/patcheval/internal/arch"
+	"github.com/patcheval/patcheval/internal/lazyre"
 )
 
 // BootConfigs are the boot config fragments shipped in build/configs
@@ -36,11 +36,11 @@ func bootConfigFor(name string) string {
 }
 
 var (
-	reName    = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_.+@=-]*$`)
-	reSymbol  = regexp.MustCompile(`^[A-Za-z0-9_]+$`)
-	reCPUs    = regexp.MustCompile(`^[0-9]+(-[0-9]+)?(,[0-9]+(-[0-9]+)?)*$`)
-	reSysctl  = regexp.MustCompile(`^[A-Za-z0-9_][A-Za-z0-9_.*/-]*$`)
-	reMakeTgt = regexp.MustCompile(`^[A-Za-z0-9_.-]+config$`)
+	reName    = lazyre.New(`^[A-Za-z0-9][A-Za-z0-9_.+@=-]*$`)
+	reSymbol  = lazyre.New(`^[A-Za-z0-9_]+$`)
+	reCPUs    = lazyre.New(`^[0-9]+(-[0-9]+)?(,[0-9]+(-[0-9]+)?)*$`)
+	reSysctl  = lazyre.New(`^[A-Za-z0-9_][A-Za-z0-9_.*/-]*$`)
+	reMakeTgt = lazyre.New(`^[A-Za-z0-9_.-]+config$`)
 )
 
 var schedPreemptModes = []string{"none", "voluntary", "full", "lazy"}

@@ -4,19 +4,20 @@ import (
 	"crypto/sha1"
 	"encoding/hex"
 	"fmt"
-	"regexp"
 	"strings"
+
+	"github.com/patcheval/patcheval/internal/lazyre"
 )
 
 var (
 	// hasDiffRE is b4's DIFF_RE: a unified diff header or a binary patch.
-	hasDiffRE = regexp.MustCompile(`(?mi)^(---.*\n\+\+\+|GIT binary patch|diff --git \w/\S+ \w/\S+)`)
+	hasDiffRE = lazyre.New(`(?mi)^(---.*\n\+\+\+|GIT binary patch|diff --git \w/\S+ \w/\S+)`)
 	// hasDiffstatRE is b4's DIFFSTAT_RE.
-	hasDiffstatRE = regexp.MustCompile(`(?mi)^\s*\d+ file.*\d+ (insertion|deletion)`)
-	inBodyHdrRE   = regexp.MustCompile(`^(?i)(from|date|subject):\s*(.*)$`)
-	baseCommitRE  = regexp.MustCompile(`(?mi)^base-commit:\s*([0-9a-f]{7,64})\b`)
-	prereqRE      = regexp.MustCompile(`(?mi)^prerequisite-patch-id:\s*([0-9a-f]{7,64})\b`)
-	changeIDRE    = regexp.MustCompile(`(?mi)^change-id:\s*(\S+)`)
+	hasDiffstatRE = lazyre.New(`(?mi)^\s*\d+ file.*\d+ (insertion|deletion)`)
+	inBodyHdrRE   = lazyre.New(`^(?i)(from|date|subject):\s*(.*)$`)
+	baseCommitRE  = lazyre.New(`(?mi)^base-commit:\s*([0-9a-f]{7,64})\b`)
+	prereqRE      = lazyre.New(`(?mi)^prerequisite-patch-id:\s*([0-9a-f]{7,64})\b`)
+	changeIDRE    = lazyre.New(`(?mi)^change-id:\s*(\S+)`)
 )
 
 // parts is a patch mail body taken apart the way git mailinfo does.

@@ -4,12 +4,12 @@ import (
 	"context"
 	"fmt"
 	"net/mail"
-	"regexp"
 	"sort"
 	"strings"
 	"time"
 
 	"github.com/patcheval/patcheval/internal/fail"
+	"github.com/patcheval/patcheval/internal/lazyre"
 	"github.com/patcheval/patcheval/mbox"
 )
 
@@ -498,7 +498,7 @@ func buildPatch(in *info) (*Patch, []string) {
 	return p, notes
 }
 
-var urlRE = regexp.MustCompile(`https?://`)
+var urlRE = lazyre.New(`https?://`)
 
 // linkTrailers are the trailers whose value is a URL by nature.
 var linkTrailers = map[string]bool{"link": true, "closes": true, "buglink": true}
@@ -596,7 +596,7 @@ func senderMatches(tr Trailer, from mbox.Address) bool {
 	return tn != "" && tn == fn
 }
 
-var plusTagRE = regexp.MustCompile(`\+[^@]+@`)
+var plusTagRE = lazyre.New(`\+[^@]+@`)
 
 // emailEq is b4's fuzzy address comparison.
 func emailEq(a, b string) bool {

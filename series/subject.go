@@ -2,18 +2,19 @@ package series
 
 import (
 	"fmt"
-	"regexp"
 	"strconv"
 	"strings"
+
+	"github.com/patcheval/patcheval/internal/lazyre"
 )
 
 var (
-	replyPrefixRE = regexp.MustCompile(`(?i)^\s*(re|aw|fwd|fw|sv|antw|odp|vs|r)\s*(\[\d+\])?\s*:\s*`)
-	counterRE     = regexp.MustCompile(`^(\d{1,4})/(\d{1,4})$`)
-	versionRE     = regexp.MustCompile(`(?i)^v(\d{1,4})$`)
-	patchVerRE    = regexp.MustCompile(`(?i)^patch-?v(\d{1,4})$`)
-	nestedRE1     = regexp.MustCompile(`\[([^\]]*)\[([^\[\]]*)\]`)
-	nestedRE2     = regexp.MustCompile(`\[([^\]]*)\]([^\[\]]*)\]`)
+	replyPrefixRE = lazyre.New(`(?i)^\s*(re|aw|fwd|fw|sv|antw|odp|vs|r)\s*(\[\d+\])?\s*:\s*`)
+	counterRE     = lazyre.New(`^(\d{1,4})/(\d{1,4})$`)
+	versionRE     = lazyre.New(`(?i)^v(\d{1,4})$`)
+	patchVerRE    = lazyre.New(`(?i)^patch-?v(\d{1,4})$`)
+	nestedRE1     = lazyre.New(`\[([^\]]*)\[([^\[\]]*)\]`)
+	nestedRE2     = lazyre.New(`\[([^\]]*)\]([^\[\]]*)\]`)
 )
 
 // ParseSubject parses a patch subject line: reply prefixes (Re:, Aw:, Fwd:,

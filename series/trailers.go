@@ -3,9 +3,9 @@ package series
 import (
 	"fmt"
 	"net/mail"
-	"regexp"
 	"strings"
 
+	"github.com/patcheval/patcheval/internal/lazyre"
 	"github.com/patcheval/patcheval/mbox"
 )
 
@@ -44,9 +44,9 @@ var utilityTrailers = map[string]bool{
 }
 
 var (
-	trailerLineRE = regexp.MustCompile(`^([A-Za-z][A-Za-z0-9-]*[A-Za-z0-9]):[ \t]+(\S.*?)\s*$`)
-	emailRE       = regexp.MustCompile(`[^\s<>"()]+@[^\s<>"()]+\.[^\s<>"()]+`)
-	extinfoRE     = regexp.MustCompile(`^\s*\[[^\]]+\]\s*$`)
+	trailerLineRE = lazyre.New(`^([A-Za-z][A-Za-z0-9-]*[A-Za-z0-9]):[ \t]+(\S.*?)\s*$`)
+	emailRE       = lazyre.New(`[^\s<>"()]+@[^\s<>"()]+\.[^\s<>"()]+`)
+	extinfoRE     = lazyre.New(`^\s*\[[^\]]+\]\s*$`)
 )
 
 // IsPersonTrailer reports whether name is a trailer that names a person
@@ -193,10 +193,10 @@ func (t *Trailer) unnormalize() {
 var (
 	// mailtoRE is an HTML client's rendering of a link: "<mailto:x>",
 	// "(mailto:x)", "[x](mailto:x)" or a bare "mailto:" prefix.
-	mailtoAngleRE = regexp.MustCompile(`(?i)\s*[<(]mailto:([^<>()\s]*)[>)]`)
-	mailtoMDRE    = regexp.MustCompile(`(?i)\[([^\[\]\s]+)\]\(mailto:[^()\s]*\)`)
-	mailtoBareRE  = regexp.MustCompile(`(?i)mailto:`)
-	addrSpecRE    = regexp.MustCompile(`^[^\s<>"(),;:@\[\]]+@[\p{L}\p{N}](?:[\p{L}\p{N}-]*[\p{L}\p{N}])?(?:\.[\p{L}\p{N}](?:[\p{L}\p{N}-]*[\p{L}\p{N}])?)+$`)
+	mailtoAngleRE = lazyre.New(`(?i)\s*[<(]mailto:([^<>()\s]*)[>)]`)
+	mailtoMDRE    = lazyre.New(`(?i)\[([^\[\]\s]+)\]\(mailto:[^()\s]*\)`)
+	mailtoBareRE  = lazyre.New(`(?i)mailto:`)
+	addrSpecRE    = lazyre.New(`^[^\s<>"(),;:@\[\]]+@[\p{L}\p{N}](?:[\p{L}\p{N}-]*[\p{L}\p{N}])?(?:\.[\p{L}\p{N}](?:[\p{L}\p{N}-]*[\p{L}\p{N}])?)+$`)
 )
 
 // cleanPersonValue removes the "mailto:" pollution of HTML mail from a

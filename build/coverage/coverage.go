@@ -19,9 +19,10 @@ import (
 	"os"
 	"path"
 	"path/filepath"
-	"regexp"
 	"sort"
 	"strings"
+
+	"github.com/patcheval/patcheval/internal/lazyre"
 )
 
 // Record is what one build compiled: source files (relative to the source
@@ -213,9 +214,9 @@ func Check(files []string, rec *Record, readFile func(string) ([]byte, error), d
 }
 
 var (
-	contRE = regexp.MustCompile(`\\\n`)
+	contRE = lazyre.New(`\\\n`)
 	// obj-$(CONFIG_FOO) += a.o b.o ; foo-y := ... ; foo-objs += ...
-	assignRE = regexp.MustCompile(`(?m)^\s*([A-Za-z0-9_.-]+?)-(\$\(CONFIG_([A-Za-z0-9_]+)\)|y|objs)\s*[:+]?=\s*(.*)$`)
+	assignRE = lazyre.New(`(?m)^\s*([A-Za-z0-9_.-]+?)-(\$\(CONFIG_([A-Za-z0-9_]+)\)|y|objs)\s*[:+]?=\s*(.*)$`)
 )
 
 // Gates returns the Kconfig symbols whose Makefile lines would build the

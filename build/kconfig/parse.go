@@ -6,11 +6,11 @@ import (
 	"io/fs"
 	"os"
 	"path"
-	"regexp"
 	"sort"
 	"strings"
 
 	"github.com/patcheval/patcheval/internal/arch"
+	"github.com/patcheval/patcheval/internal/lazyre"
 )
 
 // Type is a Kconfig symbol type.
@@ -281,7 +281,7 @@ type parser struct {
 	menu   *Menu
 }
 
-var assignRe = regexp.MustCompile(`^\s*([A-Za-z0-9_$-]+)\s*(:=|\+=|=)(.*)$`)
+var assignRe = lazyre.New(`^\s*([A-Za-z0-9_$-]+)\s*(:=|\+=|=)(.*)$`)
 
 // assignment matches a macro assignment line (NAME := value). As in the
 // kernel's lexer (`({n}|$)+`), the name may contain '$' and variable

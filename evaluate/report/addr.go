@@ -1,9 +1,9 @@
 package report
 
 import (
-	"regexp"
 	"strings"
 
+	"github.com/patcheval/patcheval/internal/lazyre"
 	"github.com/patcheval/patcheval/mbox"
 )
 
@@ -12,9 +12,9 @@ import (
 
 // atext of RFC 5322 plus the dot: what an unquoted local part may hold.
 var (
-	localRe  = regexp.MustCompile(`^[A-Za-z0-9!#$%&'*+/=?^_{|}~.-]+$`)
-	domainRe = regexp.MustCompile(`^[A-Za-z0-9](?:[A-Za-z0-9-]*[A-Za-z0-9])?(?:\.[A-Za-z0-9](?:[A-Za-z0-9-]*[A-Za-z0-9])?)*$`)
-	idRe     = regexp.MustCompile(`^[\x21-\x7e]+$`)
+	localRe  = lazyre.New(`^[A-Za-z0-9!#$%&'*+/=?^_{|}~.-]+$`)
+	domainRe = lazyre.New(`^[A-Za-z0-9](?:[A-Za-z0-9-]*[A-Za-z0-9])?(?:\.[A-Za-z0-9](?:[A-Za-z0-9-]*[A-Za-z0-9])?)*$`)
+	idRe     = lazyre.New(`^[\x21-\x7e]+$`)
 )
 
 // validEmail accepts a plain addr-spec (local@domain, ASCII, no quoting,
@@ -125,7 +125,7 @@ func hexByte(c byte) string {
 
 // phraseRe is what a display name may be without quoting (atoms and
 // spaces).
-var phraseRe = regexp.MustCompile(`^[A-Za-z0-9!#$%&'*+/=?^_{|}~ -]+$`)
+var phraseRe = lazyre.New(`^[A-Za-z0-9!#$%&'*+/=?^_{|}~ -]+$`)
 
 // formatAddr renders an address for a header: the display name as atoms,
 // a quoted string or encoded words; invalid addresses give "".

@@ -14,6 +14,7 @@ import (
 	message "github.com/emersion/go-message"
 
 	"github.com/patcheval/patcheval/internal/fail"
+	"github.com/patcheval/patcheval/internal/lazyre"
 	"github.com/patcheval/patcheval/mbox"
 )
 
@@ -256,7 +257,7 @@ func containsStr(l []string, s string) bool {
 	return false
 }
 
-var reRe = regexp.MustCompile(`(?i)^\s*(re|aw|sv|antw)\s*(\[\d+\])?\s*:\s*`)
+var reRe = lazyre.New(`(?i)^\s*(re|aw|sv|antw)\s*(\[\d+\])?\s*:\s*`)
 
 // ReplySubject is "Re: " + subject, without stacking Re: prefixes, on one
 // clean line.
@@ -301,13 +302,13 @@ func Attribution(m *mbox.Message) []string {
 }
 
 // inBodyHeader matches the in-body From:/Date:/Subject: lines of a patch.
-var inBodyHeader = regexp.MustCompile(`^(From|Date|Subject):\s`)
+var inBodyHeader = lazyre.New(`^(From|Date|Subject):\s`)
 
 // attribLine ends an attribution line ("... wrote:", "... a écrit :").
-var attribLine = regexp.MustCompile(`(wrote|écrit|schrieb|escribió)\s*:$`)
+var attribLine = lazyre.New(`(wrote|écrit|schrieb|escribió)\s*:$`)
 
 // trailerLine matches commit trailers (Signed-off-by: and friends).
-var trailerLine = regexp.MustCompile(`^[A-Za-z][A-Za-z0-9-]*(-by|-to)?:\s+\S`)
+var trailerLine = lazyre.New(`^[A-Za-z][A-Za-z0-9-]*(-by|-to)?:\s+\S`)
 
 // Quote picks the relevant part of m to quote: its own text (quoted lines,
 // in-body headers, trailers, the diffstat, the diff and the signature cut

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/patcheval/patcheval/evaluate/stats"
+	"github.com/patcheval/patcheval/internal/lazyre"
 )
 
 // KCIDB v5.3 I/O data (kernelci/kcidb-io, kcidb_io/schema/v05_03.py).
@@ -85,10 +86,10 @@ type kcidbTest struct {
 }
 
 var (
-	kcidbPathPart = regexp.MustCompile(`[^a-zA-Z0-9_-]+`)
-	kcidbArch     = regexp.MustCompile(`^[a-z0-9_]*$`)
-	sha1Re        = regexp.MustCompile(`^[0-9a-f]{40}$`)
-	gitURLRe      = regexp.MustCompile(`^(https|git)://[^\s]+$`)
+	kcidbPathPart = lazyre.New(`[^a-zA-Z0-9_-]+`)
+	kcidbArch     = lazyre.New(`^[a-z0-9_]*$`)
+	sha1Re        = lazyre.New(`^[0-9a-f]{40}$`)
+	gitURLRe      = lazyre.New(`^(https|git)://[^\s]+$`)
 )
 
 // pathPart makes a KCIDB test path component ([a-zA-Z0-9_-]+):

@@ -2,9 +2,9 @@ package report
 
 import (
 	"fmt"
-	"regexp"
 	"strings"
 
+	"github.com/patcheval/patcheval/internal/lazyre"
 	"github.com/patcheval/patcheval/mbox/numbers"
 )
 
@@ -155,9 +155,9 @@ func familyWhy(platform, fam string) string {
 }
 
 var (
-	powerRE = regexp.MustCompile(`(?i)\b(power\d*|ppc\w*|powerpc|pseries)\b`)
-	x86RE   = regexp.MustCompile(`(?i)\b(x86(_64)?|amd64|i[3-6]86|epyc|xeon|intel|amd|q35)\b`)
-	armRE   = regexp.MustCompile(`(?i)\b(arm64|aarch64|ampere\w*|graviton\w*|neoverse\w*|altra)\b`)
+	powerRE = lazyre.New(`(?i)\b(power\d*|ppc\w*|powerpc|pseries)\b`)
+	x86RE   = lazyre.New(`(?i)\b(x86(_64)?|amd64|i[3-6]86|epyc|xeon|intel|amd|q35)\b`)
+	armRE   = lazyre.New(`(?i)\b(arm64|aarch64|ampere\w*|graviton\w*|neoverse\w*|altra)\b`)
 )
 
 // archFamily is "powerpc", "x86" or "arm64" for a machine or
@@ -165,7 +165,7 @@ var (
 func archFamily(s string) string {
 	var fams []string
 	for _, f := range []struct {
-		re   *regexp.Regexp
+		re   *lazyre.Regexp
 		name string
 	}{{powerRE, "powerpc"}, {x86RE, "x86"}, {armRE, "arm64"}} {
 		if f.re.MatchString(s) {
@@ -261,10 +261,10 @@ func symmetricDiff(a, b []string) []string {
 }
 
 var (
-	releaseRE = regexp.MustCompile(`\b\d+\.\d+(\.\d+)?(-rc\d+)?`)
-	preemptRE = regexp.MustCompile(`(?i)(voluntary|lazy|full|preempt_rt|preempt_dynamic|preempt(ion)?\b|dynamic|\bnone\b)`)
-	selinuxRE = regexp.MustCompile(`(?i)\b(enforcing|permissive|selinux\w*)\b`)
-	seriesRE  = regexp.MustCompile(`(?i)^(base|baseline|test|new|old|patched|unpatched|with(out)?( the)? (fix|patch(es)?|series)|before|after|vanilla)$`)
+	releaseRE = lazyre.New(`\b\d+\.\d+(\.\d+)?(-rc\d+)?`)
+	preemptRE = lazyre.New(`(?i)(voluntary|lazy|full|preempt_rt|preempt_dynamic|preempt(ion)?\b|dynamic|\bnone\b)`)
+	selinuxRE = lazyre.New(`(?i)\b(enforcing|permissive|selinux\w*)\b`)
+	seriesRE  = lazyre.New(`(?i)^(base|baseline|test|new|old|patched|unpatched|with(out)?( the)? (fix|patch(es)?|series)|before|after|vanilla)$`)
 )
 
 // threadDim is what a thread's number varies, from the two ends of its
@@ -294,7 +294,7 @@ func threadDim(all []numbers.Number, n numbers.Number) string {
 	return ""
 }
 
-func words(re *regexp.Regexp, s string) string {
+func words(re *lazyre.Regexp, s string) string {
 	var w []string
 	for _, m := range re.FindAllString(s, -1) {
 		w = append(w, strings.ToLower(m))

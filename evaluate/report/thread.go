@@ -2,10 +2,10 @@ package report
 
 import (
 	"fmt"
-	"regexp"
 	"strings"
 
 	"github.com/patcheval/patcheval/evaluate/guest"
+	"github.com/patcheval/patcheval/internal/lazyre"
 	"github.com/patcheval/patcheval/mbox/numbers"
 )
 
@@ -43,8 +43,8 @@ func (r *Report) ThreadChanges(b Benchmark) []numbers.Number {
 var (
 	// otherStatRE names a statistic other than the mean patcheval
 	// compares ("Max latency", "p99").
-	otherStatRE = regexp.MustCompile(`(?i)\b(max|maximum|min|minimum|median|p\d\d|stddev|worst|best)\b`)
-	latencyRE   = regexp.MustCompile(`(?i)\b(latency|mean|avg|average|per (op|call|loop))\b`)
+	otherStatRE = lazyre.New(`(?i)\b(max|maximum|min|minimum|median|p\d\d|stddev|worst|best)\b`)
+	latencyRE   = lazyre.New(`(?i)\b(latency|mean|avg|average|per (op|call|loop))\b`)
 )
 
 // sameQuantity says whether the thread's number measures what a
@@ -293,7 +293,7 @@ func patchevalLines(r *Report, b Benchmark, cs []Comparison, ns []numbers.Number
 	return out
 }
 
-var deltaLabelRE = regexp.MustCompile(`(?i)^(delta|diff|change|difference)\b`)
+var deltaLabelRE = lazyre.New(`(?i)^(delta|diff|change|difference)\b`)
 
 // deltaRows names the rows a "Delta" row compares: the labels of the
 // values in the same table and column, "first -> last".

@@ -5,12 +5,12 @@ import (
 	"fmt"
 	"io"
 	"os/exec"
-	"regexp"
 	"runtime"
 	"strings"
 
 	"github.com/patcheval/patcheval/internal/debian"
 	"github.com/patcheval/patcheval/internal/fail"
+	"github.com/patcheval/patcheval/internal/lazyre"
 )
 
 // NewApt is the private apt state the imports share under cacheDir
@@ -34,7 +34,7 @@ type Request struct {
 	Debian   string // 7.2.12-1~bpo13+1 (empty: the newest of Upstream)
 }
 
-var requestRE = regexp.MustCompile(`^v?(([0-9]+)\.([0-9]+)((\.[0-9]+)?(~rc[0-9]+)?))(-[0-9A-Za-z.+~]+)?$`)
+var requestRE = lazyre.New(`^v?(([0-9]+)\.([0-9]+)((\.[0-9]+)?(~rc[0-9]+)?))(-[0-9A-Za-z.+~]+)?$`)
 
 // ParseRequest reads "7.2" (the newest 7.2 Debian serves), "7.2.13" (that
 // point release) or a Debian version "7.2.12-1~bpo13+1".

@@ -29,7 +29,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"regexp"
 	"sort"
 	"strings"
 	"syscall"
@@ -38,6 +37,7 @@ import (
 	"github.com/patcheval/patcheval/internal/debian"
 	"github.com/patcheval/patcheval/internal/fail"
 	"github.com/patcheval/patcheval/internal/gittree"
+	"github.com/patcheval/patcheval/internal/lazyre"
 )
 
 // Identity is the author and committer of every imported release.
@@ -163,7 +163,7 @@ func parseCommit(raw string) (Release, bool) {
 	return rel, rel.Tag != "" && rel.Version != "" && rel.Tree != ""
 }
 
-var tagRE = regexp.MustCompile(`^v([0-9]+\.[0-9]+(\.[0-9]+)?)(-rc[0-9]+)?$`)
+var tagRE = lazyre.New(`^v([0-9]+\.[0-9]+(\.[0-9]+)?)(-rc[0-9]+)?$`)
 
 // TagVersion checks a release tag (v7.2.13, v7.3, v7.3-rc2) and returns
 // its version in Debian spelling (7.2.13, 7.3, 7.3~rc2).
@@ -371,7 +371,7 @@ func lastLine(s string) string {
 	return lines[len(lines)-1]
 }
 
-var titleRE = regexp.MustCompile(`^Linux (\S+) \((.+)\)$`)
+var titleRE = lazyre.New(`^Linux (\S+) \((.+)\)$`)
 
 // Name is how a report names the tree when the base is an imported
 // release (committer import@patcheval.invalid, what this package and

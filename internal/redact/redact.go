@@ -10,6 +10,8 @@ import (
 	"net/url"
 	"regexp"
 	"strings"
+
+	"github.com/patcheval/patcheval/internal/lazyre"
 )
 
 // Mask replaces a secret.
@@ -41,14 +43,14 @@ func String(s string) string {
 }
 
 // urls finds URL-looking words inside a longer text.
-var urls = regexp.MustCompile(`[A-Za-z][A-Za-z0-9+.-]*://[^\s"'<>]+`)
+var urls = lazyre.New(`[A-Za-z][A-Za-z0-9+.-]*://[^\s"'<>]+`)
 
 // userinfo matches the user:password@ part of a URL that url.Parse
 // refused, so that even a malformed URL loses its password.
-var userinfo = regexp.MustCompile(`(://[^/@\s:]*):[^@\s]*@`)
+var userinfo = lazyre.New(`(://[^/@\s:]*):[^@\s]*@`)
 
 // queryKV is one key=value of a URL's query.
-var queryKV = regexp.MustCompile(`(^|[&;])([^&;=]+)=([^&;]*)`)
+var queryKV = lazyre.New(`(^|[&;])([^&;=]+)=([^&;]*)`)
 
 // URL masks the password of one URL and its secret query parameters.
 func URL(u string) string {
@@ -73,7 +75,7 @@ func URL(u string) string {
 
 // kv matches one key=value pair of a libpq connection string; the value
 // is a word or a single-quoted string with \' and \\ escapes.
-var kv = regexp.MustCompile(`([A-Za-z_]+)(\s*=\s*)('(?:[^'\\]|\\.)*'?|[^\s']*)`)
+var kv = lazyre.New(`([A-Za-z_]+)(\s*=\s*)('(?:[^'\\]|\\.)*'?|[^\s']*)`)
 
 // KeyValue masks the secret values of a key=value string (libpq's
 // "host=db user=u password=X dbname=p").

@@ -1,9 +1,9 @@
 package numbers
 
 import (
-	"regexp"
 	"strings"
 
+	"github.com/patcheval/patcheval/internal/lazyre"
 	"github.com/patcheval/patcheval/mbox"
 )
 
@@ -52,7 +52,7 @@ func splitLines(body string) []line {
 	return out
 }
 
-var diffstatRE = regexp.MustCompile(`^\s*\S+\s+\|\s+\d+\s*[+-]*$|^\s*\d+ files? changed`)
+var diffstatRE = lazyre.New(`^\s*\S+\s+\|\s+\d+\s*[+-]*$|^\s*\d+ files? changed`)
 
 // unquote strips leading quote marks ("> > ", ">>", " > ") and returns
 // the depth.
@@ -139,8 +139,8 @@ func attribution(ls []line, s, depth int) string {
 }
 
 var (
-	emailRE = regexp.MustCompile(`<[^<>]*>|\[email[^\]]*\]|\S+@\S+\.\S+`)
-	timeRE  = regexp.MustCompile(`\d{1,2}:\d{2}(?::\d{2})?[\s\x{202f}\x{00a0}]*(?:[AaPp]\.?[Mm]\.?)?(?:\s*[+-]\d{4})?(?:\s*\([A-Za-z]+\))?\s*,?`)
+	emailRE = lazyre.New(`<[^<>]*>|\[email[^\]]*\]|\S+@\S+\.\S+`)
+	timeRE  = lazyre.New(`\d{1,2}:\d{2}(?::\d{2})?[\s\x{202f}\x{00a0}]*(?:[AaPp]\.?[Mm]\.?)?(?:\s*[+-]\d{4})?(?:\s*\([A-Za-z]+\))?\s*,?`)
 )
 
 // attributionName reads the quoted author's name out of an attribution
@@ -261,11 +261,11 @@ func readMessage(m *mbox.Message) []Number {
 var (
 	// benchRE is a function the writer says was measured: "I benchmarked
 	// 100 synchronize_rcu() calls", "synchronize_rcu() latency".
-	benchRE    = regexp.MustCompile(`\b([a-z_][a-z0-9_]*)\(\)\s+(?:calls|latency|loop)|(?i:benchmark(?:ed)?|measured)\s+(?:\d+\s+)?([a-z_][a-z0-9_]*)\(\)`)
-	toolRE     = regexp.MustCompile(`(?i)\b(stress-ng|perf bench)\b`)
-	cpuRE      = regexp.MustCompile(`\b(POWER\d+|Power\d+|EPYC \w+|Ampere(?: Altra(?: Max)?)?|Xeon(?: [\w-]+)?|Graviton\d?|Neoverse[- ]\w+)`)
-	archRE     = regexp.MustCompile(`\b(ppc64le|ppc64|x86_64|aarch64|arm64|riscv64|s390x|ppc32)\b`)
-	bogoUnitRE = regexp.MustCompile(`(?i)bogo[- ]ops`)
+	benchRE    = lazyre.New(`\b([a-z_][a-z0-9_]*)\(\)\s+(?:calls|latency|loop)|(?i:benchmark(?:ed)?|measured)\s+(?:\d+\s+)?([a-z_][a-z0-9_]*)\(\)`)
+	toolRE     = lazyre.New(`(?i)\b(stress-ng|perf bench)\b`)
+	cpuRE      = lazyre.New(`\b(POWER\d+|Power\d+|EPYC \w+|Ampere(?: Altra(?: Max)?)?|Xeon(?: [\w-]+)?|Graviton\d?|Neoverse[- ]\w+)`)
+	archRE     = lazyre.New(`\b(ppc64le|ppc64|x86_64|aarch64|arm64|riscv64|s390x|ppc32)\b`)
+	bogoUnitRE = lazyre.New(`(?i)bogo[- ]ops`)
 )
 
 func toolIn(s string) string {
@@ -339,7 +339,7 @@ func containsAny(s string, words []string) bool {
 
 // submatchIf is re.FindStringSubmatch(s) for a re whose every match
 // holds need, without running re when s does not.
-func submatchIf(re *regexp.Regexp, s, need string) []string {
+func submatchIf(re *lazyre.Regexp, s, need string) []string {
 	if !strings.Contains(s, need) {
 		return nil
 	}

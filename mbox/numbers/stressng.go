@@ -1,9 +1,10 @@
 package numbers
 
 import (
-	"regexp"
 	"strconv"
 	"strings"
+
+	"github.com/patcheval/patcheval/internal/lazyre"
 )
 
 // stress-ng's own --metrics / --metrics-brief output:
@@ -15,10 +16,10 @@ import (
 // (older versions say "info:" for "metrc:"; people paste it with or
 // without the prefix, and mail clients wrap the long rows).
 var (
-	sngPrefixRE = regexp.MustCompile(`^\s*stress-ng:\s*[a-z]+:\s*\[\d+\]\s?`)
-	sngHeaderRE = regexp.MustCompile(`^\s*stressor\s+bogo ops\b`)
-	sngRowRE    = regexp.MustCompile(`^\s*([a-z][\w-]*)\s+(\d+)\s+(\d+(?:\.\d+)?)\s+(\d+(?:\.\d+)?)\s+(\d+(?:\.\d+)?)\s+(\d+(?:\.\d+)?)\s+(\d+(?:\.\d+)?)\b`)
-	numsOnlyRE  = regexp.MustCompile(`^[\s\d.]+$`)
+	sngPrefixRE = lazyre.New(`^\s*stress-ng:\s*[a-z]+:\s*\[\d+\]\s?`)
+	sngHeaderRE = lazyre.New(`^\s*stressor\s+bogo ops\b`)
+	sngRowRE    = lazyre.New(`^\s*([a-z][\w-]*)\s+(\d+)\s+(\d+(?:\.\d+)?)\s+(\d+(?:\.\d+)?)\s+(\d+(?:\.\d+)?)\s+(\d+(?:\.\d+)?)\s+(\d+(?:\.\d+)?)\b`)
+	numsOnlyRE  = lazyre.New(`^[\s\d.]+$`)
 )
 
 func sngText(l line) string { return sngPrefixRE.ReplaceAllString(l.text, "") }

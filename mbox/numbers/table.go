@@ -1,10 +1,10 @@
 package numbers
 
 import (
-	"regexp"
 	"strings"
 	"unicode/utf8"
 
+	"github.com/patcheval/patcheval/internal/lazyre"
 	"github.com/patcheval/patcheval/mbox"
 )
 
@@ -21,16 +21,16 @@ type tableMetric struct {
 }
 
 var (
-	separatorRE = regexp.MustCompile(`^[\s|:+=-]*$`)
-	unitOnlyRE  = regexp.MustCompile(`^(?:` + unitAlt + `)$`)
-	trailNoteRE = regexp.MustCompile(`^(.*\S)\s+\([A-Za-z][\w\s,.'-]*\)$`)
-	changeHdrRE = regexp.MustCompile(`(?i)change|delta|diff|^vs\b|^%$|^\(%\)$|improvement|regression`)
-	vsRE        = regexp.MustCompile(`(?i)^vs\.?\s+(.+)$`)
-	arrowRE     = regexp.MustCompile(`->|→|=>`)
+	separatorRE = lazyre.New(`^[\s|:+=-]*$`)
+	unitOnlyRE  = lazyre.New(`^(?:` + unitAlt + `)$`)
+	trailNoteRE = lazyre.New(`^(.*\S)\s+\([A-Za-z][\w\s,.'-]*\)$`)
+	changeHdrRE = lazyre.New(`(?i)change|delta|diff|^vs\b|^%$|^\(%\)$|improvement|regression`)
+	vsRE        = lazyre.New(`(?i)^vs\.?\s+(.+)$`)
+	arrowRE     = lazyre.New(`->|→|=>`)
 	// fromToRE is "Mean latency: 9.75 ms -> 6.04 ms (38% improvement)".
-	fromToRE = regexp.MustCompile(`^\s*[-*•]?\s*([^:]{1,60}):\s*(\S+(?:\s\S+)?)\s*(?:->|→|=>|to)\s*(\S+(?:\s\S+)?)(?:\s*\((~?\d+(?:\.\d+)?)%\s*(improvement|regression|better|worse|faster|slower|reduction|increase|decrease|less|more)?\))?`)
+	fromToRE = lazyre.New(`^\s*[-*•]?\s*([^:]{1,60}):\s*(\S+(?:\s\S+)?)\s*(?:->|→|=>|to)\s*(\S+(?:\s\S+)?)(?:\s*\((~?\d+(?:\.\d+)?)%\s*(improvement|regression|better|worse|faster|slower|reduction|increase|decrease|less|more)?\))?`)
 	// proseRE is a rate or per-op figure in running text: "took 1.16 us/op".
-	proseRE = regexp.MustCompile(`(?i)(~?[+-]?\d[\d,]*(?:\.\d+)?\s?[kKM]?)\s?(bogo-ops/sec|bogo-ops/s|ops/sec|ops/s|usecs/op|usec/op|us/op|nsecs/op|nsec/op|ns/op)\b`)
+	proseRE = lazyre.New(`(?i)(~?[+-]?\d[\d,]*(?:\.\d+)?\s?[kKM]?)\s?(bogo-ops/sec|bogo-ops/s|ops/sec|ops/s|usecs/op|usec/op|us/op|nsecs/op|nsec/op|ns/op)\b`)
 )
 
 func isSeparator(s string) bool {
@@ -140,9 +140,9 @@ func cellsAt(s string) []cell {
 	return out
 }
 
-var trailParenRE = regexp.MustCompile(`^(.*\S)\s+(\([^()]*\))$`)
+var trailParenRE = lazyre.New(`^(.*\S)\s+(\([^()]*\))$`)
 
-var labelValueRE = regexp.MustCompile(`^([^:]*[A-Za-z][^:]*):\s+(\S.*)$`)
+var labelValueRE = lazyre.New(`^([^:]*[A-Za-z][^:]*):\s+(\S.*)$`)
 
 // value reads a cell, also with a trailing note ("~1% (noise)").
 func value(c string) (cellValue, bool) {
@@ -445,7 +445,7 @@ func plainValues(ls []line) bool {
 	return plain
 }
 
-var changeLabelRE = regexp.MustCompile(`(?i)^(delta|diff|change|difference)\b`)
+var changeLabelRE = lazyre.New(`(?i)^(delta|diff|change|difference)\b`)
 
 // row turns one table row into Numbers.
 func (r *reader) row(t table, cs []cell, v voice, no int, text string) {
@@ -656,4 +656,4 @@ func (r *reader) figures(p paragraph, c *context) {
 }
 
 // perfRunRE is perf bench's "# Running 'syscall/basic' benchmark:".
-var perfRunRE = regexp.MustCompile(`Running '([\w-]+)/([\w-]+)' benchmark`)
+var perfRunRE = lazyre.New(`Running '([\w-]+)/([\w-]+)' benchmark`)

@@ -1,10 +1,11 @@
 package numbers
 
 import (
-	"regexp"
 	"strconv"
 	"strings"
 	"unicode/utf8"
+
+	"github.com/patcheval/patcheval/internal/lazyre"
 )
 
 // cellValue is one table cell or inline figure read as a number.
@@ -21,13 +22,13 @@ type cellValue struct {
 // digits with thousands separators (1,234,567 or 1 234 567 or with the
 // narrow no-break spaces some clients use), an optional fraction, an
 // optional k/M/G multiplier and an optional unit.
-var numRE = regexp.MustCompile(`^([~≈]\s?)?([+\-−]\s?)?(\d{1,3}(?:[,\x{00a0}\x{202f} ]\d{3})+|\d+)(\.\d+)?\s?([kKMG](?:\b|$))?\s?(` + unitAlt + `)?$`)
+var numRE = lazyre.New(`^([~≈]\s?)?([+\-−]\s?)?(\d{1,3}(?:[,\x{00a0}\x{202f} ]\d{3})+|\d+)(\.\d+)?\s?([kKMG](?:\b|$))?\s?(` + unitAlt + `)?$`)
 
 // unitAlt lists the units a value cell may carry, longest first.
 const unitAlt = `bogo-ops/sec|bogo-ops/s|bogo ops/s|ops/sec|ops/s|op/s|usecs/op|usec/op|us/op|µs/op|nsecs/op|nsec/op|ns/op|msecs|msec|ms|usecs|usec|us|µs|nsecs|nsec|ns|secs|sec|s|%`
 
 // minSecRE is time(1)'s "0m1.936s".
-var minSecRE = regexp.MustCompile(`^(\d+)m(\d+(?:\.\d+)?)s$`)
+var minSecRE = lazyre.New(`^(\d+)m(\d+(?:\.\d+)?)s$`)
 
 // parseValue reads a cell as a number; ok is false for anything else
 // (words, version strings such as 6.15-rc6, diffstat "16 +++").
@@ -115,10 +116,10 @@ func normUnit(u string) string {
 
 // metricRE finds a metric named in a header or caption, with the word
 // before it (the benchmark: "kill bogo-ops/sec", "syscall usec/op").
-var metricRE = regexp.MustCompile(`(?i)(?:([A-Za-z_][\w.-]*)\s+)?(bogo[- ]ops/s(?:ec)?|ops/s(?:ec)?|usecs?/op|us/op|nsecs?/op|ns/op)\b`)
+var metricRE = lazyre.New(`(?i)(?:([A-Za-z_][\w.-]*)\s+)?(bogo[- ]ops/s(?:ec)?|ops/s(?:ec)?|usecs?/op|us/op|nsecs?/op|ns/op)\b`)
 
 // unitInParensRE is a unit named in a header: "Base (ns)", "(in usec)", "(ms)".
-var unitInParensRE = regexp.MustCompile(`\((?:in\s+)?(ns|nsec|nsecs|us|usec|usecs|ms|msec|msecs|s|sec|secs|%)\)`)
+var unitInParensRE = lazyre.New(`\((?:in\s+)?(ns|nsec|nsecs|us|usec|usecs|ms|msec|msecs|s|sec|secs|%)\)`)
 
 // metricOf reads the metric named in text: its words, normalised unit and
 // the benchmark word before it ("" when none).

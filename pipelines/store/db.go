@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"io"
 	"net"
-	"regexp"
 	"strconv"
 	"strings"
 	"syscall"
@@ -16,6 +15,8 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/patcheval/patcheval/internal/lazyre"
 )
 
 // The store runs the same SQL on two databases: SQLite (modernc.org/sqlite
@@ -262,10 +263,10 @@ func rebind(q string) string {
 }
 
 var (
-	pgIdentity = regexp.MustCompile(`\bid(\s+)INTEGER PRIMARY KEY\b`)
-	pgInteger  = regexp.MustCompile(`\bINTEGER\b`)
-	pgReal     = regexp.MustCompile(`\bREAL\b`)
-	pgBlob     = regexp.MustCompile(`\bBLOB\b`)
+	pgIdentity = lazyre.New(`\bid(\s+)INTEGER PRIMARY KEY\b`)
+	pgInteger  = lazyre.New(`\bINTEGER\b`)
+	pgReal     = lazyre.New(`\bREAL\b`)
+	pgBlob     = lazyre.New(`\bBLOB\b`)
 )
 
 // pgSchema is a migration (written for SQLite) for Postgres: an "id

@@ -6,6 +6,7 @@ import (
 	"strings"
 
 	"github.com/patcheval/patcheval/internal/fail"
+	"github.com/patcheval/patcheval/internal/lazyre"
 	"github.com/patcheval/patcheval/internal/redact"
 )
 
@@ -73,7 +74,7 @@ func init() {
 
 // kvPair is one key=value pair of a libpq string: a word, or a single
 // quoted value with \' and \\ escapes.
-var kvPair = regexp.MustCompile(`^\s*([A-Za-z_]+)\s*=\s*('((?:[^'\\]|\\.)*)'|([^\s']*))`)
+var kvPair = lazyre.New(`^\s*([A-Za-z_]+)\s*=\s*('((?:[^'\\]|\\.)*)'|([^\s']*))`)
 
 // keyValueURL turns a libpq key=value string into a postgres:/// URL,
 // or refuses it.

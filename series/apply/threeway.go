@@ -7,7 +7,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"regexp"
 	"sort"
 	"strings"
 
@@ -17,6 +16,7 @@ import (
 
 	"github.com/patcheval/patcheval/internal/fail"
 	"github.com/patcheval/patcheval/internal/gittree"
+	"github.com/patcheval/patcheval/internal/lazyre"
 )
 
 // threeWay applies commits on base with `git am -3` in a temporary
@@ -116,7 +116,7 @@ func escapeSparse(p string) string {
 	return r.Replace(p)
 }
 
-var fromLine = regexp.MustCompile(`(?m)^(>*From )`)
+var fromLine = lazyre.New(`(?m)^(>*From )`)
 
 // amMbox renders commits as an mboxrd that git am turns back into the same
 // commits.

@@ -27,6 +27,7 @@ import (
 	"strings"
 
 	"github.com/patcheval/patcheval/internal/fail"
+	"github.com/patcheval/patcheval/internal/lazyre"
 )
 
 // Kind is what a Recipient is to a section.
@@ -108,7 +109,7 @@ type keyword struct {
 // unless --git-chief-penguins (its @penguin_chief list).
 var Chiefs = []string{"torvalds@linux-foundation.org"}
 
-var entryRe = regexp.MustCompile(`^([A-Z]):\s*(.*)`)
+var entryRe = lazyre.New(`^([A-Z]):\s*(.*)`)
 
 // Parse reads a MAINTAINERS file. isDir reports whether a path of the
 // tree is a directory: get_maintainer.pl adds the trailing slash to an
@@ -408,10 +409,10 @@ func (f *File) ForPatch(patch []byte) ([]Recipient, Patch) {
 }
 
 var (
-	modeRe    = regexp.MustCompile(`^ mode change [0-7]+ => [0-7]+ (\S+)\s*$`)
-	renameRe  = regexp.MustCompile(`^rename (?:from|to) (\S+)\s*$`)
-	diffGitRe = regexp.MustCompile(`^diff --git a/(\S+) b/(\S+)\s*$`)
-	fileRe    = regexp.MustCompile(`^(?:\+\+\+|---)\s+(\S+)`)
+	modeRe    = lazyre.New(`^ mode change [0-7]+ => [0-7]+ (\S+)\s*$`)
+	renameRe  = lazyre.New(`^rename (?:from|to) (\S+)\s*$`)
+	diffGitRe = lazyre.New(`^diff --git a/(\S+) b/(\S+)\s*$`)
+	fileRe    = lazyre.New(`^(?:\+\+\+|---)\s+(\S+)`)
 )
 
 func sortUniq(l []string) []string {
@@ -523,10 +524,10 @@ func (c *collector) person(value string, kind Kind, role string, s *Section, sta
 	}
 }
 
-var emailRe = []*regexp.Regexp{
-	regexp.MustCompile(`^([^<]+)<(.+@.*)>.*$`),
-	regexp.MustCompile(`^\s*()<(.+@\S*)>.*$`),
-	regexp.MustCompile(`^()(.+@\S*).*$`),
+var emailRe = []*lazyre.Regexp{
+	lazyre.New(`^([^<]+)<(.+@.*)>.*$`),
+	lazyre.New(`^\s*()<(.+@\S*)>.*$`),
+	lazyre.New(`^()(.+@\S*).*$`),
 }
 
 // parseEmail is the perl script's parse_email, for what net/mail refuses.
@@ -539,7 +540,7 @@ func parseEmail(s string) (name, addr string) {
 	return "", ""
 }
 
-var mustQuote = regexp.MustCompile(`[^A-Za-z0-9_ \-]`)
+var mustQuote = lazyre.New(`[^A-Za-z0-9_ \-]`)
 
 func formatEmail(name, addr string) string {
 	if name == "" {

@@ -36,6 +36,7 @@ import (
 	"github.com/patcheval/patcheval/evaluate/guest"
 	"github.com/patcheval/patcheval/internal/arch"
 	"github.com/patcheval/patcheval/internal/fail"
+	"github.com/patcheval/patcheval/internal/lazyre"
 	"github.com/patcheval/patcheval/internal/xdg"
 )
 
@@ -387,8 +388,8 @@ func (t *Target) info(ctx context.Context, res *evaluate.BootResult, console *by
 }
 
 var (
-	stressLine = regexp.MustCompile(`(?m)\]\s+kill\s+(\d+)\s+([\d.]+)\s+([\d.]+)\s+([\d.]+)\s+([\d.]+)\s+([\d.]+)\s*$`)
-	stressMisc = regexp.MustCompile(`(?m)\]\s+kill\s+([\d.]+) kill calls per sec`)
+	stressLine = lazyre.New(`(?m)\]\s+kill\s+(\d+)\s+([\d.]+)\s+([\d.]+)\s+([\d.]+)\s+([\d.]+)\s+([\d.]+)\s*$`)
+	stressMisc = lazyre.New(`(?m)\]\s+kill\s+([\d.]+) kill calls per sec`)
 )
 
 // ParseStressNG reads stress-ng --metrics-brief output of the kill

@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"net/url"
 	"os/exec"
-	"regexp"
 	"slices"
 	"strconv"
 	"strings"
@@ -17,6 +16,7 @@ import (
 
 	"github.com/patcheval/patcheval/internal/fail"
 	"github.com/patcheval/patcheval/internal/gittree"
+	"github.com/patcheval/patcheval/internal/lazyre"
 	"github.com/patcheval/patcheval/internal/netguard"
 	"github.com/patcheval/patcheval/mbox"
 	"github.com/patcheval/patcheval/series"
@@ -35,7 +35,7 @@ const maxBranchCommits = 50
 // branchFetchTimeout bounds listing and fetching the remote.
 const branchFetchTimeout = 10 * time.Minute
 
-var branchSafe = regexp.MustCompile(`[^A-Za-z0-9._/-]+`)
+var branchSafe = lazyre.New(`[^A-Za-z0-9._/-]+`)
 
 // checkBranchArgs refuses what is not a git URL on the network (a local
 // path, file://, ssh:// or ext:: is never read on the word of a mail), a

@@ -16,6 +16,7 @@ import (
 	"github.com/BurntSushi/toml"
 
 	"github.com/patcheval/patcheval/internal/fail"
+	"github.com/patcheval/patcheval/internal/lazyre"
 	"github.com/patcheval/patcheval/internal/netguard"
 	"github.com/patcheval/patcheval/internal/redact"
 	"github.com/patcheval/patcheval/mbox"
@@ -307,7 +308,7 @@ func LoadConfig(file string, pipelineOK func(string) error) ([]List, error) {
 	return out, nil
 }
 
-var nameRe = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]*$`)
+var nameRe = lazyre.New(`^[A-Za-z0-9][A-Za-z0-9._-]*$`)
 
 func (c configList) list(pipelineOK func(string) error) (List, error) {
 	l := List{Name: c.Name, URL: strings.TrimRight(c.URL, "/"), Paths: c.Paths, Allow: c.Allow, Deny: c.Deny,

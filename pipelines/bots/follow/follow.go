@@ -35,7 +35,6 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
-	"regexp"
 	"sort"
 	"strings"
 	"time"
@@ -44,6 +43,7 @@ import (
 	"github.com/go-git/go-git/v5/plumbing/object"
 
 	"github.com/patcheval/patcheval/internal/fail"
+	"github.com/patcheval/patcheval/internal/lazyre"
 	"github.com/patcheval/patcheval/mbox"
 	"github.com/patcheval/patcheval/pipelines/store"
 	"github.com/patcheval/patcheval/series"
@@ -477,7 +477,7 @@ func (f *Follower) decide(ctx context.Context, l List, fs *store.FollowSeries) e
 	return nil
 }
 
-var diffPathRe = regexp.MustCompile(`(?m)^diff --git a/(\S+) b/(\S+)`)
+var diffPathRe = lazyre.New(`(?m)^diff --git a/(\S+) b/(\S+)`)
 
 // Files lists the paths a series' patches touch.
 func Files(s *series.Series) []string {

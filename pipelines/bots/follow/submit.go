@@ -3,9 +3,9 @@ package follow
 import (
 	"context"
 	"fmt"
-	"regexp"
 
 	"github.com/patcheval/patcheval/internal/fail"
+	"github.com/patcheval/patcheval/internal/lazyre"
 	"github.com/patcheval/patcheval/mbox"
 	"github.com/patcheval/patcheval/pipelines"
 	"github.com/patcheval/patcheval/pipelines/runner"
@@ -34,7 +34,7 @@ type ServiceSubmitter struct {
 	Find func(string) (*pipelines.Pipeline, error)
 }
 
-var branchUnsafe = regexp.MustCompile(`[^A-Za-z0-9._-]+`)
+var branchUnsafe = lazyre.New(`[^A-Za-z0-9._-]+`)
 
 // Submit implements Submitter.
 func (ss ServiceSubmitter) Submit(ctx context.Context, l List, s *series.Series, t *mbox.Thread) (int64, error) {

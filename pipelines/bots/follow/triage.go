@@ -4,9 +4,9 @@ import (
 	"context"
 	"fmt"
 	"path"
-	"regexp"
 	"strings"
 
+	"github.com/patcheval/patcheval/internal/lazyre"
 	"github.com/patcheval/patcheval/mbox"
 	"github.com/patcheval/patcheval/pipelines/bots/reporters"
 	"github.com/patcheval/patcheval/pipelines/runner"
@@ -49,7 +49,7 @@ func (c Command) String() string {
 // Commands the follower knows.
 var commandNames = map[string]bool{"retest": true, "invalid": true, "bisect": true, "test": true}
 
-var commandRe = regexp.MustCompile(`^#patcheval[ \t]+([a-z]+)\b[ \t]*(.*?)\s*$`)
+var commandRe = lazyre.New(`^#patcheval[ \t]+([a-z]+)\b[ \t]*(.*?)\s*$`)
 
 // ParseCommands finds the commands of a mail body: lines starting with
 // "#patcheval", not quoted. An unknown command is returned with Name

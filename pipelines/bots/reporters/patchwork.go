@@ -8,12 +8,12 @@ import (
 	"io"
 	"net/http"
 	"net/url"
-	"regexp"
 	"strconv"
 	"strings"
 	"time"
 
 	"github.com/patcheval/patcheval/internal/fail"
+	"github.com/patcheval/patcheval/internal/lazyre"
 	"github.com/patcheval/patcheval/internal/redact"
 	"github.com/patcheval/patcheval/internal/secretfile"
 	"github.com/patcheval/patcheval/pipelines/store"
@@ -41,7 +41,7 @@ type PatchworkCheck struct {
 	TargetURL   string `json:"target_url,omitempty"`
 }
 
-var contextRe = regexp.MustCompile(`^[A-Za-z0-9_.-]+$`)
+var contextRe = lazyre.New(`^[A-Za-z0-9_.-]+$`)
 
 // CheckContext is the check context of a pipeline: patcheval-<pipeline>,
 // restricted to what Patchwork accepts in a context (a slug).
@@ -233,7 +233,7 @@ type pwCheck struct {
 	TargetURL   string `json:"target_url"`
 }
 
-var nextLinkRe = regexp.MustCompile(`<([^>]+)>\s*;\s*rel="?next"?`)
+var nextLinkRe = lazyre.New(`<([^>]+)>\s*;\s*rel="?next"?`)
 
 // latestCheck is the newest check on patch id in context, nil when none.
 // Patchwork pages lists with Link: rel="next" headers.

@@ -5,12 +5,12 @@ import (
 	"fmt"
 	"io/fs"
 	"path"
-	"regexp"
 	"strings"
 
 	"github.com/BurntSushi/toml"
 
 	"github.com/patcheval/patcheval/internal/fail"
+	"github.com/patcheval/patcheval/internal/lazyre"
 	"github.com/patcheval/patcheval/pipelines/store"
 )
 
@@ -122,7 +122,7 @@ func Sync(st *store.Store, ws []store.Watch) (added, updated []string, err error
 	return added, updated, nil
 }
 
-var nonName = regexp.MustCompile(`[^A-Za-z0-9._-]+`)
+var nonName = lazyre.New(`[^A-Za-z0-9._-]+`)
 
 // DefaultName names a watch after its remote and tag pattern:
 // "linux-v6.x-rc" for linux.git and v6.*-rc*.

@@ -12,13 +12,13 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"regexp"
 	"strings"
 	"time"
 
 	"github.com/patcheval/patcheval/evaluate/report"
 	"github.com/patcheval/patcheval/evaluate/stats"
 	"github.com/patcheval/patcheval/internal/fail"
+	"github.com/patcheval/patcheval/internal/lazyre"
 	"github.com/patcheval/patcheval/mbox"
 	"github.com/patcheval/patcheval/pipelines/experiments/bisect"
 	"github.com/patcheval/patcheval/pipelines/store"
@@ -81,7 +81,7 @@ func FixedLines(f *Fixed, ev *store.WatchEvent, pipeline string) []string {
 	return []string{"#regzbot resolve: " + reason}
 }
 
-var fixesRe = regexp.MustCompile(`(?im)^\s*(?:Fixes:\s*|This reverts commit\s+)([0-9a-f]{8,40})\b`)
+var fixesRe = lazyre.New(`(?im)^\s*(?:Fixes:\s*|This reverts commit\s+)([0-9a-f]{8,40})\b`)
 
 // FindFix looks in the first-parent and merged commits of since..tag in
 // repo (git log) for the commit that reverts culprit or names it in a

@@ -26,7 +26,6 @@ import (
 	"math"
 	"net/url"
 	"os"
-	"regexp"
 	"sort"
 	"strings"
 	"sync"
@@ -36,6 +35,7 @@ import (
 
 	"github.com/patcheval/patcheval/evaluate/stats"
 	"github.com/patcheval/patcheval/internal/fail"
+	"github.com/patcheval/patcheval/internal/lazyre"
 	"github.com/patcheval/patcheval/pipelines/store"
 )
 
@@ -578,7 +578,7 @@ func sortEntries(w *store.Watch, tags []*store.WatchTag) {
 	})
 }
 
-var nameRe = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$`)
+var nameRe = lazyre.New(`^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$`)
 
 // Validate checks a watch before it is stored; every problem is named.
 // pipelineOK resolves the pipeline name (nil: not checked).

@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"image/color"
 	"math"
-	"regexp"
 
 	"gonum.org/v1/plot"
 	"gonum.org/v1/plot/plotter"
@@ -14,6 +13,7 @@ import (
 	"gonum.org/v1/plot/vg/vgsvg"
 
 	"github.com/patcheval/patcheval/evaluate/stats"
+	"github.com/patcheval/patcheval/internal/lazyre"
 )
 
 // PlotSeries is one variant's values of one (benchmark, metric).
@@ -129,12 +129,12 @@ func jitter(j, n int) float64 {
 }
 
 var (
-	blackRE  = regexp.MustCompile(`#000000`)
-	headerRE = regexp.MustCompile(`(?s)^(<\?xml[^>]*>\s*)?(<!DOCTYPE[^>]*>\s*)?(<!--.*?-->\s*)?`)
-	gridRE   = regexp.MustCompile(`#808080`)
+	blackRE  = lazyre.New(`#000000`)
+	headerRE = lazyre.New(`(?s)^(<\?xml[^>]*>\s*)?(<!DOCTYPE[^>]*>\s*)?(<!--.*?-->\s*)?`)
+	gridRE   = lazyre.New(`#808080`)
 	// vgsvg writes a transparent colour as "#-8000...": not CSS.
-	transpRE = regexp.MustCompile(`fill:#-[-0-9]+`)
-	fontRE   = regexp.MustCompile(`font-family:Liberation Sans`)
+	transpRE = lazyre.New(`fill:#-[-0-9]+`)
+	fontRE   = lazyre.New(`font-family:Liberation Sans`)
 )
 
 // themed makes the SVG inline-ready (no XML prologue), draws black (lines
