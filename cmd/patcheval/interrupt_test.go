@@ -45,6 +45,10 @@ const (
 	gateNEnv     = "PATCHEVAL_TEST_GATE_N"
 	gateHoldEnv  = "PATCHEVAL_TEST_GATE_HOLD"
 	gateMarker   = "PATCHEVAL-TEST-GATE"
+	// childReadyEnv makes the child print childReadyMarker on stderr once
+	// SIGINT and SIGTERM reach the program's context.
+	childReadyEnv    = "PATCHEVAL_TEST_READY"
+	childReadyMarker = "PATCHEVAL-TEST-READY"
 )
 
 func TestMain(m *testing.M) {
@@ -66,6 +70,9 @@ func childMain(argsJSON string) int {
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
+	if os.Getenv(childReadyEnv) != "" {
+		fmt.Fprintln(os.Stderr, childReadyMarker)
+	}
 	g := &gate{w: os.Stderr, hold: os.Getenv(gateHoldEnv) == "1", n: 1}
 	if re := os.Getenv(gateEnv); re != "" {
 		g.re = regexp.MustCompile(re)

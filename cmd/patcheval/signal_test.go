@@ -9,6 +9,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -18,7 +19,7 @@ import (
 // exit 3 and the interrupted line, never 0: parsing and resolving check
 // the context (they used to run on for 26 s and exit 0). The child is this
 // test binary running the real command line (childMain) on a 100k-message
-// reply chain, signalled 300 ms after it started.
+// reply chain, signalled 300 ms after its signal handling was set up.
 func TestLoreSignalStopsPromptly(t *testing.T) {
 	var b bytes.Buffer
 	const n = 100000
@@ -45,13 +46,15 @@ func TestLoreSignalStopsPromptly(t *testing.T) {
 		t.Run(sig.String(), func(t *testing.T) {
 			argsJSON, _ := json.Marshal([]string{"lore", "-m", mbx})
 			cmd := exec.Command(os.Args[0], "-test.run=^$")
-			cmd.Env = append(os.Environ(), childArgsEnv+"="+string(argsJSON), "TERM=dumb")
-			var stderr bytes.Buffer
+			cmd.Env = append(os.Environ(), childArgsEnv+"="+string(argsJSON), "TERM=dumb", childReadyEnv+"=1")
+			var stderr syncBuffer
+			ready := make(chan struct{})
+			stderr.mark, stderr.ready = []byte(childReadyMarker+"\n"), ready
 			cmd.Stderr, cmd.Stdout = &stderr, &stderr
 			if err := cmd.Start(); err != nil {
 				t.Fatal(err)
 			}
-			waitCaught(t, cmd.Process.Pid, sig)
+			waitReady(t, cmd, ready)
 			time.Sleep(300 * time.Millisecond)
 			signalled := time.Now()
 			cmd.Process.Signal(sig)
@@ -75,24 +78,45 @@ func TestLoreSignalStopsPromptly(t *testing.T) {
 	}
 }
 
-// waitCaught waits until process pid catches sig (its handler is
-// installed: /proc/PID/status SigCgt), so that the signal meets the
-// command and not the test binary's start-up.
-func waitCaught(t *testing.T, pid int, sig syscall.Signal) {
+// waitReady waits until the child says its signal handling is set up
+// (childMain prints childReadyMarker then), so that the signal meets the
+// command and not the test binary's start-up: the Go runtime catches
+// SIGINT and SIGTERM from its first instant, and before signal.Notify they
+// kill the process (exit -1), so /proc's SigCgt cannot tell.
+func waitReady(t *testing.T, cmd *exec.Cmd, ready <-chan struct{}) {
 	t.Helper()
-	for deadline := time.Now().Add(time.Minute); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
-		data, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
-		if err != nil {
-			t.Fatal(err)
-		}
-		for _, line := range strings.Split(string(data), "\n") {
-			var mask uint64
-			if _, err := fmt.Sscanf(line, "SigCgt:\t%x", &mask); err == nil && mask&(1<<(uint(sig)-1)) != 0 {
-				return
-			}
-		}
+	select {
+	case <-ready:
+	case <-time.After(2 * time.Minute):
+		cmd.Process.Kill()
+		t.Fatal("the child never said it was ready")
 	}
-	t.Fatalf("the child never caught %v", sig)
+}
+
+// syncBuffer is a bytes.Buffer for a child's output that closes ready
+// once mark has been written.
+type syncBuffer struct {
+	mu    sync.Mutex
+	b     bytes.Buffer
+	mark  []byte
+	ready chan struct{}
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	n, err := s.b.Write(p)
+	if s.ready != nil && bytes.Contains(s.b.Bytes(), s.mark) {
+		close(s.ready)
+		s.ready = nil
+	}
+	return n, err
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
 }
 
 func tail(s string) string {
