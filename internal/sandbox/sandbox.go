@@ -146,6 +146,10 @@ func defaultMemory() int64 {
 	return 16 << 30
 }
 
+// uidProcs is RLIMIT_NPROC of a sandboxed command that has its own
+// pids.max: the build user's processes of all sandboxes together.
+const uidProcs = 8 * 4096
+
 func (l Limits) withDefaults() Limits {
 	d := DefaultLimits
 	set := func(v *int64, def int64) {
@@ -405,8 +409,19 @@ func (s Spec) Args() ([]string, error) {
 // prefix is what runs inside bwrap before the command: the resource
 // limits (set while still root, so hard limits may be set), then the drop
 // to the build user.
-func (s Spec) prefix() []string {
+//
+// pidsBounded says the command runs in a cgroup whose pids.max is
+// Limits.Procs (cgroup.go): that bound is exact, per command, while
+// RLIMIT_NPROC counts every process of the build user, other sandboxes'
+// too, so that one concurrent build's -j could refuse another's setuid
+// (setpriv: EAGAIN). Then RLIMIT_NPROC is only the user-wide backstop,
+// uidProcs.
+func (s Spec) prefix(pidsBounded bool) []string {
 	l := s.Limits.withDefaults()
+	nproc := l.Procs
+	if pidsBounded {
+		nproc = max(nproc, uidProcs)
+	}
 	// Never above the current hard limit: only root may raise it, and an
 	// unprivileged caller's prlimit would fail.
 	lim := func(flag string, res int, v int64) string {
@@ -421,7 +436,7 @@ func (s Spec) prefix() []string {
 		lim("as", syscall.RLIMIT_AS, l.AddressSpace),
 		lim("fsize", syscall.RLIMIT_FSIZE, l.FileSize),
 		lim("nofile", syscall.RLIMIT_NOFILE, l.OpenFiles),
-		lim("nproc", 6 /* RLIMIT_NPROC */, l.Procs),
+		lim("nproc", 6 /* RLIMIT_NPROC */, nproc),
 		"--core=0", "--"}
 	if ident.Drop {
 		p = append(p, "setpriv", "--reuid="+strconv.Itoa(ident.UID), "--regid="+strconv.Itoa(ident.GID),
@@ -444,11 +459,11 @@ func (s Spec) Command(ctx context.Context, argv []string) (*exec.Cmd, error) {
 	if err != nil {
 		return nil, err
 	}
-	full := append(append(append(a, "--"), s.prefix()...), argv...)
 	cg, err := newCgroup(s.Limits.withDefaults())
 	if err != nil {
 		return nil, err
 	}
+	full := append(append(append(a, "--"), s.prefix(cg != nil)...), argv...)
 	var cmd *exec.Cmd
 	if cg != nil {
 		w := cg.wrap(append([]string{bwrapPath}, full...))
@@ -467,7 +482,7 @@ func (s Spec) Argv(argv []string) ([]string, error) {
 	if err != nil {
 		return nil, err
 	}
-	return append(append(append(append([]string{"bwrap"}, a...), "--"), s.prefix()...), argv...), nil
+	return append(append(append(append([]string{"bwrap"}, a...), "--"), s.prefix(false)...), argv...), nil
 }
 
 // SetCheckForTest makes Check report err (nil: works) until restore is
