@@ -267,6 +267,11 @@ const AlignSuffix = "+align64"
 // architecture of internal/arch has it since 5.7; it depends on EXPERT).
 var AlignSymbols = map[string]string{"DEBUG_FORCE_FUNCTION_ALIGN_64B": "y", "EXPERT": "y"}
 
+// LayoutArches are the architectures whose Kconfig offers
+// DEBUG_FORCE_FUNCTION_ALIGN_64B (lib/Kconfig.debug: X86_64, ARM64, PPC32,
+// PPC64, ARC): compare.layout is refused for the others (riscv64).
+var LayoutArches = map[string]bool{"x86_64": true, "arm64": true, "ppc64le": true}
+
 // Target is where kernels run.
 type Target struct {
 	Kind string `json:"kind"` // "qemu" or "ssh"

@@ -713,3 +713,23 @@ func TestLayoutControl(t *testing.T) {
 		t.Errorf("deterministic pipeline with layout control: %v", err)
 	}
 }
+
+// TestLayoutControlRefusedWithoutTheSymbol: compare.layout on an
+// architecture whose Kconfig has no DEBUG_FORCE_FUNCTION_ALIGN_64B
+// (riscv64) is refused at load, naming it, instead of failing every
+// aligned rebuild's configuration later.
+func TestLayoutControlRefusedWithoutTheSymbol(t *testing.T) {
+	nd := strings.Replace(valid, "deterministic = true", "deterministic = false", 1)
+	nd = strings.Replace(nd, "[repeats]", "[[comparison]]\nbase = \"a\"\nother = \"b\"\n\n[compare]\nlayout = true\n\n[repeats]", 1)
+	if _, err := Parse([]byte(nd), "layout.toml"); err != nil {
+		t.Fatalf("the layout control on the valid pipeline's arches: %v", err)
+	}
+	rv := strings.Replace(nd, `arch = "ppc64le"`, `arch = "riscv64"`, 1)
+	if rv == nd {
+		t.Fatal("the valid pipeline names no ppc64le arch to replace")
+	}
+	_, err := Parse([]byte(rv), "layout-riscv.toml")
+	if err == nil || !strings.Contains(err.Error(), "riscv64 has no CONFIG_DEBUG_FORCE_FUNCTION_ALIGN_64B") {
+		t.Errorf("compare.layout on riscv64: %v, want refused naming riscv64", err)
+	}
+}

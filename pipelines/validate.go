@@ -911,6 +911,12 @@ func (ps *parser) layout(p *Pipeline, r *rawPipeline) {
 		ps.errorf("compare.layout", "compare.layout: there is no comparison to check")
 		return
 	}
+	for _, a := range p.Arches {
+		if !LayoutArches[a] {
+			ps.errorf("compare.layout", "compare.layout: %s has no CONFIG_DEBUG_FORCE_FUNCTION_ALIGN_64B (lib/Kconfig.debug offers it on x86_64, arm64 and powerpc only)", a)
+			return
+		}
+	}
 	p.Compare.Layout = true
 	aligned := map[string]bool{}
 	var add func(name string)
