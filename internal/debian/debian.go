@@ -182,14 +182,31 @@ func (a *Apt) lock(ctx context.Context) (func(), error) {
 	return unlock, nil
 }
 
+// open prepares a's state and takes its lock: changed says the state was
+// (re)made and its lists must be fetched.
+func (a *Apt) open(ctx context.Context) (changed bool, unlock func(), err error) {
+	if changed, err = a.prepare(); err != nil {
+		return false, nil, err
+	}
+	if unlock, err = a.lock(ctx); err != nil {
+		return false, nil, err
+	}
+	return changed, unlock, nil
+}
+
+// getOptions are options() for apt-get: as root, apt's sandbox user is
+// root (a download directory may not be _apt's).
+func (a *Apt) getOptions() []string {
+	if os.Geteuid() == 0 {
+		return append([]string{"-o", "APT::Sandbox::User=root"}, a.options()...)
+	}
+	return a.options()
+}
+
 // Update fetches the suites' indexes (apt-get update on the private
 // state). Unless force, lists younger than MaxAge are kept.
 func (a *Apt) Update(ctx context.Context, force bool) error {
-	changed, err := a.prepare()
-	if err != nil {
-		return err
-	}
-	unlock, err := a.lock(ctx)
+	changed, unlock, err := a.open(ctx)
 	if err != nil {
 		return err
 	}
@@ -223,11 +240,7 @@ func (a *Apt) Run(ctx context.Context, dir, tool string, args ...string) ([]byte
 	if tool != "apt-cache" && tool != "apt-get" {
 		return nil, fail.Inputf("debian: Run runs apt-cache or apt-get, not %q", tool)
 	}
-	changed, err := a.prepare()
-	if err != nil {
-		return nil, err
-	}
-	unlock, err := a.lock(ctx)
+	changed, unlock, err := a.open(ctx)
 	if err != nil {
 		return nil, err
 	}
@@ -236,8 +249,8 @@ func (a *Apt) Run(ctx context.Context, dir, tool string, args ...string) ([]byte
 		return nil, err
 	}
 	opts := a.options()
-	if tool == "apt-get" && os.Geteuid() == 0 {
-		opts = append([]string{"-o", "APT::Sandbox::User=root"}, opts...)
+	if tool == "apt-get" {
+		opts = a.getOptions()
 	}
 	cmd := exec.CommandContext(ctx, tool, append(opts, args...)...)
 	cmd.Dir = dir
@@ -265,11 +278,7 @@ func (a *Apt) Versions(ctx context.Context, name string) ([]Package, error) {
 }
 
 func (a *Apt) versions(ctx context.Context, name string, force bool) ([]Package, error) {
-	changed, err := a.prepare()
-	if err != nil {
-		return nil, err
-	}
-	unlock, err := a.lock(ctx)
+	changed, unlock, err := a.open(ctx)
 	if err != nil {
 		return nil, err
 	}
@@ -365,10 +374,7 @@ func (a *Apt) Download(ctx context.Context, p Package, dir string) (string, erro
 		return "", fail.Infra(err)
 	}
 	defer os.RemoveAll(tmp)
-	args := append(a.options(), "-q", "download", p.Name+":"+p.Arch+"="+p.Version)
-	if os.Geteuid() == 0 {
-		args = append([]string{"-o", "APT::Sandbox::User=root"}, args...)
-	}
+	args := append(a.getOptions(), "-q", "download", p.Name+":"+p.Arch+"="+p.Version)
 	a.logf("downloading %s %s (%d MB)", p.Name, p.Version, p.Size>>20)
 	cmd := exec.CommandContext(ctx, "apt-get", args...)
 	cmd.Dir = tmp
