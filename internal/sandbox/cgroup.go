@@ -187,21 +187,43 @@ func newCgroup(l Limits) (*cgroup, error) {
 	return cg, nil
 }
 
-// sweep removes the empty cgroups of earlier sandboxes under parent
-// (a command whose caller died before Release).
+// sweep removes the cgroups under parent left by sandboxes whose
+// process is gone (a caller that died before Release). A cgroup of a
+// living process is never touched, empty or not: between newCgroup and
+// the command's shell writing its pid, a cgroup is empty and in use, and
+// removing it then (another test process's or another goroutine's
+// sweep) failed that command (exit 125 from wrap).
 func sweep(parent string) {
 	ents, _ := os.ReadDir(parent)
 	for _, e := range ents {
-		if e.IsDir() && strings.HasPrefix(e.Name(), "patcheval-sandbox-") {
-			os.Remove(filepath.Join(parent, e.Name())) // fails while in use
+		if !e.IsDir() {
+			continue
+		}
+		if pid, ok := cgroupOwner(e.Name()); ok && pid != os.Getpid() && syscall.Kill(pid, 0) == syscall.ESRCH {
+			os.Remove(filepath.Join(parent, e.Name())) // fails while processes remain
 		}
 	}
+}
+
+// cgroupOwner is the pid of the process that made the sandbox cgroup
+// named name ("patcheval-sandbox-PID-SEQ").
+func cgroupOwner(name string) (int, bool) {
+	rest, ok := strings.CutPrefix(name, "patcheval-sandbox-")
+	if !ok {
+		return 0, false
+	}
+	pidText, _, ok := strings.Cut(rest, "-")
+	pid, err := strconv.Atoi(pidText)
+	if !ok || err != nil || pid <= 0 {
+		return 0, false
+	}
+	return pid, true
 }
 
 // wrap is argv entered into the cgroup first: a root shell writes its
 // pid into each cgroup.procs, then execs argv.
 func (cg *cgroup) wrap(argv []string) []string {
-	w := []string{"/bin/sh", "-c", `while [ "$1" != -- ]; do echo $$ >"$1" || exit 125; shift; done; shift; exec "$@"`, "sh"}
+	w := []string{"/bin/sh", "-c", `while [ "$1" != -- ]; do echo $$ >"$1" || { echo "patcheval sandbox: cannot enter cgroup $1" >&2; exit 125; }; shift; done; shift; exec "$@"`, "sh"}
 	for _, d := range cg.dirs {
 		w = append(w, filepath.Join(d, "cgroup.procs"))
 	}
