@@ -258,7 +258,18 @@ func (r *runner) run(ctx context.Context, logw io.Writer, parallel bool, targets
 	stopWatch := r.watchDisk(ctx, cmd)
 	defer func() {
 		if derr := stopWatch(); derr != nil {
-			err = &KernelError{Stage: "sandbox", Message: derr.Error()}
+			// The watch checks every interval: a fast writer is over the
+			// limit by what it wrote in one. What it left is the tree's
+			// and goes (its processes are gone: Release ran), so a stopped
+			// build does not keep the disk it was stopped for; the next
+			// build here starts afresh.
+			msg := derr.Error()
+			if rerr := r.emptyWritable(); rerr != nil {
+				msg += "; emptying its directories: " + rerr.Error()
+			} else {
+				msg += "; what it wrote was removed"
+			}
+			err = &KernelError{Stage: "sandbox", Message: msg}
 		}
 	}()
 	objects := 0
@@ -288,6 +299,21 @@ func (r *runner) run(ctx context.Context, logw io.Writer, parallel bool, targets
 		err = &KernelError{Stage: "sandbox", Message: merr.Error()}
 	}
 	return lines, err
+}
+
+// emptyWritable empties the build's own writable directories (O= and its
+// home; not the compiler cache's layer, which builds of other variants of
+// the commit share).
+func (r *runner) emptyWritable() error {
+	for _, d := range []string{r.out, r.home} {
+		if err := os.RemoveAll(d); err != nil {
+			return err
+		}
+		if err := os.MkdirAll(d, 0o755); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // objectCount counts compiled objects in make output.
