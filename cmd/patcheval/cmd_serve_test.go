@@ -86,6 +86,9 @@ func TestServeAndSubmit(t *testing.T) {
 	}{
 		{[]string{"submit", "--server", server, "--pipeline", "nope", "a@b"}, 2, "pipeline: unknown pipeline"},
 		{[]string{"submit", "--server", server, "--pipeline", "ppc-preempt-dynamic", "--tree", t.TempDir(), "-m", mboxFile}, 2, "tree: "},
+		// The flag reaches the service (its field is known there), which
+		// then refuses the tree as it does without it.
+		{[]string{"submit", "--server", server, "--pipeline", "ppc-preempt-dynamic", "--revert-if-merged", "--tree", t.TempDir(), "-m", mboxFile}, 2, "tree: "},
 		{[]string{"submit", "--server", server, "--pipeline", "selinux-tax", "not-an-id"}, 2, "msgid: "},
 		{[]string{"submit", "--server", server, "a@b"}, 2, "--pipeline NAME is required"},
 		{[]string{"submit", "--server", server, "--pipeline", "x", "-m", mboxFile, "a@b"}, 2, "not both"},

@@ -27,7 +27,7 @@ func init() {
 	register(&command{
 		name:    "submit",
 		summary: "queue an evaluation on a running 'patcheval serve'; --wait follows it to the end",
-		usage:   "patcheval submit <msgid | -m FILE> --pipeline NAME|FILE [--arch A] [--tree PATH] [--per-patch] [--server URL] [--wait] [--json]",
+		usage:   "patcheval submit <msgid | -m FILE> --pipeline NAME|FILE [--arch A] [--tree PATH] [--per-patch] [--revert-if-merged] [--server URL] [--wait] [--json]",
 		setup: func(fs *flag.FlagSet) func(ctx context.Context, env *Env, args []string) error {
 			file := fs.String("m", "", "send the thread from an mbox `FILE` (\"-\": stdin) instead of a Message-ID")
 			pipeline := fs.String("pipeline", "", "evaluate with `NAME|FILE`: default, a shipped pipeline, or a TOML file (sent by content: the service needs a token)")
@@ -37,12 +37,13 @@ func init() {
 			boots := fs.Int("boots", 0, "boots per variant (default: the pipeline's repeats.boots)")
 			version := fs.Int("v", 0, "use version `N` of the series (default: the newest)")
 			perPatch := fs.Bool("per-patch", false, "also measure after each patch of the series once it is reported (as lore --per-patch); the report gains a per-patch table")
+			revertIfMerged := fs.Bool("revert-if-merged", false, "when the base already has the whole series, measure the base with the series reverted against the base as it is (as lore --revert-if-merged); without it such a series is refused (exit 2)")
 			server := fs.String("server", "", "service `URL` (default $PATCHEVAL_SERVER, else "+defaultServer+")")
 			tokenFile := fs.String("token-file", "", "`file` with the service's token (default $PATCHEVAL_TOKEN_FILE)")
 			wait := fs.Bool("wait", false, "follow the evaluation's progress until it ends; exit 0 done, 1 failed, 3 cancelled")
 			asJSON := fs.Bool("json", false, "print the service's JSON answer (with --wait: the finished evaluation)")
 			return func(ctx context.Context, env *Env, args []string) error {
-				req := service.SubmitRequest{Pipeline: *pipeline, Arch: *archFlag, Base: *base, Boots: *boots, Version: *version, PerPatch: *perPatch}
+				req := service.SubmitRequest{Pipeline: *pipeline, Arch: *archFlag, Base: *base, Boots: *boots, Version: *version, PerPatch: *perPatch, RevertIfMerged: *revertIfMerged}
 				switch {
 				case *file != "" && len(args) > 0:
 					return fail.Inputf("give either -m FILE or a Message-ID, not both")

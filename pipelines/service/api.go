@@ -30,6 +30,7 @@ import (
 	"github.com/patcheval/patcheval/pipelines/service/dashboard"
 	"github.com/patcheval/patcheval/pipelines/store"
 	"github.com/patcheval/patcheval/series"
+	"github.com/patcheval/patcheval/series/apply"
 )
 
 // SubmitRequest is the body of POST /api/v1/evaluations.
@@ -61,6 +62,11 @@ type SubmitRequest struct {
 	// a per-patch table. The pipeline must compare a variant without the
 	// series against the same kernel with it.
 	PerPatch bool `json:"per_patch,omitempty"`
+	// RevertIfMerged: when the base already has the whole series,
+	// measure the base with the series reverted against the base as it
+	// is (lore --revert-if-merged). Without it such a series is refused
+	// (400, field msgid), nothing stored.
+	RevertIfMerged bool `json:"revert_if_merged,omitempty"`
 }
 
 // SubmitResponse answers a submission: 201 for a new evaluation, 200 for
@@ -263,7 +269,7 @@ func (s *Service) checkSubmission(ctx context.Context, req SubmitRequest) (*pipe
 		return nil, o, bad("tree", "%v", err) // names the tree and what is wrong
 	}
 	st.Close()
-	o = runner.Options{Tree: tree, Base: req.Base, Boots: req.Boots, Version: req.Version, PerPatch: req.PerPatch}
+	o = runner.Options{Tree: tree, Base: req.Base, Boots: req.Boots, Version: req.Version, PerPatch: req.PerPatch, RevertIfMerged: req.RevertIfMerged}
 	if !needThread {
 		return p, o, nil
 	}
@@ -329,7 +335,12 @@ func (s *Service) checkSubmission(ctx context.Context, req SubmitRequest) (*pipe
 	o.AM = series.AMOptions{LinkMask: series.DefaultLinkMask}
 	o.Fetch = time.Since(start)
 	if err := runner.Check(p, o); err != nil {
-		return nil, o, &fieldError{http.StatusBadRequest, inputField(err), err}
+		field := inputField(err)
+		var ae *apply.AlreadyError
+		if errors.As(err, &ae) {
+			field = "msgid" // the series is fine, not as a patch on this base
+		}
+		return nil, o, &fieldError{http.StatusBadRequest, field, err}
 	}
 	return p, o, nil
 }

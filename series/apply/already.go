@@ -18,7 +18,7 @@ import (
 
 // RevertHint points from a patch already in the base to the experiment
 // that measures it there: its revert.
-const RevertHint = "to measure it on this base, run lore --pipeline with --revert-if-merged (this base against this base with the series reverted), or pick a base before it with --base"
+const RevertHint = "to measure it on this base, pass --revert-if-merged (lore --pipeline, submit; the API's revert_if_merged: this base against this base with the series reverted), or pick a base before it with --base"
 
 // Already is a patch of the series that the base already has.
 type Already struct {

@@ -32,7 +32,7 @@ func TestApplyAlreadyInBase(t *testing.T) {
 		t.Fatalf("Apply: %v (%T), want an AlreadyError", err, err)
 	}
 	want := "1/1 is already in v7.2.13: the reverse applies cleanly (rcu: report the quiescent state); nothing to apply: " +
-		"to measure it on this base, run lore --pipeline with --revert-if-merged (this base against this base with the series reverted), or pick a base before it with --base"
+		"to measure it on this base, pass --revert-if-merged (lore --pipeline, submit; the API's revert_if_merged: this base against this base with the series reverted), or pick a base before it with --base"
 	if err.Error() != want {
 		t.Errorf("error\n%s\nwant\n%s", err, want)
 	}
