@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"regexp"
+	"slices"
 	"strings"
 	"time"
 
@@ -125,7 +126,9 @@ func (r *Report) runID() string {
 }
 
 // WriteKCIDB writes r as KCIDB v5.3 I/O data: two checkouts (the base,
-// and the base with the Series applied), one build per Variant, one test
+// and the base with the Series applied) and one per tree of its own a
+// Variant builds (a ref, reverts: variantCheckout), one build per Variant
+// (on its tree's checkout), one test
 // per Sample (path "<benchmark>.<metric>", status DONE, the value in
 // "number") and one test per Comparison (path
 // "<benchmark>.<metric>.vs_<base>", the change in percent in "number",
@@ -182,12 +185,16 @@ func WriteKCIDB(w io.Writer, r *Report) error {
 		}
 		return c
 	}
-	d := kcidbData{Version: kcidbVersion{Major: 5, Minor: 3}}
+	// Empty lists, not null (KCIDB allows no nulls): a report without
+	// samples (every boot failed) has no tests.
+	d := kcidbData{Version: kcidbVersion{Major: 5, Minor: 3}, Checkouts: []kcidbCheckout{}, Builds: []kcidbBuild{}, Tests: []kcidbTest{}}
 	needBase, needSeries := false, false
 	for _, v := range r.Variants {
-		if v.Patched {
+		switch {
+		case v.OwnTree():
+		case v.Patched:
 			needSeries = true
-		} else {
+		default:
 			needBase = true
 		}
 	}
@@ -196,6 +203,17 @@ func WriteKCIDB(w io.Writer, r *Report) error {
 	}
 	if needSeries {
 		d.Checkouts = append(d.Checkouts, checkout(true))
+	}
+	treeCheckout := map[string]string{} // variant -> its own tree's checkout id
+	for _, v := range r.Variants {
+		if !v.OwnTree() {
+			continue
+		}
+		c := variantCheckout(r, v, pre, start)
+		treeCheckout[v.Name] = c.ID
+		if !slices.ContainsFunc(d.Checkouts, func(o kcidbCheckout) bool { return o.ID == c.ID }) {
+			d.Checkouts = append(d.Checkouts, c)
+		}
 	}
 	arch := strings.ToLower(r.Arch)
 	if !kcidbArch.MatchString(arch) {
@@ -211,6 +229,15 @@ func WriteKCIDB(w io.Writer, r *Report) error {
 			b.CheckoutID = pre + ":checkout:series"
 		}
 		misc := map[string]any{}
+		if id, ok := treeCheckout[v.Name]; ok {
+			b.CheckoutID = id
+			if v.Ref != "" {
+				misc["ref"] = oneLine(v.Ref)
+			}
+			if len(v.Reverted) > 0 {
+				misc["reverted"] = v.Reverted
+			}
+		}
 		if len(v.Config) > 0 {
 			misc["config"] = v.Config
 		}
@@ -321,6 +348,87 @@ func WriteKCIDB(w io.Writer, r *Report) error {
 	enc := json.NewEncoder(w)
 	enc.SetIndent("", "  ")
 	return enc.Encode(d)
+}
+
+// variantCheckout is the checkout of a Variant that builds a tree of its
+// own (a release A/B's ref, reverts): KCIDB's checkout is "a particular
+// commit from a git repo, and a set of patches on top", so
+// git_commit_hash is the commit its tree starts from (the ref's, or the
+// base's) and git_commit_name the ref as asked. A revert is not a patch
+// file anyone can fetch (patchset_files are URLs of files "git apply"
+// takes, patchset_hash hashes those files): patcheval made it as a
+// commit in its own branch, so the reverts are listed in misc (what
+// each reverts, the revert commit, the head the kernel builds) and
+// patchset_hash is left out ("data missing"), not "" (which says that
+// nothing was applied). A ref without reverts has patchset_hash "".
+// Variants building the same tree share one checkout (its id names the
+// ref and the head).
+func variantCheckout(r *Report, v Variant, pre, start string) kcidbCheckout {
+	name := v.Ref
+	if name == "" {
+		name = r.Tree.BaseName
+		if name == "" {
+			name = "base"
+		}
+	}
+	id := pre + ":checkout:tree-" + idPart(name)
+	c := kcidbCheckout{Origin: KCIDBOrigin, TreeName: oneLine(r.Tree.Name), GitCommitName: oneLine(name),
+		StartTime: start, Valid: true, Comment: oneLine(v.Tree), Misc: map[string]any{}}
+	if c.Comment == "" {
+		c.Comment = oneLine(name)
+	}
+	if onto := strings.ToLower(v.Onto); sha1Re.MatchString(onto) {
+		c.GitCommitHash = onto
+	} else if v.Ref == "" && sha1Re.MatchString(strings.ToLower(r.Tree.Base)) {
+		c.GitCommitHash = strings.ToLower(r.Tree.Base)
+	}
+	if gitURLRe.MatchString(r.Tree.URL) {
+		c.GitRepositoryURL = r.Tree.URL
+	} else if r.Tree.URL != "" || r.Tree.Path != "" {
+		c.Misc["tree"] = oneLine(r.Tree.URL + r.Tree.Path)
+	}
+	if v.Ref != "" {
+		c.Misc["ref"] = oneLine(v.Ref)
+	}
+	if len(v.Reverts) == 0 && len(v.Reverted) == 0 {
+		empty := ""
+		c.PatchsetHash = &empty
+	} else {
+		var reverts []map[string]string
+		for _, rc := range v.Reverts {
+			m := map[string]string{"label": oneLine(rc.Label), "revert_commit": rc.Commit}
+			if rc.Original != "" {
+				m["reverted_commit"] = rc.Original
+			}
+			reverts = append(reverts, m)
+		}
+		if len(reverts) == 0 { // a report from before Reverts: the labels
+			for _, l := range v.Reverted {
+				reverts = append(reverts, map[string]string{"label": oneLine(l)})
+			}
+		}
+		c.Misc["reverts"] = reverts
+		head := v.Head
+		if head == "" {
+			head = "reverted"
+		} else {
+			c.Misc["head"] = head
+		}
+		id += "-" + idPart(shortHash(head))
+	}
+	c.ID = id
+	if len(c.Misc) == 0 {
+		c.Misc = nil
+	}
+	return c
+}
+
+// shortHash is a commit hash's first 12 characters.
+func shortHash(h string) string {
+	if len(h) > 12 {
+		return h[:12]
+	}
+	return h
 }
 
 // kcidbStatus maps a verdict onto a KCIDB test status: FAIL for a

@@ -249,3 +249,90 @@ func TestPatchsetHash(t *testing.T) {
 		t.Fatal("empty patchset must hash to the empty string")
 	}
 }
+
+// releaseReport is a release A/B with a revert, as the runner describes
+// it (Ref, Onto, Head, Reverts; no samples: the checkouts and builds are
+// what is checked). The v6.12.117 and v7.2.13 commits are those of
+// Debian's releases as patcheval tree import writes them; the revert
+// commit is the fixture's.
+func releaseReport() *Report {
+	const (
+		v612  = "98a2d2cf788c46d28534a164d31842e1e34ded0e"
+		v7213 = "00aac70310c336454b20798fde68015ed3a44dd7"
+		rev   = "5e1f0a9c3b2d4e6f8a7b9c0d1e2f3a4b5c6d7e8f"
+	)
+	label := "1/1 rcu: Use the GP kthread to report the quiescent state"
+	reverted := Variant{Name: "reverted", Config: []string{"PREEMPT_LAZY=y"},
+		Reverted: []string{label}, Onto: v7213, Head: rev,
+		Reverts: []RevertCommit{{Label: label, Commit: rev}},
+		Tree:    "v7.2.13 (00aac70310c3) with 1 change(s) reverted (5e1f0a9c3b2d, branch patcheval/revert/5e1f0a9c3b2d): " + label}
+	full := reverted
+	full.Name, full.Cmdline = "reverted@full", "preempt=full"
+	return &Report{
+		Title: "release-ab", ID: "run-20261207-0800", Generated: gen, Arch: "ppc64le",
+		Series: SeriesInfo{Title: "rcu: Use the GP kthread to report the quiescent state", MessageID: "rcu-gp-qs@example.org", Patches: 1},
+		Tree: TreeInfo{Name: "Debian linux-source releases", Path: "/var/cache/patcheval/trees/linux-releases.git",
+			Base: v7213, BaseName: "v7.2.13"},
+		Target: TargetInfo{Kind: "qemu", Deterministic: true},
+		Variants: []Variant{
+			{Name: "v6.12-voluntary", Config: []string{"PREEMPT_VOLUNTARY=y"}, Ref: "v6.12.117", Onto: v612, Head: v612,
+				Tree: "v6.12.117 (98a2d2cf788c)"},
+			{Name: "lazy", Config: []string{"PREEMPT_LAZY=y"}},
+			reverted, full,
+		},
+	}
+}
+
+// TestKCIDBVariantTrees: a variant with a ref of its own is a checkout
+// of that ref's commit (git_commit_name the ref, nothing applied), one
+// with reverts a checkout of the commit they were made on with the
+// reverts in misc and no patchset_hash (they are commits, not patch
+// files), shared by the variants that build the same tree; each build
+// points at its tree's checkout and names the ref or the reverts.
+func TestKCIDBVariantTrees(t *testing.T) {
+	var b bytes.Buffer
+	if err := WriteKCIDB(&b, releaseReport()); err != nil {
+		t.Fatal(err)
+	}
+	out := validateKCIDB(t, b.Bytes())
+	golden(t, "release.kcidb.json", b.Bytes())
+	checkouts := map[string]map[string]any{}
+	for _, c := range out["checkouts"] {
+		checkouts[c["id"].(string)] = c
+	}
+	if len(checkouts) != 3 {
+		t.Fatalf("%d checkouts, want 3 (base, v6.12.117, v7.2.13 with the revert)", len(checkouts))
+	}
+	of := map[string]map[string]any{}
+	for _, bl := range out["builds"] {
+		of[bl["config_name"].(string)] = bl
+	}
+	old := checkouts[of["v6.12-voluntary"]["checkout_id"].(string)]
+	if old["git_commit_hash"] != "98a2d2cf788c46d28534a164d31842e1e34ded0e" || old["git_commit_name"] != "v6.12.117" ||
+		old["patchset_hash"] != "" {
+		t.Errorf("the v6.12.117 variant's checkout %v", old)
+	}
+	if m, _ := of["v6.12-voluntary"]["misc"].(map[string]any); m["ref"] != "v6.12.117" {
+		t.Errorf("the v6.12.117 build's misc %v lacks the ref", m)
+	}
+	if base := checkouts[of["lazy"]["checkout_id"].(string)]; base["id"] != "patcheval:run-20261207-0800:checkout:base" ||
+		base["git_commit_hash"] != "00aac70310c336454b20798fde68015ed3a44dd7" {
+		t.Errorf("the base variant's checkout %v", base)
+	}
+	rc := checkouts[of["reverted"]["checkout_id"].(string)]
+	if of["reverted@full"]["checkout_id"] != rc["id"] {
+		t.Errorf("two variants of one reverted tree have two checkouts: %v, %v", rc["id"], of["reverted@full"]["checkout_id"])
+	}
+	misc, _ := rc["misc"].(map[string]any)
+	reverts, _ := misc["reverts"].([]any)
+	if rc["git_commit_hash"] != "00aac70310c336454b20798fde68015ed3a44dd7" || len(reverts) != 1 ||
+		misc["head"] != "5e1f0a9c3b2d4e6f8a7b9c0d1e2f3a4b5c6d7e8f" || !strings.Contains(rc["comment"].(string), "reverted") {
+		t.Errorf("the reverted variant's checkout %v", rc)
+	}
+	if _, ok := rc["patchset_hash"]; ok {
+		t.Errorf("the reverted checkout claims a patchset_hash %q: its reverts are no patch files", rc["patchset_hash"])
+	}
+	if m, _ := of["reverted"]["misc"].(map[string]any); m["reverted"] == nil {
+		t.Errorf("the reverted build's misc %v does not say what it reverts", m)
+	}
+}

@@ -151,6 +151,13 @@ type Variant struct {
 	Ref      string   `json:"ref,omitempty"`
 	Reverted []string `json:"reverted,omitempty"`
 	Tree     string   `json:"tree,omitempty"`
+	// Onto is the commit that tree starts from (the Ref's, or the base's
+	// when the Variant only reverts), Head the commit its kernel builds
+	// (Onto with the reverts on top, in patcheval's branch), Reverts the
+	// revert commits in order. Set for a Variant with a tree of its own.
+	Onto    string         `json:"onto,omitempty"`
+	Head    string         `json:"head,omitempty"`
+	Reverts []RevertCommit `json:"reverts,omitempty"`
 	// Config lists the requested Kconfig settings ("PREEMPT_VOLUNTARY=y").
 	Config  []string `json:"config,omitempty"`
 	Cmdline string   `json:"cmdline,omitempty"`
@@ -164,6 +171,19 @@ type Variant struct {
 	Boots        int     `json:"boots,omitempty"`
 	BuildSeconds float64 `json:"build_seconds,omitempty"`
 }
+
+// RevertCommit is one change a Variant's tree reverts: its label ("1/1
+// rcu: ..." or a commit's subject), the commit reverted ("" for a
+// patch of a series), and the revert commit patcheval made.
+type RevertCommit struct {
+	Label    string `json:"label"`
+	Original string `json:"original,omitempty"`
+	Commit   string `json:"commit"`
+}
+
+// OwnTree says that v builds a tree other than the evaluation's base (a
+// ref of its own, reverts).
+func (v Variant) OwnTree() bool { return v.Ref != "" || v.Onto != "" || len(v.Reverted) > 0 }
 
 // ConfigDelta is one Kconfig symbol that differs between two Variants.
 type ConfigDelta struct {

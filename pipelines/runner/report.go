@@ -391,9 +391,10 @@ func buildReport(ev *evaluation, tree report.TreeInfo, byKey map[string]*build.A
 			rv.Config = append(rv.Config, sym+"="+v.Symbols[sym])
 		}
 		if t, ok := o.Trees[v.Kernel]; ok {
-			rv.Ref, rv.Tree = t.Ref, t.Describe(o.baseName())
+			rv.Ref, rv.Tree, rv.Onto, rv.Head = t.Ref, t.Describe(o.baseName()), t.Onto, t.Head
 			for _, r := range t.Reverted {
 				rv.Reverted = append(rv.Reverted, r.Label)
+				rv.Reverts = append(rv.Reverts, report.RevertCommit{Label: r.Label, Original: r.Original, Commit: r.Hash})
 			}
 		}
 		if v.SchedPreempt != "" {

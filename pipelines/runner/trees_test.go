@@ -289,6 +289,12 @@ func TestRevertIfMerged(t *testing.T) {
 	if v := r.Variants[0]; v.Name != "base" || len(v.Reverted) != 1 || !strings.Contains(v.Tree, "with 1 change(s) reverted") {
 		t.Errorf("report variant %+v", v)
 	}
+	// What the KCIDB checkout of the reverted tree is made of: the
+	// commit the revert was made on, the revert commit, the head.
+	if v := r.Variants[0]; v.Onto != e.c2 || v.Head != rev.Head || len(v.Reverts) != 1 || v.Reverts[0].Commit != rev.Head ||
+		v.Reverts[0].Label != v.Reverted[0] {
+		t.Errorf("report variant's tree: onto %s head %s reverts %+v; want onto %s, head and revert %s", v.Onto, v.Head, v.Reverts, e.c2, rev.Head)
+	}
 	d, err := report.NewDraft(r, ev.series.First(), report.DraftOptions{From: mbox.Address{Name: "T", Email: "t@example.org"}})
 	if err != nil {
 		t.Fatal(err)
