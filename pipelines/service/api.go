@@ -465,7 +465,7 @@ var statuses = []string{StatusQueued, "running", "done", "failed", StatusCancell
 
 func (s *Service) apiList(w http.ResponseWriter, r *http.Request) {
 	q := r.URL.Query()
-	f := store.ListFilter{Status: q.Get("status"), Pipeline: q.Get("pipeline"), Series: q.Get("series"), Limit: 50}
+	f := store.ListFilter{Status: q.Get("status"), Pipeline: q.Get("pipeline"), Series: q.Get("series"), Tree: q.Get("tree"), Arch: q.Get("arch"), Limit: 50}
 	if f.Status != "" && !contains(statuses, f.Status) {
 		apiError(w, http.StatusBadRequest, "status", fmt.Sprintf("unknown status %q: want one of %s", f.Status, strings.Join(statuses, ", ")))
 		return

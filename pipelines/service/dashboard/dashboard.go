@@ -3,7 +3,9 @@
 // benchmark, the confound report, builds, boots, the reply draft, live
 // progress), the job queue, the followed lists' series (their follower
 // state: incomplete, filtered, superseded, evaluated) and the watches
-// (history per tag with CIs, events, bisections).
+// (history per tag with CIs, events, bisections). The index filters by
+// status, pipeline, series, tree and arch; /trend is one pipeline's
+// verdicts over time (each comparison's change with its CI, plotted).
 //
 // Pages are rendered on the server with html/template; the CSS is
 // embedded and the plots are SVG drawn with gonum.org/v1/plot, so the
@@ -27,7 +29,6 @@ import (
 	"io"
 	"math"
 	"net/http"
-	"net/url"
 	"os"
 	"path/filepath"
 	"sort"
@@ -114,7 +115,7 @@ type cachedReport struct {
 // New returns the dashboard's handler: GET /, /evaluations/{id},
 // /evaluations/{id}/runs/{run}/console, /evaluations/{id}/builds/{b}/log,
 // /evaluations/{id}/plots/{n}.svg, /queue, /posts, /series, /watches,
-// /watches/{name}, /watches/{name}/plot.svg; POST
+// /watches/{name}, /watches/{name}/plot.svg, /trend; POST
 // /evaluations/{id}/cancel, /evaluations/{id}/rerun and, with
 // Options.Posts, /posts/{id}/approve (the caller wraps it in its
 // authentication).
@@ -155,6 +156,7 @@ func New(src Source, opt Options) (*Dashboard, error) {
 	d.mux.HandleFunc("GET /watches", d.watches)
 	d.mux.HandleFunc("GET /watches/{name}", d.watchPage)
 	d.mux.HandleFunc("GET /watches/{name}/plot.svg", d.watchPlot)
+	d.mux.HandleFunc("GET /trend", d.trend)
 	if opt.Posts != nil {
 		d.mux.HandleFunc("POST /posts/{id}/approve", d.approve)
 	}
@@ -171,6 +173,11 @@ type page struct {
 }
 
 func (d *Dashboard) render(w http.ResponseWriter, name string, data any) {
+	d.renderCode(w, http.StatusOK, name, data)
+}
+
+// renderCode is render answering with status code.
+func (d *Dashboard) renderCode(w http.ResponseWriter, code int, name string, data any) {
 	var buf bytes.Buffer
 	if err := d.tmpl.ExecuteTemplate(&buf, name, data); err != nil {
 		http.Error(w, "rendering "+name+": "+err.Error(), http.StatusInternalServerError)
@@ -179,6 +186,7 @@ func (d *Dashboard) render(w http.ResponseWriter, name string, data any) {
 	w.Header().Set("Content-Type", "text/html; charset=utf-8")
 	w.Header().Set("Content-Security-Policy", "default-src 'none'; style-src 'unsafe-inline'; script-src 'unsafe-inline'; connect-src 'self'; img-src 'self' data:; form-action 'self'; frame-ancestors 'none'")
 	w.Header().Set("X-Content-Type-Options", "nosniff")
+	w.WriteHeader(code)
 	w.Write(buf.Bytes())
 }
 
@@ -188,11 +196,15 @@ func (d *Dashboard) fail(w http.ResponseWriter, err error) {
 	case fail.KindInput:
 		code = http.StatusNotFound
 	}
-	w.WriteHeader(code)
-	d.render(w, "error", struct {
+	d.errorPage(w, code, err.Error())
+}
+
+// errorPage answers code with the page saying msg.
+func (d *Dashboard) errorPage(w http.ResponseWriter, code int, msg string) {
+	d.renderCode(w, code, "error", struct {
 		page
 		Message string
-	}{page{Title: http.StatusText(code), Where: d.opt.Where}, err.Error()})
+	}{page{Title: http.StatusText(code), Where: d.opt.Where}, msg})
 }
 
 // ---- list ----
@@ -208,9 +220,22 @@ type listRow struct {
 
 func (d *Dashboard) list(w http.ResponseWriter, r *http.Request) {
 	q := r.URL.Query()
-	f := store.ListFilter{Status: q.Get("status"), Pipeline: q.Get("pipeline"), Series: q.Get("series"), Limit: d.opt.PageSize}
-	pg, _ := strconv.Atoi(q.Get("page"))
-	pg = max(pg, 1)
+	f := store.ListFilter{Status: q.Get("status"), Pipeline: q.Get("pipeline"), Series: q.Get("series"),
+		Tree: q.Get("tree"), Arch: q.Get("arch"), Limit: d.opt.PageSize}
+	ch, err := d.src.Store().Choices(r.Context())
+	if err != nil {
+		d.fail(w, err)
+		return
+	}
+	pipelines := union(d.opt.Pipelines, ch.Pipelines)
+	pg, bad := pageNumber(q.Get("page"))
+	if bad == "" {
+		bad = badFilter(f, pipelines, ch)
+	}
+	if bad != "" {
+		d.errorPage(w, http.StatusBadRequest, bad)
+		return
+	}
 	f.Offset = (pg - 1) * f.Limit
 	evs, total, err := d.src.Store().List(r.Context(), f)
 	if err != nil {
@@ -225,12 +250,7 @@ func (d *Dashboard) list(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	link := func(p int) string {
-		v := url.Values{}
-		for k, val := range map[string]string{"status": f.Status, "pipeline": f.Pipeline, "series": f.Series} {
-			if val != "" {
-				v.Set(k, val)
-			}
-		}
+		v := filterValues(f)
 		if p > 1 {
 			v.Set("page", strconv.Itoa(p))
 		}
@@ -246,11 +266,19 @@ func (d *Dashboard) list(w http.ResponseWriter, r *http.Request) {
 		Prev, Next          string
 		Filter              store.ListFilter
 		Filtered            bool
+		Active              []activeFilter
 		Statuses, Pipelines []string
+		Trees, Arches       []string
+		Trend               string
 	}{page: page{Title: "evaluations", Where: d.opt.Where}, Rows: rows, Total: total, Filter: f,
-		Filtered:  f.Status != "" || f.Pipeline != "" || f.Series != "",
-		Statuses:  []string{"queued", "running", "done", "failed", "cancelled"},
-		Pipelines: d.opt.Pipelines}
+		Filtered:  len(filterValues(f)) > 0,
+		Active:    activeFilters(f),
+		Statuses:  listStatuses,
+		Pipelines: pipelines,
+		Trees:     ch.Trees, Arches: ch.Arches}
+	if f.Pipeline != "" {
+		data.Trend = trendLink(f.Pipeline, f.Tree, f.Arch)
+	}
 	if len(rows) > 0 {
 		data.From, data.To = f.Offset+1, f.Offset+len(rows)
 	}

@@ -7,6 +7,7 @@ import (
 	"math"
 
 	"gonum.org/v1/plot"
+	"gonum.org/v1/plot/font"
 	"gonum.org/v1/plot/plotter"
 	"gonum.org/v1/plot/vg"
 	"gonum.org/v1/plot/vg/draw"
@@ -148,4 +149,89 @@ func themed(svg []byte) []byte {
 	svg = transpRE.ReplaceAll(svg, []byte("fill:none"))
 	svg = fontRE.ReplaceAll(svg, []byte("font-family:'Liberation Sans',Arimo,Arial,sans-serif"))
 	return bytes.Replace(svg, []byte("<svg "), []byte(`<svg fill="currentColor" `), 1)
+}
+
+// TrendSeries is one comparison's change over a trend's evaluations.
+type TrendSeries struct {
+	Name   string
+	Points []TrendPoint // one per label; OK false where it has none
+}
+
+// TrendPoint is a change in percent and, when Bounded, its confidence
+// interval.
+type TrendPoint struct {
+	OK, Bounded   bool
+	Value, Lo, Hi float64
+}
+
+// TrendPlot renders changes over evaluations as SVG, drawn as Plot
+// draws: per series its values joined by a line, each with its interval
+// as whiskers, a dashed line at zero (no change), the evaluations named
+// along the x axis in the given order.
+func TrendPlot(title, unit string, labels []string, series []TrendSeries) ([]byte, error) {
+	p := plot.New()
+	for _, f := range []*font.Variant{&p.Title.TextStyle.Font.Variant, &p.Y.Label.TextStyle.Font.Variant,
+		&p.X.Tick.Label.Font.Variant, &p.Y.Tick.Label.Font.Variant, &p.Legend.TextStyle.Font.Variant} {
+		*f = "Sans"
+	}
+	p.Title.Text, p.Y.Label.Text = title, unit
+	p.Title.TextStyle.Font.Size = vg.Points(10)
+	p.Y.Label.TextStyle.Font.Size = vg.Points(9)
+	p.X.Tick.Label.Font.Size, p.Y.Tick.Label.Font.Size = vg.Points(8), vg.Points(8)
+	p.Legend.TextStyle.Font.Size = vg.Points(8)
+	p.Legend.Top = true
+	p.BackgroundColor = color.Transparent
+	p.Add(plotter.NewGrid())
+	lowest, highest := 0.0, 0.0 // zero is always shown
+	for i, s := range series {
+		col := palette[i%len(palette)]
+		dx := (float64(i) - float64(len(series)-1)/2) * 0.08 // whiskers side by side
+		var pts plotter.XYs
+		for j, pt := range s.Points {
+			if !pt.OK || math.IsNaN(pt.Value) || math.IsInf(pt.Value, 0) {
+				continue
+			}
+			x := float64(j) + dx
+			pts = append(pts, plotter.XY{X: x, Y: pt.Value})
+			lowest, highest = math.Min(lowest, pt.Value), math.Max(highest, pt.Value)
+			if !pt.Bounded {
+				continue
+			}
+			wh, err := plotter.NewLine(plotter.XYs{{X: x, Y: pt.Lo}, {X: x, Y: pt.Hi}})
+			if err != nil {
+				return nil, err
+			}
+			wh.LineStyle.Color, wh.LineStyle.Width = col, vg.Points(1)
+			p.Add(wh)
+			lowest, highest = math.Min(lowest, pt.Lo), math.Max(highest, pt.Hi)
+		}
+		if len(pts) == 0 {
+			continue
+		}
+		l, sc, err := plotter.NewLinePoints(pts)
+		if err != nil {
+			return nil, err
+		}
+		l.LineStyle.Color, l.LineStyle.Width = col, vg.Points(1.2)
+		sc.GlyphStyle.Shape, sc.GlyphStyle.Radius, sc.GlyphStyle.Color = draw.CircleGlyph{}, vg.Points(2.2), col
+		p.Add(l, sc)
+		p.Legend.Add(s.Name, l, sc)
+	}
+	zero, err := plotter.NewLine(plotter.XYs{{X: -0.5, Y: 0}, {X: float64(len(labels)) - 0.5, Y: 0}})
+	if err != nil {
+		return nil, err
+	}
+	zero.LineStyle.Dashes = []vg.Length{vg.Points(3), vg.Points(3)}
+	p.Add(zero)
+	p.NominalX(labels...)
+	p.X.Min, p.X.Max = -0.5, float64(len(labels))-0.5
+	pad := math.Max((highest-lowest)*0.1, 0.5)
+	p.Y.Min, p.Y.Max = lowest-pad, highest+pad*2.5 // room for the legend
+	c := vgsvg.New(vg.Length(max(360, 46*len(labels)+120)), 240)
+	p.Draw(draw.New(c))
+	var buf bytes.Buffer
+	if _, err := c.WriteTo(&buf); err != nil {
+		return nil, fmt.Errorf("plot %s: %w", title, err)
+	}
+	return themed(buf.Bytes()), nil
 }

@@ -50,3 +50,51 @@ func TestPlotSVG(t *testing.T) {
 		t.Errorf("SVG is %d bytes, want < 64 KiB", len(svg))
 	}
 }
+
+// TestTrendPlotSVG: the trend plot is well-formed SVG naming its title,
+// its evaluations and its comparisons (the legend), drawn in
+// currentColor, with a dashed line at zero.
+func TestTrendPlotSVG(t *testing.T) {
+	svg, err := TrendPlot("kill ns/op", "change %", []string{"#3", "#7", "#9"}, []TrendSeries{
+		{Name: "voluntary → voluntary+dyn", Points: []TrendPoint{{OK: true, Bounded: true, Value: 14.9, Lo: 14.7, Hi: 15.1},
+			{OK: true, Bounded: true, Value: 6, Lo: 5.8, Hi: 6.3}, {OK: true, Value: 7}}},
+		{Name: "voluntary → full", Points: []TrendPoint{{OK: true, Bounded: true, Value: 1, Lo: 0.9, Hi: 1.2}, {}, {OK: true, Bounded: true, Value: -0.5, Lo: -1, Hi: 0}}},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	d := xml.NewDecoder(bytes.NewReader(svg))
+	var text strings.Builder
+	paths := 0
+	for {
+		tok, err := d.Token()
+		if err != nil {
+			if err.Error() != "EOF" {
+				t.Fatalf("SVG is not well-formed: %v", err)
+			}
+			break
+		}
+		switch x := tok.(type) {
+		case xml.CharData:
+			text.Write(x)
+		case xml.StartElement:
+			if x.Name.Local == "path" {
+				paths++
+			}
+		}
+	}
+	for _, want := range []string{"kill ns/op", "change %", "#3", "#7", "#9", "voluntary → voluntary+dyn", "voluntary → full"} {
+		if !strings.Contains(text.String(), want) {
+			t.Errorf("SVG text lacks %q", want)
+		}
+	}
+	if !bytes.Contains(svg, []byte(`<svg fill="currentColor"`)) || bytes.Contains(svg, []byte("#000000")) {
+		t.Errorf("the trend plot is not drawn in currentColor")
+	}
+	if !bytes.Contains(svg, []byte("stroke-dasharray")) {
+		t.Errorf("no dashed zero line")
+	}
+	if paths == 0 {
+		t.Errorf("no paths drawn")
+	}
+}
