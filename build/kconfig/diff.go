@@ -194,6 +194,17 @@ func allProps(s *Symbol) []*Property {
 	return append(out, s.ImpliedBy...)
 }
 
+// choiceDefaults are the `default` lines of the choice s is a member of:
+// a release that changes which member a choice defaults to changes the
+// members' values with no line of their own changed (6.12's `default
+// PROC_MEM_ALWAYS_FORCE` became 7.2's `default PROC_MEM_FORCE_PTRACE`).
+func choiceDefaults(s *Symbol) []*Property {
+	if s == nil || s.Choice == nil {
+		return nil
+	}
+	return s.Choice.Defaults()
+}
+
 // treeRules finds the lines acting on name that only one tree has.
 func treeRules(ka, kb *Kconfig, name string, a, b Config) []Rule {
 	sa, sb := ka.Symbols[name], kb.Symbols[name]
@@ -210,7 +221,7 @@ func treeRules(ka, kb *Kconfig, name string, a, b Config) []Rule {
 		}
 		return m
 	}
-	pa, pb := allProps(sa), allProps(sb)
+	pa, pb := append(allProps(sa), choiceDefaults(sa)...), append(allProps(sb), choiceDefaults(sb)...)
 	ka2, kb2 := keys(pa), keys(pb)
 	active := func(kc *Kconfig, p *Property, cfg Config) bool {
 		switch p.Kind {
