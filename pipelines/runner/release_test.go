@@ -49,3 +49,17 @@ func TestReleaseRules(t *testing.T) {
 		}
 	}
 }
+
+// TestRemovedSymbolWhere: a symbol only the older release defines is
+// placed at its definition there, not at B's placeless "not defined in
+// this tree's Kconfig" (the report said ":0").
+func TestRemovedSymbolWhere(t *testing.T) {
+	ch := kconfig.SymbolChange{Symbol: "SCHED_DEBUG", A: "y", B: "n", Depth: 0, Rules: []kconfig.Rule{
+		{Kind: "config", Text: "CONFIG_SCHED_DEBUG", Note: "not defined in this tree's Kconfig"},
+		{Kind: "config", Pos: kconfig.Pos{File: "lib/Kconfig.debug", Line: 1303}, Text: "config SCHED_DEBUG", Changed: "removed", Note: "symbol removed in B's tree"},
+	}}
+	d := delta(ch)
+	if d.Where != "lib/Kconfig.debug:1303" || !strings.HasPrefix(d.Rule, "config SCHED_DEBUG") {
+		t.Fatalf("where %q rule %q", d.Where, d.Rule)
+	}
+}

@@ -446,20 +446,12 @@ func buildReport(ev *evaluation, tree report.TreeInfo, byKey map[string]*build.A
 		if p.Compare.Layout && !c.Aligned {
 			layout[report.Pair{Base: c.Base, Other: c.Other}] = report.Pair{Base: c.Base + pipelines.AlignSuffix, Other: c.Other + pipelines.AlignSuffix}
 		}
-		a, b := specOf[c.Base], specOf[c.Other]
-		if a.Key == b.Key || byKey[a.Key] == nil || byKey[b.Key] == nil {
-			continue
-		}
-		cf, err := confound(repo, c.Base, c.Other, a, b, byKey[a.Key], byKey[b.Key])
-		if err != nil {
-			return nil, err
-		}
-		r.Confounds = append(r.Confounds, cf)
-		if a.Ref != b.Ref {
-			r.Notes = append(r.Notes, fmt.Sprintf("%s -> %s compares two releases (%s vs %s): the code changed between them is not attributable to one patch, and no build coverage of a series applies to it; only the Kconfig differences above are decomposed",
-				c.Base, c.Other, refLabel(a.Ref), refLabel(b.Ref)))
-		}
 	}
+	cfs, notes, err := confounds(p, repo, specOf, byKey)
+	if err != nil {
+		return nil, err
+	}
+	r.Confounds, r.Notes = append(r.Confounds, cfs...), append(r.Notes, notes...)
 	var chains [][]string
 	for _, ch := range p.Chains {
 		chains = append(chains, ch.Variants)
@@ -505,6 +497,31 @@ func buildReport(ev *evaluation, tree report.TreeInfo, byKey map[string]*build.A
 		}
 	}
 	return r, nil
+}
+
+// confounds are the confound reports of p's comparisons whose kernels
+// differ (specOf: variant -> its build; byKey: build key -> its
+// artifact), and a note per comparison across two releases: the code
+// between them is not attributable to one patch.
+func confounds(p *pipelines.Pipeline, repo string, specOf map[string]pipelines.BuildSpec, byKey map[string]*build.Artifact) ([]report.Confound, []string, error) {
+	var cfs []report.Confound
+	var notes []string
+	for _, c := range p.Comparisons {
+		a, b := specOf[c.Base], specOf[c.Other]
+		if a.Key == b.Key || byKey[a.Key] == nil || byKey[b.Key] == nil {
+			continue
+		}
+		cf, err := confound(repo, c.Base, c.Other, a, b, byKey[a.Key], byKey[b.Key])
+		if err != nil {
+			return nil, nil, err
+		}
+		cfs = append(cfs, cf)
+		if a.Ref != b.Ref {
+			notes = append(notes, fmt.Sprintf("%s -> %s compares two releases (%s vs %s): the code changed between them is not attributable to one patch, and no build coverage of a series applies to it; only the Kconfig differences above are decomposed",
+				c.Base, c.Other, refLabel(a.Ref), refLabel(b.Ref)))
+		}
+	}
+	return cfs, notes, nil
 }
 
 // confound explains how two compared kernels' final configs differ.
@@ -590,7 +607,15 @@ func delta(ch kconfig.SymbolChange) report.ConfigDelta {
 	d := report.ConfigDelta{Symbol: ch.Symbol, From: ch.A, To: ch.B, Requested: ch.Requested,
 		Highlight: !ch.Requested && watched[ch.Symbol], Via: ch.Via}
 	if len(ch.Rules) > 0 {
+		// The first rule with a place: a symbol only release A defines
+		// has B's "not defined in this tree" first, which has none.
 		r := ch.Rules[0]
+		for _, x := range ch.Rules {
+			if x.Pos.File != "" {
+				r = x
+				break
+			}
+		}
 		d.Rule, d.Where = r.Text, r.Pos.String()
 		if r.Owner != "" && r.Owner != ch.Symbol {
 			d.Rule = fmt.Sprintf("%s: %s", r.Owner, r.Text)
