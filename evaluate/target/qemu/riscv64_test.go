@@ -24,7 +24,7 @@ import (
 // benchmarks as the other arches' boots (the agent's kill, getppid and
 // execve loops, stress-ng --kill, perf bench syscall basic). No kernel
 // build: the riscv64 boot fragment's own kernel, and its deterministic
-// repeats, are TestOtherArches' (PATCHEVAL_LONG_TESTS=1). Debian's kernel
+// repeats, are TestRiscv64OwnKernels' (PATCHEVAL_LONG_TESTS=1). Debian's kernel
 // is not a deterministic-mode kernel: it randomizes (KASLR seeded from
 // the virt machine's rng-seed, user ASLR), and two -icount boots gave
 // getppid 1406.1 and 1430.0 ns/op, execve 4.8 and 15.6 ms.
