@@ -78,18 +78,26 @@ func agentCache(t *testing.T) string {
 }
 
 // riscv64OwnSpread is the most two deterministic boots of the same
-// riscv64 kernel may differ on one benchmark's ns/op.
+// riscv64 kernel may differ on a held benchmark's ns/op.
 const riscv64OwnSpread = 0.005
 
-// riscv64OwnPlan is what each boot of TestRiscv64OwnKernels runs.
+// riscv64OwnPlan is what each boot of TestRiscv64OwnKernels runs. kill
+// and getppid are held to riscv64OwnSpread; execve (3 fork+execve+wait4,
+// a few ms of page faults over per-boot random user addresses) is logged
+// only: the ppc64le reference's two boots differed by 37% on it, and the
+// riscv64 6.1 kernel's by 0.77% (first run, 2026-12-07).
 var riscv64OwnPlan = guest.Plan{Benchmarks: []guest.Bench{{Name: "kill"}, {Name: "getppid", Ops: 50000}, {Name: "execve", Ops: 3}}}
+
+// riscv64OwnHeld are the benchmarks of riscv64OwnPlan held to
+// riscv64OwnSpread.
+var riscv64OwnHeld = []string{"kill", "getppid"}
 
 // TestRiscv64OwnKernels builds riscv64 kernels of our own (tinyconfig and
 // the riscv64 virt boot fragment) from the 6.1 tree and from Debian's
 // 7.2.13 release, boots each twice in deterministic mode (-icount) and
 // fails unless every benchmark ran in both boots, the booted kernel is
-// the release built, and each benchmark's ns/op of the second boot is
-// within 0.5% of the first's. Debian's riscv64 kernel
+// the release built, and kill's and getppid's ns/op of the second boot
+// are within 0.5% of the first's (execve's are logged). Debian's riscv64 kernel
 // (TestRiscv64DebianKernel) cannot be held to that: it randomizes its
 // layout per boot. The same run boots the suite's ppc64le base-voluntary
 // kernel (6.1, pseries) twice with the same plan as the reference; its
@@ -123,8 +131,9 @@ func TestRiscv64OwnKernels(t *testing.T) {
 			first, second := deterministicBoot(t, k, built, rel, 1), deterministicBoot(t, k, built, rel, 2)
 			for _, b := range riscv64OwnPlan.Benchmarks {
 				spread := (second[b.Name] - first[b.Name]) / first[b.Name]
-				t.Logf("riscv64 %s %s: %.1f vs %.1f ns/op, spread %+.3f%%", rel, b.Name, first[b.Name], second[b.Name], 100*spread)
-				if spread > riscv64OwnSpread || spread < -riscv64OwnSpread {
+				held := slices.Contains(riscv64OwnHeld, b.Name)
+				t.Logf("riscv64 %s %s: %.1f vs %.1f ns/op, spread %+.3f%% (held: %v)", rel, b.Name, first[b.Name], second[b.Name], 100*spread, held)
+				if held && (spread > riscv64OwnSpread || spread < -riscv64OwnSpread) {
 					t.Errorf("riscv64 %s %s: %.1f then %.1f ns/op in two deterministic boots of the same kernel: %+.3f%%, want within ±%.1f%%",
 						rel, b.Name, first[b.Name], second[b.Name], 100*spread, 100*riscv64OwnSpread)
 				}
