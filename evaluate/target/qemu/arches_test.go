@@ -124,8 +124,10 @@ func TestRiscv64OwnKernels(t *testing.T) {
 			}
 			art := buildtest.Build(t, build.Request{Repo: repo, Commit: commit, Arch: "riscv64",
 				BaseConfig: build.BootConfigBase, Fragments: []string{buildtest.BootFragment(t, "riscv64")}, Variant: "boot-riscv64"})
-			t.Logf("riscv64 %s: built %s, %d objects compiled; config warnings %q", rel, art.Meta.Source.KernelRelease,
-				art.Meta.Results.ObjectsCompiled, art.Meta.Patcheval.ConfigWarnings)
+			r := art.Meta.Results
+			t.Logf("riscv64 %s: built %s (build-id %s), %d objects (compiler cache: %d hits, %d misses) in %.0fs; config warnings %q",
+				rel, art.Meta.Source.KernelRelease, art.BuildID(), r.ObjectsCompiled, r.CCacheHits, r.CCacheMisses, r.Duration["build"],
+				art.Meta.Patcheval.ConfigWarnings)
 			k := evaluate.Kernel{Variant: "boot-riscv64-" + rel, Arch: "riscv64", Image: art.Image, BuildID: art.BuildID()}
 			built := art.Meta.Source.KernelRelease
 			first, second := deterministicBoot(t, k, built, rel, 1), deterministicBoot(t, k, built, rel, 2)
