@@ -24,6 +24,46 @@ type buildMeta struct {
 	// Files is the artifact directory's manifest in Env.Artifacts (none
 	// without a store).
 	Files artifact.Manifest `json:"files,omitempty"`
+	// The build's own figures (none for a cache hit, which compiled
+	// nothing): the objects make built, how many of them the compiler
+	// really compiled and how many the compiler cache (kcc) answered,
+	// and its seconds.
+	Objects  int     `json:"objects,omitempty"`
+	Compiled int     `json:"compiled,omitempty"`
+	Reused   int     `json:"reused,omitempty"`
+	Seconds  float64 `json:"seconds,omitempty"`
+}
+
+// metaOf is the stored metadata of the build of key that gave art (nil
+// when it failed before an artifact).
+func metaOf(key string, art *build.Artifact) buildMeta {
+	m := buildMeta{Key: key}
+	if art == nil {
+		return m
+	}
+	m.CacheHit = art.CacheHit
+	if !art.CacheHit {
+		res := art.Meta.Results
+		m.Objects, m.Reused, m.Seconds = res.ObjectsCompiled, res.CCacheHits, res.Duration["total"]
+		m.Compiled = res.ObjectsCompiled - res.CCacheHits
+	}
+	return m
+}
+
+// CompileStats are a stored build's own figures (BuildCompileStats).
+type CompileStats struct {
+	Cached   bool    `json:"cached,omitempty"` // the kernel came from the build cache: nothing compiled
+	Objects  int     `json:"objects"`
+	Compiled int     `json:"compiled"` // by the compiler
+	Reused   int     `json:"reused"`   // answered by the compiler cache
+	Seconds  float64 `json:"seconds"`
+}
+
+// BuildCompileStats are build row b's own figures.
+func BuildCompileStats(b store.Build) CompileStats {
+	var m buildMeta
+	_ = json.Unmarshal(b.Metadata, &m)
+	return CompileStats{Cached: m.CacheHit, Objects: m.Objects, Compiled: m.Compiled, Reused: m.Reused, Seconds: m.Seconds}
 }
 
 // BuildFiles is the artifact manifest build row b records (file name ->
@@ -97,9 +137,9 @@ func Build(ctx context.Context, env Env, id int64, key string) (err error) {
 	art, buildErr := build.Build(ctx, req, build.Options{CacheDir: env.CacheDir, Jobs: env.Jobs, Budget: env.Budget, Progress: pr, NoNetwork: true,
 		CompilerCache: env.CompilerCache})
 	b := store.Build{Variant: spec.Variant, Arch: spec.Arch, Commit: req.Commit, Status: "ok"}
-	m := buildMeta{Key: key}
+	m := metaOf(key, art)
 	if art != nil {
-		b.ConfigHash, b.ArtifactDir, m.CacheHit = art.ConfigHash(), art.Dir, art.CacheHit
+		b.ConfigHash, b.ArtifactDir = art.ConfigHash(), art.Dir
 	}
 	if buildErr == nil && env.Artifacts != nil {
 		if m.Files, err = artifact.PutDir(ctx, env.Artifacts, art.Dir); err != nil {
