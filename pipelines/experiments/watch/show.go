@@ -65,6 +65,7 @@ func WriteText(w io.Writer, h *History) error {
 	if err := tw.Flush(); err != nil {
 		return err
 	}
+	writeBuilds(w, h)
 	if len(h.Events) > 0 {
 		fmt.Fprintln(w, "\nevents:")
 	}
@@ -182,4 +183,30 @@ func WriteSVG(w io.Writer, h *History) error {
 	b.WriteString("</svg>\n")
 	_, err := io.WriteString(w, b.String())
 	return err
+}
+
+// writeBuilds says per tag what its re-test compiled: the objects the
+// compiler compiled of those make built (the rest answered by the
+// compiler cache), nothing when the kernels came from the build cache.
+func writeBuilds(w io.Writer, h *History) {
+	first := true
+	for _, t := range h.Tags {
+		b := t.Build
+		if b == nil {
+			continue
+		}
+		if first {
+			fmt.Fprintln(w, "\nbuilds (objects the compiler compiled of those make built; the rest from the compiler cache):")
+			first = false
+		}
+		switch {
+		case b.Cached:
+			fmt.Fprintf(w, "  %s: from the build cache, nothing compiled\n", t.Tag)
+		case b.Objects == 0:
+			fmt.Fprintf(w, "  %s: no objects built (%.0f s)\n", t.Tag, b.Seconds)
+		default:
+			fmt.Fprintf(w, "  %s: %d of %d compiled (%.1f%%), %d from the compiler cache, %.0f s\n", t.Tag, b.Compiled, b.Objects,
+				100*float64(b.Compiled)/float64(b.Objects), b.Reused, b.Seconds)
+		}
+	}
 }

@@ -36,6 +36,7 @@ import (
 	"github.com/patcheval/patcheval/evaluate/stats"
 	"github.com/patcheval/patcheval/internal/fail"
 	"github.com/patcheval/patcheval/internal/lazyre"
+	"github.com/patcheval/patcheval/pipelines/runner"
 	"github.com/patcheval/patcheval/pipelines/store"
 )
 
@@ -472,6 +473,36 @@ func (h *History) CheckSummary() string {
 // TagEntry is one tag of the history.
 type TagEntry struct {
 	*store.WatchTag
+	// Build sums the tag's evaluation's kernel builds (nil when none
+	// was recorded): how many objects the compiler really compiled and
+	// how many the compiler cache answered, the re-test's incremental
+	// ratio (Compiled / Objects) over the tag before.
+	Build *runner.CompileStats `json:"build,omitempty"`
+}
+
+// buildOf sums evaluation id's successful builds; Cached only when every
+// kernel came from the build cache.
+func buildOf(st *store.Store, id int64) (*runner.CompileStats, error) {
+	builds, err := st.BuildsOf(id)
+	if err != nil {
+		return nil, err
+	}
+	var out *runner.CompileStats
+	for _, b := range builds {
+		if b.Status != "ok" {
+			continue
+		}
+		c := runner.BuildCompileStats(b)
+		if out == nil {
+			out = &runner.CompileStats{Cached: true}
+		}
+		out.Cached = out.Cached && c.Cached
+		out.Objects += c.Objects
+		out.Compiled += c.Compiled
+		out.Reused += c.Reused
+		out.Seconds += c.Seconds
+	}
+	return out, nil
 }
 
 // Series is one (variant, benchmark, metric) across the tags.
@@ -508,9 +539,12 @@ func Load(st *store.Store, w *store.Watch) (*History, error) {
 	type key struct{ v, b, m string }
 	idx := map[key]int{}
 	for i, t := range tags {
-		h.Tags = append(h.Tags, TagEntry{t})
+		h.Tags = append(h.Tags, TagEntry{WatchTag: t})
 		if t.Status != store.TagDone || t.EvaluationID == 0 {
 			continue
+		}
+		if h.Tags[i].Build, err = buildOf(st, t.EvaluationID); err != nil {
+			return nil, err
 		}
 		samples, err := st.Samples(t.EvaluationID)
 		if err != nil {
