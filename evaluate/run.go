@@ -39,6 +39,11 @@ const (
 	PhaseAgentFailure = "agent-failure" // the agent reported errors or died
 	PhaseNoBoot       = "no-boot"       // nothing on the console: firmware/QEMU
 	PhaseInfra        = "infra"         // QEMU/ssh could not run
+	// PhaseMachineLost: a machine over ssh stopped answering and nothing
+	// it printed (console log, boot hook) shows that its kernel crashed:
+	// the network or the power, an infrastructure error that is retried.
+	// A crash it printed is PhaseKernelPanic, the kernel's failure.
+	PhaseMachineLost = "machine-lost"
 )
 
 // BootError is a classified boot failure with the console tail.

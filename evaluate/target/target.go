@@ -48,12 +48,15 @@ type Config struct {
 	// the hook when BootHook is set), the hook (the boot itself, or
 	// kexec's fallback that brings a lost machine back), the initramfs a
 	// kexec boots with, then ssh's identity file and -o options. Cmdline
-	// is added to a kexec'd kernel's command line.
+	// is added to a kexec'd kernel's command line. ConsoleLog is the
+	// file this host logs the machine's console to: a crash there is the
+	// kernel's failure, silence without one a lost machine (ssh.Config).
 	Boot         string
 	BootHook     string
 	Initrd       string
 	IdentityFile string
 	SSHOptions   []string
+	ConsoleLog   string
 }
 
 // New returns the target cfg describes; a Where that is neither QEMU nor
@@ -76,7 +79,7 @@ func New(cfg Config) (evaluate.Target, error) {
 			return nil, fail.Inputf("target %s: deterministic timing needs QEMU (-icount); a machine over ssh runs in real time", cfg.Where)
 		}
 		return ssh.New(ssh.Config{URL: cfg.Where, Boot: cfg.Boot, BootHook: cfg.BootHook, Initrd: cfg.Initrd, Cmdline: cfg.Cmdline,
-			IdentityFile: cfg.IdentityFile, Options: cfg.SSHOptions, Timeout: cfg.Timeout, CacheDir: agents})
+			IdentityFile: cfg.IdentityFile, Options: cfg.SSHOptions, Timeout: cfg.Timeout, CacheDir: agents, ConsoleLog: cfg.ConsoleLog})
 	}
 	return nil, fail.Inputf("target %q: want qemu or ssh://user@host[:port]", cfg.Where)
 }

@@ -104,10 +104,17 @@ func (t *Target) probe(ctx context.Context) (*probe, error) {
 func (t *Target) bootKernel(ctx context.Context, k evaluate.Kernel, console *bytes.Buffer) (*probe, error) {
 	switch t.cfg.Boot {
 	case BootHook:
+		mark, before := t.markConsole(), console.Len()
 		if err := t.runHook(ctx, k, "", "boot", console); err != nil {
 			return nil, err
 		}
 		if err := t.waitUp(ctx, k, true); err != nil {
+			var ae *AccessError
+			if !errors.As(err, &ae) && ctx.Err() == nil {
+				if c := t.awaitCrash(mark, "", console.Bytes()[before:], 5*time.Second); c != nil {
+					return nil, t.crashError(k, "on the way up", c, console)
+				}
+			}
 			return nil, err
 		}
 		return t.verify(ctx, k, "")
@@ -121,7 +128,7 @@ func (t *Target) bootKernel(ctx context.Context, k evaluate.Kernel, console *byt
 }
 
 // waitUp waits for ssh; after a boot, a machine that does not answer is
-// a kernel that did not come back.
+// lost (a crash it showed is the caller's to find).
 func (t *Target) waitUp(ctx context.Context, k evaluate.Kernel, booted bool) error {
 	wait := t.cfg.BootWait
 	if !booted {
@@ -135,8 +142,8 @@ func (t *Target) waitUp(ctx context.Context, k evaluate.Kernel, booted bool) err
 	if errors.As(err, &ae) || !booted {
 		return &evaluate.BootError{Variant: k.Variant, Phase: evaluate.PhaseInfra, Kind: fail.KindInfra, Msg: err.Error()}
 	}
-	return &evaluate.BootError{Variant: k.Variant, Phase: evaluate.PhaseKernelHang, Kind: fail.KindInfra,
-		Msg: fmt.Sprintf("the machine did not come back within %v after booting %s: %v", wait, imageName(k), err)}
+	return &evaluate.BootError{Variant: k.Variant, Phase: evaluate.PhaseMachineLost, Kind: fail.KindInfra,
+		Msg: fmt.Sprintf("the machine did not come back within %v after booting %s, %s: %v", wait, imageName(k), t.noCrashSeen(), err)}
 }
 
 // verify probes the running kernel and checks it is k (evaluate.Verify),

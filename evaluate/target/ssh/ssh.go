@@ -11,10 +11,16 @@
 //
 // The ssh client is used as is, so ~/.ssh/config, agents and keys apply;
 // BatchMode is always on (no password prompts). A wrong host key, a
-// refused login, a machine without kexec, a kernel that does not come
-// back and a machine that comes back in another kernel are each an
-// infrastructure error (exit 3) with one line saying which, and no
-// sample: the boot is redone when the run is resumed.
+// refused login, a machine without kexec, a machine that is lost (does
+// not come back, or stops answering during the benchmarks, with no crash
+// on its console) and a machine that comes back in another kernel are
+// each an infrastructure error (exit 3) with one line saying which, and
+// no sample: the boot is retried (BootRetries), and redone when the run
+// is resumed. A kernel under test that crashes on the way up or during
+// the benchmarks -- a panic or an oops on the console log
+// (Config.ConsoleLog) or in the boot hook's output, then silence -- is
+// that kernel's failure: exit 1, a failed boot of the variant with the
+// crash report as its console tail, not retried.
 package ssh
 
 import (
@@ -28,6 +34,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -67,6 +74,14 @@ type Config struct {
 	// to every kexec'd kernel's command line (after the machine's own).
 	Initrd  string
 	Cmdline string
+	// ConsoleLog is a file on this host that the machine's console is
+	// appended to (a console server's log, ipmitool sol's output, the
+	// emulated lab's serial log). When the machine stops answering, what
+	// it printed since the boot began tells a kernel that crashed (a
+	// panic, an oops: the variant's failed boot, exit 1) from a machine
+	// that was lost (the network, the power: infra, exit 3, retried).
+	// Without it only the boot hook's output is read for a crash.
+	ConsoleLog string
 	// Kexec is the kexec program on the machine (default "kexec").
 	Kexec string
 	// Timeout bounds one boot's benchmarks (default 30 min).
@@ -230,29 +245,98 @@ func (t *Target) WaitUp(ctx context.Context, wait time.Duration) error {
 }
 
 // Boot puts kernel k on the machine with the boot method, verifies that
-// the machine runs it (build-id, command line), then runs the plan.
+// the machine runs it (build-id, command line), then runs the plan. A
+// machine lost during the benchmarks with nothing on its console that
+// says the kernel crashed (the network, the power) is booted and measured
+// again, up to BootRetries more times; a kernel that crashed is this
+// variant's failed boot (exit 1), never retried.
 func (t *Target) Boot(ctx context.Context, k evaluate.Kernel, p guest.Plan) (*evaluate.BootResult, error) {
+	var console bytes.Buffer
+	for attempt := 0; ; attempt++ {
+		res, lost, err := t.bootOnce(ctx, k, p, &console)
+		if !lost || attempt >= t.cfg.BootRetries || t.cfg.Boot == BootNone || ctx.Err() != nil {
+			return res, err
+		}
+		fmt.Fprintf(&console, "--- boot attempt %d of %d (after: %s) ---\n", attempt+2, t.cfg.BootRetries+1, firstLine(lostMsg(err)))
+	}
+}
+
+func lostMsg(err error) string {
+	var be *evaluate.BootError
+	if errors.As(err, &be) {
+		return be.Msg
+	}
+	return err.Error()
+}
+
+// bootOnce is one boot and its benchmarks; lost says the machine stopped
+// answering during the benchmarks and showed no crash (what Boot retries).
+func (t *Target) bootOnce(ctx context.Context, k evaluate.Kernel, p guest.Plan, console *bytes.Buffer) (_ *evaluate.BootResult, lost bool, _ error) {
 	res := &evaluate.BootResult{Output: &guest.Output{}, Started: time.Now(),
 		Env: evaluate.Environment{Target: t.cfg.URL, Host: t.host, AgentVersion: guest.Version, ConfigHash: k.ConfigHash}}
-	var console bytes.Buffer
 	finish := func() {
 		res.Duration = time.Since(res.Started)
-		res.Console = console.Bytes()
+		res.Console = slices.Clone(console.Bytes())
 	}
-	probe, err := t.bootKernel(ctx, k, &console)
+	probe, err := t.bootKernel(ctx, k, console)
 	if err != nil {
 		finish()
 		var be *evaluate.BootError
 		if !errors.As(err, &be) {
 			be = &evaluate.BootError{Variant: k.Variant, Phase: evaluate.PhaseInfra, Kind: fail.KindInfra, Msg: err.Error()}
 		}
-		be.Console, be.Tail = res.Console, evaluate.Tail(res.Console, 40)
-		return res, be
+		be.Console = res.Console
+		if be.Tail == "" {
+			be.Tail = evaluate.Tail(res.Console, 40)
+		}
+		return res, false, be
 	}
 	res.Env.BuildID, res.Env.Verified = probe.BuildID, k.BuildID != ""
-	fmt.Fprintf(&console, "--- verified: %s ---\n", probe.evidence(k))
+	fmt.Fprintf(console, "--- verified: %s ---\n", probe.evidence(k))
+	benchMark := t.markConsole()
+	timedOut, runErr := t.benchmarks(ctx, k, p, res, console)
+	finish()
+	if res.Output.Info != nil {
+		res.Env.KernelRelease = res.Output.Info.Release
+		res.Env.Cmdline = res.Output.Info.Cmdline
+	}
+	if ctx.Err() != nil {
+		return res, false, fail.Infraf("ssh %s: interrupted: %w", t.cfg.URL, ctx.Err())
+	}
+	if runErr != nil && !res.Output.Done {
+		if c := t.awaitCrash(benchMark, "", nil, 5*time.Second); c != nil {
+			be := t.crashError(k, "during the benchmarks", c, console)
+			t.bringBack(ctx, k, console)
+			finish()
+			be.Console = res.Console
+			return res, false, be
+		}
+		if connectionLost(runErr) {
+			be := &evaluate.BootError{Variant: k.Variant, Phase: evaluate.PhaseMachineLost, Kind: fail.KindInfra,
+				Msg: fmt.Sprintf("the machine stopped answering during the benchmarks of %s, %s: %s", imageName(k), t.noCrashSeen(), firstLine(runErr.Error()))}
+			fmt.Fprintf(console, "--- lost: %s ---\n", be.Msg)
+			finish()
+			be.Console, be.Tail = res.Console, evaluate.Tail(res.Console, 40)
+			return res, true, be
+		}
+	}
+	if err := evaluate.Classify(k.Variant, res.Console, res.Output, runErr, timedOut); err != nil {
+		if be, ok := err.(*evaluate.BootError); ok && be.Kind == fail.KindFailed && t.cfg.Boot == BootNone {
+			// Without a boot hook nothing was booted: a stopped agent is
+			// this tool's (or the connection's) problem, not a kernel's.
+			be.Kind = fail.KindInfra
+		}
+		return res, false, err
+	}
+	return res, false, nil
+}
+
+// benchmarks runs the plan on the verified kernel: the agent's benchmarks,
+// then stress-ng's over the shell.
+func (t *Target) benchmarks(ctx context.Context, k evaluate.Kernel, p guest.Plan, res *evaluate.BootResult, console *bytes.Buffer) (timedOut bool, _ error) {
 	bctx, cancel := context.WithTimeout(ctx, t.cfg.Timeout)
 	defer cancel()
+	defer func() { timedOut = bctx.Err() != nil && ctx.Err() == nil }()
 	var agentPlan guest.Plan = p
 	agentPlan.Benchmarks = nil
 	// The agent checks again before its first benchmark (a machine that
@@ -268,48 +352,46 @@ func (t *Target) Boot(ctx context.Context, k evaluate.Kernel, p guest.Plan) (*ev
 	}
 	var runErr error
 	if len(agentPlan.Benchmarks) > 0 || len(stress) == 0 {
-		runErr = t.runAgent(bctx, agentPlan, res, &console)
+		runErr = t.runAgent(bctx, agentPlan, res, console)
 	} else {
-		runErr = t.info(bctx, res, &console)
+		runErr = t.info(bctx, res, console)
 	}
-	if runErr == nil {
-		iters := p.Iterations
-		if iters <= 0 {
-			iters = 1
-		}
-		for it := 0; it < iters && runErr == nil; it++ {
-			for _, b := range stress {
-				r, err := t.stressNGKill(bctx, b, &console)
-				if err != nil {
-					runErr = err
-					break
-				}
-				r.Iteration = it
-				console.WriteString(guest.Record{Type: "result", Result: r}.Line())
-				res.Output.Results = append(res.Output.Results, *r)
+	if runErr != nil {
+		return false, runErr
+	}
+	iters := max(p.Iterations, 1)
+	for it := 0; it < iters; it++ {
+		for _, b := range stress {
+			r, err := t.stressNGKill(bctx, b, console)
+			if err != nil {
+				return false, err
 			}
+			r.Iteration = it
+			console.WriteString(guest.Record{Type: "result", Result: r}.Line())
+			res.Output.Results = append(res.Output.Results, *r)
 		}
-		if runErr == nil {
-			res.Output.Done, res.Output.OK = true, len(res.Output.Errors) == 0
-		}
 	}
-	finish()
-	if res.Output.Info != nil {
-		res.Env.KernelRelease = res.Output.Info.Release
-		res.Env.Cmdline = res.Output.Info.Cmdline
+	res.Output.Done, res.Output.OK = true, len(res.Output.Errors) == 0
+	return false, nil
+}
+
+// connectionLost says err is ssh's own failure (exit 255: the connection
+// dropped or could not be made), not the remote command's.
+func connectionLost(err error) bool {
+	var ae *AccessError
+	if errors.As(err, &ae) {
+		return false
 	}
-	if ctx.Err() != nil {
-		return res, fail.Infraf("ssh %s: interrupted: %w", t.cfg.URL, ctx.Err())
+	var ee *exec.ExitError
+	return errors.As(err, &ee) && ee.ExitCode() == 255
+}
+
+// noCrashSeen says what was looked at before calling a machine lost.
+func (t *Target) noCrashSeen() string {
+	if t.cfg.ConsoleLog == "" {
+		return "and no console log is configured to tell a crash from a lost machine (console_log)"
 	}
-	if err := evaluate.Classify(k.Variant, res.Console, res.Output, runErr, bctx.Err() != nil); err != nil {
-		if be, ok := err.(*evaluate.BootError); ok && be.Kind == fail.KindFailed && t.cfg.Boot == BootNone {
-			// Without a boot hook nothing was booted: a stopped agent is
-			// this tool's (or the connection's) problem, not a kernel's.
-			be.Kind = fail.KindInfra
-		}
-		return res, err
-	}
-	return res, nil
+	return "with no crash on its console log " + t.cfg.ConsoleLog
 }
 
 func (t *Target) remoteArch(ctx context.Context) (string, error) {

@@ -24,6 +24,13 @@ import (
 // host key and authorized_keys and returns the target URL and identity.
 func sshd(t *testing.T) (string, string) {
 	t.Helper()
+	url, id, _ := sshdProc(t)
+	return url, id
+}
+
+// sshdProc is sshd, with the server's process id.
+func sshdProc(t *testing.T) (string, string, int) {
+	t.Helper()
 	bin := "/usr/sbin/sshd"
 	if _, err := os.Stat(bin); err != nil {
 		t.Fatal("openssh-server is needed (apt-get install openssh-server)")
@@ -80,7 +87,7 @@ PermitRootLogin prohibit-password
 		time.Sleep(100 * time.Millisecond)
 	}
 	u, _ := user.Current()
-	return fmt.Sprintf("ssh://%s@127.0.0.1:%d", u.Username, port), filepath.Join(dir, "id")
+	return fmt.Sprintf("ssh://%s@127.0.0.1:%d", u.Username, port), filepath.Join(dir, "id"), cmd.Process.Pid
 }
 
 var noHostCheck = []string{"StrictHostKeyChecking=no", "UserKnownHostsFile=/dev/null", "LogLevel=ERROR"}
