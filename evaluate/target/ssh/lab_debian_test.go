@@ -81,7 +81,7 @@ func TestLabDebianKernel(t *testing.T) {
 	t.Logf("kexec + verify + getppid: %v", time.Since(bootStart).Round(time.Second))
 	labFailures(t, h, k, guest.Plan{Benchmarks: []guest.Bench{{Name: "getppid", Ops: 20000}}}, func(wait time.Duration) *Target {
 		tg, err := New(Config{URL: h.URL, IdentityFile: h.Identity, Options: h.SSHOptions(), CacheDir: t.TempDir(),
-			Boot: BootKexec, Initrd: h.Initrd, BootHook: h.RestartHook, BootWait: 2 * wait, Timeout: 10 * time.Minute})
+			Boot: BootKexec, Initrd: h.Initrd, BootHook: h.RestartHook, BootWait: 2 * wait, Timeout: 10 * time.Minute, ConsoleLog: h.Console})
 		if err != nil {
 			t.Fatal(err)
 		}

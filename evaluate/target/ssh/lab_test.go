@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"os"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -21,9 +22,11 @@ import (
 // its initramfs, a forwarded loopback port): SSH in, kexec into the
 // kernel under test, verify its build-id and command line, benchmark;
 // lose the machine in the middle of a kexec and recover through the
-// boot hook (a power cycle); a kernel whose build-id is not the one asked
-// for and a kernel that does not come back are infra errors without a
-// sample. Long: one x86_64 kernel build (886 objects (measured: 2 h 3 min at nice 10, load ~35 on 2 cores), cached).
+// boot hook (a power cycle), and lose it again during the benchmarks; a
+// kernel whose build-id is not the one asked for is an infra error
+// without a sample; a kernel that panics on the way up and one that
+// panics during the benchmarks are that kernel's failed boots (exit 1),
+// read from the machine's console log. Long: one x86_64 kernel build (886 objects (measured: 2 h 3 min at nice 10, load ~35 on 2 cores), cached).
 func TestLabKexec(t *testing.T) {
 	testenv.SkipUnlessLong(t, "an x86_64 kernel build and TCG boots of the lab host")
 	buildtest.SkipIfSlow(t)
@@ -33,7 +36,7 @@ func TestLabKexec(t *testing.T) {
 	t.Logf("lab machine %s up after %v (kernel build-id %s)", h.URL, time.Since(start).Round(time.Second), art.BuildID())
 	newTarget := func(wait time.Duration) *Target {
 		tg, err := New(Config{URL: h.URL, IdentityFile: h.Identity, Options: h.SSHOptions(), CacheDir: t.TempDir(),
-			Boot: BootKexec, Initrd: h.Initrd, BootHook: h.RestartHook, BootWait: wait, Timeout: 10 * time.Minute})
+			Boot: BootKexec, Initrd: h.Initrd, BootHook: h.RestartHook, BootWait: wait, Timeout: 10 * time.Minute, ConsoleLog: h.Console})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -63,9 +66,11 @@ func TestLabKexec(t *testing.T) {
 	labFailures(t, h, k, plan, newTarget)
 }
 
-// labFailures loses the machine in the middle of a kexec (it must come
-// back through the boot hook and be measured), asks for a build-id the
-// machine does not run, and kexecs a kernel that does not come back.
+// labFailures loses the machine in the middle of a kexec and again during
+// the benchmarks (each time it must come back through the boot hook and
+// be measured), asks for a build-id the machine does not run, and kexecs
+// a kernel that panics on the way up and one that panics on an NMI
+// during the benchmarks (each the kernel's failed boot, not retried).
 func labFailures(t *testing.T, h *testlab.Host, k evaluate.Kernel, plan guest.Plan, newTarget func(time.Duration) *Target) {
 	ctx := context.Background()
 	t.Run("lost once and recovered", func(t *testing.T) {
@@ -112,19 +117,82 @@ func labFailures(t *testing.T, h *testlab.Host, k evaluate.Kernel, plan guest.Pl
 		t.Logf("wrong kernel: %s", be.Msg)
 	})
 
-	t.Run("kernel that does not come back", func(t *testing.T) {
+	t.Run("lost during the benchmarks and recovered", func(t *testing.T) {
+		long := guest.Plan{Benchmarks: []guest.Bench{{Name: "getppid", Ops: 3000000}}}
+		hit := whileAgentRuns(h, func() error { h.Kill(); return nil })
+		res, err := newTarget(3*time.Minute).Boot(ctx, k, long)
+		if herr := <-hit; herr != nil {
+			t.Fatal(herr)
+		}
+		if err != nil {
+			t.Fatalf("not recovered: %v\nconsole:\n%s", err, h.ConsoleTail(30))
+		}
+		c := string(res.Console)
+		if !strings.Contains(c, "--- lost: the machine stopped answering during the benchmarks") || !strings.Contains(c, "\n--- boot attempt 2 of 2") ||
+			!res.Env.Verified || len(res.Output.Results) != 1 {
+			t.Errorf("%d results; the loss and the second boot not in the console:\n%s", len(res.Output.Results), c)
+		}
+		t.Logf("lost during the benchmarks, booted and measured again: %s", firstLine(c[strings.Index(c, "--- lost"):]))
+	})
+
+	t.Run("kernel that panics on the way up", func(t *testing.T) {
 		dead := k
-		dead.Cmdline = "rdinit=/nonexistent"
-		tg := newTarget(100 * time.Second)
-		res, err := tg.Boot(ctx, dead, plan)
-		if err == nil || fail.KindOf(err) != fail.KindInfra || !strings.Contains(err.Error(), "did not come back within") {
+		dead.Cmdline = "rdinit=/nonexistent init=/nonexistent"
+		start := time.Now()
+		res, err := newTarget(100*time.Second).Boot(ctx, dead, plan)
+		var be *evaluate.BootError
+		if !errors.As(err, &be) || be.Phase != evaluate.PhaseKernelPanic || fail.KindOf(err) != fail.KindFailed ||
+			!strings.Contains(be.Msg, "Kernel panic - not syncing") || !strings.Contains(be.Tail, "Kernel panic - not syncing") {
 			t.Fatalf("err %v\nconsole:\n%s", err, h.ConsoleTail(20))
 		}
-		if len(res.Output.Results) != 0 {
-			t.Errorf("%d results", len(res.Output.Results))
+		if len(res.Output.Results) != 0 || strings.Contains(string(res.Console), "kexec boot attempt 2") {
+			t.Errorf("%d results, console:\n%s", len(res.Output.Results), res.Console)
 		}
-		t.Logf("does not come back: %s", firstLine(err.Error()))
+		if !strings.Contains(string(res.Console), "--- the machine is back for the next boot") {
+			t.Errorf("the machine was not brought back:\n%s", res.Console)
+		}
+		t.Logf("panics on the way up (%v, the machine brought back): %s", time.Since(start).Round(time.Second), firstLine(err.Error()))
 	})
+
+	t.Run("kernel that panics during the benchmarks", func(t *testing.T) {
+		nmi := k
+		nmi.Cmdline += " unknown_nmi_panic"
+		long := guest.Plan{Benchmarks: []guest.Bench{{Name: "getppid", Ops: 3000000}}}
+		hit := whileAgentRuns(h, h.NMI)
+		res, err := newTarget(3*time.Minute).Boot(ctx, nmi, long)
+		if herr := <-hit; herr != nil {
+			t.Fatal(herr)
+		}
+		var be *evaluate.BootError
+		if !errors.As(err, &be) || be.Phase != evaluate.PhaseKernelPanic || fail.KindOf(err) != fail.KindFailed ||
+			!strings.Contains(be.Msg, "during the benchmarks") || !strings.Contains(be.Tail, "NMI") {
+			t.Fatalf("err %v\nconsole:\n%s", err, h.ConsoleTail(20))
+		}
+		if strings.Contains(string(res.Console), "boot attempt 2") {
+			t.Errorf("a crash was retried:\n%s", res.Console)
+		}
+		t.Logf("panics during the benchmarks: %s", firstLine(err.Error()))
+	})
+}
+
+// whileAgentRuns calls do once the agent runs on the lab machine (its
+// binary is some process's executable) and sends do's error.
+func whileAgentRuns(h *testlab.Host, do func() error) <-chan error {
+	hit := make(chan error, 1)
+	go func() {
+		for i := 0; i < 900; i++ {
+			ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+			out, _ := h.SSH(ctx, "ls -l /proc/[0-9]*/exe 2>/dev/null | grep -c /tmp/patcheval-agent-")
+			cancel()
+			if n, _ := strconv.Atoi(strings.TrimSpace(string(out))); n > 0 {
+				hit <- do()
+				return
+			}
+			time.Sleep(300 * time.Millisecond)
+		}
+		hit <- errors.New("the agent never ran on the lab machine")
+	}()
+	return hit
 }
 
 func readFile(p string) string {

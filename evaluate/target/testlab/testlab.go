@@ -7,12 +7,17 @@
 // key are made here, so a test knows them. RestartHook is a shell command
 // that power-cycles the machine (kills QEMU and boots it again from the
 // lab kernel): the ssh target's boot hook, what IPMI is to a real lab.
+// Console is the serial console's log, what a console server keeps; NMI
+// injects a non-maskable interrupt through QEMU's QMP socket, what a
+// BMC's diagnostic interrupt (ipmitool chassis power diag) does.
 package testlab
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	_ "embed"
+	"encoding/json"
 	"fmt"
 	"net"
 	"os"
@@ -51,6 +56,7 @@ type Host struct {
 	// from the lab kernel (a shell command, e.g. a boot hook).
 	RestartHook string
 	pidFile     string
+	qmp         string // QEMU's QMP socket
 }
 
 // SSHOptions are the ssh -o options that reach the machine with its
@@ -90,7 +96,7 @@ func StartWith(t testing.TB, o Options) *Host {
 		t.Fatal("qemu-system-x86_64 is needed (apt-get install qemu-system-x86)")
 	}
 	dir := t.TempDir()
-	h := &Host{Dir: dir, Console: filepath.Join(dir, "console.log"), pidFile: filepath.Join(dir, "qemu.pid")}
+	h := &Host{Dir: dir, Console: filepath.Join(dir, "console.log"), pidFile: filepath.Join(dir, "qemu.pid"), qmp: filepath.Join(dir, "qmp.sock")}
 	h.Identity, h.KnownHosts = filepath.Join(dir, "id"), filepath.Join(dir, "known_hosts")
 	port := freePort(t)
 	h.URL = fmt.Sprintf("ssh://root@127.0.0.1:%d", port)
@@ -111,6 +117,7 @@ func StartWith(t testing.TB, o Options) *Host {
 		"-no-reboot", "-kernel", kernel, "-initrd", h.Initrd, "-append", Cmdline,
 		"-nic", fmt.Sprintf("user,model=%s,hostfwd=tcp:127.0.0.1:%d-:22", o.NIC, port),
 		"-chardev", "file,id=con,path=" + h.Console + ",append=on", "-serial", "chardev:con",
+		"-qmp", "unix:" + h.qmp + ",server=on,wait=off",
 		"-daemonize", "-pidfile", h.pidFile}
 	var quoted []string
 	for _, a := range qemu {
@@ -144,6 +151,46 @@ func (h *Host) Kill() {
 			p.Kill()
 		}
 	}
+}
+
+// NMI injects a non-maskable interrupt into the running machine (QMP
+// inject-nmi). A kernel booted with unknown_nmi_panic panics on it.
+func (h *Host) NMI() error {
+	c, err := net.DialTimeout("unix", h.qmp, 10*time.Second)
+	if err != nil {
+		return fmt.Errorf("lab machine QMP: %w", err)
+	}
+	defer c.Close()
+	c.SetDeadline(time.Now().Add(30 * time.Second))
+	rd := bufio.NewReader(c)
+	if _, err := rd.ReadString('\n'); err != nil { // the greeting
+		return fmt.Errorf("lab machine QMP greeting: %w", err)
+	}
+	for _, cmd := range []string{"qmp_capabilities", "inject-nmi"} {
+		if _, err := fmt.Fprintf(c, "{\"execute\": %q}\n", cmd); err != nil {
+			return err
+		}
+		for {
+			line, err := rd.ReadString('\n')
+			if err != nil {
+				return fmt.Errorf("lab machine QMP %s: %w", cmd, err)
+			}
+			var r struct {
+				Return *json.RawMessage `json:"return"`
+				Error  *struct {
+					Desc string `json:"desc"`
+				} `json:"error"`
+			}
+			if json.Unmarshal([]byte(line), &r) != nil || (r.Return == nil && r.Error == nil) {
+				continue // an event
+			}
+			if r.Error != nil {
+				return fmt.Errorf("lab machine QMP %s: %s", cmd, r.Error.Desc)
+			}
+			break
+		}
+	}
+	return nil
 }
 
 // ConsoleTail is the last n lines of the serial console.
