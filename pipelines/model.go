@@ -286,6 +286,10 @@ type Target struct {
 	Boot string `json:"boot,omitempty"`
 	// Initrd is the initramfs a kexec boot loads (absolute path).
 	Initrd string `json:"initrd,omitempty"`
+	// ConsoleLog is the file (absolute path) this host logs the machine's
+	// console to: a crash there is the kernel's failed boot, silence
+	// without one a lost machine (evaluate/target/ssh).
+	ConsoleLog string `json:"console_log,omitempty"`
 	// Identity (an absolute path) and SSHOptions (ssh -o) reach an ssh
 	// target (besides ~/.ssh/config).
 	Identity   string        `json:"identity,omitempty"`

@@ -281,6 +281,14 @@ func TestSSHBootMethods(t *testing.T) {
 			t.Errorf("%s: %v, boot %q", extra, err, p.Target.Boot)
 		}
 	}
+	// The console log is resolved against the pipeline's directory; it
+	// need not exist before the first boot.
+	dir := t.TempDir()
+	file := filepath.Join(dir, "k.toml")
+	p, err := Parse([]byte(strings.Replace(nd, "ssh://root@box\"", "ssh://root@box\"\nboot = \"kexec\"\nconsole_log = \"box.log\"", 1)), file)
+	if err != nil || p.Target.ConsoleLog != filepath.Join(dir, "box.log") {
+		t.Errorf("console_log: %v, %q", err, p.Target.ConsoleLog)
+	}
 	one := strings.Replace(nd, "[[variant]]\nname = \"b\"\nsymbols = { PREEMPT_DYNAMIC = true }\n", "", 1)
 	if p, err := Parse([]byte(one), "one.toml"); err != nil || p.Target.Boot != "none" {
 		t.Errorf("one kernel, no boot method: %v", err)
@@ -388,6 +396,8 @@ func TestMalformed(t *testing.T) {
 		{"ssh hook without command", "deterministic = true", "deterministic = false\n[target]\nhost = \"ssh://root@box\"\nboot = \"hook\"", 5, "needs boot_hook"},
 		{"initrd without kexec", "deterministic = true", "deterministic = false\n[target]\nhost = \"ssh://root@box\"\nboot_hook = \"x\"\ninitrd = \"min.toml\"", 6, "set boot = \"kexec\""},
 		{"kexec on qemu", "", "[target]\nboot = \"kexec\"\n", 23, "target.boot, initrd, identity and ssh_options are for kind = \"ssh\""},
+		{"console_log on qemu", "", "[target]\nconsole_log = \"/var/log/conserver/box.log\"\n", 23, "target.console_log is for kind = \"ssh\""},
+		{"console_log in no directory", "deterministic = true", "deterministic = false\n[target]\nhost = \"ssh://root@box\"\nboot = \"kexec\"\nconsole_log = \"nodir/box.log\"", 6, "console_log \"nodir/box.log\": no directory"},
 		{"unknown benchmark", `name = "kill"`, `name = "hackbench"`, 17, `unknown benchmark "hackbench"`},
 		{"rcu with iterations", `name = "kill"`, `name = "rcu_sync"`, 18, "calls and runs"},
 		{"kill with calls", "iterations = 1000", "iterations = 1000\ncalls = 3", 19, "no calls parameter"},

@@ -93,6 +93,7 @@ type rawTarget struct {
 	BootHook string   `toml:"boot_hook"`
 	Boot     string   `toml:"boot"`
 	Initrd   string   `toml:"initrd"`
+	Console  string   `toml:"console_log"`
 	Identity string   `toml:"identity"`
 	SSHOpts  []string `toml:"ssh_options"`
 	SMP      *int     `toml:"smp"`

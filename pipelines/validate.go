@@ -297,6 +297,28 @@ func (ps *parser) sshBoot(t *Target, r *rawTarget) {
 			t.Initrd = abs
 		}
 	}
+	if r.Console != "" {
+		t.ConsoleLog = ps.consoleLog(r.Console)
+	}
+}
+
+// consoleLog resolves target.console_log (relative to the pipeline's
+// file). The log need not exist yet (a console server may create it), but
+// its directory must: a misspelt path would silently give no evidence.
+func (ps *parser) consoleLog(f string) string {
+	abs := f
+	if !filepath.IsAbs(f) {
+		if ps.dir == "" {
+			ps.errorf("target.console_log", "console_log %q: a builtin pipeline can only name an absolute path", f)
+			return ""
+		}
+		abs = filepath.Join(ps.dir, f)
+	}
+	if st, err := os.Stat(filepath.Dir(abs)); err != nil || !st.IsDir() {
+		ps.errorf("target.console_log", "console_log %q: no directory %s to hold the machine's console log", f, filepath.Dir(abs))
+		return ""
+	}
+	return abs
 }
 
 // bootable refuses a pipeline that needs several kernels (or command
@@ -541,6 +563,9 @@ func (ps *parser) target(p *Pipeline, r *rawTarget) {
 		}
 		if r.Boot != "" || r.Initrd != "" || r.Identity != "" || len(r.SSHOpts) > 0 {
 			ps.errorf("target.boot", "target.boot, initrd, identity and ssh_options are for kind = \"ssh\" (QEMU boots every kernel itself)")
+		}
+		if r.Console != "" {
+			ps.errorf("target.console_log", "target.console_log is for kind = \"ssh\" (QEMU's console is read by patcheval itself)")
 		}
 	case "ssh":
 		if !strings.HasPrefix(t.Host, "ssh://") || len(t.Host) <= len("ssh://") {

@@ -267,7 +267,7 @@ func targetConfig(bp pipelines.BootPlan, cacheDir string, u *userland.Userland) 
 	return target.Config{Where: where, Deterministic: bp.Deterministic, Timeout: bp.Target.Timeout, CacheDir: cacheDir,
 		SMP: bp.Target.SMP, MemoryMiB: bp.Target.MemoryMiB, KVM: bp.Target.KVM, Userland: u,
 		Boot: bp.Target.Boot, BootHook: bp.Target.BootHook, Initrd: bp.Target.Initrd,
-		IdentityFile: bp.Target.Identity, SSHOptions: bp.Target.SSHOptions}
+		IdentityFile: bp.Target.Identity, SSHOptions: bp.Target.SSHOptions, ConsoleLog: bp.Target.ConsoleLog}
 }
 
 func sampleLine(samples []evaluate.Sample) string {
