@@ -140,6 +140,7 @@ func init() {
 			initrd := fs.String("initrd", "", "ssh target, --boot kexec: the initramfs `file` the kexec'd kernels boot with")
 			running := fs.Bool("running", false, "ssh target without --kernel: measure whatever kernel the machine runs (not verified; its build-id is recorded)")
 			identity := fs.String("identity", "", "ssh target: identity `file`")
+			consoleLog := fs.String("console-log", "", "ssh target: the `file` this host logs the machine's console to (a console server's log): a panic there after the machine stops answering is the kernel's failed boot (exit 1), silence a lost machine (exit 3)")
 			var sshOpts sshOptFlags
 			fs.Var(&sshOpts, "ssh-option", "ssh target: an ssh -o `option` (repeat), e.g. StrictHostKeyChecking=accept-new")
 			return func(ctx context.Context, env *Env, args []string) error {
@@ -160,7 +161,7 @@ func init() {
 				}
 				tc := target.Config{Where: *where, Deterministic: *det, Timeout: *timeout,
 					SMP: *smp, MemoryMiB: *mem, KVM: *kvm, Cmdline: *cmdline,
-					Boot: *bootMethod, BootHook: *hook, Initrd: *initrd, IdentityFile: *identity, SSHOptions: sshOpts}
+					Boot: *bootMethod, BootHook: *hook, Initrd: *initrd, IdentityFile: *identity, SSHOptions: sshOpts, ConsoleLog: *consoleLog}
 				if *console {
 					tc.Console = env.Stderr
 				}
