@@ -159,6 +159,11 @@ func init() {
 				if err != nil {
 					return err
 				}
+				if *consoleLog != "" {
+					if abs, err := filepath.Abs(*consoleLog); err == nil {
+						*consoleLog = abs
+					}
+				}
 				tc := target.Config{Where: *where, Deterministic: *det, Timeout: *timeout,
 					SMP: *smp, MemoryMiB: *mem, KVM: *kvm, Cmdline: *cmdline,
 					Boot: *bootMethod, BootHook: *hook, Initrd: *initrd, IdentityFile: *identity, SSHOptions: sshOpts, ConsoleLog: *consoleLog}

@@ -52,6 +52,9 @@ func TestRunSSHKernels(t *testing.T) {
 		{[]string{"run", "--target", "ssh://root@127.0.0.1:1", "--boot", "none", "--kernel", "a=/k/a,arch=x86_64", "--kernel", "b=/k/a,arch=x86_64,cmdline=mitigations=off"},
 			"2 different kernels or command lines"},
 		{[]string{"run", "--running", "--kernel", "a=/k/a,arch=x86_64"}, "--running is for an ssh target without --kernel"},
+		{[]string{"run", "--target", "ssh://root@127.0.0.1:1", "--running", "--console-log", "/nonexistent/lab/console.log"},
+			"console log /nonexistent/lab/console.log: no directory /nonexistent/lab"},
+		{[]string{"run", "--kernel", "a=/k/a,arch=x86_64", "--console-log", "/var/log/console.log"}, "a console log (/var/log/console.log) is for an ssh target"},
 	} {
 		var out, errb bytes.Buffer
 		if code := run(context.Background(), &Env{Stdout: &out, Stderr: &errb}, c.args); code != 2 || !strings.Contains(errb.String(), c.want) {

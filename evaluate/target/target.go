@@ -68,6 +68,9 @@ func New(cfg Config) (evaluate.Target, error) {
 	}
 	switch {
 	case cfg.Where == "" || cfg.Where == QEMU:
+		if cfg.ConsoleLog != "" {
+			return nil, fail.Inputf("target qemu: a console log (%s) is for an ssh target: QEMU's console is read by patcheval itself", cfg.ConsoleLog)
+		}
 		qc := qemu.Config{SMP: cfg.SMP, MemoryMB: cfg.MemoryMiB, Deterministic: cfg.Deterministic, KVM: cfg.KVM,
 			Timeout: cfg.Timeout, Cmdline: cfg.Cmdline, Console: cfg.Console, CacheDir: agents}
 		if cfg.Userland != nil {

@@ -123,6 +123,14 @@ func New(cfg Config) (*Target, error) {
 	if t.cfg.BootRetries <= 0 {
 		t.cfg.BootRetries = 1
 	}
+	if c := t.cfg.ConsoleLog; c != "" {
+		// The log need not exist before the first boot (a console server
+		// may create it), but a misspelt path would silently give no
+		// evidence.
+		if st, err := os.Stat(filepath.Dir(c)); err != nil || !st.IsDir() {
+			return nil, fail.Inputf("ssh target %s: console log %s: no directory %s to hold the machine's console log", cfg.URL, c, filepath.Dir(c))
+		}
+	}
 	switch t.cfg.Boot {
 	case "":
 		t.cfg.Boot = BootNone
