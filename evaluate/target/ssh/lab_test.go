@@ -118,9 +118,13 @@ func labFailures(t *testing.T, h *testlab.Host, k evaluate.Kernel, plan guest.Pl
 	})
 
 	t.Run("lost during the benchmarks and recovered", func(t *testing.T) {
-		long := guest.Plan{Benchmarks: []guest.Bench{{Name: "getppid", Ops: 3000000}}}
-		hit := whileAgentRuns(h, func() error { h.Kill(); return nil })
+		// ~30 s of getppid in TCG (1,600 ns/op): long enough for the
+		// watcher's ssh to see the agent, short enough to run again.
+		long := guest.Plan{Benchmarks: []guest.Bench{{Name: "getppid", Ops: 20000000}}}
+		wctx, stop := context.WithCancel(ctx)
+		hit := whileAgentRuns(wctx, h, func() error { h.Kill(); return nil })
 		res, err := newTarget(3*time.Minute).Boot(ctx, k, long)
+		stop()
 		if herr := <-hit; herr != nil {
 			t.Fatal(herr)
 		}
@@ -157,9 +161,12 @@ func labFailures(t *testing.T, h *testlab.Host, k evaluate.Kernel, plan guest.Pl
 	t.Run("kernel that panics during the benchmarks", func(t *testing.T) {
 		nmi := k
 		nmi.Cmdline += " unknown_nmi_panic"
-		long := guest.Plan{Benchmarks: []guest.Bench{{Name: "getppid", Ops: 3000000}}}
-		hit := whileAgentRuns(h, h.NMI)
+		// Minutes of getppid: the NMI stops it.
+		long := guest.Plan{Benchmarks: []guest.Bench{{Name: "getppid", Ops: 200000000}}}
+		wctx, stop := context.WithCancel(ctx)
+		hit := whileAgentRuns(wctx, h, h.NMI)
 		res, err := newTarget(3*time.Minute).Boot(ctx, nmi, long)
+		stop()
 		if herr := <-hit; herr != nil {
 			t.Fatal(herr)
 		}
@@ -176,12 +183,13 @@ func labFailures(t *testing.T, h *testlab.Host, k evaluate.Kernel, plan guest.Pl
 }
 
 // whileAgentRuns calls do once the agent runs on the lab machine (its
-// binary is some process's executable) and sends do's error.
-func whileAgentRuns(h *testlab.Host, do func() error) <-chan error {
+// binary is some process's executable) and sends do's error; when ctx
+// ends first (the boot ended) it sends that the agent was never seen.
+func whileAgentRuns(wctx context.Context, h *testlab.Host, do func() error) <-chan error {
 	hit := make(chan error, 1)
 	go func() {
-		for i := 0; i < 900; i++ {
-			ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+		for wctx.Err() == nil {
+			ctx, cancel := context.WithTimeout(wctx, 20*time.Second)
 			out, _ := h.SSH(ctx, "ls -l /proc/[0-9]*/exe 2>/dev/null | grep -c /tmp/patcheval-agent-")
 			cancel()
 			if n, _ := strconv.Atoi(strings.TrimSpace(string(out))); n > 0 {
