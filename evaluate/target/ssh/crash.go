@@ -85,7 +85,7 @@ type crash struct {
 // findCrash finds the first crash in text after the line holding after
 // (the boot's own command line, with its nonce, when the console shows
 // it; "" = anywhere): the report runs from up to 20 lines before it to
-// the panic's end marker (or 60 lines on).
+// the panic's end marker (or the next boot's banner, or 60 lines on).
 func findCrash(text []byte, after string) *crash {
 	lines := strings.Split(strings.ReplaceAll(string(text), "\r", ""), "\n")
 	from := 0
@@ -109,6 +109,10 @@ func findCrash(text []byte, after string) *crash {
 			}
 			if strings.Contains(lines[j], "---[ end Kernel panic") {
 				end = j + 1
+				break
+			}
+			if j > i && strings.Contains(lines[j], "Linux version ") {
+				end = j // the next boot (panic=N rebooted the machine)
 				break
 			}
 		}

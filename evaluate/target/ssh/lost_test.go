@@ -18,17 +18,17 @@ import (
 	"github.com/patcheval/patcheval/internal/fail"
 )
 
-// labPanic is what a serial console logged when a kernel under test
-// panicked on an NMI during its benchmarks (the emulated lab host's 6.1
-// kernel booted with unknown_nmi_panic).
-const labPanic = `[   84.512207] Uhhuh. NMI received for unknown reason 30 on CPU 0.
-[   84.512891] Kernel panic - not syncing: NMI: Not continuing
-[   84.513004] CPU: 0 PID: 93 Comm: patcheval-agen Not tainted 6.1.0 #1
-[   84.513190] Call Trace:
-[   84.513250]  <NMI>
-[   84.513400]  panic+0x11b/0x2b4
-[   84.513700]  nmi_panic.cold+0xc/0xc
-[   84.514500] ---[ end Kernel panic - not syncing: NMI: Not continuing ]---
+// labPanic is the end of the emulated lab host's serial console when its
+// 6.1 kernel, kexec'd with an init that does not exist, panicked
+// (TestLabKexec's "kernel that panics on the way up"; panic=-1 rebooted
+// the machine at once, -no-reboot stopped it, the boot hook powered it on).
+const labPanic = `Freeing unused kernel image (rodata/data gap) memory: 1540K
+Run /nonexistent as init process
+Kernel panic - not syncing: Requested init /nonexistent failed (error -2).
+Kernel Offset: 0x3e00000 from 0xffffffff81000000 (relocation range: 0xffffffff80000000-0xffffffffbfffffff)
+=== lab: power on (recover) ===
+Linux version 6.1.192 (patcheval@patcheval) (x86_64-linux-gnu-gcc (Debian 12.2.0-14+deb12u1) 12.2.0, GNU ld (GNU Binutils for Debian) 2.40) #1 SMP Sun Dec 11 14:15:00 UTC 2022
+Command line: console=ttyS0 panic=-1 rdinit=/init ip=10.0.2.15::10.0.2.2:255.255.255.0::eth0:off
 `
 
 // powerProxy is the network between this host and a machine (the test's
@@ -212,8 +212,9 @@ func TestSSHLostOrCrashed(t *testing.T) {
 		}
 		var be *evaluate.BootError
 		if !errors.As(err, &be) || fail.KindOf(err) != fail.KindFailed || be.Phase != evaluate.PhaseKernelPanic ||
-			be.Msg != "vmlinuz-test crashed during the benchmarks: Kernel panic - not syncing: NMI: Not continuing (console log "+console+")" ||
-			!strings.Contains(be.Tail, "nmi_panic.cold") || !strings.Contains(err.Error(), "NMI received for unknown reason") {
+			be.Msg != "vmlinuz-test crashed during the benchmarks: Kernel panic - not syncing: Requested init /nonexistent failed (error -2). (console log "+console+")" ||
+			!strings.HasSuffix(be.Tail, "(relocation range: 0xffffffff80000000-0xffffffffbfffffff)\n=== lab: power on (recover) ===") ||
+			!strings.Contains(err.Error(), "Run /nonexistent as init process") {
 			t.Fatalf("err %v", err)
 		}
 		if strings.Contains(string(res.Console), "boot attempt 2") || len(res.Output.Results) != 0 {
@@ -237,7 +238,7 @@ func TestSSHLostOrCrashed(t *testing.T) {
 		tg.cfg.BootHook = "echo booting; printf '%s' '" + labPanic + "' >> " + console
 		_, err = tg.Boot(ctx, k, plan)
 		if !errors.As(err, &be) || fail.KindOf(err) != fail.KindFailed || be.Phase != evaluate.PhaseKernelPanic ||
-			!strings.Contains(be.Msg, "crashed on the way up: Kernel panic - not syncing: NMI: Not continuing") {
+			!strings.Contains(be.Msg, "crashed on the way up: Kernel panic - not syncing: Requested init /nonexistent failed (error -2).") {
 			t.Fatalf("panic on the console: %v", err)
 		}
 	})
