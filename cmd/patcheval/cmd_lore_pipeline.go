@@ -150,10 +150,15 @@ func (pf *pipelineFlags) run(ctx context.Context, env *Env, lr *loreResult, af a
 	defer st.Close()
 	pr := progress.New(env.Stderr)
 	renv := runner.Env{Store: st, Jobs: pf.jobs, Progress: pr}
-	res, err := runner.Run(ctx, renv, p, opts)
-	if err == nil {
-		err = pf.takeApart(ctx, renv, res, opts)
-	}
+	res, err := runner.RunWith(ctx, renv, p, opts, runner.FollowUps{
+		PerPatch:     pf.perPatch,
+		SeriesBisect: !pf.noSeriesBisect,
+		Run: func(ctx context.Context, _ runner.Step, res *runner.Outcome) (runner.Found, error) {
+			// The per-patch step bisects with the samples it measured, in
+			// the same pass: nothing is left for a bisection step.
+			return runner.Found{}, pf.takeApart(ctx, renv, res, opts)
+		},
+	})
 	var reproDir string
 	if err == nil {
 		reproDir = writeRepro(env.Stderr, st, res.EvaluationID, filepath.Join(opts.OutDir, "repro"))
@@ -183,11 +188,12 @@ func (pf *pipelineFlags) run(ctx context.Context, env *Env, lr *loreResult, af a
 	return nil
 }
 
-// takeApart measures the series patch by patch (--per-patch) and bisects
-// a whole-series regression inside the series (unless
-// --no-series-bisect), then writes the reports and the draft again with
-// the results. Every measurement is a stored evaluation: an interrupted
-// run resumes.
+// takeApart is the follow-ups of the stage graph after the report
+// (runner.StagePerPatch, runner.StageSeriesBisect), in one pass: it
+// measures the series patch by patch (--per-patch) and bisects a
+// whole-series regression inside the series (unless --no-series-bisect),
+// then writes the reports and the draft again with the results. Every
+// measurement is a stored evaluation: an interrupted run resumes.
 func (pf *pipelineFlags) takeApart(ctx context.Context, renv runner.Env, res *runner.Outcome, o runner.Options) error {
 	if !pf.perPatch && pf.noSeriesBisect {
 		return nil

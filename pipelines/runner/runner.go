@@ -11,11 +11,14 @@
 //	More    adaptive sampling: the next round's boots, empty when done
 //	Report  compares, writes the reports and the reply draft
 //
-// Run is Submit and every stage in one process (`patcheval lore
-// --pipeline`); a queue runs the same functions as jobs, possibly in other
-// processes, from the id alone. Every stage is idempotent: a finished boot
-// is never redone and its samples are never counted twice, so an
-// interrupted evaluation resumes where it stopped.
+// The stages do not know what follows them: the stage graph (graph.go,
+// Next) says, given the step that finished and what it found. Run is
+// Submit and a local driver of the graph in one process (`patcheval lore
+// --pipeline`); a queue (pipelines/service) drives the same graph with
+// the same functions as jobs, possibly in other processes, from the id
+// alone. Every stage is idempotent: a finished boot is never redone and
+// its samples are never counted twice, so an interrupted evaluation
+// resumes where it stopped.
 package runner
 
 import (
@@ -381,7 +384,21 @@ func keyOf(p *pipelines.Pipeline, in inputs, s *series.Series) (store.Evaluation
 // load reads evaluation id's inputs back: the pipeline parsed again from
 // its source, the series resolved again from its thread.
 func load(env Env, id int64) (*evaluation, error) {
-	data, mboxData, err := env.Store.Inputs(id)
+	ev, err := loadInputs(env.Store, id)
+	if err != nil {
+		return nil, err
+	}
+	if ev.p.NeedsSeries() || (ev.p.RevertsSeries() && len(ev.in.Mbox) > 0) {
+		if ev.series, err = resolveSeries(ev.in); err != nil {
+			return nil, fmt.Errorf("evaluation %d: stored series: %w", id, err)
+		}
+	}
+	return ev, nil
+}
+
+// loadInputs is load without the series.
+func loadInputs(st *store.Store, id int64) (*evaluation, error) {
+	data, mboxData, err := st.Inputs(id)
 	if err != nil {
 		return nil, err
 	}
@@ -395,11 +412,6 @@ func load(env Env, id int64) (*evaluation, error) {
 		return nil, fail.Infraf("evaluation %d: stored pipeline: %w", id, err)
 	}
 	ev.p.File, ev.p.Dir, ev.p.Warnings = ev.in.PipelineFile, ev.in.PipelineDir, ev.in.Warnings
-	if ev.p.NeedsSeries() || (ev.p.RevertsSeries() && len(ev.in.Mbox) > 0) {
-		if ev.series, err = resolveSeries(ev.in); err != nil {
-			return nil, fmt.Errorf("evaluation %d: stored series: %w", id, err)
-		}
-	}
 	return ev, nil
 }
 
@@ -438,12 +450,26 @@ func failed(ctx context.Context, env Env, id int64, err *error) {
 	}
 }
 
-// Run submits the evaluation and walks every stage in this process:
-// apply, build, boot (resuming from the store), sample more (adaptive),
-// report into outDir. Every finished boot is committed before the next
-// starts, so an interrupted evaluation loses nothing: running it again
-// resumes it.
+// Run submits the evaluation and walks its stage graph (Next) in this
+// process: apply, build, boot (resuming from the store), sample more
+// (adaptive), report into o.OutDir. Every finished boot is committed
+// before the next starts, so an interrupted evaluation loses nothing:
+// running it again resumes it.
 func Run(ctx context.Context, env Env, p *pipelines.Pipeline, o Options) (*Outcome, error) {
+	return RunWith(ctx, env, p, o, FollowUps{})
+}
+
+// FollowUps are the steps after the report that a local run also takes
+// (`patcheval lore --pipeline --per-patch`, the bisection inside the
+// series): Graph's PerPatch and SeriesBisect, and Run, which takes
+// StagePerPatch and StageSeriesBisect with the report's outcome.
+type FollowUps struct {
+	PerPatch, SeriesBisect bool
+	Run                    func(ctx context.Context, step Step, out *Outcome) (Found, error)
+}
+
+// RunWith is Run with follow-ups after the report.
+func RunWith(ctx context.Context, env Env, p *pipelines.Pipeline, o Options, f FollowUps) (*Outcome, error) {
 	if o.OutDir == "" {
 		return nil, fail.Inputf("pipeline %s: no output directory", p.Name)
 	}
@@ -457,40 +483,97 @@ func Run(ctx context.Context, env Env, p *pipelines.Pipeline, o Options) (*Outco
 			env.progress().Printf("resuming evaluation %d (%d boot(s) already finished)", id, ev.FinishedRuns)
 		}
 	}
-	if err := Apply(ctx, env, id); err != nil {
-		return out, err
-	}
-	keys, err := Builds(ctx, env, id)
-	if err != nil {
-		return out, err
-	}
-	if keys, err = configureFirst(ctx, env, id, keys, o.KeepGoing); err != nil {
-		return out, err
-	}
-	if err := buildAll(ctx, env, id, keys); err != nil {
-		return out, err
-	}
-	boots, err := Boots(ctx, env, id)
-	// Rounds are bounded: a round whose boots all failed for
-	// infrastructure reasons is offered again by More.
-	for round := 0; err == nil && len(boots) > 0 && round <= max(p.Repeats.MaxBoots, 1); round++ {
-		for _, b := range boots {
-			if err = slotted(ctx, env, "boot", func() error { return Boot(ctx, env, id, b) }); err != nil {
-				return out, err
+	l := &local{env: env, id: id, outDir: o.OutDir, keepGoing: o.KeepGoing, follow: f.Run, out: out,
+		graph: Graph{MaxRound: MaxRound(p.Repeats.MaxBoots), PerPatch: f.PerPatch, SeriesBisect: f.SeriesBisect}}
+	err = l.drive(ctx)
+	return l.out, err
+}
+
+// local is the local driver of evaluation id's stage graph: it takes the
+// steps Next names one at a time, in order, except a round of builds,
+// which it configures first (every kernel, before any compiles:
+// configureFirst) and then builds together within one -j budget
+// (buildAll).
+type local struct {
+	env       Env
+	id        int64
+	outDir    string
+	keepGoing bool
+	graph     Graph
+	follow    func(ctx context.Context, step Step, out *Outcome) (Found, error)
+	out       *Outcome
+}
+
+func (l *local) drive(ctx context.Context) error {
+	queue := []Step{{Stage: StageApply}}
+	for len(queue) > 0 {
+		step := queue[0]
+		if step.Stage == StageBuild {
+			var keys []string
+			for len(queue) > 0 && queue[0].Stage == StageBuild {
+				keys = append(keys, queue[0].Key)
+				queue = queue[1:]
 			}
+			if err := l.buildRound(ctx, keys); err != nil {
+				return err
+			}
+			queue = append(queue, Next(l.graph, step, Found{})...)
+			continue
 		}
-		boots, err = More(ctx, env, id)
+		queue = queue[1:]
+		if step.Stage == StageDone {
+			continue
+		}
+		found, err := l.take(ctx, step)
+		if err != nil {
+			return err
+		}
+		queue = append(queue, Next(l.graph, step, found)...)
 	}
+	return nil
+}
+
+// buildRound configures every kernel of keys and then builds them
+// together: all of them are built when it returns without error.
+func (l *local) buildRound(ctx context.Context, keys []string) error {
+	keys, err := configureFirst(ctx, l.env, l.id, keys, l.keepGoing)
 	if err != nil {
-		return out, err
+		return err
 	}
-	env.progress().Done()
-	res, err := Report(ctx, env, id, o.OutDir)
-	if res != nil {
-		res.Resumed = resumed
-		return res, err
+	return buildAll(ctx, l.env, l.id, keys)
+}
+
+// take takes one step (not a build) and says what it found.
+func (l *local) take(ctx context.Context, step Step) (Found, error) {
+	env, id := l.env, l.id
+	switch step.Stage {
+	case StageApply:
+		if err := Apply(ctx, env, id); err != nil {
+			return Found{}, err
+		}
+		keys, err := Builds(ctx, env, id)
+		return Found{Kernels: keys}, err
+	case StagePlan:
+		boots, err := Boots(ctx, env, id)
+		return Found{Boots: boots}, err
+	case StageBoot:
+		return Found{}, slotted(ctx, env, "boot", func() error { return Boot(ctx, env, id, step.Boot) })
+	case StageMore:
+		boots, err := More(ctx, env, id)
+		return Found{Boots: boots}, err
+	case StageReport:
+		env.progress().Done()
+		res, err := Report(ctx, env, id, l.outDir)
+		if res != nil {
+			res.Resumed = l.out.Resumed
+			l.out = res
+		}
+		return Found{Bisect: true}, err
 	}
-	return out, err
+	if l.follow == nil {
+		return Found{}, fail.Infraf("evaluation %d: no driver for step %s", id, step)
+	}
+	return l.follow(ctx, step, l.out)
 }
 
 // slotted runs fn holding env's slot of kind (without one: just fn).
