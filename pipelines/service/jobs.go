@@ -19,21 +19,19 @@ import (
 	"github.com/patcheval/patcheval/pipelines/store"
 )
 
-// The job kinds follow runner's stages. Every job names its evaluation
-// and the submission generation Gen (a re-run is a new generation, so
-// River's uniqueness by arguments dedupes within one run of the chain and
-// never blocks a re-run).
+// The job kinds are runner's stages (graph.go: the service drives
+// runner's stage graph). Every job names its evaluation and the
+// submission generation Gen (a re-run is a new generation, so River's
+// uniqueness by arguments dedupes within one run of the chain and never
+// blocks a re-run).
 //
-// The chain: apply inserts one build job per kernel; the last build to
-// finish inserts more(initial), which plans the boots (runner.Boots) and
-// inserts the first; each boot inserts the next one (so an evaluation's
-// boots run one at a time in their interleaving order, while other
-// evaluations' boots may run beside them); after the round's last boot,
-// more asks runner.More for an adaptive round, and when there is none
-// inserts report. Where a stage records its result (apply, build, boot,
-// report), the next job is inserted and the current one completed inside
-// the stage's own transaction (runner.Env.Record, River's InsertManyTx and
-// JobCompleteTx): a crash leaves either both or neither.
+// An evaluation's boots run one at a time in their interleaving order
+// (each boot job carries the round's boots after it), while other
+// evaluations' boots may run beside them. Where a stage records its
+// result (apply, build, boot, report), the next job is inserted and the
+// current one completed inside the stage's own transaction
+// (runner.Env.Record, River's InsertManyTx and JobCompleteTx): a crash
+// leaves either both or neither.
 
 // ApplyArgs is the apply job.
 type ApplyArgs struct {
@@ -100,10 +98,6 @@ type NotifyArgs struct {
 
 func (NotifyArgs) Kind() string { return "notify" }
 
-// maxRounds bounds the boot rounds of one generation (adaptive sampling
-// stops far earlier; this only guards against a loop).
-const maxRounds = 256
-
 func jobOpts(queue string, evalID int64, attempts int) *river.InsertOpts {
 	return &river.InsertOpts{Queue: queue, Tags: []string{evalTag(evalID)}, MaxAttempts: attempts,
 		UniqueOpts: river.UniqueOpts{ByArgs: true}}
@@ -134,22 +128,6 @@ func (s *Service) notifyJobs(id, gen int64, event string) []river.InsertManyPara
 	}
 	return []river.InsertManyParams{{Args: NotifyArgs{id, gen, event},
 		InsertOpts: &river.InsertOpts{Queue: QueueReport, MaxAttempts: 10, UniqueOpts: river.UniqueOpts{ByArgs: true}}}}
-}
-
-// bootJobs is the job for the first of boots (the rest ride along), in
-// its queue (BootQueue: its arch's or its SSH target's), or more for the
-// next round when there are none.
-func (s *Service) bootJobs(ctx context.Context, id, gen int64, round int, boots []evaluate.BootKey) (river.InsertManyParams, error) {
-	if len(boots) == 0 {
-		return moreJob(id, gen, round+1, false), nil
-	}
-	env := s.env(id, "plan")
-	env.Progress = progress.Discard()
-	bp, err := runner.BootPlanOf(ctx, env, id, boots[0])
-	if err != nil {
-		return river.InsertManyParams{}, err
-	}
-	return river.InsertManyParams{Args: BootArgs{id, gen, round, boots[0], boots[1:]}, InsertOpts: jobOpts(BootQueue(bp), id, 5)}, nil
 }
 
 // next computes the jobs that follow the current one, inside tx.
@@ -294,22 +272,23 @@ type applyWorker struct {
 
 func (w *applyWorker) Work(ctx context.Context, job *river.Job[ApplyArgs]) error {
 	a := job.Args
-	var keys []pipelines.BuildSpec
+	at := after{id: a.EvaluationID, gen: a.Gen, specs: map[string]pipelines.BuildSpec{}}
+	var f runner.Found
 	return work(w.s, ctx, job, a.EvaluationID, func(env runner.Env) error {
-		var err error
-		if keys, err = runner.BuildSpecs(ctx, env, a.EvaluationID); err != nil {
+		specs, err := runner.BuildSpecs(ctx, env, a.EvaluationID)
+		if err != nil {
+			return err
+		}
+		for _, k := range specs {
+			at.specs[k.Key] = k
+			f.Kernels = append(f.Kernels, k.Key)
+		}
+		if at.graph, err = w.s.graph(a.EvaluationID); err != nil {
 			return err
 		}
 		return runner.Apply(ctx, env, a.EvaluationID)
 	}, func(ctx context.Context, tx *store.Tx) ([]river.InsertManyParams, error) {
-		if len(keys) == 0 {
-			return []river.InsertManyParams{moreJob(a.EvaluationID, a.Gen, 0, true)}, nil
-		}
-		var out []river.InsertManyParams
-		for _, k := range keys {
-			out = append(out, buildJob(a.EvaluationID, a.Gen, k))
-		}
-		return out, nil
+		return w.s.follow(ctx, tx, at, runner.Step{Stage: runner.StageApply}, f)
 	})
 }
 
@@ -320,29 +299,44 @@ type buildWorker struct {
 
 func (w *buildWorker) Work(ctx context.Context, job *river.Job[BuildArgs]) error {
 	a := job.Args
+	at := after{id: a.EvaluationID, gen: a.Gen}
 	return work(w.s, ctx, job, a.EvaluationID, func(env runner.Env) error {
+		var err error
+		if at.graph, err = w.s.graph(a.EvaluationID); err != nil {
+			return err
+		}
 		return runner.Build(ctx, env, a.EvaluationID, a.Key)
 	}, func(ctx context.Context, tx *store.Tx) ([]river.InsertManyParams, error) {
-		// The last build of this generation to finish plans the boots.
-		// The builds' transactions take turns here (tx.Lock: SQLite
-		// serialises them anyway), so exactly one build sees no other
-		// build unfinished; the boots' planning job is unique by its
-		// arguments besides.
-		if err := tx.Lock("builds", strconv.FormatInt(a.EvaluationID, 10)); err != nil {
-			return nil, fail.Infraf("evaluation %d: %w", a.EvaluationID, err)
-		}
-		res, err := w.s.engine.jobListTx(ctx, tx, w.s.engine.evalJobs(river.NewJobListParams().Kinds(BuildArgs{}.Kind()),
-			a.EvaluationID).States(unfinished...).First(1000))
+		building, err := w.s.othersBuilding(ctx, tx, job)
 		if err != nil {
-			return nil, fail.Infraf("river: build jobs of evaluation %d: %w", a.EvaluationID, err)
+			return nil, err
 		}
-		for _, j := range res.Jobs {
-			if j.ID != job.ID {
-				return nil, nil
-			}
-		}
-		return []river.InsertManyParams{moreJob(a.EvaluationID, a.Gen, 0, true)}, nil
+		return w.s.follow(ctx, tx, at, runner.Step{Stage: runner.StageBuild, Key: a.Key}, runner.Found{Building: building})
 	})
+}
+
+// othersBuilding is how many other build jobs of job's evaluation are
+// unfinished, read in tx. The builds' transactions take turns here
+// (tx.Lock: SQLite serialises them anyway), so exactly one build sees no
+// other build unfinished and plans the boots (whose job is unique by its
+// arguments besides).
+func (s *Service) othersBuilding(ctx context.Context, tx *store.Tx, job *river.Job[BuildArgs]) (int, error) {
+	id := job.Args.EvaluationID
+	if err := tx.Lock("builds", strconv.FormatInt(id, 10)); err != nil {
+		return 0, fail.Infraf("evaluation %d: %w", id, err)
+	}
+	res, err := s.engine.jobListTx(ctx, tx, s.engine.evalJobs(river.NewJobListParams().Kinds(BuildArgs{}.Kind()),
+		id).States(unfinished...).First(1000))
+	if err != nil {
+		return 0, fail.Infraf("river: build jobs of evaluation %d: %w", id, err)
+	}
+	n := 0
+	for _, j := range res.Jobs {
+		if j.ID != job.ID {
+			n++
+		}
+	}
+	return n, nil
 }
 
 type bootWorker struct {
@@ -360,11 +354,15 @@ func (w *bootWorker) Work(ctx context.Context, job *river.Job[BootArgs]) error {
 			return err
 		}
 	}
+	at := after{id: a.EvaluationID, gen: a.Gen}
 	return work(w.s, ctx, job, a.EvaluationID, func(env runner.Env) error {
+		var err error
+		if at.graph, err = w.s.graph(a.EvaluationID); err != nil {
+			return err
+		}
 		return runner.Boot(ctx, env, a.EvaluationID, a.Boot)
 	}, func(ctx context.Context, tx *store.Tx) ([]river.InsertManyParams, error) {
-		next, err := w.s.bootJobs(ctx, a.EvaluationID, a.Gen, a.Round, a.Rest)
-		return []river.InsertManyParams{next}, err
+		return w.s.follow(ctx, tx, at, runner.Step{Stage: runner.StageBoot, Round: a.Round, Boot: a.Boot, Rest: a.Rest}, runner.Found{})
 	})
 }
 
@@ -373,24 +371,29 @@ type moreWorker struct {
 	s *Service
 }
 
+// Work takes StagePlan (Initial) or StageMore.
 func (w *moreWorker) Work(ctx context.Context, job *river.Job[MoreArgs]) error {
 	a := job.Args
-	var boots []evaluate.BootKey
+	at := after{id: a.EvaluationID, gen: a.Gen}
+	step := runner.Step{Stage: runner.StageMore, Round: a.Round}
+	if a.Initial {
+		step = runner.Step{Stage: runner.StagePlan}
+	}
+	var f runner.Found
 	return work(w.s, ctx, job, a.EvaluationID, func(env runner.Env) error {
 		env.Record = nil // More records nothing of its own; the next job is inserted below
 		var err error
+		if at.graph, err = w.s.graph(a.EvaluationID); err != nil {
+			return err
+		}
 		if a.Initial {
-			boots, err = runner.Boots(ctx, env, a.EvaluationID)
-		} else if a.Round < maxRounds {
-			boots, err = runner.More(ctx, env, a.EvaluationID)
+			f.Boots, err = runner.Boots(ctx, env, a.EvaluationID)
+		} else if a.Round <= at.graph.MaxRound {
+			f.Boots, err = runner.More(ctx, env, a.EvaluationID)
 		}
 		return err
 	}, func(ctx context.Context, tx *store.Tx) ([]river.InsertManyParams, error) {
-		if len(boots) == 0 {
-			return []river.InsertManyParams{reportJob(a.EvaluationID, a.Gen)}, nil
-		}
-		next, err := w.s.bootJobs(ctx, a.EvaluationID, a.Gen, a.Round, boots)
-		return []river.InsertManyParams{next}, err
+		return w.s.follow(ctx, tx, at, step, f)
 	})
 }
 

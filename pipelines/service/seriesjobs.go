@@ -77,15 +77,14 @@ func (s *Service) runEnv(id int64) runner.Env {
 		Artifacts: s.artifacts, Progress: progress.New(s.evalLog(id))}
 }
 
-// evalEnd is what decides how an evaluation ends (afterReport,
-// finishEvaluation), read before the transaction that ends it: inside,
-// that transaction holds the evaluation's row and its bisection's lock,
-// and a read on another of the pool's connections could wait for ever
-// (every other connection taken by transactions waiting for those
-// locks).
+// evalEnd is what decides how an evaluation ends (afterReport), read
+// before the transaction that ends it: inside, that transaction holds the
+// evaluation's row and its bisection's lock, and a read on another of the
+// pool's connections could wait for ever (every other connection taken by
+// transactions waiting for those locks).
 type evalEnd struct {
-	// perPatch: a per-patch run follows the report.
-	perPatch bool
+	// graph says whether a per-patch run follows the report.
+	graph runner.Graph
 	// bisect is the automatic bisection inside the series to start
 	// (Config.SeriesBisect), nil for none.
 	bisect *perpatch.Bisection
@@ -94,59 +93,21 @@ type evalEnd struct {
 // readEnd reads evaluation id's evalEnd (its data as stored by the
 // stages before its report).
 func (s *Service) readEnd(id int64) (evalEnd, error) {
-	in, err := runner.Load(s.db.Store, id)
-	if err != nil {
-		return evalEnd{}, err
-	}
-	if in.Options.PerPatch && in.Series != nil && len(in.Series.Patches) > 1 {
-		return evalEnd{perPatch: true}, nil
+	g, err := s.graph(id)
+	if err != nil || g.PerPatch {
+		return evalEnd{graph: g}, err
 	}
 	pl, err := s.autoPlan(id)
-	return evalEnd{bisect: pl}, err
+	return evalEnd{graph: g, bisect: pl}, err
 }
 
-// afterReport is what follows evaluation id's report: the per-patch run
-// when it was asked for (the evaluation stays running until it ends),
-// else finishEvaluation.
+// afterReport is what follows evaluation id's report (runner.Next): the
+// per-patch run when it was asked for (the evaluation stays running until
+// it ends), else the automatic bisection inside the series when the
+// series regresses (Config.SeriesBisect), else the end: the evaluation is
+// done and Notify is told.
 func (s *Service) afterReport(ctx context.Context, tx *store.Tx, id, gen int64, end evalEnd) ([]river.InsertManyParams, error) {
-	if end.perPatch {
-		if err := s.setStatus(tx, id, "running"); err != nil {
-			return nil, err
-		}
-		return []river.InsertManyParams{perPatchJob(id, gen)}, nil
-	}
-	return s.finishEvaluation(ctx, tx, id, gen, end.bisect)
-}
-
-// finishEvaluation ends generation gen of evaluation id, inside tx:
-// with Config.SeriesBisect, a whole-series regression of a series of
-// several patches (auto, from autoPlan before tx) is first bisected
-// inside the series (the evaluation stays running and the bisection's
-// end finishes it, so that the report and the bots' replies name the
-// patch); otherwise the evaluation is done and Notify is told.
-func (s *Service) finishEvaluation(ctx context.Context, tx *store.Tx, id, gen int64, auto *perpatch.Bisection) ([]river.InsertManyParams, error) {
-	if auto != nil {
-		st, err := s.autoBisection(tx, id, auto)
-		if err != nil {
-			return nil, err
-		}
-		if st != nil {
-			st.DoneGen = gen
-			if err := s.setStatus(tx, id, "running"); err != nil {
-				return nil, err
-			}
-			if err := s.db.Store.SetSeriesBisectionTx(tx, id, st); err != nil {
-				return nil, err
-			}
-			s.evalLog(id).printf("the series regresses %s %s %+.1f%%: bisecting it inside the series before the evaluation is done",
-				auto.Benchmark, auto.Metric, auto.Change)
-			return []river.InsertManyParams{seriesBisectJob(id, st.Gen, 0)}, nil
-		}
-	}
-	if err := s.setStatus(tx, id, store.StatusDone); err != nil {
-		return nil, err
-	}
-	return s.notifyJobs(id, gen, EventDone), nil
+	return s.follow(ctx, tx, after{id: id, gen: gen, graph: end.graph, bisect: end.bisect}, runner.Step{Stage: runner.StageReport}, runner.Found{})
 }
 
 // autoPlan is the automatic bisection inside evaluation id's series to
@@ -245,8 +206,9 @@ func (w *perPatchWorker) Work(ctx context.Context, job *river.Job[PerPatchArgs])
 	if err != nil {
 		return err
 	}
+	at := after{id: a.EvaluationID, gen: a.Gen, graph: runner.Graph{PerPatch: true, SeriesBisect: s.cfg.SeriesBisect}, bisect: auto}
 	return s.db.Store.Tx(ctx, func(tx *store.Tx) error {
-		next, err := s.finishEvaluation(ctx, tx, a.EvaluationID, a.Gen, auto)
+		next, err := s.follow(ctx, tx, at, runner.Step{Stage: runner.StagePerPatch}, runner.Found{})
 		if err != nil {
 			return err
 		}
@@ -711,10 +673,12 @@ func (s *Service) seriesBisectEnd(ctx context.Context, job *river.Job[SeriesBise
 				InsertOpts: &river.InsertOpts{Queue: QueueReport, MaxAttempts: 10, UniqueOpts: river.UniqueOpts{ByArgs: true}}})
 		}
 		if st.DoneGen != 0 {
-			next = append(next, s.notifyJobs(id, st.DoneGen, EventDone)...)
-			if err := s.setStatus(tx, id, store.StatusDone); err != nil {
+			// An automatic bisection: the end of its evaluation's graph.
+			end, err := s.follow(ctx, tx, after{id: id, gen: st.DoneGen}, runner.Step{Stage: runner.StageSeriesBisect}, runner.Found{})
+			if err != nil {
 				return nil, err
 			}
+			next = append(next, end...)
 		}
 		return next, nil
 	})
