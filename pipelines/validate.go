@@ -121,7 +121,48 @@ func (ps *parser) build(r *rawPipeline) *Pipeline {
 	// Target first: arch validation depends on its kind.
 	ps.target(p, &r.Target)
 
-	// Arches.
+	ps.arches(p, r)
+	ps.config(p, r)
+	p.Symbols = ps.symbols("build.symbols", r.Build.Symbols)
+
+	ps.variants(p, r)
+	ps.benchmarks(p, r)
+
+	ps.repeats(p, r)
+
+	if len(ps.errs) == 0 {
+		if msg := p.CheckRuns(p.Repeats.Boots); msg != "" {
+			ps.errorf("repeats.boots", "%s", msg)
+		}
+	}
+
+	ps.compare(p, r)
+
+	if p.Deterministic {
+		switch {
+		case p.Target.Kind == "ssh":
+			ps.errorf("deterministic", "deterministic mode needs QEMU (-icount); target.kind is ssh")
+		case p.Target.KVM == "on":
+			ps.errorf("target.kvm", "deterministic mode runs under TCG with -icount; it cannot use KVM (kvm = \"on\"): set kvm = \"off\" or deterministic = false")
+		default:
+			p.Target.KVM = "off"
+		}
+	}
+
+	ps.comparisons(p, r)
+	ps.layout(p, r)
+	ps.releasePairs(p)
+	ps.selinux(p, r)
+	ps.tables(p, r)
+	if len(ps.errs) == 0 {
+		ps.bootable(p)
+	}
+	return p
+}
+
+// arches reads build.arch: one arch or several, each known (and with a
+// QEMU default on a QEMU target), none twice.
+func (ps *parser) arches(p *Pipeline, r *rawPipeline) {
 	var arches []string
 	switch a := r.Build.Arch.(type) {
 	case nil:
@@ -162,8 +203,11 @@ func (ps *parser) build(r *rawPipeline) *Pipeline {
 		seenArch[n] = true
 		p.Arches = append(p.Arches, n)
 	}
+}
 
-	// Base config and fragments.
+// config reads the base config (a make target or a file) and the
+// fragments (files, or the shipped boot configs by name).
+func (ps *parser) config(p *Pipeline, r *rawPipeline) {
 	p.BaseConfig = r.Build.Config
 	switch {
 	case p.BaseConfig == "":
@@ -195,12 +239,10 @@ func (ps *parser) build(r *rawPipeline) *Pipeline {
 			p.Fragments = append(p.Fragments, Fragment{Path: abs})
 		}
 	}
-	p.Symbols = ps.symbols("build.symbols", r.Build.Symbols)
+}
 
-	ps.variants(p, r)
-	ps.benchmarks(p, r)
-
-	// Repeats.
+// repeats reads the boots, iterations and adaptive budget per variant.
+func (ps *parser) repeats(p *Pipeline, r *rawPipeline) {
 	p.Repeats = Repeats{Boots: 3, Iterations: 1}
 	if r.Repeats.Boots != nil {
 		p.Repeats.Boots = *r.Repeats.Boots
@@ -228,35 +270,6 @@ func (ps *parser) build(r *rawPipeline) *Pipeline {
 			ps.errorf("repeats.max_boots", "repeats.max_boots = %d: at most %d", p.Repeats.MaxBoots, MaxBoots)
 		}
 	}
-
-	if len(ps.errs) == 0 {
-		if msg := p.CheckRuns(p.Repeats.Boots); msg != "" {
-			ps.errorf("repeats.boots", "%s", msg)
-		}
-	}
-
-	ps.compare(p, r)
-
-	if p.Deterministic {
-		switch {
-		case p.Target.Kind == "ssh":
-			ps.errorf("deterministic", "deterministic mode needs QEMU (-icount); target.kind is ssh")
-		case p.Target.KVM == "on":
-			ps.errorf("target.kvm", "deterministic mode runs under TCG with -icount; it cannot use KVM (kvm = \"on\"): set kvm = \"off\" or deterministic = false")
-		default:
-			p.Target.KVM = "off"
-		}
-	}
-
-	ps.comparisons(p, r)
-	ps.layout(p, r)
-	ps.releasePairs(p)
-	ps.selinux(p, r)
-	ps.tables(p, r)
-	if len(ps.errs) == 0 {
-		ps.bootable(p)
-	}
-	return p
 }
 
 // sshBoot reads an ssh target's boot method: boot = "none", "hook"

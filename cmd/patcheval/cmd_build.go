@@ -92,46 +92,8 @@ func init() {
 						fmt.Fprintf(env.Stderr, "%s: %v\n", variantName(reqs[i]), err)
 					}
 				}
-				if *asJSON {
-					type out struct {
-						Variant  string          `json:"variant"`
-						Artifact *build.Artifact `json:"artifact,omitempty"`
-						Error    string          `json:"error,omitempty"`
-						Kind     string          `json:"error_kind,omitempty"`
-					}
-					var o []out
-					for i := range reqs {
-						x := out{Variant: variantName(reqs[i]), Artifact: arts[i]}
-						if errs[i] != nil {
-							x.Error, x.Kind = errs[i].Error(), fail.KindOf(errs[i]).String()
-						}
-						o = append(o, x)
-					}
-					enc := json.NewEncoder(env.Stdout)
-					enc.SetIndent("", "  ")
-					if err := enc.Encode(o); err != nil {
-						return err
-					}
-				} else {
-					for i, a := range arts {
-						if a == nil || errs[i] != nil {
-							continue
-						}
-						hit := ""
-						if a.CacheHit {
-							hit = " (cached)"
-						}
-						img := a.Image
-						if img == "" {
-							img = a.Config
-						}
-						for _, w := range a.Meta.Patcheval.ConfigWarnings {
-							fmt.Fprintf(env.Stderr, "%s: warning: %s\n", variantName(reqs[i]), w)
-						}
-						fmt.Fprintf(env.Stdout, "%s\t%s\tconfig %s\t%s%s\n", variantName(reqs[i]), img,
-							a.ConfigHash()[:12], a.Meta.Source.KernelRelease, hit)
-					}
-					fmt.Fprintf(env.Stderr, "%d build(s) in %s\n", len(reqs), time.Since(start).Round(time.Second))
+				if err := printBuilds(env, reqs, arts, errs, *asJSON, start); err != nil {
+					return err
 				}
 				if len(errs) == 1 {
 					return first
@@ -143,6 +105,53 @@ func init() {
 			}
 		},
 	})
+}
+
+// printBuilds prints what `patcheval build` built: as JSON, or one line
+// per kernel (and its config warnings) and the time taken.
+func printBuilds(env *Env, reqs []build.Request, arts []*build.Artifact, errs []error, asJSON bool, start time.Time) error {
+	if asJSON {
+		type out struct {
+			Variant  string          `json:"variant"`
+			Artifact *build.Artifact `json:"artifact,omitempty"`
+			Error    string          `json:"error,omitempty"`
+			Kind     string          `json:"error_kind,omitempty"`
+		}
+		var o []out
+		for i := range reqs {
+			x := out{Variant: variantName(reqs[i]), Artifact: arts[i]}
+			if errs[i] != nil {
+				x.Error, x.Kind = errs[i].Error(), fail.KindOf(errs[i]).String()
+			}
+			o = append(o, x)
+		}
+		enc := json.NewEncoder(env.Stdout)
+		enc.SetIndent("", "  ")
+		if err := enc.Encode(o); err != nil {
+			return err
+		}
+	} else {
+		for i, a := range arts {
+			if a == nil || errs[i] != nil {
+				continue
+			}
+			hit := ""
+			if a.CacheHit {
+				hit = " (cached)"
+			}
+			img := a.Image
+			if img == "" {
+				img = a.Config
+			}
+			for _, w := range a.Meta.Patcheval.ConfigWarnings {
+				fmt.Fprintf(env.Stderr, "%s: warning: %s\n", variantName(reqs[i]), w)
+			}
+			fmt.Fprintf(env.Stdout, "%s\t%s\tconfig %s\t%s%s\n", variantName(reqs[i]), img,
+				a.ConfigHash()[:12], a.Meta.Source.KernelRelease, hit)
+		}
+		fmt.Fprintf(env.Stderr, "%d build(s) in %s\n", len(reqs), time.Since(start).Round(time.Second))
+	}
+	return nil
 }
 
 func countErrs(errs []error) int {

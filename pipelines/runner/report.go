@@ -384,42 +384,7 @@ func buildReport(ev *evaluation, tree report.TreeInfo, byKey map[string]*build.A
 	}
 	for _, v := range p.Variants {
 		s := specOf[v.Name]
-		art := byKey[s.Key]
-		rv := report.Variant{Name: v.Name, Description: v.Description, Patched: s.ApplySeries,
-			Cmdline: strings.TrimSpace(p.Target.Cmdline + " " + v.Cmdline), Boots: 0}
-		for _, sym := range sortedKeys(v.Symbols) {
-			rv.Config = append(rv.Config, sym+"="+v.Symbols[sym])
-		}
-		if t, ok := o.Trees[v.Kernel]; ok {
-			rv.Ref, rv.Tree, rv.Onto, rv.Head = t.Ref, t.Describe(o.baseName()), t.Onto, t.Head
-			for _, r := range t.Reverted {
-				rv.Reverted = append(rv.Reverted, r.Label)
-				rv.Reverts = append(rv.Reverts, report.RevertCommit{Label: r.Label, Original: r.Original, Commit: r.Hash})
-			}
-		}
-		if v.SchedPreempt != "" {
-			rv.Runtime = append(rv.Runtime, "/sys/kernel/debug/sched/preempt="+v.SchedPreempt)
-		}
-		for _, k := range sortedKeys(v.Sysctls) {
-			rv.Runtime = append(rv.Runtime, "sysctl "+k+"="+v.Sysctls[k])
-		}
-		if v.CPUs != "" {
-			rv.Runtime = append(rv.Runtime, "taskset -c "+v.CPUs)
-		}
-		if v.SELinux != "" {
-			s := "SELinux " + v.SELinux
-			if v.SELinux != guest.SELinuxDisabled && p.SELinuxPolicy != nil {
-				s += " (policy " + p.SELinuxPolicy.Label() + " loaded through selinuxfs)"
-			}
-			rv.Runtime = append(rv.Runtime, s)
-		}
-		if art != nil {
-			rv.Kernel = evaluate.Kernel{Variant: v.Name, Arch: s.Arch, Image: art.Image, Config: art.Config,
-				ConfigHash: art.ConfigHash(), Commit: art.Meta.Git.Commit, Cmdline: rv.Cmdline, BuildID: art.BuildID()}
-			if !art.CacheHit {
-				rv.BuildSeconds = art.Meta.Results.Duration["total"]
-			}
-		}
+		rv := reportVariant(p, o, v, s, byKey[s.Key])
 		if env, ok := envs[v.Name]; ok {
 			rv.Env = env
 			if r.Target.Kind == "" {
@@ -470,9 +435,55 @@ func buildReport(ev *evaluation, tree report.TreeInfo, byKey map[string]*build.A
 	if err := r.AddResults(stats.Primary(samples), report.Spec{Comparisons: pairs, Chains: chains, Stats: opts, Layout: layout}); err != nil {
 		return nil, err
 	}
+	addTables(r, p)
+	return r, nil
+}
+
+// reportVariant is variant v as the report describes it: its config and
+// runtime settings, and its kernel (art, nil when it was not built).
+func reportVariant(p *pipelines.Pipeline, o inputs, v pipelines.Variant, s pipelines.BuildSpec, art *build.Artifact) report.Variant {
+	rv := report.Variant{Name: v.Name, Description: v.Description, Patched: s.ApplySeries,
+		Cmdline: strings.TrimSpace(p.Target.Cmdline + " " + v.Cmdline), Boots: 0}
+	for _, sym := range sortedKeys(v.Symbols) {
+		rv.Config = append(rv.Config, sym+"="+v.Symbols[sym])
+	}
+	if t, ok := o.Trees[v.Kernel]; ok {
+		rv.Ref, rv.Tree, rv.Onto, rv.Head = t.Ref, t.Describe(o.baseName()), t.Onto, t.Head
+		for _, r := range t.Reverted {
+			rv.Reverted = append(rv.Reverted, r.Label)
+			rv.Reverts = append(rv.Reverts, report.RevertCommit{Label: r.Label, Original: r.Original, Commit: r.Hash})
+		}
+	}
+	if v.SchedPreempt != "" {
+		rv.Runtime = append(rv.Runtime, "/sys/kernel/debug/sched/preempt="+v.SchedPreempt)
+	}
+	for _, k := range sortedKeys(v.Sysctls) {
+		rv.Runtime = append(rv.Runtime, "sysctl "+k+"="+v.Sysctls[k])
+	}
+	if v.CPUs != "" {
+		rv.Runtime = append(rv.Runtime, "taskset -c "+v.CPUs)
+	}
+	if v.SELinux != "" {
+		s := "SELinux " + v.SELinux
+		if v.SELinux != guest.SELinuxDisabled && p.SELinuxPolicy != nil {
+			s += " (policy " + p.SELinuxPolicy.Label() + " loaded through selinuxfs)"
+		}
+		rv.Runtime = append(rv.Runtime, s)
+	}
+	if art != nil {
+		rv.Kernel = evaluate.Kernel{Variant: v.Name, Arch: s.Arch, Image: art.Image, Config: art.Config,
+			ConfigHash: art.ConfigHash(), Commit: art.Meta.Git.Commit, Cmdline: rv.Cmdline, BuildID: art.BuildID()}
+		if !art.CacheHit {
+			rv.BuildSeconds = art.Meta.Results.Duration["total"]
+		}
+	}
+	return rv
+}
+
+// addTables adds the pipeline's tables to r: one per arch with several
+// arches (the samples' variants are then "name/arch").
+func addTables(r *report.Report, p *pipelines.Pipeline) {
 	for _, t := range p.Tables {
-		// With several arches the samples' variants are "name/arch":
-		// one table per arch.
 		suffixes := []string{""}
 		if len(p.Arches) > 1 {
 			suffixes = nil
@@ -496,7 +507,6 @@ func buildReport(ev *evaluation, tree report.TreeInfo, byKey map[string]*build.A
 			r.AddTable(title, cols, t.Benchmarks, name, ch)
 		}
 	}
-	return r, nil
 }
 
 // confounds are the confound reports of p's comparisons whose kernels

@@ -247,61 +247,18 @@ func (s *Service) checkSubmission(ctx context.Context, req SubmitRequest) (*pipe
 			return nil, o, err
 		}
 	}
-	tree := req.Tree
-	if tree == "" && p != nil {
-		tree = p.Tree.Path
-	}
-	if tree == "" {
-		name := pipelines.DefaultName
-		if p != nil {
-			name = p.Name
-		}
-		return nil, o, bad("tree", "pipeline %s has no tree.path: give the kernel tree (one of the service's --allow-tree paths)", name)
-	}
-	if tree, err = s.allowedTree(tree, req.Tree != ""); err != nil {
+	tree, err := s.submittedTree(req, p)
+	if err != nil {
 		return nil, o, err
 	}
-	// The same opener the run will use (internal/gittree): it accepts what
-	// the run can read (a sparse checkout's worktreeConfig extension, which
-	// go-git's PlainOpen refuses) and maps pack indexes without loading them.
-	_, st, _, err := gittree.Open(tree, 1)
-	if err != nil {
-		return nil, o, bad("tree", "%v", err) // names the tree and what is wrong
-	}
-	st.Close()
 	o = runner.Options{Tree: tree, Base: req.Base, Boots: req.Boots, Version: req.Version, PerPatch: req.PerPatch, RevertIfMerged: req.RevertIfMerged}
 	if !needThread {
 		return p, o, nil
 	}
-	var t *mbox.Thread
 	start := time.Now()
-	switch {
-	case req.Mbox != "":
-		// Parsing, threading and resolving a large mbox take seconds:
-		// they stop when the client leaves (the request's context).
-		msgs, err := mbox.ParseBytesContext(ctx, []byte(req.Mbox), "submitted mbox")
-		if ctx.Err() != nil {
-			return nil, o, err
-		}
-		if err != nil {
-			return nil, o, bad("mbox", "%v", err)
-		}
-		if len(msgs) == 0 {
-			return nil, o, bad("mbox", "no messages in the submitted mbox")
-		}
-		if t, err = mbox.NewThreadContext(ctx, msgs, "submitted mbox"); err != nil {
-			return nil, o, err
-		}
-	default:
-		fctx, cancel := context.WithTimeout(ctx, 60*time.Second)
-		defer cancel()
-		t, err = mbox.Fetch(fctx, src, mbox.FetchOptions{Lore: s.lore, Attempts: 2, Backoff: 500 * time.Millisecond})
-		if err != nil {
-			if fail.KindOf(err) == fail.KindInput {
-				return nil, o, bad("msgid", "%v", err)
-			}
-			return nil, o, &fieldError{http.StatusBadGateway, "msgid", fmt.Errorf("lore %s unreachable: %w", s.lore, err)}
-		}
+	t, err := s.submittedThread(ctx, req, src)
+	if err != nil {
+		return nil, o, err
 	}
 	se, err := series.ResolveContext(ctx, t, series.Options{Version: req.Version})
 	if ctx.Err() != nil {
@@ -343,6 +300,66 @@ func (s *Service) checkSubmission(ctx context.Context, req SubmitRequest) (*pipe
 		return nil, o, &fieldError{http.StatusBadRequest, field, err}
 	}
 	return p, o, nil
+}
+
+// submittedThread is the thread a submission gives (mbox) or names
+// (msgid, fetched from src).
+func (s *Service) submittedThread(ctx context.Context, req SubmitRequest, src mbox.Source) (*mbox.Thread, error) {
+	if req.Mbox != "" {
+		// Parsing, threading and resolving a large mbox take seconds:
+		// they stop when the client leaves (the request's context).
+		msgs, err := mbox.ParseBytesContext(ctx, []byte(req.Mbox), "submitted mbox")
+		if ctx.Err() != nil {
+			return nil, err
+		}
+		if err != nil {
+			return nil, bad("mbox", "%v", err)
+		}
+		if len(msgs) == 0 {
+			return nil, bad("mbox", "no messages in the submitted mbox")
+		}
+		return mbox.NewThreadContext(ctx, msgs, "submitted mbox")
+	}
+	fctx, cancel := context.WithTimeout(ctx, 60*time.Second)
+	defer cancel()
+	t, err := mbox.Fetch(fctx, src, mbox.FetchOptions{Lore: s.lore, Attempts: 2, Backoff: 500 * time.Millisecond})
+	if err != nil {
+		if fail.KindOf(err) == fail.KindInput {
+			return nil, bad("msgid", "%v", err)
+		}
+		return nil, &fieldError{http.StatusBadGateway, "msgid", fmt.Errorf("lore %s unreachable: %w", s.lore, err)}
+	}
+	return t, nil
+}
+
+// submittedTree is the kernel tree a submission evaluates on: its tree,
+// else its pipeline's (p, nil for default), one the service allows and
+// can open.
+func (s *Service) submittedTree(req SubmitRequest, p *pipelines.Pipeline) (string, error) {
+	tree := req.Tree
+	if tree == "" && p != nil {
+		tree = p.Tree.Path
+	}
+	if tree == "" {
+		name := pipelines.DefaultName
+		if p != nil {
+			name = p.Name
+		}
+		return "", bad("tree", "pipeline %s has no tree.path: give the kernel tree (one of the service's --allow-tree paths)", name)
+	}
+	tree, err := s.allowedTree(tree, req.Tree != "")
+	if err != nil {
+		return "", err
+	}
+	// The same opener the run will use (internal/gittree): it accepts what
+	// the run can read (a sparse checkout's worktreeConfig extension, which
+	// go-git's PlainOpen refuses) and maps pack indexes without loading them.
+	_, st, _, err := gittree.Open(tree, 1)
+	if err != nil {
+		return "", bad("tree", "%v", err) // names the tree and what is wrong
+	}
+	st.Close()
+	return tree, nil
 }
 
 // submittedPipeline is the pipeline a submission names: a shipped one,

@@ -512,10 +512,19 @@ func (wk *bisectStepWorker) Work(ctx context.Context, job *river.Job[BisectStepA
 		}
 		return nil
 	}
+	return s.measureWatchStep(ctx, job, b, w.Name, good.Tag, bad.Tag, res, need, measurer, retry, txErr)
+}
+
+// measureWatchStep shows watch bisection step need (of job) as the one
+// being measured, measures it and records it, queueing the next step;
+// retry and txErr sort its errors (bisectStepWorker.Work).
+func (s *Service) measureWatchStep(ctx context.Context, job *river.Job[BisectStepArgs], b bisectJobs[*watch.BisectState], watchName, goodTag, badTag string,
+	res *bisect.Result, need *bisect.Need, measurer bisect.Measurer, retry, txErr func(error) error) error {
+	a := job.Args
 	// Show the step being measured, then measure it.
 	mine, err := changeTx[*watch.BisectState, BisectStepArgs](ctx, s, nil, b, a.Gen, a.Seq, bisectRun.isStep, func(tx *store.Tx, cur *watch.BisectState) ([]river.InsertManyParams, error) {
 		cur.Result, cur.Next = *res, need
-		cur.Result.GoodRef, cur.Result.BadRef, cur.Status = good.Tag, bad.Tag, watch.BisectRunning
+		cur.Result.GoodRef, cur.Result.BadRef, cur.Status = goodTag, badTag, watch.BisectRunning
 		return nil, nil
 	})
 	if err != nil {
@@ -524,7 +533,7 @@ func (wk *bisectStepWorker) Work(ctx context.Context, job *river.Job[BisectStepA
 	if !mine {
 		return nil
 	}
-	s.logf("watch %s: bisect %s..%s: measuring %s (%d boot(s), measurement %d)", w.Name, good.Tag, bad.Tag, need.Commit[:12], need.Boots, a.Seq+1)
+	s.logf("watch %s: bisect %s..%s: measuring %s (%d boot(s), measurement %d)", watchName, goodTag, badTag, need.Commit[:12], need.Boots, a.Seq+1)
 	rec, err := bisect.Measure(ctx, measurer, *need)
 	if err != nil {
 		return retry(err) // shutdown or infrastructure: retried, the same measurement again

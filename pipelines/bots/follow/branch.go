@@ -64,25 +64,16 @@ func checkBranchArgs(p netguard.Policy, rawURL, branch string) error {
 // from and answers the command's mail (inReplyTo, when known), so
 // replies to the series thread under the command on the list, the only
 // message of it the list has.
-func branchSeries(ctx context.Context, p netguard.Policy, tree, base, rawURL, branch string, from mbox.Address, inReplyTo string) (*series.Series, *mbox.Thread, error) {
-	cmd := "#patcheval test " + rawURL + " " + branch
-	if err := checkBranchArgs(p, rawURL, branch); err != nil {
-		return nil, nil, err
-	}
-	u, _ := url.Parse(rawURL)
-	if _, err := p.Resolve(ctx, u.Hostname()); err != nil {
-		return nil, nil, fail.Inputf("%s: %v", cmd, err)
-	}
-	ctx = gittree.WithGuard(ctx, &p)
-	ctx, cancel := context.WithTimeout(ctx, branchFetchTimeout)
-	defer cancel()
-	// List first: a branch the remote lacks is named with what it has.
+// remoteBranch is branch's reference on the remote at rawURL, listed
+// first: a branch the remote lacks is named with what it has (cmd is
+// the command, for the error).
+func remoteBranch(ctx context.Context, cmd, rawURL, branch string) (plumbing.ReferenceName, error) {
 	refs, err := gittree.ListRefs(ctx, rawURL)
 	if r := (*netguard.Refused)(nil); errors.As(err, &r) {
-		return nil, nil, fail.Inputf("%s: %v", cmd, r)
+		return "", fail.Inputf("%s: %v", cmd, r)
 	}
 	if err != nil {
-		return nil, nil, fail.Inputf("%s: cannot list the remote: %v", cmd, err)
+		return "", fail.Inputf("%s: cannot list the remote: %v", cmd, err)
 	}
 	want := plumbing.NewBranchReferenceName(branch)
 	var have []string
@@ -100,7 +91,26 @@ func branchSeries(ctx context.Context, p netguard.Policy, tree, base, rawURL, br
 		if len(have) > 10 {
 			have = append(have[:10], "...")
 		}
-		return nil, nil, fail.Inputf("%s: the remote has no branch %q (branches: %s)", cmd, branch, strings.Join(have, ", "))
+		return "", fail.Inputf("%s: the remote has no branch %q (branches: %s)", cmd, branch, strings.Join(have, ", "))
+	}
+	return want, nil
+}
+
+func branchSeries(ctx context.Context, p netguard.Policy, tree, base, rawURL, branch string, from mbox.Address, inReplyTo string) (*series.Series, *mbox.Thread, error) {
+	cmd := "#patcheval test " + rawURL + " " + branch
+	if err := checkBranchArgs(p, rawURL, branch); err != nil {
+		return nil, nil, err
+	}
+	u, _ := url.Parse(rawURL)
+	if _, err := p.Resolve(ctx, u.Hostname()); err != nil {
+		return nil, nil, fail.Inputf("%s: %v", cmd, err)
+	}
+	ctx = gittree.WithGuard(ctx, &p)
+	ctx, cancel := context.WithTimeout(ctx, branchFetchTimeout)
+	defer cancel()
+	want, err := remoteBranch(ctx, cmd, rawURL, branch)
+	if err != nil {
+		return nil, nil, err
 	}
 	local := "refs/patcheval/test/" + branchSafe.ReplaceAllString(branch, "_")
 	tip, err := gittree.Fetch(ctx, tree, rawURL, want.String(), local, nil)

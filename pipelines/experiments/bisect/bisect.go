@@ -246,33 +246,9 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 	r.logf("bisect: %d first-parent commit(s) in %s..%s (at most %d builds: ceil(log2(%d)) + 2)",
 		len(commits), o.Good, o.Bad, r.res.Bound, len(commits))
 
-	// The end points.
-	gs, err := r.measure(ctx, good, "good end", r.endBoots())
-	if err != nil {
+	if err := r.measureEnds(ctx, good, bad); err != nil {
 		return r.res, err
 	}
-	if gs.Verdict == Skip {
-		return r.res, fail.Inputf("bisect: the good end %s does not build or boot: %s", o.Good, gs.Error)
-	}
-	r.good, r.goodStep = gs.Values, len(r.res.Steps)-1
-	bs, err := r.measure(ctx, bad, "bad end", r.endBoots())
-	if err != nil {
-		return r.res, err
-	}
-	if bs.Verdict == Skip {
-		return r.res, fail.Inputf("bisect: the bad end %s does not build or boot: %s", o.Bad, bs.Error)
-	}
-	r.bad, r.badStep = bs.Values, len(r.res.Steps)-1
-	r.setStep(r.goodStep, Good, "the good end point")
-	r.setStep(r.badStep, Bad, "the bad end point")
-	if err := r.settleEnds(ctx); err != nil {
-		return r.res, err
-	}
-	if err := r.checkEnds(); err != nil {
-		return r.res, err
-	}
-	r.setStep(r.goodStep, Good, fmt.Sprintf("the good end point (n=%d)", len(r.good)))
-	r.setStep(r.badStep, Bad, fmt.Sprintf("the bad end point (n=%d)", len(r.bad)))
 
 	// Binary search: lo is the newest known good index (-1: Good), hi the
 	// oldest known bad (len-1: Bad).
@@ -317,17 +293,62 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 	}
 	r.res.Culprit, r.res.Parent = &culprit, &parent
 
-	// Confirm: the parent good and the culprit bad again, each with a
-	// fresh boot of its (cached) kernel.
+	if err := r.confirm(ctx, culprit, parent); err != nil {
+		return r.res, err
+	}
+	r.logf("bisect: %s %s is the first bad commit (%+.1f%% %s %s; %d builds, %d measured, bound %d)",
+		short(culprit.Hash), culprit.Subject, r.res.Change, o.Benchmark, o.Metric, r.res.Builds, r.res.Measured, r.res.Bound)
+	return r.res, nil
+}
+
+// measureEnds measures the end points, good and bad, until they differ
+// clearly (settleEnds), and refuses ends that do not build or boot or do
+// not differ (checkEnds).
+func (r *run) measureEnds(ctx context.Context, good, bad Commit) error {
+	o := r.o
+	gs, err := r.measure(ctx, good, "good end", r.endBoots())
+	if err != nil {
+		return err
+	}
+	if gs.Verdict == Skip {
+		return fail.Inputf("bisect: the good end %s does not build or boot: %s", o.Good, gs.Error)
+	}
+	r.good, r.goodStep = gs.Values, len(r.res.Steps)-1
+	bs, err := r.measure(ctx, bad, "bad end", r.endBoots())
+	if err != nil {
+		return err
+	}
+	if bs.Verdict == Skip {
+		return fail.Inputf("bisect: the bad end %s does not build or boot: %s", o.Bad, bs.Error)
+	}
+	r.bad, r.badStep = bs.Values, len(r.res.Steps)-1
+	r.setStep(r.goodStep, Good, "the good end point")
+	r.setStep(r.badStep, Bad, "the bad end point")
+	if err := r.settleEnds(ctx); err != nil {
+		return err
+	}
+	if err := r.checkEnds(); err != nil {
+		return err
+	}
+	r.setStep(r.goodStep, Good, fmt.Sprintf("the good end point (n=%d)", len(r.good)))
+	r.setStep(r.badStep, Bad, fmt.Sprintf("the bad end point (n=%d)", len(r.bad)))
+	return nil
+}
+
+// confirm measures the culprit's parent and the culprit again, each with
+// a fresh boot of its (cached) kernel (unless NoConfirm), and sets the
+// result's change and its confidence interval.
+func (r *run) confirm(ctx context.Context, culprit, parent Commit) error {
+	o := r.o
 	cv, pv := r.valuesOf(culprit.Hash), r.valuesOf(parent.Hash)
 	if !o.NoConfirm {
 		ps, err := r.step(ctx, parent, "confirm parent")
 		if err != nil {
-			return r.res, err
+			return err
 		}
 		cs, err := r.step(ctx, culprit, "confirm culprit")
 		if err != nil {
-			return r.res, err
+			return err
 		}
 		r.res.Confirmed = ps.Verdict == Good && cs.Verdict == Bad
 		if !r.res.Confirmed {
@@ -343,9 +364,7 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 	if !o.NoConfirm && !o.Deterministic && r.res.Confirmed {
 		r.matchesRange(c)
 	}
-	r.logf("bisect: %s %s is the first bad commit (%+.1f%% %s %s; %d builds, %d measured, bound %d)",
-		short(culprit.Hash), culprit.Subject, r.res.Change, o.Benchmark, o.Metric, r.res.Builds, r.res.Measured, r.res.Bound)
-	return r.res, nil
+	return nil
 }
 
 // pick chooses the commit to measure in (lo, hi): the middle, or the

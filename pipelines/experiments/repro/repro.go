@@ -188,8 +188,41 @@ func Build(st *store.Store, id int64, o Options) (*Repro, error) {
 		r.add("message-ids.txt", 0o644, []byte(strings.Join(s.MessageIDs, "\n")+"\n"))
 	}
 
-	// The kernels.
-	var tools strings.Builder
+	tools, err := r.addKernels(id, builds, &m)
+	if err != nil {
+		return nil, err
+	}
+	if m.Userland != "" {
+		fmt.Fprintf(tools, "guest userland: %s\n", m.Userland)
+	}
+	r.add("toolchains.txt", 0o644, []byte(tools.String()))
+
+	r.addBoots(runs, &m)
+
+	// The samples.
+	var csvBuf bytes.Buffer
+	if err := WriteSamplesCSV(&csvBuf, samples); err != nil {
+		return nil, err
+	}
+	r.add("samples.csv", 0o644, csvBuf.Bytes())
+
+	script, err := reproScript(in, m, o.Command)
+	if err != nil {
+		return nil, err
+	}
+	r.add("repro.sh", 0o755, []byte(script))
+	m.Missing = r.Missing
+	mj, _ := json.MarshalIndent(m, "", "  ")
+	r.add("manifest.json", 0o644, append(mj, '\n'))
+	r.add("README", 0o644, []byte(readme(m)))
+	return r, nil
+}
+
+// addKernels adds each kernel's config and build metadata (what the
+// build cache still has; Missing says what it no longer has) to r and m,
+// and returns the toolchains' lines.
+func (r *Repro) addKernels(id int64, builds []store.Build, m *Manifest) (*strings.Builder, error) {
+	tools := &strings.Builder{}
 	seenKernel := map[string]bool{}
 	for _, b := range builds {
 		name := safeName(b.Variant) + "-" + safeName(b.Arch)
@@ -235,19 +268,19 @@ func Build(st *store.Store, id int64, o Options) (*Repro, error) {
 			r.Missing = append(r.Missing, fmt.Sprintf("kernels/%s.metadata.json: the build cache no longer has the build's metadata (%s); its compiler, tools and make command are not known",
 				name, b.ArtifactDir))
 		}
-		fmt.Fprintf(&tools, "%s (%s): %s", b.Variant, b.Arch, orNone(meta.Compiler.VersionFull))
+		fmt.Fprintf(tools, "%s (%s): %s", b.Variant, b.Arch, orNone(meta.Compiler.VersionFull))
 		for _, t := range sortedKeys(meta.Tools) {
-			fmt.Fprintf(&tools, "; %s %s", t, meta.Tools[t])
+			fmt.Fprintf(tools, "; %s %s", t, meta.Tools[t])
 		}
 		tools.WriteString("\n")
 		m.Kernels = append(m.Kernels, k)
 	}
-	if m.Userland != "" {
-		fmt.Fprintf(&tools, "guest userland: %s\n", m.Userland)
-	}
-	r.add("toolchains.txt", 0o644, []byte(tools.String()))
+	return tools, nil
+}
 
-	// The boots.
+// addBoots adds the boots' QEMU command lines and guest environments
+// (qemu.txt, guest.txt) to r and m.
+func (r *Repro) addBoots(runs []store.Run, m *Manifest) {
 	var qemu, guest strings.Builder
 	for _, run := range runs {
 		if slices.Contains(run.Env.QEMUArgs, evaluate.BootInitramfs) {
@@ -277,23 +310,6 @@ func Build(st *store.Store, id int64, o Options) (*Repro, error) {
 	r.add("qemu.txt", 0o644, []byte(qemu.String()))
 	r.add("guest.txt", 0o644, []byte(guest.String()))
 
-	// The samples.
-	var csvBuf bytes.Buffer
-	if err := WriteSamplesCSV(&csvBuf, samples); err != nil {
-		return nil, err
-	}
-	r.add("samples.csv", 0o644, csvBuf.Bytes())
-
-	script, err := reproScript(in, m, o.Command)
-	if err != nil {
-		return nil, err
-	}
-	r.add("repro.sh", 0o755, []byte(script))
-	m.Missing = r.Missing
-	mj, _ := json.MarshalIndent(m, "", "  ")
-	r.add("manifest.json", 0o644, append(mj, '\n'))
-	r.add("README", 0o644, []byte(readme(m)))
-	return r, nil
 }
 
 func (r *Repro) add(name string, mode os.FileMode, data []byte) {
