@@ -5,9 +5,12 @@
 //
 // # Jobs
 //
-// Job kinds follow the stages: apply, build (one per kernel), boot (one
-// per planned boot), more (plans the boots, then adaptive rounds) and
-// report. apply, more and report (with notify) have a queue each; builds
+// Job kinds are the steps of runner's stage graph (runner.Next): apply,
+// build (one per kernel), boot (one per planned boot), more (plans the
+// boots, then adaptive rounds), report, then per_patch and series_bisect
+// when the evaluation has them. A job takes its step and asks runner.Next
+// what follows; graph.go only maps those steps to jobs and queues, never
+// their order. apply, more and report (with notify) have a queue each; builds
 // go to build-<arch> and boots to boot-<arch> or, on an SSH target,
 // boot-ssh-<host> (Capabilities.Queues), each with its own concurrency
 // (EngineConfig) and one slot budget per process across the arches.
