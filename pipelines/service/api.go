@@ -255,10 +255,35 @@ func (s *Service) checkSubmission(ctx context.Context, req SubmitRequest) (*pipe
 	if !needThread {
 		return p, o, nil
 	}
+	var t *mbox.Thread
 	start := time.Now()
-	t, err := s.submittedThread(ctx, req, src)
-	if err != nil {
-		return nil, o, err
+	switch {
+	case req.Mbox != "":
+		// Parsing, threading and resolving a large mbox take seconds:
+		// they stop when the client leaves (the request's context).
+		msgs, err := mbox.ParseBytesContext(ctx, []byte(req.Mbox), "submitted mbox")
+		if ctx.Err() != nil {
+			return nil, o, err
+		}
+		if err != nil {
+			return nil, o, bad("mbox", "%v", err)
+		}
+		if len(msgs) == 0 {
+			return nil, o, bad("mbox", "no messages in the submitted mbox")
+		}
+		if t, err = mbox.NewThreadContext(ctx, msgs, "submitted mbox"); err != nil {
+			return nil, o, err
+		}
+	default:
+		fctx, cancel := context.WithTimeout(ctx, 60*time.Second)
+		defer cancel()
+		t, err = mbox.Fetch(fctx, src, mbox.FetchOptions{Lore: s.lore, Attempts: 2, Backoff: 500 * time.Millisecond})
+		if err != nil {
+			if fail.KindOf(err) == fail.KindInput {
+				return nil, o, bad("msgid", "%v", err)
+			}
+			return nil, o, &fieldError{http.StatusBadGateway, "msgid", fmt.Errorf("lore %s unreachable: %w", s.lore, err)}
+		}
 	}
 	se, err := series.ResolveContext(ctx, t, series.Options{Version: req.Version})
 	if ctx.Err() != nil {
@@ -300,36 +325,6 @@ func (s *Service) checkSubmission(ctx context.Context, req SubmitRequest) (*pipe
 		return nil, o, &fieldError{http.StatusBadRequest, field, err}
 	}
 	return p, o, nil
-}
-
-// submittedThread is the thread a submission gives (mbox) or names
-// (msgid, fetched from src).
-func (s *Service) submittedThread(ctx context.Context, req SubmitRequest, src mbox.Source) (*mbox.Thread, error) {
-	if req.Mbox != "" {
-		// Parsing, threading and resolving a large mbox take seconds:
-		// they stop when the client leaves (the request's context).
-		msgs, err := mbox.ParseBytesContext(ctx, []byte(req.Mbox), "submitted mbox")
-		if ctx.Err() != nil {
-			return nil, err
-		}
-		if err != nil {
-			return nil, bad("mbox", "%v", err)
-		}
-		if len(msgs) == 0 {
-			return nil, bad("mbox", "no messages in the submitted mbox")
-		}
-		return mbox.NewThreadContext(ctx, msgs, "submitted mbox")
-	}
-	fctx, cancel := context.WithTimeout(ctx, 60*time.Second)
-	defer cancel()
-	t, err := mbox.Fetch(fctx, src, mbox.FetchOptions{Lore: s.lore, Attempts: 2, Backoff: 500 * time.Millisecond})
-	if err != nil {
-		if fail.KindOf(err) == fail.KindInput {
-			return nil, bad("msgid", "%v", err)
-		}
-		return nil, &fieldError{http.StatusBadGateway, "msgid", fmt.Errorf("lore %s unreachable: %w", s.lore, err)}
-	}
-	return t, nil
 }
 
 // submittedTree is the kernel tree a submission evaluates on: its tree,
