@@ -301,6 +301,11 @@ func (s *Service) logf(format string, a ...any) {
 func (s *Service) Run(ctx context.Context, ln net.Listener) error {
 	stopJobs, err := s.startJobs(ctx)
 	if err != nil {
+		if ctx.Err() != nil {
+			// Stopped while the jobs were starting (a query cut short
+			// by the cancelled context): a stop, not a failure.
+			return nil
+		}
 		return err
 	}
 	loopCtx, stopLoops := context.WithCancel(ctx)
