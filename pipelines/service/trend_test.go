@@ -22,8 +22,8 @@ import (
 )
 
 // recordOn stores a finished evaluation of pipeline on tree whose
-// kernels were built for arch, with report.json as the report stage
-// writes it (report.AddResults on samples: voluntary+dyn slower than
+// kernels were built for arch, its samples (one boot per variant) and
+// report.json as the report stage writes it (report.AddResults on samples: voluntary+dyn slower than
 // voluntary by shift ns on kill): the trend and the index's filters
 // without booting kernels.
 func recordOn(tb testing.TB, s *Service, key, pipeline, tree, arch string, shift float64) int64 {
@@ -40,10 +40,19 @@ func recordOn(tb testing.TB, s *Service, key, pipeline, tree, arch string, shift
 		if _, err := st.RecordBuild(e.ID, store.Build{Variant: v, Arch: arch, Status: "ok"}); err != nil {
 			tb.Fatal(err)
 		}
+		var mine []evaluate.Sample
 		for it := 0; it < 8; it++ {
 			val := 1000 + float64(vi)*shift + math.Sin(float64(it*5+vi))*3
-			samples = append(samples, evaluate.Sample{Variant: v, Iteration: it, Benchmark: "kill", Metric: "ns/op", Unit: "ns", Value: val})
+			mine = append(mine, evaluate.Sample{Variant: v, Iteration: it, Benchmark: "kill", Metric: "ns/op", Unit: "ns", Value: val})
 		}
+		runID, err := st.BeginRun(e.ID, v, 0)
+		if err != nil {
+			tb.Fatal(err)
+		}
+		if err := st.FinishRun(runID, store.RunOK, evaluate.Environment{KernelRelease: "7.2.13", Target: "qemu"}, nil, mine); err != nil {
+			tb.Fatal(err)
+		}
+		samples = append(samples, mine...)
 	}
 	if err := st.SetEvaluationStatus(e.ID, "done"); err != nil {
 		tb.Fatal(err)
@@ -385,5 +394,146 @@ func TestFiltersEscapeTreeNames(t *testing.T) {
 	}
 	if bad := pages["/?tree="+url.QueryEscape(`<img src=x onerror=alert(2)>`)]; !strings.Contains(bad, `<p class="err">tree &#34;&lt;img src=x onerror=alert(2)&gt;&#34;: no evaluation is on this tree`) {
 		t.Errorf("the 400 does not name the tree as text\n%s", bad)
+	}
+}
+
+// figureTable is the trend page's figure table (after its verdicts).
+func figureTable(page string) string {
+	_, t, ok := strings.Cut(page, `<table id="figure">`)
+	if !ok {
+		return ""
+	}
+	t, _, _ = strings.Cut(t, "</table>")
+	return t
+}
+
+// meanCI is the mean of xs and its 95% CI half-width for n = 10
+// (Student's t, 9 degrees of freedom: 2.262157), computed here, not by
+// the stats package.
+func meanCI(t *testing.T, xs []float64) (mean, half float64) {
+	if len(xs) != 10 {
+		t.Fatalf("%d samples, want 10", len(xs))
+	}
+	for _, x := range xs {
+		mean += x
+	}
+	mean /= 10
+	var ss float64
+	for _, x := range xs {
+		ss += (x - mean) * (x - mean)
+	}
+	return mean, 2.262157 * math.Sqrt(ss/9) / math.Sqrt(10)
+}
+
+// TestTrendFigure: /trend?pipeline=&benchmark=&metric= shows that
+// benchmark's stored samples per evaluation and variant (mean and the
+// mean's 95% CI, as computed here from the samples), newest first in
+// the table and oldest left in the plot; variant= narrows to one
+// variant, tree= and arch= to the evaluations there; an evaluation
+// without samples is counted; a benchmark, metric or variant none of
+// the evaluations measured is a 400 naming it.
+func TestTrendFigure(t *testing.T) {
+	s, base := testService(t, Config{})
+	const p = "ppc-preempt-dynamic"
+	ppc := recordEvaluations(t, s, 3, 2) // 2 boots x 5 iterations per variant
+	next := recordOn(t, s, "next", p, "/srv/next.git", "x86_64", 60)
+	failed, _, err := s.Store().CreateOrResumeEvaluation(store.Key("figure", "failed"), store.EvaluationMeta{Pipeline: p, SeriesTitle: "breaks", Tree: "/srv/linux.git"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Store().SetEvaluationStatus(failed.ID, store.StatusFailed); err != nil {
+		t.Fatal(err)
+	}
+
+	_, page := fetchPage(t, base, "/trend?pipeline="+p)
+	for _, want := range []string{`<a href="/trend?benchmark=getppid&amp;metric=ns%2Fop&amp;pipeline=ppc-preempt-dynamic#figures">getppid ns/op</a>`,
+		`<a href="/trend?benchmark=kill&amp;metric=ns%2Fop&amp;pipeline=ppc-preempt-dynamic#figures">kill ns/op</a>`} {
+		if !strings.Contains(page, want) {
+			t.Errorf("the trend page does not offer %s", want)
+		}
+	}
+	if figureTable(page) != "" {
+		t.Errorf("a figure table without a benchmark chosen")
+	}
+
+	code, page := fetchPage(t, base, "/trend?pipeline="+p+"&benchmark=kill&metric=ns/op")
+	table := figureTable(page)
+	if code != 200 || table == "" {
+		t.Fatalf("/trend?...&benchmark=kill: %d, no figure table\n%s", code, page)
+	}
+	// Newest first, each evaluation's variants in their order; the
+	// fixture's three variants, next's two.
+	var want []string
+	want = append(want, itoa(next), itoa(next))
+	for i := len(ppc) - 1; i >= 0; i-- {
+		want = append(want, itoa(ppc[i]), itoa(ppc[i]), itoa(ppc[i]))
+	}
+	if got := listedIDs(table); !slices.Equal(got, want) {
+		t.Errorf("figure rows' evaluations %v, want %v", got, want)
+	}
+	if !strings.Contains(page, "1 of the evaluations above have no samples of kill ns/op") {
+		t.Errorf("the failed evaluation without samples is not counted")
+	}
+	for _, id := range ppc {
+		samples, err := s.Store().Samples(id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, v := range []string{"voluntary", "voluntary+dyn", "full"} {
+			var xs []float64
+			for _, sm := range samples {
+				if sm.Variant == v && sm.Benchmark == "kill" && sm.Metric == "ns/op" {
+					xs = append(xs, sm.Value)
+				}
+			}
+			mean, half := meanCI(t, xs)
+			row := fmt.Sprintf("<td>%s</td>\n<td class=\"n\">10</td>\n<td class=\"n\">%.2f</td>\n<td class=\"n\">[%.2f, %.2f]</td>", v, mean, mean-half, mean+half)
+			if !strings.Contains(html.UnescapeString(table), fmt.Sprintf(`<a href="/evaluations/%d">`, id)) || !strings.Contains(html.UnescapeString(table), row) {
+				t.Errorf("evaluation %d lacks the figure row\n%s", id, row)
+			}
+		}
+	}
+	// The plot: one, its evaluations oldest left, each variant named.
+	if n := strings.Count(page, "<svg "); n != 3 { // 2 verdict plots + the figure's
+		t.Errorf("%d plots, want 3", n)
+	}
+	_, fig, _ := strings.Cut(page, `id="figures"`)
+	last := -1
+	for _, id := range append(slices.Clone(ppc), next) {
+		at := strings.Index(fig, ">#"+itoa(id)+"<")
+		if at < 0 || at < last {
+			t.Errorf("the figure plot does not name #%d after the older ones", id)
+		}
+		last = at
+	}
+	if !strings.Contains(fig, "kill ns/op: each variant&#39;s mean in 4 evaluation(s), oldest left") {
+		t.Errorf("the figure plot's caption does not count 4 evaluations")
+	}
+
+	// One variant; one tree and arch.
+	_, page = fetchPage(t, base, "/trend?pipeline="+p+"&benchmark=kill&metric=ns/op&variant=voluntary%2Bdyn")
+	table = figureTable(page)
+	if got := listedIDs(table); !slices.Equal(got, []string{itoa(next), itoa(ppc[2]), itoa(ppc[1]), itoa(ppc[0])}) ||
+		strings.Contains(table, "<td>full</td>") || strings.Contains(table, "<td>voluntary</td>") || !strings.Contains(html.UnescapeString(page), "<b>voluntary+dyn</b>") {
+		t.Errorf("variant=voluntary+dyn: rows %v\n%s", got, table)
+	}
+	_, page = fetchPage(t, base, "/trend?pipeline="+p+"&benchmark=kill&metric=ns/op&tree=/srv/next.git&arch=x86_64")
+	if got := listedIDs(figureTable(page)); !slices.Equal(got, []string{itoa(next), itoa(next)}) {
+		t.Errorf("tree=/srv/next.git: figure rows %v, want only %d", got, next)
+	}
+
+	for q, line := range map[string]string{
+		"pipeline=" + p + "&benchmark=nope&metric=ns/op":                       `benchmark &#34;nope&#34; metric &#34;ns/op&#34;: no evaluation listed here measured it (known: getppid ns/op, kill ns/op)`,
+		"pipeline=" + p + "&benchmark=kill&metric=ops/s":                       `benchmark &#34;kill&#34; metric &#34;ops/s&#34;: no evaluation listed here measured it`,
+		"pipeline=" + p + "&benchmark=kill&metric=ns/op&variant=lazy":          `variant &#34;lazy&#34;: no evaluation listed here measured kill ns/op with it (known: voluntary, voluntary+dyn, full)`,
+		"pipeline=" + p + "&variant=full":                                      `variant: pick a benchmark and metric first`,
+		"benchmark=kill&metric=ns/op":                                          `benchmark: pick a pipeline first (pipeline=)`,
+		"pipeline=" + p + "&tree=/srv/next.git&benchmark=getppid&metric=ns/op": `benchmark &#34;getppid&#34; metric &#34;ns/op&#34;: no evaluation listed here measured it (known: kill ns/op)`,
+	} {
+		code, page := fetchPage(t, base, "/trend?"+q)
+		if code != http.StatusBadRequest || strings.Count(page, `<p class="err">`) != 1 ||
+			!strings.Contains(html.UnescapeString(page), html.UnescapeString(`<p class="err">`+line)) {
+			t.Errorf("/trend?%s: %d; want 400 and the line %s\n%s", q, code, line, page)
+		}
 	}
 }

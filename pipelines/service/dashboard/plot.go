@@ -164,11 +164,12 @@ type TrendPoint struct {
 	Value, Lo, Hi float64
 }
 
-// TrendPlot renders changes over evaluations as SVG, drawn as Plot
+// TrendPlot renders values over evaluations as SVG, drawn as Plot
 // draws: per series its values joined by a line, each with its interval
-// as whiskers, a dashed line at zero (no change), the evaluations named
-// along the x axis in the given order.
-func TrendPlot(title, unit string, labels []string, series []TrendSeries) ([]byte, error) {
+// as whiskers, the evaluations named along the x axis in the given
+// order. With change (the values are changes in percent) zero is always
+// in view and marked by a dashed line (no change).
+func TrendPlot(title, unit string, labels []string, series []TrendSeries, change bool) ([]byte, error) {
 	p := plot.New()
 	for _, f := range []*font.Variant{&p.Title.TextStyle.Font.Variant, &p.Y.Label.TextStyle.Font.Variant,
 		&p.X.Tick.Label.Font.Variant, &p.Y.Tick.Label.Font.Variant, &p.Legend.TextStyle.Font.Variant} {
@@ -182,7 +183,10 @@ func TrendPlot(title, unit string, labels []string, series []TrendSeries) ([]byt
 	p.Legend.Top = true
 	p.BackgroundColor = color.Transparent
 	p.Add(plotter.NewGrid())
-	lowest, highest := 0.0, 0.0 // zero is always shown
+	lowest, highest := math.Inf(1), math.Inf(-1)
+	if change {
+		lowest, highest = 0, 0 // zero is always shown
+	}
 	for i, s := range series {
 		col := palette[i%len(palette)]
 		dx := (float64(i) - float64(len(series)-1)/2) * 0.08 // whiskers side by side
@@ -217,15 +221,23 @@ func TrendPlot(title, unit string, labels []string, series []TrendSeries) ([]byt
 		p.Add(l, sc)
 		p.Legend.Add(s.Name, l, sc)
 	}
-	zero, err := plotter.NewLine(plotter.XYs{{X: -0.5, Y: 0}, {X: float64(len(labels)) - 0.5, Y: 0}})
-	if err != nil {
-		return nil, err
+	if change {
+		zero, err := plotter.NewLine(plotter.XYs{{X: -0.5, Y: 0}, {X: float64(len(labels)) - 0.5, Y: 0}})
+		if err != nil {
+			return nil, err
+		}
+		zero.LineStyle.Dashes = []vg.Length{vg.Points(3), vg.Points(3)}
+		p.Add(zero)
 	}
-	zero.LineStyle.Dashes = []vg.Length{vg.Points(3), vg.Points(3)}
-	p.Add(zero)
+	if math.IsInf(lowest, 0) { // nothing to plot
+		lowest, highest = 0, 0
+	}
 	p.NominalX(labels...)
 	p.X.Min, p.X.Max = -0.5, float64(len(labels))-0.5
 	pad := math.Max((highest-lowest)*0.1, 0.5)
+	if !change {
+		pad = math.Max((highest-lowest)*0.1, math.Abs(highest)*0.001)
+	}
 	p.Y.Min, p.Y.Max = lowest-pad, highest+pad*2.5 // room for the legend
 	c := vgsvg.New(vg.Length(max(360, 46*len(labels)+120)), 240)
 	p.Draw(draw.New(c))

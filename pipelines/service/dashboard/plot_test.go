@@ -3,6 +3,7 @@ package dashboard
 import (
 	"bytes"
 	"encoding/xml"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -59,7 +60,7 @@ func TestTrendPlotSVG(t *testing.T) {
 		{Name: "voluntary → voluntary+dyn", Points: []TrendPoint{{OK: true, Bounded: true, Value: 14.9, Lo: 14.7, Hi: 15.1},
 			{OK: true, Bounded: true, Value: 6, Lo: 5.8, Hi: 6.3}, {OK: true, Value: 7}}},
 		{Name: "voluntary → full", Points: []TrendPoint{{OK: true, Bounded: true, Value: 1, Lo: 0.9, Hi: 1.2}, {}, {OK: true, Bounded: true, Value: -0.5, Lo: -1, Hi: 0}}},
-	})
+	}, true)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -96,5 +97,33 @@ func TestTrendPlotSVG(t *testing.T) {
 	}
 	if paths == 0 {
 		t.Errorf("no paths drawn")
+	}
+}
+
+// TestTrendPlotValues: plotted as values (not changes) the axis fits
+// the values (zero is not forced into view) and there is no zero line.
+func TestTrendPlotValues(t *testing.T) {
+	svg, err := TrendPlot("kill ns/op", "ns", []string{"#3", "#7"}, []TrendSeries{
+		{Name: "voluntary", Points: []TrendPoint{{OK: true, Bounded: true, Value: 1480, Lo: 1476, Hi: 1484}, {OK: true, Value: 1490}}},
+	}, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if bytes.Contains(svg, []byte("stroke-dasharray")) {
+		t.Errorf("a zero line on a plot of values")
+	}
+	d := xml.NewDecoder(bytes.NewReader(svg))
+	var texts []string
+	for {
+		tok, err := d.Token()
+		if err != nil {
+			break
+		}
+		if x, ok := tok.(xml.CharData); ok && strings.TrimSpace(string(x)) != "" {
+			texts = append(texts, strings.TrimSpace(string(x)))
+		}
+	}
+	if slices.Contains(texts, "0") || !slices.ContainsFunc(texts, func(s string) bool { return strings.HasPrefix(s, "14") }) {
+		t.Errorf("the axis does not fit 1476-1490: labels %v", texts)
 	}
 }

@@ -42,6 +42,10 @@ type trendView struct {
 	Evaluations, Total, Measured int
 	// PlotsLeft are the plots not drawn beyond maxTrendPlots.
 	PlotsLeft int
+	// Figures are the (benchmark, metric)s the evaluations measured,
+	// each a link to Figure: its value per variant over time.
+	Figures []choice
+	Figure  *figureView
 }
 
 // trendLink is the trend page of a pipeline, narrowed to tree and arch
@@ -84,9 +88,26 @@ func (d *Dashboard) trend(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	v := &trendView{Pipeline: f.Pipeline, Tree: f.Tree, Arch: f.Arch}
-	if f.Pipeline != "" {
-		if err := d.trendData(r, f, v); err != nil {
+	if f.Pipeline == "" {
+		for _, k := range []string{"benchmark", "metric", "variant"} {
+			if q.Get(k) != "" {
+				d.errorPage(w, http.StatusBadRequest, k+": pick a pipeline first (pipeline=)")
+				return
+			}
+		}
+	} else {
+		evs, err := d.trendData(r, f, v)
+		if err != nil {
 			d.fail(w, err)
+			return
+		}
+		bad, err := d.figures(f, q, evs, v)
+		if err != nil {
+			d.fail(w, err)
+			return
+		}
+		if bad != "" {
+			d.errorPage(w, http.StatusBadRequest, bad)
 			return
 		}
 	}
@@ -103,11 +124,12 @@ func (d *Dashboard) trend(w http.ResponseWriter, r *http.Request) {
 	}{page{Title: title, Where: d.opt.Where}, v, ch.Pipelines, ch.Trees, ch.Arches, indexLink(f)})
 }
 
-// trendData fills v with the newest trendLimit evaluations f selects.
-func (d *Dashboard) trendData(r *http.Request, f store.ListFilter, v *trendView) error {
+// trendData fills v with the newest trendLimit evaluations f selects
+// and returns them.
+func (d *Dashboard) trendData(r *http.Request, f store.ListFilter, v *trendView) ([]*store.Evaluation, error) {
 	evs, total, err := d.src.Store().List(r.Context(), f)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	v.Evaluations, v.Total = len(evs), total
 	reps := make([]*report.Report, len(evs))
@@ -139,7 +161,7 @@ func (d *Dashboard) trendData(r *http.Request, f store.ListFilter, v *trendView)
 		}
 	}
 	v.Plots, v.PlotsLeft, err = trendPlots(evs, reps)
-	return err
+	return evs, err
 }
 
 // trendPlots draws, per (benchmark, metric) in first-seen order, each
@@ -190,7 +212,7 @@ func trendPlots(evs []*store.Evaluation, reps []*report.Report) ([]plotView, int
 				series[j].Points = append(series[j].Points, TrendPoint{OK: true, Value: c.Change, Bounded: c.CIBounded, Lo: c.CILow, Hi: c.CIHigh})
 			}
 		}
-		svg, err := TrendPlot(k.benchmark+" "+k.metric, "change %", labels, series)
+		svg, err := TrendPlot(k.benchmark+" "+k.metric, "change %", labels, series, true)
 		if err != nil {
 			return nil, 0, err
 		}
