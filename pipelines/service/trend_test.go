@@ -16,6 +16,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/chromedp/chromedp"
+
 	"github.com/patcheval/patcheval/evaluate"
 	"github.com/patcheval/patcheval/evaluate/report"
 	"github.com/patcheval/patcheval/pipelines/store"
@@ -471,7 +473,7 @@ func TestTrendFigure(t *testing.T) {
 	if got := listedIDs(table); !slices.Equal(got, want) {
 		t.Errorf("figure rows' evaluations %v, want %v", got, want)
 	}
-	if !strings.Contains(page, "1 of the evaluations above have no samples of kill ns/op") {
+	if !strings.Contains(page, "1 of the evaluations above has no samples of kill ns/op") {
 		t.Errorf("the failed evaluation without samples is not counted")
 	}
 	for _, id := range ppc {
@@ -535,5 +537,82 @@ func TestTrendFigure(t *testing.T) {
 			!strings.Contains(html.UnescapeString(page), html.UnescapeString(`<p class="err">`+line)) {
 			t.Errorf("/trend?%s: %d; want 400 and the line %s\n%s", q, code, line, page)
 		}
+	}
+}
+
+// TestFiltersAndTrendInBrowser: headless Chromium picks a tree and an
+// arch in the index's form and submits it (the other pickers left at
+// "any"): the list narrows and shows the active filters; a row's
+// pipeline link opens the trend, whose plots are drawn with a size; a
+// figure link adds the figure's table and plot. Screenshots as
+// TestDashboardInBrowser saves them.
+func TestFiltersAndTrendInBrowser(t *testing.T) {
+	s, base := testService(t, Config{})
+	const p = "ppc-preempt-dynamic"
+	ppc := recordEvaluations(t, s, 2, 2)
+	next := recordOn(t, s, "next", p, "/srv/next.git", "x86_64", 60)
+	dir := os.Getenv("PATCHEVAL_SCREENSHOTS")
+	if dir == "" {
+		dir = t.TempDir()
+	}
+	ctx, cancel := browser(t)
+	defer cancel()
+	fatal := func(what string, err error) {
+		if err != nil {
+			t.Fatalf("browser: %s: %v", what, err)
+		}
+	}
+	rows := func() []string {
+		ids, err := chromedp.Run(ctx, chromedp.Evaluate[[]string](
+			`Array.from(document.querySelectorAll("#evaluations td.n > a, #figure td.n > a")).map(a => a.textContent)`))
+		fatal("rows", err)
+		return ids
+	}
+	fatal("open the index", chromedp.Do(ctx, chromedp.Navigate(base+"/"), chromedp.WaitVisible(`#evaluations`)))
+	if got := rows(); len(got) != 3 {
+		t.Fatalf("the index lists %v, want 3 evaluations", got)
+	}
+	_, err := chromedp.Run(ctx, chromedp.Evaluate[bool](`(() => {
+		document.querySelector('select[name="tree"]').value = "/srv/linux.git";
+		document.querySelector('select[name="arch"]').value = "ppc64le";
+		return true })()`))
+	fatal("pick a tree and an arch", err)
+	fatal("submit the filters", chromedp.Do(ctx, chromedp.Click(`form.filters button`, chromedp.NodeVisible), chromedp.WaitVisible(`#active-filters`)))
+	search, err := chromedp.Run(ctx, chromedp.Evaluate[string](`location.search`))
+	fatal("location", err)
+	q, _ := url.ParseQuery(strings.TrimPrefix(search, "?"))
+	if got, want := rows(), []string{itoa(ppc[1]), itoa(ppc[0])}; !slices.Equal(got, want) || q.Get("tree") != "/srv/linux.git" || q.Get("arch") != "ppc64le" {
+		t.Errorf("after picking /srv/linux.git and ppc64le: %s lists %v, want %v", search, got, want)
+	}
+	active, err := chromedp.Run(ctx, chromedp.Text(`#active-filters`))
+	fatal("active filters", err)
+	if !strings.Contains(active, "tree /srv/linux.git") || !strings.Contains(active, "arch ppc64le") {
+		t.Errorf("the active filters say %q", active)
+	}
+	list, err := chromedp.Run(ctx, chromedp.FullScreenshot(100))
+	fatal("screenshot", err)
+
+	fatal("open the trend", chromedp.Do(ctx, chromedp.Click(`#evaluations a[href^="/trend"]`, chromedp.NodeVisible), chromedp.WaitVisible(`#trend`)))
+	drawn := `Array.from(document.querySelectorAll(".plot svg")).filter(s => s.getBoundingClientRect().width > 100 && s.getBoundingClientRect().height > 100).length`
+	plots, err := chromedp.Run(ctx, chromedp.Evaluate[int](drawn))
+	fatal("plots", err)
+	if plots != 2 {
+		t.Errorf("the trend draws %d plots with a size, want 2 (kill, getppid)", plots)
+	}
+	fatal("open a figure", chromedp.Do(ctx, chromedp.Click(`#figure-links a`, chromedp.NodeVisible), chromedp.WaitVisible(`#figure`)))
+	plots, err = chromedp.Run(ctx, chromedp.Evaluate[int](drawn))
+	fatal("plots", err)
+	// getppid is the first figure offered; next (x86_64) did not measure it.
+	if got, want := rows(), []string{itoa(ppc[1]), itoa(ppc[1]), itoa(ppc[1]), itoa(ppc[0]), itoa(ppc[0]), itoa(ppc[0])}; plots != 3 || !slices.Equal(got, want) {
+		t.Errorf("the figure: %d plots, rows %v; want 3 plots and rows %v (not %d)", plots, got, want, next)
+	}
+	trend, err := chromedp.Run(ctx, chromedp.FullScreenshot(100))
+	fatal("screenshot", err)
+	for name, png := range map[string][]byte{"dashboard-filtered.png": list, "dashboard-trend.png": trend} {
+		p := filepath.Join(dir, name)
+		if err := os.WriteFile(p, png, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		t.Logf("screenshot: %s (%d bytes)", p, len(png))
 	}
 }
