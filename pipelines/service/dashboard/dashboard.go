@@ -4,8 +4,10 @@
 // progress), the job queue, the followed lists' series (their follower
 // state: incomplete, filtered, superseded, evaluated) and the watches
 // (history per tag with CIs, events, bisections). The index filters by
-// status, pipeline, series, tree and arch; /trend is one pipeline's
-// verdicts over time (each comparison's change with its CI, plotted).
+// status, pipeline, series, tree and arch (a value nothing has is a
+// 400 naming the parameter); /trend is one pipeline's verdicts over time
+// (each comparison's change with its CI, plotted) and, for a chosen
+// benchmark, its stored figure per variant over the same evaluations.
 //
 // Pages are rendered on the server with html/template; the CSS is
 // embedded and the plots are SVG drawn with gonum.org/v1/plot, so the
