@@ -75,18 +75,73 @@ func Resolve(t *mbox.Thread, opt Options) (*Series, error) {
 // left, a signal): a fail.Infra error wrapping ctx.Err(). A thread of
 // 100k messages takes seconds.
 func ResolveContext(ctx context.Context, t *mbox.Thread, opt Options) (*Series, error) {
+	if err := hasMessages(t); err != nil {
+		return nil, err
+	}
+	r := &resolution{ctx: ctx, t: t, opt: opt, s: &Series{}}
+	if err := r.classifyMessages(); err != nil {
+		return nil, err
+	}
+	r.inheritVersions()
+	r.groupByVersion()
+	if err := r.listVersions(); err != nil {
+		return nil, err
+	}
+	if err := r.chooseVersion(); err != nil {
+		return nil, err
+	}
+	r.fillPartialReroll()
+	r.findCover()
+	if err := r.takePatches(); err != nil {
+		return nil, err
+	}
+	if err := collectTrailers(ctx, t, r.infos, r.s, r.g, r.cover, r.chosen, opt); err != nil {
+		return nil, err
+	}
+	r.keepThreadNotes()
+	return r.s, nil
+}
+
+// resolution is the state of one ResolveContext call, filled step by
+// step.
+type resolution struct {
+	ctx context.Context
+	t   *mbox.Thread
+	opt Options
+	s   *Series
+
+	infos  map[string]*info // by Message-ID
+	all    []*info          // in thread order
+	groups map[int]*vgroup  // by version
+	vs     []*vgroup        // the versions that have patches, lowest first
+
+	g         *vgroup       // the chosen version
+	chosen    map[int]*info // its patches by number, with those filled from the version before
+	fromV     map[int]int   // the version a filled patch came from, by number
+	prevCover *info         // the earlier cover letter a partial re-roll takes along
+	cover     *info         // the series' cover letter, or nil
+}
+
+// hasMessages refuses a nil or empty thread.
+func hasMessages(t *mbox.Thread) error {
 	if t == nil || len(t.Messages) == 0 {
 		src := "thread"
 		if t != nil && t.Source != "" {
 			src = t.Source
 		}
-		return nil, fail.Inputf("%s: no messages", src)
+		return fail.Inputf("%s: no messages", src)
 	}
-	infos := make(map[string]*info, len(t.Messages))
-	var all []*info
+	return nil
+}
+
+// classifyMessages gives each message its role (patch, cover letter or
+// follow-up) and the version its subject says.
+func (r *resolution) classifyMessages() error {
+	t := r.t
+	r.infos = make(map[string]*info, len(t.Messages))
 	for i, m := range t.Messages {
-		if err := stopped(ctx, t, i); err != nil {
-			return nil, err
+		if err := stopped(r.ctx, t, i); err != nil {
+			return err
 		}
 		in := &info{msg: m, sub: ParseSubject(m.Subject)}
 		in.diff = hasDiff(m.Body)
@@ -103,34 +158,42 @@ func ResolveContext(ctx context.Context, t *mbox.Thread, opt Options) (*Series, 
 			// A cover letter without 0/N is found below, from its patches.
 		}
 		in.version = in.sub.Version
-		infos[m.MessageID] = in
-		all = append(all, in)
+		r.infos[m.MessageID] = in
+		r.all = append(r.all, in)
 	}
-	// A patch without "vN" below a cover letter (or below patch 1) that
-	// has one takes its version, like b4.
-	for _, in := range all {
+	return nil
+}
+
+// inheritVersions gives a patch without "vN" below a cover letter (or
+// below patch 1) that has one its version, like b4.
+func (r *resolution) inheritVersions() {
+	for _, in := range r.all {
 		if in.role != rolePatch || in.sub.HasVersion {
 			continue
 		}
-		if p := t.Parent(in.msg); p != nil {
-			pi := infos[p.MessageID]
+		if p := r.t.Parent(in.msg); p != nil {
+			pi := r.infos[p.MessageID]
 			if pi.sub.HasVersion && ((!pi.diff && pi.stat) || pi.role == roleCover || (pi.role == rolePatch && pi.sub.Number() == 1)) {
 				in.version = pi.sub.Version
 			}
 		}
 	}
+}
 
-	s := &Series{}
-	groups := map[int]*vgroup{}
+// groupByVersion sorts patches and cover letters into their versions,
+// keeping one patch per position (with a note on the one left out).
+func (r *resolution) groupByVersion() {
+	s := r.s
+	r.groups = map[int]*vgroup{}
 	group := func(v int) *vgroup {
-		g := groups[v]
+		g := r.groups[v]
 		if g == nil {
 			g = &vgroup{version: v, patches: map[int]*info{}}
-			groups[v] = g
+			r.groups[v] = g
 		}
 		return g
 	}
-	for _, in := range all {
+	for _, in := range r.all {
 		switch in.role {
 		case rolePatch:
 			g := group(in.version)
@@ -165,16 +228,20 @@ func ResolveContext(ctx context.Context, t *mbox.Thread, opt Options) (*Series, 
 			}
 		}
 	}
-	// Versions that have patches.
-	var vs []*vgroup
-	for _, g := range groups {
+}
+
+// listVersions keeps the versions that have patches, lowest first, in
+// Series.Versions; a thread with none is an Input error.
+func (r *resolution) listVersions() error {
+	for _, g := range r.groups {
 		if len(g.patches) > 0 {
-			vs = append(vs, g)
+			r.vs = append(r.vs, g)
 		}
 	}
-	if len(vs) == 0 {
-		return nil, fail.Inputf("%s: no patches in the thread (%d messages; a patch is a message with a diff whose subject is not a reply)", t.Source, len(t.Messages))
+	if len(r.vs) == 0 {
+		return fail.Inputf("%s: no patches in the thread (%d messages; a patch is a message with a diff whose subject is not a reply)", r.t.Source, len(r.t.Messages))
 	}
+	vs := r.vs
 	sort.Slice(vs, func(i, j int) bool { return vs[i].version < vs[j].version })
 	for _, g := range vs {
 		v := Version{Version: g.version, Total: g.total, Date: g.first.msg.Date, MessageID: g.first.msg.PublicID()}
@@ -187,14 +254,19 @@ func ResolveContext(ctx context.Context, t *mbox.Thread, opt Options) (*Series, 
 		} else {
 			v.Title = g.patches[v.Found[0]].sub.Title
 		}
-		s.Versions = append(s.Versions, v)
+		r.s.Versions = append(r.s.Versions, v)
 	}
+	return nil
+}
 
-	// Choose the version.
+// chooseVersion takes the version opt.Version asks for, or else the one
+// whose first message is the newest, and says why in Series.Reason.
+func (r *resolution) chooseVersion() error {
+	s, vs := r.s, r.vs
 	var g *vgroup
-	if opt.Version > 0 {
+	if r.opt.Version > 0 {
 		for _, c := range vs {
-			if c.version == opt.Version {
+			if c.version == r.opt.Version {
 				g = c
 			}
 		}
@@ -203,7 +275,7 @@ func ResolveContext(ctx context.Context, t *mbox.Thread, opt Options) (*Series, 
 			for _, c := range vs {
 				have = append(have, fmt.Sprintf("v%d", c.version))
 			}
-			return nil, fail.Inputf("%s: no v%d patches in the thread (found %s)", t.Source, opt.Version, strings.Join(have, ", "))
+			return fail.Inputf("%s: no v%d patches in the thread (found %s)", r.t.Source, r.opt.Version, strings.Join(have, ", "))
 		}
 		s.Reason = fmt.Sprintf("v%d requested", g.version)
 	} else {
@@ -230,64 +302,75 @@ func ResolveContext(ctx context.Context, t *mbox.Thread, opt Options) (*Series, 
 		}
 	}
 	s.Version = g.version
+	r.g = g
+	return nil
+}
 
-	// Partial re-roll: fill missing patches from the version before.
-	chosen := map[int]*info{}
-	fromV := map[int]int{}
+// fillPartialReroll takes the chosen version's patches and, when it is a
+// partial re-roll (its patches reply to the same-numbered patches of the
+// version before), fills the missing ones (and the cover letter) from the
+// version before.
+func (r *resolution) fillPartialReroll() {
+	s, g := r.s, r.g
+	r.chosen = map[int]*info{}
+	r.fromV = map[int]int{}
 	for n, in := range g.patches {
-		chosen[n] = in
+		r.chosen[n] = in
 	}
 	total := g.total
-	var prevCover *info
-	if prev := groups[g.version-1]; prev != nil && len(prev.patches) > 0 && countMissing(chosen, total) > 0 {
-		sane := true
-		prevByKey := patchesByKey(infos, g.version-1)
-		for n, in := range g.patches {
-			if !repliesToSameNumber(t, prevByKey, in, n, in.sub.Total) {
-				sane = false
-				break
-			}
-		}
-		if sane {
-			var filled []string
-			for n, pin := range prev.patches {
-				if n == 0 || n > total {
-					continue
-				}
-				if _, ok := chosen[n]; !ok {
-					chosen[n] = pin
-					fromV[n] = prev.version
-					filled = append(filled, fmt.Sprintf("%d/%d", n, total))
-				}
-			}
-			if len(filled) > 0 {
-				sort.Strings(filled)
-				var sent []string
-				for n := range g.patches {
-					sent = append(sent, fmt.Sprintf("%d/%d", n, total))
-				}
-				sort.Strings(sent)
-				s.Notes = append(s.Notes, fmt.Sprintf("partial re-roll: v%d re-sent only %s as replies to the v%d patches; %s taken from v%d",
-					g.version, strings.Join(sent, ", "), prev.version, strings.Join(filled, ", "), prev.version))
-				if g.cover == nil && prev.cover != nil {
-					// b4 takes the earlier cover letter along too.
-					prevCover = prev.cover
-					s.Notes = append(s.Notes, fmt.Sprintf("partial re-roll: using the v%d cover letter %s", prev.version, prev.cover.msg.Ref()))
-				}
-			}
+	prev := r.groups[g.version-1]
+	if prev == nil || len(prev.patches) == 0 || countMissing(r.chosen, total) == 0 {
+		return
+	}
+	prevByKey := patchesByKey(r.infos, g.version-1)
+	for n, in := range g.patches {
+		if !repliesToSameNumber(r.t, prevByKey, in, n, in.sub.Total) {
+			return
 		}
 	}
+	var filled []string
+	for n, pin := range prev.patches {
+		if n == 0 || n > total {
+			continue
+		}
+		if _, ok := r.chosen[n]; !ok {
+			r.chosen[n] = pin
+			r.fromV[n] = prev.version
+			filled = append(filled, fmt.Sprintf("%d/%d", n, total))
+		}
+	}
+	if len(filled) == 0 {
+		return
+	}
+	sort.Strings(filled)
+	var sent []string
+	for n := range g.patches {
+		sent = append(sent, fmt.Sprintf("%d/%d", n, total))
+	}
+	sort.Strings(sent)
+	s.Notes = append(s.Notes, fmt.Sprintf("partial re-roll: v%d re-sent only %s as replies to the v%d patches; %s taken from v%d",
+		g.version, strings.Join(sent, ", "), prev.version, strings.Join(filled, ", "), prev.version))
+	if g.cover == nil && prev.cover != nil {
+		// b4 takes the earlier cover letter along too.
+		r.prevCover = prev.cover
+		s.Notes = append(s.Notes, fmt.Sprintf("partial re-roll: using the v%d cover letter %s", prev.version, prev.cover.msg.Ref()))
+	}
+}
 
-	// Cover letter.
+// findCover finds the cover letter (the version's own, the one a partial
+// re-roll took along, or a non-reply with a diffstat above the first
+// patch) and takes the series' title, author, date and base from it.
+func (r *resolution) findCover() {
+	s, g := r.s, r.g
 	var cover *info
 	if g.cover != nil {
 		cover = g.cover
-	} else if prevCover != nil {
-		cover = prevCover
+	} else if r.prevCover != nil {
+		cover = r.prevCover
 	} else {
 		for _, n := range sortedKeys(g.patches) {
-			if p := t.Parent(g.patches[n].msg); p != nil {
-				pi := infos[p.MessageID]
+			if p := r.t.Parent(g.patches[n].msg); p != nil {
+				pi := r.infos[p.MessageID]
 				if pi.role != rolePatch && !pi.sub.IsReply && pi.stat && !pi.diff {
 					cover = pi
 					pi.role = roleCover
@@ -296,31 +379,40 @@ func ResolveContext(ctx context.Context, t *mbox.Thread, opt Options) (*Series, 
 			break
 		}
 	}
-	if cover != nil {
-		s.Cover = cover.msg
-		s.CoverMessageID = cover.msg.PublicID()
-		if cover.msg.NoMessageID {
-			s.Notes = append(s.Notes, fmt.Sprintf("the cover letter %q (%s) has no Message-ID header: no link to it is written", cover.sub.Title, cover.msg.Source))
-		}
-		s.Title = cover.sub.Title
-		s.Author = cover.msg.From
-		s.Date = cover.msg.Date
-		parseBase(cover.msg.Body, &s.Base)
+	r.cover = cover
+	if cover == nil {
+		return
 	}
+	s.Cover = cover.msg
+	s.CoverMessageID = cover.msg.PublicID()
+	if cover.msg.NoMessageID {
+		s.Notes = append(s.Notes, fmt.Sprintf("the cover letter %q (%s) has no Message-ID header: no link to it is written", cover.sub.Title, cover.msg.Source))
+	}
+	s.Title = cover.sub.Title
+	s.Author = cover.msg.From
+	s.Date = cover.msg.Date
+	parseBase(cover.msg.Body, &s.Base)
+}
 
-	// Patches in order.
-	for _, n := range sortedKeys(chosen) {
+// takePatches puts the chosen patches in order in Series.Patches (those
+// cut short marked Broken, those from an earlier version renumbered),
+// lists the missing ones, and, without a cover letter, takes the series'
+// title, author and date from the first patch. A version left with no
+// patch is an Input error.
+func (r *resolution) takePatches() error {
+	s, g, total := r.s, r.g, r.g.total
+	for _, n := range sortedKeys(r.chosen) {
 		if n == 0 {
 			continue
 		}
-		in := chosen[n]
+		in := r.chosen[n]
 		p, notes := buildPatch(in)
 		s.Notes = append(s.Notes, notes...)
 		if why := truncatedHunk(p.Diff); why != "" {
 			p.Broken = why
 			s.Notes = append(s.Notes, fmt.Sprintf("patch %d/%d %q is cut short: %s", n, total, p.Subject.Title, why))
 		}
-		p.FromVersion = fromV[n]
+		p.FromVersion = r.fromV[n]
 		if p.FromVersion != 0 {
 			// Renumber like b4: the patch belongs to the new version now.
 			p.Subject.Version = g.version
@@ -328,37 +420,36 @@ func ResolveContext(ctx context.Context, t *mbox.Thread, opt Options) (*Series, 
 			p.Subject.Total = total
 		}
 		s.Patches = append(s.Patches, p)
-		if cover == nil {
+		if r.cover == nil {
 			parseBase(in.msg.Body, &s.Base)
 		}
 	}
 	for n := 1; n <= total; n++ {
-		if _, ok := chosen[n]; !ok {
+		if _, ok := r.chosen[n]; !ok {
 			s.Missing = append(s.Missing, n)
 			s.Notes = append(s.Notes, fmt.Sprintf("%d/%d missing from v%d", n, total, g.version))
 		}
 	}
 	if len(s.Patches) == 0 {
-		return nil, fail.Inputf("%s: v%d has no patches", t.Source, g.version)
+		return fail.Inputf("%s: v%d has no patches", r.t.Source, g.version)
 	}
-	if cover == nil {
+	if r.cover == nil {
 		first := s.Patches[0]
 		s.Title = first.Subject.Title
 		s.Author = first.Msg.From
 		s.Date = first.Msg.Date
 	}
+	return nil
+}
 
-	if err := collectTrailers(ctx, t, infos, s, g, cover, chosen, opt); err != nil {
-		return nil, err
+// keepThreadNotes carries the thread's orphans and notes into the Series.
+func (r *resolution) keepThreadNotes() {
+	for _, o := range r.t.Orphans {
+		r.s.Orphans = append(r.s.Orphans, o.PublicID())
 	}
-
-	for _, o := range t.Orphans {
-		s.Orphans = append(s.Orphans, o.PublicID())
+	for _, n := range r.t.Notes {
+		r.s.Notes = append(r.s.Notes, "thread: "+n)
 	}
-	for _, n := range t.Notes {
-		s.Notes = append(s.Notes, "thread: "+n)
-	}
-	return s, nil
 }
 
 // samePositionNote explains why drop was left out for keep (both of one
