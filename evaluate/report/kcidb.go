@@ -135,59 +135,47 @@ func (r *Report) runID() string {
 // the status from kcidbStatus, the statistics, threshold and, when
 // inconclusive, the boots that would settle it in misc).
 func WriteKCIDB(w io.Writer, r *Report) error {
-	rid := r.runID()
-	pre := KCIDBOrigin + ":" + rid
-	start := kcidbTime(r.Generated)
-	base := strings.ToLower(r.Tree.Base)
+	k := newKCIDBWriter(r)
+	k.addCheckouts()
+	k.addBuilds()
+	k.addTests()
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	return enc.Encode(k.d)
+}
 
-	checkout := func(patched bool) kcidbCheckout {
-		c := kcidbCheckout{Origin: KCIDBOrigin, TreeName: oneLine(r.Tree.Name), GitCommitName: oneLine(r.Tree.BaseName),
-			StartTime: start, Valid: true, Misc: map[string]any{}}
-		if sha1Re.MatchString(base) {
-			c.GitCommitHash = base
-		} else if base != "" {
-			c.Misc["base"] = oneLine(r.Tree.Base)
-		}
-		if gitURLRe.MatchString(r.Tree.URL) {
-			c.GitRepositoryURL = r.Tree.URL
-		} else if r.Tree.URL != "" || r.Tree.Path != "" {
-			c.Misc["tree"] = oneLine(r.Tree.URL + r.Tree.Path)
-		}
-		if patched {
-			c.ID = pre + ":checkout:series"
-			ph := patchsetHash(r.Series.PatchHashes)
-			c.PatchsetHash = &ph
-			if id := cleanID(r.Series.MessageID); id != "" && strings.Contains(id, "@") {
-				c.MessageID = id
-			}
-			c.Comment = oneLine(r.Series.Subject)
-			if c.Comment == "" {
-				c.Comment = oneLine(r.Series.Title)
-			}
-			var commits []string
-			for _, cm := range r.Tree.Commits {
-				commits = append(commits, cm.Hash)
-			}
-			if len(commits) > 0 {
-				c.Misc["commits"] = commits
-			}
-			if r.Series.Link != "" {
-				c.Misc["link"] = r.Series.Link
-			}
-		} else {
-			c.ID = pre + ":checkout:base"
-			empty := ""
-			c.PatchsetHash = &empty
-			c.Comment = "base"
-		}
-		if len(c.Misc) == 0 {
-			c.Misc = nil
-		}
-		return c
+// kcidbWriter is the state of one WriteKCIDB: the data so far and the ids
+// its objects share.
+type kcidbWriter struct {
+	r     *Report
+	pre   string // the ids' prefix: origin and run id
+	start string // the run's start time
+	base  string // the base commit, lower case
+	arch  string // the architecture as KCIDB spells it
+	d     kcidbData
+
+	treeCheckout map[string]string // variant -> its own tree's checkout id
+	buildID      map[string]string // variant -> its build's id
+}
+
+func newKCIDBWriter(r *Report) *kcidbWriter {
+	pre := KCIDBOrigin + ":" + r.runID()
+	arch := strings.ToLower(r.Arch)
+	if !kcidbArch.MatchString(arch) {
+		arch = regexp.MustCompile(`[^a-z0-9_]+`).ReplaceAllString(arch, "_")
 	}
-	// Empty lists, not null (KCIDB allows no nulls): a report without
-	// samples (every boot failed) has no tests.
-	d := kcidbData{Version: kcidbVersion{Major: 5, Minor: 3}, Checkouts: []kcidbCheckout{}, Builds: []kcidbBuild{}, Tests: []kcidbTest{}}
+	return &kcidbWriter{r: r, pre: pre, start: kcidbTime(r.Generated), base: strings.ToLower(r.Tree.Base), arch: arch,
+		// Empty lists, not null (KCIDB allows no nulls): a report without
+		// samples (every boot failed) has no tests.
+		d:            kcidbData{Version: kcidbVersion{Major: 5, Minor: 3}, Checkouts: []kcidbCheckout{}, Builds: []kcidbBuild{}, Tests: []kcidbTest{}},
+		treeCheckout: map[string]string{}, buildID: map[string]string{}}
+}
+
+// addCheckouts adds the base's checkout and the series' (those a variant
+// builds on; the base's alone without variants) and one per tree of a
+// variant's own.
+func (k *kcidbWriter) addCheckouts() {
+	r := k.r
 	needBase, needSeries := false, false
 	for _, v := range r.Variants {
 		switch {
@@ -199,71 +187,143 @@ func WriteKCIDB(w io.Writer, r *Report) error {
 		}
 	}
 	if needBase || len(r.Variants) == 0 {
-		d.Checkouts = append(d.Checkouts, checkout(false))
+		k.d.Checkouts = append(k.d.Checkouts, k.checkout(false))
 	}
 	if needSeries {
-		d.Checkouts = append(d.Checkouts, checkout(true))
+		k.d.Checkouts = append(k.d.Checkouts, k.checkout(true))
 	}
-	treeCheckout := map[string]string{} // variant -> its own tree's checkout id
 	for _, v := range r.Variants {
 		if !v.OwnTree() {
 			continue
 		}
-		c := variantCheckout(r, v, pre, start)
-		treeCheckout[v.Name] = c.ID
-		if !slices.ContainsFunc(d.Checkouts, func(o kcidbCheckout) bool { return o.ID == c.ID }) {
-			d.Checkouts = append(d.Checkouts, c)
+		c := variantCheckout(r, v, k.pre, k.start)
+		k.treeCheckout[v.Name] = c.ID
+		if !slices.ContainsFunc(k.d.Checkouts, func(o kcidbCheckout) bool { return o.ID == c.ID }) {
+			k.d.Checkouts = append(k.d.Checkouts, c)
 		}
 	}
-	arch := strings.ToLower(r.Arch)
-	if !kcidbArch.MatchString(arch) {
-		arch = regexp.MustCompile(`[^a-z0-9_]+`).ReplaceAllString(arch, "_")
+}
+
+// checkout is the base's checkout, or (patched) the series' on it.
+func (k *kcidbWriter) checkout(patched bool) kcidbCheckout {
+	r, base := k.r, k.base
+	c := kcidbCheckout{Origin: KCIDBOrigin, TreeName: oneLine(r.Tree.Name), GitCommitName: oneLine(r.Tree.BaseName),
+		StartTime: k.start, Valid: true, Misc: map[string]any{}}
+	if sha1Re.MatchString(base) {
+		c.GitCommitHash = base
+	} else if base != "" {
+		c.Misc["base"] = oneLine(r.Tree.Base)
 	}
-	buildID := map[string]string{}
-	for _, v := range r.Variants {
-		b := kcidbBuild{ID: pre + ":build:" + idPart(v.Name), Origin: KCIDBOrigin, StartTime: start,
-			Duration: v.BuildSeconds, Architecture: arch, ConfigName: v.Name, Status: "PASS",
-			Comment: oneLine(v.Description)}
-		b.CheckoutID = pre + ":checkout:base"
-		if v.Patched {
-			b.CheckoutID = pre + ":checkout:series"
-		}
-		misc := map[string]any{}
-		if id, ok := treeCheckout[v.Name]; ok {
-			b.CheckoutID = id
-			if v.Ref != "" {
-				misc["ref"] = oneLine(v.Ref)
-			}
-			if len(v.Reverted) > 0 {
-				misc["reverted"] = v.Reverted
-			}
-		}
-		if len(v.Config) > 0 {
-			misc["config"] = v.Config
-		}
-		if v.Cmdline != "" {
-			misc["cmdline"] = v.Cmdline
-		}
-		if len(v.Runtime) > 0 {
-			misc["runtime"] = v.Runtime
-		}
-		if v.Kernel.ConfigHash != "" {
-			misc["config_hash"] = v.Kernel.ConfigHash
-		}
-		if v.Env.KernelRelease != "" {
-			misc["kernel_release"] = v.Env.KernelRelease
-		}
-		if v.Kernel.BuildID != "" {
-			// The vmlinux's GNU build-id (not KCIDB's build_id, the id
-			// of this build object).
-			misc["vmlinux_build_id"] = v.Kernel.BuildID
-		}
-		if len(misc) > 0 {
-			b.Misc = misc
-		}
-		buildID[v.Name] = b.ID
-		d.Builds = append(d.Builds, b)
+	if gitURLRe.MatchString(r.Tree.URL) {
+		c.GitRepositoryURL = r.Tree.URL
+	} else if r.Tree.URL != "" || r.Tree.Path != "" {
+		c.Misc["tree"] = oneLine(r.Tree.URL + r.Tree.Path)
 	}
+	if patched {
+		c.ID = k.pre + ":checkout:series"
+		ph := patchsetHash(r.Series.PatchHashes)
+		c.PatchsetHash = &ph
+		if id := cleanID(r.Series.MessageID); id != "" && strings.Contains(id, "@") {
+			c.MessageID = id
+		}
+		c.Comment = oneLine(r.Series.Subject)
+		if c.Comment == "" {
+			c.Comment = oneLine(r.Series.Title)
+		}
+		var commits []string
+		for _, cm := range r.Tree.Commits {
+			commits = append(commits, cm.Hash)
+		}
+		if len(commits) > 0 {
+			c.Misc["commits"] = commits
+		}
+		if r.Series.Link != "" {
+			c.Misc["link"] = r.Series.Link
+		}
+	} else {
+		c.ID = k.pre + ":checkout:base"
+		empty := ""
+		c.PatchsetHash = &empty
+		c.Comment = "base"
+	}
+	if len(c.Misc) == 0 {
+		c.Misc = nil
+	}
+	return c
+}
+
+// addBuilds adds one build per variant, on its checkout.
+func (k *kcidbWriter) addBuilds() {
+	for _, v := range k.r.Variants {
+		b := k.variantBuild(v)
+		k.buildID[v.Name] = b.ID
+		k.d.Builds = append(k.d.Builds, b)
+	}
+}
+
+// variantBuild is v's build, what it was built and booted with in misc.
+func (k *kcidbWriter) variantBuild(v Variant) kcidbBuild {
+	pre := k.pre
+	b := kcidbBuild{ID: pre + ":build:" + idPart(v.Name), Origin: KCIDBOrigin, StartTime: k.start,
+		Duration: v.BuildSeconds, Architecture: k.arch, ConfigName: v.Name, Status: "PASS",
+		Comment: oneLine(v.Description)}
+	b.CheckoutID = pre + ":checkout:base"
+	if v.Patched {
+		b.CheckoutID = pre + ":checkout:series"
+	}
+	misc := map[string]any{}
+	if id, ok := k.treeCheckout[v.Name]; ok {
+		b.CheckoutID = id
+		if v.Ref != "" {
+			misc["ref"] = oneLine(v.Ref)
+		}
+		if len(v.Reverted) > 0 {
+			misc["reverted"] = v.Reverted
+		}
+	}
+	if len(v.Config) > 0 {
+		misc["config"] = v.Config
+	}
+	if v.Cmdline != "" {
+		misc["cmdline"] = v.Cmdline
+	}
+	if len(v.Runtime) > 0 {
+		misc["runtime"] = v.Runtime
+	}
+	if v.Kernel.ConfigHash != "" {
+		misc["config_hash"] = v.Kernel.ConfigHash
+	}
+	if v.Env.KernelRelease != "" {
+		misc["kernel_release"] = v.Env.KernelRelease
+	}
+	if v.Kernel.BuildID != "" {
+		// The vmlinux's GNU build-id (not KCIDB's build_id, the id
+		// of this build object).
+		misc["vmlinux_build_id"] = v.Kernel.BuildID
+	}
+	if len(misc) > 0 {
+		b.Misc = misc
+	}
+	return b
+}
+
+// bid is the id of variant's build; a variant the report does not
+// describe still gets one.
+func (k *kcidbWriter) bid(variant string) string {
+	if id, ok := k.buildID[variant]; ok {
+		return id
+	}
+	id := k.pre + ":build:" + idPart(variant)
+	k.buildID[variant] = id
+	k.d.Builds = append(k.d.Builds, kcidbBuild{ID: id, CheckoutID: k.pre + ":checkout:base", Origin: KCIDBOrigin,
+		Architecture: k.arch, ConfigName: variant, Status: "PASS"})
+	return id
+}
+
+// addTests adds, per benchmark, a test per sample and one per comparison,
+// all in the report's target's environment.
+func (k *kcidbWriter) addTests() {
+	r := k.r
 	env := &kcidbEnvironment{Comment: oneLine(targetText(r.Target)), Misc: map[string]any{
 		"target": r.Target.Kind, "deterministic": r.Target.Deterministic}}
 	if len(r.Target.Command) > 0 {
@@ -272,82 +332,81 @@ func WriteKCIDB(w io.Writer, r *Report) error {
 	if r.Target.Host != "" {
 		env.Misc["host"] = r.Target.Host
 	}
-	bid := func(variant string) string {
-		if id, ok := buildID[variant]; ok {
-			return id
-		}
-		// A variant the report does not describe still gets a build.
-		id := pre + ":build:" + idPart(variant)
-		buildID[variant] = id
-		d.Builds = append(d.Builds, kcidbBuild{ID: id, CheckoutID: pre + ":checkout:base", Origin: KCIDBOrigin,
-			Architecture: arch, ConfigName: variant, Status: "PASS"})
-		return id
-	}
 	for _, b := range r.Benchmarks {
 		path := pathPart(b.Name) + "." + pathPart(b.Metric)
-		count := map[string]int{}
-		for _, run := range b.Runs {
-			count[run.Variant]++
-			t := kcidbTest{
-				ID:      fmt.Sprintf("%s:test:%s:%s:%d", pre, idPart(run.Variant), path, count[run.Variant]),
-				BuildID: bid(run.Variant), Origin: KCIDBOrigin, Environment: env, Path: path,
-				Status: "DONE", StartTime: kcidbTime(run.Time),
-				Misc: map[string]any{"variant": run.Variant, "boot": run.Boot, "iteration": run.Iteration,
-					"higher_is_better": b.HigherIsBetter},
-			}
-			if !run.Invalid && isFinite(run.Value) {
-				t.Number = &kcidbNumber{Value: run.Value, Unit: unitOf(b)}
-			} else {
-				t.Status = "ERROR"
-				t.Comment = "non-finite value"
-			}
-			if run.BuildID != "" {
-				// The GNU build-id the running kernel showed.
-				t.Misc["running_build_id"] = run.BuildID
-			}
-			if len(run.Extra) > 0 {
-				extra := map[string]float64{}
-				for k, v := range run.Extra {
-					if isFinite(v) {
-						extra[k] = v
-					}
-				}
-				t.Misc["extra"] = extra
-			}
-			d.Tests = append(d.Tests, t)
-		}
-		for _, c := range b.Comparisons {
-			cp := path + ".vs_" + pathPart(c.Base)
-			t := kcidbTest{
-				ID:      fmt.Sprintf("%s:test:%s:%s", pre, idPart(c.Other), cp),
-				BuildID: bid(c.Other), Origin: KCIDBOrigin, Environment: env, Path: cp,
-				Number:  &kcidbNumber{Value: c.Change, Unit: "%"},
-				Comment: fmt.Sprintf("%s vs %s: %s", c.Other, c.Base, c.Label()),
-				Misc: map[string]any{
-					"base": c.Base, "other": c.Other, "verdict": string(c.Verdict), "reason": c.Reason,
-					"rule": c.Rule, "ci_bounded": c.CIBounded, "ci_low_pct": c.CILow, "ci_high_pct": c.CIHigh,
-					"confidence": c.Confidence, "welch_p": c.WelchP, "welch_tested": c.Tested,
-					"mann_whitney_p": c.UP, "base_n": c.Comparison.Base.N, "other_n": c.Comparison.Other.N,
-					"base_mean": c.Comparison.Base.Mean, "other_mean": c.Comparison.Other.Mean,
-					"threshold_pct": c.Threshold, "below_threshold": c.BelowThreshold,
-				},
-			}
-			if c.Hint != "" {
-				t.Misc["more_boots"] = c.MoreBoots
-				t.Misc["hint"] = c.Hint
-			}
-			t.Status = kcidbStatus(c.Comparison)
-			if c.Verdict == stats.Inconclusive {
-				if c.Hint != "" {
-					t.Comment += "; " + c.Hint
-				}
-			}
-			d.Tests = append(d.Tests, t)
-		}
+		k.addSampleTests(b, path, env)
+		k.addComparisonTests(b, path, env)
 	}
-	enc := json.NewEncoder(w)
-	enc.SetIndent("", "  ")
-	return enc.Encode(d)
+}
+
+// addSampleTests adds a test per sample of b (status DONE, the value in
+// "number"; ERROR for an invalid or non-finite one).
+func (k *kcidbWriter) addSampleTests(b Benchmark, path string, env *kcidbEnvironment) {
+	count := map[string]int{}
+	for _, run := range b.Runs {
+		count[run.Variant]++
+		t := kcidbTest{
+			ID:      fmt.Sprintf("%s:test:%s:%s:%d", k.pre, idPart(run.Variant), path, count[run.Variant]),
+			BuildID: k.bid(run.Variant), Origin: KCIDBOrigin, Environment: env, Path: path,
+			Status: "DONE", StartTime: kcidbTime(run.Time),
+			Misc: map[string]any{"variant": run.Variant, "boot": run.Boot, "iteration": run.Iteration,
+				"higher_is_better": b.HigherIsBetter},
+		}
+		if !run.Invalid && isFinite(run.Value) {
+			t.Number = &kcidbNumber{Value: run.Value, Unit: unitOf(b)}
+		} else {
+			t.Status = "ERROR"
+			t.Comment = "non-finite value"
+		}
+		if run.BuildID != "" {
+			// The GNU build-id the running kernel showed.
+			t.Misc["running_build_id"] = run.BuildID
+		}
+		if len(run.Extra) > 0 {
+			extra := map[string]float64{}
+			for name, v := range run.Extra {
+				if isFinite(v) {
+					extra[name] = v
+				}
+			}
+			t.Misc["extra"] = extra
+		}
+		k.d.Tests = append(k.d.Tests, t)
+	}
+}
+
+// addComparisonTests adds a test per comparison of b (the change in
+// percent in "number", the status from kcidbStatus, the statistics in
+// misc).
+func (k *kcidbWriter) addComparisonTests(b Benchmark, path string, env *kcidbEnvironment) {
+	for _, c := range b.Comparisons {
+		cp := path + ".vs_" + pathPart(c.Base)
+		t := kcidbTest{
+			ID:      fmt.Sprintf("%s:test:%s:%s", k.pre, idPart(c.Other), cp),
+			BuildID: k.bid(c.Other), Origin: KCIDBOrigin, Environment: env, Path: cp,
+			Number:  &kcidbNumber{Value: c.Change, Unit: "%"},
+			Comment: fmt.Sprintf("%s vs %s: %s", c.Other, c.Base, c.Label()),
+			Misc: map[string]any{
+				"base": c.Base, "other": c.Other, "verdict": string(c.Verdict), "reason": c.Reason,
+				"rule": c.Rule, "ci_bounded": c.CIBounded, "ci_low_pct": c.CILow, "ci_high_pct": c.CIHigh,
+				"confidence": c.Confidence, "welch_p": c.WelchP, "welch_tested": c.Tested,
+				"mann_whitney_p": c.UP, "base_n": c.Comparison.Base.N, "other_n": c.Comparison.Other.N,
+				"base_mean": c.Comparison.Base.Mean, "other_mean": c.Comparison.Other.Mean,
+				"threshold_pct": c.Threshold, "below_threshold": c.BelowThreshold,
+			},
+		}
+		if c.Hint != "" {
+			t.Misc["more_boots"] = c.MoreBoots
+			t.Misc["hint"] = c.Hint
+		}
+		t.Status = kcidbStatus(c.Comparison)
+		if c.Verdict == stats.Inconclusive {
+			if c.Hint != "" {
+				t.Comment += "; " + c.Hint
+			}
+		}
+		k.d.Tests = append(k.d.Tests, t)
+	}
 }
 
 // variantCheckout is the checkout of a Variant that builds a tree of its
