@@ -46,8 +46,37 @@ func mdTable(bw *bufio.Writer, t *table) {
 
 // WriteMarkdown renders r as Markdown (GitHub flavoured tables).
 func WriteMarkdown(w io.Writer, r *Report) error {
-	bw := bufio.NewWriter(w)
-	f := func(format string, a ...any) { fmt.Fprintf(bw, format, a...) }
+	m := &mdWriter{r: r, bw: bufio.NewWriter(w)}
+	m.header()
+	m.coverage()
+	m.headline()
+	m.variants()
+	m.confounds()
+	m.tables()
+	for _, b := range r.Benchmarks {
+		m.benchmark(b)
+	}
+	m.decompositions()
+	m.perPatch()
+	m.ruleAndTimings()
+	for _, n := range r.Notes {
+		m.f("- Note: %s\n", mdText(n))
+	}
+	return m.bw.Flush()
+}
+
+// mdWriter writes one report as Markdown, a section at a time.
+type mdWriter struct {
+	r  *Report
+	bw *bufio.Writer
+}
+
+func (m *mdWriter) f(format string, a ...any) { fmt.Fprintf(m.bw, format, a...) }
+
+// header writes the title, what was measured (series, tree, commits,
+// arch, target, samples) and the coverage warning.
+func (m *mdWriter) header() {
+	r, f := m.r, m.f
 	title := r.Title
 	if title == "" {
 		title = "patcheval report"
@@ -81,6 +110,11 @@ func WriteMarkdown(w io.Writer, r *Report) error {
 	if w := r.CoverageWarning(); w != "" {
 		f("> **%s**\n\n", mdText(w))
 	}
+}
+
+// coverage writes the series' build coverage.
+func (m *mdWriter) coverage() {
+	r, f := m.r, m.f
 	if cl := r.CoverageLines(); len(cl) > 0 {
 		f("## Build coverage of the series\n\n")
 		for _, l := range cl {
@@ -88,6 +122,11 @@ func WriteMarkdown(w io.Writer, r *Report) error {
 		}
 		f("\n")
 	}
+}
+
+// headline writes the headline's groups of lines.
+func (m *mdWriter) headline() {
+	r, f := m.r, m.f
 	if groups := r.Headline(); len(groups) > 0 {
 		f("## %s\n\n", mdText(headlineTitle(r)))
 		for _, g := range groups {
@@ -98,6 +137,11 @@ func WriteMarkdown(w io.Writer, r *Report) error {
 			f("\n")
 		}
 	}
+}
+
+// variants writes the variants' table.
+func (m *mdWriter) variants() {
+	r, bw, f := m.r, m.bw, m.f
 	if len(r.Variants) > 0 {
 		f("## Variants\n\n")
 		t := &table{head: []string{"Variant", "Config", "Series", "Cmdline", "Runtime"}}
@@ -118,6 +162,11 @@ func WriteMarkdown(w io.Writer, r *Report) error {
 		mdTable(bw, t)
 		f("\n")
 	}
+}
+
+// confounds writes the config differences between variants.
+func (m *mdWriter) confounds() {
+	r, bw, f := m.r, m.bw, m.f
 	if len(r.Confounds) > 0 {
 		f("## Config differences\n\n")
 		for _, c := range r.Confounds {
@@ -145,46 +194,61 @@ func WriteMarkdown(w io.Writer, r *Report) error {
 			}
 		}
 	}
+}
+
+// tables writes the report's own tables.
+func (m *mdWriter) tables() {
+	r, bw, f := m.r, m.bw, m.f
 	for _, t := range r.Tables {
 		f("## %s\n\n%s\n\n", mdText(t.Name), mdText(t.caption()))
 		mdTable(bw, t.grid())
 		f("\n")
 	}
-	for _, b := range r.Benchmarks {
-		f("## %s\n\n", mdText(b.heading()))
-		if b.Description != "" {
-			f("%s\n\n", mdText(b.Description))
-		}
-		mdTable(bw, statsTable(b, true))
-		f("\n")
-		if r.PerRun {
-			for _, row := range b.Rows {
-				f("%s:\n\n", mdText(row.Variant))
-				mdTable(bw, runTable(b, row.Variant))
-				f("\n")
-			}
-		}
-		if len(b.Comparisons) > 0 {
-			mdTable(bw, compTable(b, true))
+}
+
+// benchmark writes one benchmark's statistics, runs (PerRun),
+// comparisons and threads.
+func (m *mdWriter) benchmark(b Benchmark) {
+	r, bw, f := m.r, m.bw, m.f
+	f("## %s\n\n", mdText(b.heading()))
+	if b.Description != "" {
+		f("%s\n\n", mdText(b.Description))
+	}
+	mdTable(bw, statsTable(b, true))
+	f("\n")
+	if r.PerRun {
+		for _, row := range b.Rows {
+			f("%s:\n\n", mdText(row.Variant))
+			mdTable(bw, runTable(b, row.Variant))
 			f("\n")
-			for _, c := range b.Comparisons {
-				f("- %s → %s: **%s** — %s\n", mdText(c.Base), mdText(c.Other), mdText(c.Label()), mdText(c.Reason))
-				if c.LayoutNote != "" {
-					f("  Layout control: %s\n", mdText(c.LayoutNote))
-				}
-				if c.Hint != "" {
-					f("  What would settle it: %s\n", mdText(c.Hint))
-				}
-			}
-			f("\n")
-			if tl := threadLines(r, b, 1<<20, "", 0); len(tl) > 0 {
-				for _, l := range tl {
-					f("%s\n", mdText(l))
-				}
-				f("\n")
-			}
 		}
 	}
+	if len(b.Comparisons) > 0 {
+		mdTable(bw, compTable(b, true))
+		f("\n")
+		for _, c := range b.Comparisons {
+			f("- %s → %s: **%s** — %s\n", mdText(c.Base), mdText(c.Other), mdText(c.Label()), mdText(c.Reason))
+			if c.LayoutNote != "" {
+				f("  Layout control: %s\n", mdText(c.LayoutNote))
+			}
+			if c.Hint != "" {
+				f("  What would settle it: %s\n", mdText(c.Hint))
+			}
+		}
+		f("\n")
+		if tl := threadLines(r, b, 1<<20, "", 0); len(tl) > 0 {
+			for _, l := range tl {
+				f("%s\n", mdText(l))
+			}
+			f("\n")
+		}
+	}
+}
+
+// decompositions writes the decompositions of a change along a chain
+// of variants.
+func (m *mdWriter) decompositions() {
+	r, bw, f := m.r, m.bw, m.f
 	if len(r.Decompositions) > 0 {
 		f("## Decomposition\n\n")
 		for _, d := range r.Decompositions {
@@ -205,6 +269,11 @@ func WriteMarkdown(w io.Writer, r *Report) error {
 			f("\n")
 		}
 	}
+}
+
+// perPatch writes the per-patch section.
+func (m *mdWriter) perPatch() {
+	r, bw, f := m.r, m.bw, m.f
 	if pp := r.PerPatch; pp != nil {
 		f("## Per patch\n\n")
 		if pp.Bisection != nil {
@@ -228,6 +297,11 @@ func WriteMarkdown(w io.Writer, r *Report) error {
 			f("- Note: %s\n", mdText(n))
 		}
 	}
+}
+
+// ruleAndTimings writes the verdict rule and the stages' wall times.
+func (m *mdWriter) ruleAndTimings() {
+	r, bw, f := m.r, m.bw, m.f
 	if r.Rule != "" {
 		f("**Verdict rule:** %s\n\n", mdText(r.Rule))
 	}
@@ -240,8 +314,4 @@ func WriteMarkdown(w io.Writer, r *Report) error {
 		mdTable(bw, t)
 		f("\n")
 	}
-	for _, n := range r.Notes {
-		f("- Note: %s\n", mdText(n))
-	}
-	return bw.Flush()
 }
