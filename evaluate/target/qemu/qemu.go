@@ -187,33 +187,13 @@ func RecordedArgs(argv []string, initrd string) []string {
 
 // Boot boots k once and runs plan p in it.
 func (t *Target) Boot(ctx context.Context, k evaluate.Kernel, p guest.Plan) (*evaluate.BootResult, error) {
-	m, err := MachineFor(k.Arch)
+	m, agent, err := t.bootInputs(ctx, k)
 	if err != nil {
 		return nil, err
-	}
-	if _, err := os.Stat(k.Image); err != nil {
-		return nil, fail.Inputf("qemu: kernel image of variant %s: %w", k.Variant, err)
-	}
-	if _, err := exec.LookPath(m.Binary); err != nil {
-		return nil, fail.Infraf("qemu: %s not found (install qemu-system for %s): %w", m.Binary, k.Arch, err)
-	}
-	agentPath := t.cfg.Agent
-	if agentPath == "" {
-		if agentPath, err = guest.Build(ctx, m.GoArch, t.cfg.CacheDir); err != nil {
-			return nil, fail.Infra(err)
-		}
-	}
-	agent, err := os.ReadFile(agentPath)
-	if err != nil {
-		return nil, fail.Infra(err)
 	}
 	p.Restart = p.Restart || m.Restart
 	if p.LibPath == "" {
 		p.LibPath = t.cfg.UserlandLibPath
-	}
-	var appendArchives []string
-	if t.cfg.Userland != "" {
-		appendArchives = append(appendArchives, t.cfg.Userland)
 	}
 	dir, err := os.MkdirTemp("", "patcheval-boot-")
 	if err != nil {
@@ -225,28 +205,104 @@ func (t *Target) Boot(ctx context.Context, k evaluate.Kernel, p guest.Plan) (*ev
 	if err != nil {
 		return nil, err
 	}
-	// The agent proves the kernel (build-id, the whole command line QEMU
-	// passes) before its first benchmark, and runs none on another one.
+	if err := t.writeInitramfs(initrd, agent, k, p, cmdline); err != nil {
+		return nil, err
+	}
+	b := &qemuBoot{t: t, k: k, res: t.newBootResult(k, argv, initrd, cmdline, kvm)}
+	bctx, cancel := context.WithTimeout(ctx, t.cfg.Timeout)
+	defer cancel()
+	stdout, err := b.start(argv, dir, kvm)
+	if err != nil {
+		return nil, err
+	}
+	go b.readConsole(stdout)
+	timedOut := b.waitForEnd(ctx, bctx)
+	waitErr := b.reap()
+	return b.res, b.finish(ctx, waitErr, timedOut)
+}
+
+// bootInputs checks what booting k needs (its machine, its image, the
+// QEMU binary) and reads the guest agent (built for the machine unless
+// the config names one).
+func (t *Target) bootInputs(ctx context.Context, k evaluate.Kernel) (m Machine, agent []byte, err error) {
+	m, err = MachineFor(k.Arch)
+	if err != nil {
+		return m, nil, err
+	}
+	if _, err := os.Stat(k.Image); err != nil {
+		return m, nil, fail.Inputf("qemu: kernel image of variant %s: %w", k.Variant, err)
+	}
+	if _, err := exec.LookPath(m.Binary); err != nil {
+		return m, nil, fail.Infraf("qemu: %s not found (install qemu-system for %s): %w", m.Binary, k.Arch, err)
+	}
+	agentPath := t.cfg.Agent
+	if agentPath == "" {
+		if agentPath, err = guest.Build(ctx, m.GoArch, t.cfg.CacheDir); err != nil {
+			return m, nil, fail.Infra(err)
+		}
+	}
+	agent, err = os.ReadFile(agentPath)
+	if err != nil {
+		return m, nil, fail.Infra(err)
+	}
+	return m, agent, nil
+}
+
+// writeInitramfs writes the boot's initramfs: the agent as init, plan p
+// (expecting k booted with cmdline: the agent proves the kernel, its
+// build-id and the whole command line QEMU passes, before its first
+// benchmark, and runs none on another one) and the userland archive.
+func (t *Target) writeInitramfs(initrd string, agent []byte, k evaluate.Kernel, p guest.Plan, cmdline string) error {
+	var appendArchives []string
+	if t.cfg.Userland != "" {
+		appendArchives = append(appendArchives, t.cfg.Userland)
+	}
 	p.Expect = evaluate.ExpectFor(k, cmdline)
 	planJSON, err := json.Marshal(p)
 	if err != nil {
-		return nil, fail.Input(err)
+		return fail.Input(err)
 	}
 	if err := initramfs.WriteFile(initrd, initramfs.Spec{Init: agent, Gzip: t.cfg.Gzip, Append: appendArchives,
 		Files: map[string][]byte{strings.TrimPrefix(guest.PlanPath, "/"): planJSON}}); err != nil {
-		return nil, fail.Infra(err)
+		return fail.Infra(err)
 	}
+	return nil
+}
+
+// newBootResult is the result of booting k with argv, its environment
+// recorded before the boot.
+func (t *Target) newBootResult(k evaluate.Kernel, argv []string, initrd, cmdline string, kvm bool) *evaluate.BootResult {
 	host, _ := os.Hostname()
-	res := &evaluate.BootResult{
+	return &evaluate.BootResult{
 		Output: &guest.Output{},
 		Env: evaluate.Environment{
 			ConfigHash: k.ConfigHash, Cmdline: cmdline, Target: "qemu", QEMUArgs: RecordedArgs(argv, initrd),
 			Host: host, AgentVersion: guest.Version, Deterministic: t.cfg.Deterministic, KVM: kvm,
 		},
 	}
-	bctx, cancel := context.WithTimeout(ctx, t.cfg.Timeout)
-	defer cancel()
-	cmd, err := t.sandboxed(argv, k.Image, dir, kvm)
+}
+
+// qemuBoot is one QEMU process booting a kernel: its console as it is
+// read, the agent's output parsed from it.
+type qemuBoot struct {
+	t   *Target
+	k   evaluate.Kernel
+	res *evaluate.BootResult
+	cmd *exec.Cmd
+
+	stderr bytes.Buffer
+
+	mu      sync.Mutex
+	console bytes.Buffer
+	perr    error // the first agent line that did not parse
+
+	done    chan struct{} // closed when the console is read to its end
+	doneRec chan struct{} // the agent's last record was read
+}
+
+// start starts QEMU (sandboxed) and returns its console.
+func (b *qemuBoot) start(argv []string, dir string, kvm bool) (io.ReadCloser, error) {
+	cmd, err := b.t.sandboxed(argv, b.k.Image, dir, kvm)
 	if err != nil {
 		return nil, err
 	}
@@ -255,81 +311,101 @@ func (t *Target) Boot(ctx context.Context, k evaluate.Kernel, p guest.Plan) (*ev
 	if err != nil {
 		return nil, fail.Infra(err)
 	}
-	var stderr bytes.Buffer
-	cmd.Stderr = &stderr
-	res.Started = time.Now()
+	cmd.Stderr = &b.stderr
+	b.res.Started = time.Now()
 	if err := cmd.Start(); err != nil {
 		return nil, fail.Infraf("qemu: starting %s: %w", argv[0], err)
 	}
-	var (
-		mu      sync.Mutex
-		console bytes.Buffer
-		perr    error
-	)
-	done := make(chan struct{})
-	doneRec := make(chan struct{}, 1)
-	go func() {
-		defer close(done)
-		rd := bufio.NewReaderSize(stdout, 1<<16)
-		for {
-			line, err := rd.ReadString('\n')
-			if len(line) > 0 {
-				mu.Lock()
-				console.WriteString(line)
-				if t.cfg.Console != nil {
-					io.WriteString(t.cfg.Console, line)
-				}
-				n := len(res.Output.Results)
-				if e := res.Output.Add(strings.TrimRight(line, "\r\n")); e != nil && perr == nil {
-					perr = e
-				}
-				if n == 0 && len(res.Output.Results) == 1 {
-					res.FirstResult = time.Since(res.Started)
-				}
-				if res.Output.Done {
-					select {
-					case doneRec <- struct{}{}:
-					default:
-					}
-				}
-				mu.Unlock()
+	b.cmd = cmd
+	b.done = make(chan struct{})
+	b.doneRec = make(chan struct{}, 1)
+	return stdout, nil
+}
+
+// readConsole reads the console to its end, keeping it, copying it to
+// the config's Console and parsing the agent's lines; done is closed at
+// the end, doneRec signalled when the agent's output is complete.
+func (b *qemuBoot) readConsole(stdout io.Reader) {
+	defer close(b.done)
+	res := b.res
+	rd := bufio.NewReaderSize(stdout, 1<<16)
+	for {
+		line, err := rd.ReadString('\n')
+		if len(line) > 0 {
+			b.mu.Lock()
+			b.console.WriteString(line)
+			if b.t.cfg.Console != nil {
+				io.WriteString(b.t.cfg.Console, line)
 			}
-			if err != nil {
-				return
+			n := len(res.Output.Results)
+			if e := res.Output.Add(strings.TrimRight(line, "\r\n")); e != nil && b.perr == nil {
+				b.perr = e
 			}
+			if n == 0 && len(res.Output.Results) == 1 {
+				res.FirstResult = time.Since(res.Started)
+			}
+			if res.Output.Done {
+				select {
+				case b.doneRec <- struct{}{}:
+				default:
+				}
+			}
+			b.mu.Unlock()
 		}
-	}()
-	kill := func() { syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) }
-	timedOut := false
+		if err != nil {
+			return
+		}
+	}
+}
+
+// waitForEnd waits for the console to end, killing QEMU when bctx is
+// done (timedOut when that was the boot's timeout, not ctx) or 5 s after
+// the agent finished (the guest's moment to power off).
+func (b *qemuBoot) waitForEnd(ctx, bctx context.Context) (timedOut bool) {
+	kill := func() { syscall.Kill(-b.cmd.Process.Pid, syscall.SIGKILL) }
 	select {
-	case <-done:
+	case <-b.done:
 	case <-bctx.Done():
 		timedOut = ctx.Err() == nil
 		kill()
-		<-done
-	case <-doneRec:
+		<-b.done
+	case <-b.doneRec:
 		// The agent finished; give the guest a moment to power off.
 		select {
-		case <-done:
+		case <-b.done:
 		case <-time.After(5 * time.Second):
 			kill()
-			<-done
+			<-b.done
 		case <-bctx.Done():
 			kill()
-			<-done
+			<-b.done
 		}
 	}
-	waitErr := cmd.Wait()
-	if merr := sandbox.Release(cmd); merr != nil {
-		stderr.WriteString(merr.Error() + "\n")
+	return timedOut
+}
+
+// reap waits for QEMU and releases its sandbox; a release that fails is
+// on stderr, and the error when QEMU's was none.
+func (b *qemuBoot) reap() error {
+	waitErr := b.cmd.Wait()
+	if merr := sandbox.Release(b.cmd); merr != nil {
+		b.stderr.WriteString(merr.Error() + "\n")
 		if waitErr == nil {
 			waitErr = merr
 		}
 	}
-	res.Duration = time.Since(res.Started)
-	mu.Lock()
-	defer mu.Unlock()
-	res.Console = console.Bytes()
+	b.res.Duration = time.Since(b.res.Started)
+	return waitErr
+}
+
+// finish fills in the result (the console with QEMU's stderr, what the
+// agent saw of the kernel) and classifies the boot: interrupted (ctx),
+// failed (evaluate.Classify), or an agent line that did not parse.
+func (b *qemuBoot) finish(ctx context.Context, waitErr error, timedOut bool) error {
+	res, k, stderr := b.res, b.k, &b.stderr
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	res.Console = b.console.Bytes()
 	if stderr.Len() > 0 {
 		res.Console = append(res.Console, []byte("\n--- qemu stderr ---\n"+stderr.String())...)
 	}
@@ -341,18 +417,18 @@ func (t *Target) Boot(ctx context.Context, k evaluate.Kernel, p guest.Plan) (*ev
 		}
 	}
 	if err := ctx.Err(); err != nil {
-		return res, fail.Infraf("qemu: boot of %s interrupted: %w", k.Variant, err)
+		return fail.Infraf("qemu: boot of %s interrupted: %w", k.Variant, err)
 	}
 	if waitErr != nil && stderr.Len() > 0 {
 		waitErr = fmt.Errorf("%w: %s", waitErr, strings.TrimSpace(stderr.String()))
 	}
 	if err := evaluate.Classify(k.Variant, res.Console, res.Output, waitErr, timedOut); err != nil {
-		return res, err
+		return err
 	}
-	if perr != nil {
-		return res, fail.Infra(fmt.Errorf("qemu: %s: %w", k.Variant, perr))
+	if b.perr != nil {
+		return fail.Infra(fmt.Errorf("qemu: %s: %w", k.Variant, b.perr))
 	}
-	return res, nil
+	return nil
 }
 
 // sandboxed is QEMU's command: in the sandbox (internal/sandbox) as the
