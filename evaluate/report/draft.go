@@ -432,13 +432,45 @@ func quoteBlock(parent *mbox.Message, o DraftOptions) []string {
 
 // draftBody composes the mail text.
 func draftBody(r *Report, parent *mbox.Message, o DraftOptions, d *Draft) string {
-	const w = MaxBodyWidth
-	var out []string
-	p := func(lines ...string) { out = append(out, lines...) }
-	para := func(text string) { p(Wrap(text, w, "", "")...) }
-	p(quoteBlock(parent, o)...)
+	t := &draftText{r: r, o: o}
+	t.p(quoteBlock(parent, o)...)
+	t.answer()
+	t.summary()
+	for _, b := range r.Benchmarks {
+		t.benchmark(b)
+	}
+	t.decompositionsAndPerPatch()
+	t.confounds()
+	t.methodology()
+	t.p("")
+	if d.TestedBy {
+		t.p("Tested-by: " + formatAddrText(d.From))
+		t.p("")
+	}
+	// Trim trailing blank lines; end with one newline.
+	out := t.out
+	for len(out) > 0 && out[len(out)-1] == "" {
+		out = out[:len(out)-1]
+	}
+	return strings.Join(out, "\n") + "\n"
+}
 
-	// The answer first.
+// draftText is a draft's body as it is written, a line at a time.
+type draftText struct {
+	r   *Report
+	o   DraftOptions
+	out []string
+}
+
+func (t *draftText) p(lines ...string) { t.out = append(t.out, lines...) }
+
+// para adds text wrapped as a paragraph.
+func (t *draftText) para(text string) { t.p(Wrap(text, MaxBodyWidth, "", "")...) }
+
+// answer says first what was measured: the intro asked for, or one made
+// from the report.
+func (t *draftText) answer() {
+	r, o, p, para := t.r, t.o, t.p, t.para
 	if o.Intro != "" {
 		for _, pr := range strings.Split(strings.TrimSpace(o.Intro), "\n\n") {
 			para(pr)
@@ -450,8 +482,8 @@ func draftBody(r *Report, parent *mbox.Message, o DraftOptions, d *Draft) string
 			what = fmt.Sprintf("v%d of this series", r.Series.Version)
 		}
 		intro := "I measured " + what + " with patcheval"
-		if t := oneLine(r.Title); t != "" {
-			intro += " (" + t + ")"
+		if title := oneLine(r.Title); title != "" {
+			intro += " (" + title + ")"
 		}
 		intro += "."
 		if r.Arch != "" || r.Target.Kind != "" {
@@ -466,6 +498,13 @@ func draftBody(r *Report, parent *mbox.Message, o DraftOptions, d *Draft) string
 		para(intro)
 		p("")
 	}
+}
+
+// summary gives the merge note, the coverage warning, the headline and
+// the bisection.
+func (t *draftText) summary() {
+	const w = MaxBodyWidth
+	r, p, para := t.r, t.p, t.para
 	if r.Merged != "" {
 		para(oneLine(r.Merged))
 		p("")
@@ -489,28 +528,39 @@ func draftBody(r *Report, parent *mbox.Message, o DraftOptions, d *Draft) string
 		para(r.PerPatch.Bisection.Sentence())
 		p("")
 	}
+}
 
-	for _, b := range r.Benchmarks {
-		para(b.heading() + ":")
-		p("")
-		p(statsTable(b, false).lines("  ", w)...)
-		p("")
-		if r.PerRun {
-			for _, row := range b.Rows {
-				para(row.Variant + ":")
-				p(runTable(b, row.Variant).lines("  ", w)...)
-				p("")
-			}
-		}
-		if len(b.Comparisons) > 0 {
-			p(compTable(b, false).lines("  ", w)...)
+// benchmark gives one benchmark's tables (statistics, runs with PerRun,
+// comparisons) and threads.
+func (t *draftText) benchmark(b Benchmark) {
+	const w = MaxBodyWidth
+	r, p, para := t.r, t.p, t.para
+	para(b.heading() + ":")
+	p("")
+	p(statsTable(b, false).lines("  ", w)...)
+	p("")
+	if r.PerRun {
+		for _, row := range b.Rows {
+			para(row.Variant + ":")
+			p(runTable(b, row.Variant).lines("  ", w)...)
 			p("")
-			if tl := threadLines(r, b, w, "", 6); len(tl) > 0 {
-				p(tl...)
-				p("")
-			}
 		}
 	}
+	if len(b.Comparisons) > 0 {
+		p(compTable(b, false).lines("  ", w)...)
+		p("")
+		if tl := threadLines(r, b, w, "", 6); len(tl) > 0 {
+			p(tl...)
+			p("")
+		}
+	}
+}
+
+// decompositionsAndPerPatch gives the decompositions and the per-patch tables
+// (the bisection was said above).
+func (t *draftText) decompositionsAndPerPatch() {
+	const w = MaxBodyWidth
+	r, p := t.r, t.p
 	if len(r.Decompositions) > 0 {
 		for _, dc := range r.Decompositions {
 			p(decompLines(dc, w, "")...)
@@ -522,6 +572,12 @@ func draftBody(r *Report, parent *mbox.Message, o DraftOptions, d *Draft) string
 		pp.Bisection = nil // said above
 		p(perPatchLines(&pp, w, false)...)
 	}
+}
+
+// confounds lists the config differences between the compared kernels.
+func (t *draftText) confounds() {
+	const w = MaxBodyWidth
+	r, o, p, para := t.r, t.o, t.p, t.para
 	if len(r.Confounds) > 0 {
 		para("Config differences between the compared kernels (requested by " +
 			"the variant, or derived by Kconfig):")
@@ -534,7 +590,13 @@ func draftBody(r *Report, parent *mbox.Message, o DraftOptions, d *Draft) string
 		}
 		p("")
 	}
+}
 
+// methodology lists how it was measured: tree, commits, arch, kernels,
+// target, samples, benchmarks, rule, wall time, notes, reproducer.
+func (t *draftText) methodology() {
+	const w = MaxBodyWidth
+	r, o, p := t.r, t.o, t.p
 	p("Methodology:")
 	item := func(name, val string) {
 		if val != "" {
@@ -572,16 +634,6 @@ func draftBody(r *Report, parent *mbox.Message, o DraftOptions, d *Draft) string
 		item("note", n)
 	}
 	item("reproducer", oneLine(o.Reproducer))
-	p("")
-	if d.TestedBy {
-		p("Tested-by: " + formatAddrText(d.From))
-		p("")
-	}
-	// Trim trailing blank lines; end with one newline.
-	for len(out) > 0 && out[len(out)-1] == "" {
-		out = out[:len(out)-1]
-	}
-	return strings.Join(out, "\n") + "\n"
 }
 
 // formatAddrText renders an address for body text (a trailer): the name
