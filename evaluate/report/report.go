@@ -357,6 +357,33 @@ type Spec struct {
 // without samples for a benchmark is skipped for that benchmark with a
 // note; one naming a Variant that is in no sample at all is an error.
 func (r *Report) AddResults(samples []evaluate.Sample, spec Spec) error {
+	if err := checkSpec(samples, spec); err != nil {
+		return err
+	}
+	order := map[string]int{}
+	for i, v := range r.Variants {
+		order[v.Name] = i
+	}
+	sets := stats.Sets(samples)
+	opts := spec.Stats
+	for _, k := range benchmarkKeys(sets) {
+		b, vs := newBenchmark(k, sets, order)
+		b.Runs = benchmarkRuns(samples, k, b.Rows)
+		o := opts
+		o.HigherIsBetter = b.HigherIsBetter
+		o.SamplesPerBoot = samplesPerBoot(samples, k.name, k.metric)
+		r.compare(&b, k, vs, spec.Comparisons, o)
+		addLayout(&b, spec.Layout)
+		r.decompose(k, vs, spec.Chains, o)
+		r.Benchmarks = append(r.Benchmarks, b)
+	}
+	r.Rule = stats.Rule(opts)
+	return nil
+}
+
+// checkSpec refuses a comparison or chain naming a variant that is in no
+// sample, and a chain of fewer than 2 variants.
+func checkSpec(samples []evaluate.Sample, spec Spec) error {
 	seen := map[string]bool{}
 	for _, s := range samples {
 		seen[s.Variant] = true
@@ -378,119 +405,138 @@ func (r *Report) AddResults(samples []evaluate.Sample, spec Spec) error {
 			}
 		}
 	}
-	order := map[string]int{}
-	for i, v := range r.Variants {
-		order[v.Name] = i
-	}
-	sets := stats.Sets(samples)
-	type bm struct{ name, metric string }
-	var bms []bm
-	bset := map[bm]bool{}
+	return nil
+}
+
+// metricKey is a (benchmark, metric) of the samples.
+type metricKey struct{ name, metric string }
+
+// benchmarkKeys are the (benchmark, metric)s of sets in order of
+// appearance.
+func benchmarkKeys(sets []stats.SampleSet) []metricKey {
+	var bms []metricKey
+	bset := map[metricKey]bool{}
 	for _, s := range sets {
-		k := bm{s.Benchmark, s.Metric}
+		k := metricKey{s.Benchmark, s.Metric}
 		if !bset[k] {
 			bset[k] = true
 			bms = append(bms, k)
 		}
 	}
-	opts := spec.Stats
-	for _, k := range bms {
-		b := Benchmark{Name: k.name, Metric: k.metric, Source: guest.Source(k.name), Description: guest.Describe(k.name)}
-		var vs []stats.SampleSet
-		higher, anyHigher := false, false
-		for _, s := range sets {
-			if s.Benchmark == k.name && s.Metric == k.metric {
-				vs = append(vs, s)
-				if s.Unit != "" && b.Unit == "" {
-					b.Unit = s.Unit
-				}
-				if s.HigherIsBetter {
-					anyHigher = true
-				}
+	return bms
+}
+
+// newBenchmark is k's Benchmark: its unit, direction (the samples', else
+// the metric's) and a row per variant (in order, then in order of
+// appearance), with k's sample sets in the rows' order.
+func newBenchmark(k metricKey, sets []stats.SampleSet, order map[string]int) (Benchmark, []stats.SampleSet) {
+	b := Benchmark{Name: k.name, Metric: k.metric, Source: guest.Source(k.name), Description: guest.Describe(k.name)}
+	var vs []stats.SampleSet
+	higher, anyHigher := false, false
+	for _, s := range sets {
+		if s.Benchmark == k.name && s.Metric == k.metric {
+			vs = append(vs, s)
+			if s.Unit != "" && b.Unit == "" {
+				b.Unit = s.Unit
+			}
+			if s.HigherIsBetter {
+				anyHigher = true
 			}
 		}
-		higher = anyHigher
-		if !anyHigher {
-			if h, known := stats.HigherIsBetter(k.metric); known {
-				higher = h
-			}
-		}
-		b.HigherIsBetter = higher
-		sort.SliceStable(vs, func(i, j int) bool {
-			oi, iok := order[vs[i].Variant]
-			oj, jok := order[vs[j].Variant]
-			if iok != jok {
-				return iok
-			}
-			return iok && oi < oj
-		})
-		for _, s := range vs {
-			b.Rows = append(b.Rows, Row{Variant: s.Variant, Summary: s.Summary})
-		}
-		for _, s := range samples {
-			if s.Benchmark == k.name && s.Metric == k.metric {
-				run := Run{Variant: s.Variant, Boot: s.Boot, Iteration: s.Iteration, Value: s.Value, Time: s.Time, BuildID: s.BuildID}
-				if math.IsNaN(s.Value) || math.IsInf(s.Value, 0) {
-					run.Value, run.Invalid = 0, true
-				}
-				for k, v := range s.Extra {
-					if !math.IsNaN(v) && !math.IsInf(v, 0) {
-						if run.Extra == nil {
-							run.Extra = map[string]float64{}
-						}
-						run.Extra[k] = v
-					}
-				}
-				b.Runs = append(b.Runs, run)
-			}
-		}
-		rowIdx := map[string]int{}
-		for i, row := range b.Rows {
-			rowIdx[row.Variant] = i
-		}
-		sort.SliceStable(b.Runs, func(i, j int) bool {
-			return rowIdx[b.Runs[i].Variant] < rowIdx[b.Runs[j].Variant]
-		})
-		o := opts
-		o.HigherIsBetter = higher
-		o.SamplesPerBoot = samplesPerBoot(samples, k.name, k.metric)
-		for _, p := range spec.Comparisons {
-			bs, os := find(vs, p.Base), find(vs, p.Other)
-			if bs == nil || os == nil {
-				r.Notes = append(r.Notes, fmt.Sprintf("%s %s: no samples for %s -> %s, comparison skipped",
-					k.name, k.metric, p.Base, p.Other))
-				continue
-			}
-			b.Comparisons = append(b.Comparisons, Comparison{Base: p.Base, Other: p.Other,
-				Comparison: stats.CompareWith(bs.Values, os.Values, o)})
-		}
-		addLayout(&b, spec.Layout)
-		for _, ch := range spec.Chains {
-			m := map[string][]float64{}
-			ok := true
-			for _, v := range ch {
-				s := find(vs, v)
-				if s == nil {
-					ok = false
-					break
-				}
-				m[v] = s.Values
-			}
-			if !ok {
-				r.Notes = append(r.Notes, fmt.Sprintf("%s %s: chain %v incomplete, not decomposed", k.name, k.metric, ch))
-				continue
-			}
-			d, err := stats.DecomposeSamples(ch, m, 1-o.Alpha)
-			if err != nil {
-				r.Notes = append(r.Notes, fmt.Sprintf("%s %s: %v", k.name, k.metric, err))
-				continue
-			}
-			r.Decompositions = append(r.Decompositions, Decomposition{Benchmark: k.name, Metric: k.metric, Decomposition: d})
-		}
-		r.Benchmarks = append(r.Benchmarks, b)
 	}
-	r.Rule = stats.Rule(opts)
-	return nil
+	higher = anyHigher
+	if !anyHigher {
+		if h, known := stats.HigherIsBetter(k.metric); known {
+			higher = h
+		}
+	}
+	b.HigherIsBetter = higher
+	sort.SliceStable(vs, func(i, j int) bool {
+		oi, iok := order[vs[i].Variant]
+		oj, jok := order[vs[j].Variant]
+		if iok != jok {
+			return iok
+		}
+		return iok && oi < oj
+	})
+	for _, s := range vs {
+		b.Rows = append(b.Rows, Row{Variant: s.Variant, Summary: s.Summary})
+	}
+	return b, vs
+}
+
+// benchmarkRuns are k's samples as Runs (a non-finite value marked
+// Invalid, non-finite extras left out) in the order of rows.
+func benchmarkRuns(samples []evaluate.Sample, k metricKey, rows []Row) []Run {
+	var runs []Run
+	for _, s := range samples {
+		if s.Benchmark == k.name && s.Metric == k.metric {
+			run := Run{Variant: s.Variant, Boot: s.Boot, Iteration: s.Iteration, Value: s.Value, Time: s.Time, BuildID: s.BuildID}
+			if math.IsNaN(s.Value) || math.IsInf(s.Value, 0) {
+				run.Value, run.Invalid = 0, true
+			}
+			for k, v := range s.Extra {
+				if !math.IsNaN(v) && !math.IsInf(v, 0) {
+					if run.Extra == nil {
+						run.Extra = map[string]float64{}
+					}
+					run.Extra[k] = v
+				}
+			}
+			runs = append(runs, run)
+		}
+	}
+	rowIdx := map[string]int{}
+	for i, row := range rows {
+		rowIdx[row.Variant] = i
+	}
+	sort.SliceStable(runs, func(i, j int) bool {
+		return rowIdx[runs[i].Variant] < rowIdx[runs[j].Variant]
+	})
+	return runs
+}
+
+// compare adds b's comparisons of pairs (one without samples on a side
+// skipped with a note).
+func (r *Report) compare(b *Benchmark, k metricKey, vs []stats.SampleSet, pairs []Pair, o stats.Options) {
+	for _, p := range pairs {
+		bs, os := find(vs, p.Base), find(vs, p.Other)
+		if bs == nil || os == nil {
+			r.Notes = append(r.Notes, fmt.Sprintf("%s %s: no samples for %s -> %s, comparison skipped",
+				k.name, k.metric, p.Base, p.Other))
+			continue
+		}
+		b.Comparisons = append(b.Comparisons, Comparison{Base: p.Base, Other: p.Other,
+			Comparison: stats.CompareWith(bs.Values, os.Values, o)})
+	}
+}
+
+// decompose adds the decompositions of k along chains (one with a
+// variant without samples, or that cannot be decomposed, skipped with a
+// note).
+func (r *Report) decompose(k metricKey, vs []stats.SampleSet, chains [][]string, o stats.Options) {
+	for _, ch := range chains {
+		m := map[string][]float64{}
+		ok := true
+		for _, v := range ch {
+			s := find(vs, v)
+			if s == nil {
+				ok = false
+				break
+			}
+			m[v] = s.Values
+		}
+		if !ok {
+			r.Notes = append(r.Notes, fmt.Sprintf("%s %s: chain %v incomplete, not decomposed", k.name, k.metric, ch))
+			continue
+		}
+		d, err := stats.DecomposeSamples(ch, m, 1-o.Alpha)
+		if err != nil {
+			r.Notes = append(r.Notes, fmt.Sprintf("%s %s: %v", k.name, k.metric, err))
+			continue
+		}
+		r.Decompositions = append(r.Decompositions, Decomposition{Benchmark: k.name, Metric: k.metric, Decomposition: d})
+	}
 }
 
 // samplesPerBoot is the fewest samples one boot of a variant gave for
