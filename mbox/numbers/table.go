@@ -190,7 +190,27 @@ func (r *reader) paragraph(p paragraph, prev *paragraph, c *context) {
 		r.stressNG(p, caption, c)
 		return
 	}
-	first := -1             // first row
+	first := firstRow(ls)
+	if first < 0 {
+		r.figures(p, c)
+		return
+	}
+	t := tableHead(ls, first, prev)
+	tm, headerMetric := tableMetricOf(t, ls[first:], c)
+	t.platform = platformOf(t.caption, c)
+	if tm.bench == "" && !headerMetric {
+		tm.bench = c.bench
+	}
+	t.metric = tm
+	r.table++
+	r.rows(t, ls[first:], p.voice, c)
+	rememberMetric(c, t, headerMetric)
+}
+
+// firstRow is the index of the first table row in ls (a line of two or
+// more cells with a value that is not a header, or a row wrapped by the
+// mail client), or -1.
+func firstRow(ls []line) int {
 	above := map[int]bool{} // the cell counts of the lines before line i
 	for i, l := range ls {
 		if i > 0 {
@@ -201,16 +221,18 @@ func (r *reader) paragraph(p paragraph, prev *paragraph, c *context) {
 		}
 		cs := l.strs()
 		if len(cs) >= 2 && hasValue(cs) && !isHeaderRow(ls, i, cs) || wrappedRow(ls, i, cs, above) {
-			first = i
-			break
+			return i
 		}
 	}
-	if first < 0 {
-		r.figures(p, c)
-		return
-	}
-	// Lines before the first row: caption, then the header (from the last
-	// line of two or more cells, with the wrapped lines after it).
+	return -1
+}
+
+// tableHead is the table whose first row is ls[first], with its header
+// and caption from the lines before that row: caption, then the header
+// (from the last line of two or more cells, with the wrapped lines after
+// it). Without a caption of its own, a short paragraph prev just before
+// that ends in ":" or names a metric or unit is the caption.
+func tableHead(ls []line, first int, prev *paragraph) table {
 	var pre []line
 	for _, l := range ls[:first] {
 		if !isSeparator(l.text) {
@@ -245,7 +267,14 @@ func (r *reader) paragraph(p paragraph, prev *paragraph, c *context) {
 		}
 	}
 	t.caption = strings.Join(caption, " ")
-	tm := tableMetric{tool: toolIn(t.caption)}
+	return t
+}
+
+// tableMetricOf is what t's rows measure, from its caption, else its
+// header (headerMetric), else (plain numbers under neither) the voice's
+// last table.
+func tableMetricOf(t table, rows []line, c *context) (tm tableMetric, headerMetric bool) {
+	tm = tableMetric{tool: toolIn(t.caption)}
 	tm.metric, tm.unit, tm.bench = metricOf(t.caption)
 	if tm.bench == "" {
 		if m := benchRE.FindStringSubmatch(t.caption); m != nil {
@@ -255,7 +284,6 @@ func (r *reader) paragraph(p paragraph, prev *paragraph, c *context) {
 	if tm.tool == "" {
 		tm.tool = c.tool
 	}
-	headerMetric := false
 	for _, hc := range t.header {
 		if m, u, b := metricOf(hc.text); m != "" || u != "" {
 			headerMetric = true
@@ -264,7 +292,7 @@ func (r *reader) paragraph(p paragraph, prev *paragraph, c *context) {
 			}
 		}
 	}
-	if tm.metric == "" && tm.unit == "" && !headerMetric && plainValues(ls[first:]) {
+	if tm.metric == "" && tm.unit == "" && !headerMetric && plainValues(rows) {
 		// A table with neither caption metric nor one in its header and
 		// plain numbers continues the voice's last table (the x86_64 rows
 		// after the POWER10 table).
@@ -276,13 +304,12 @@ func (r *reader) paragraph(p paragraph, prev *paragraph, c *context) {
 			tm.tool = c.last.tool
 		}
 	}
-	t.platform = platformOf(t.caption, c)
-	if tm.bench == "" && !headerMetric {
-		tm.bench = c.bench
-	}
-	t.metric = tm
-	r.table++
-	rows := ls[first:]
+	return tm, headerMetric
+}
+
+// rows reads t's rows (a row the mail client wrapped joined to its next
+// line; a line without two cells and a value read as figures).
+func (r *reader) rows(t table, rows []line, v voice, c *context) {
 	for i := 0; i < len(rows); i++ {
 		l := rows[i]
 		if isSeparator(l.text) {
@@ -301,11 +328,17 @@ func (r *reader) paragraph(p paragraph, prev *paragraph, c *context) {
 			}
 		}
 		if len(cs) < 2 || !hasValue(texts(cs)) {
-			r.figures(paragraph{lines: []line{l}, voice: p.voice}, c)
+			r.figures(paragraph{lines: []line{l}, voice: v}, c)
 			continue
 		}
-		r.row(t, cs, p.voice, l.no, text)
+		r.row(t, cs, v, l.no, text)
 	}
+}
+
+// rememberMetric keeps t's metric (or its header's first) as the voice's
+// last table's, for a table after it without one.
+func rememberMetric(c *context, t table, headerMetric bool) {
+	tm := t.metric
 	if tm.metric != "" || tm.unit != "" {
 		c.last = tm
 	} else if headerMetric {
