@@ -144,29 +144,87 @@ func Apply(ctx context.Context, repoPath string, commits []Commit, opt Options) 
 		return nil, err
 	}
 	defer st.Close()
-	branch := opt.Branch
-	if branch == "" {
-		branch = "patcheval/apply"
-	}
-	refName := plumbing.NewBranchReferenceName(branch)
-	if err := checkBranchName(branch); err != nil {
+	a := &applying{ctx: ctx, repo: repo, st: st, dirs: dirs, opt: opt}
+	if err := a.checkBranch(); err != nil {
 		return nil, err
 	}
-	if !dirs.Bare() {
-		if h, err := st.Reference(plumbing.HEAD); err == nil && h.Type() == plumbing.SymbolicReference && h.Target() == refName {
-			return nil, fail.Inputf("branch %s is checked out in %s; Apply does not touch worktrees: pick another --branch", branch, dirs.WorkTree)
-		}
+	a.res = &Result{Branch: a.branch}
+	if err := a.pickBase(); err != nil {
+		return nil, err
 	}
-	res := &Result{Branch: branch}
-	base, reason, err := chooseBase(repo, opt)
+	a.setCommitter()
+	applyErr, err := a.applyDirectly(commits)
 	if err != nil {
 		return nil, err
 	}
-	res.Base, res.BaseReason = base.Hash.String(), reason
+	if applyErr == nil && len(a.res.Commits) == 0 {
+		return nil, &AlreadyError{Base: baseName(repo, a.base, opt), Patches: a.res.Already}
+	}
+	if applyErr != nil {
+		if err := a.applyThreeWay(commits, applyErr); err != nil {
+			return nil, err
+		}
+	}
+	return a.writeBranch()
+}
 
+// applying is the state of one Apply, filled step by step.
+type applying struct {
+	ctx  context.Context
+	repo *git.Repository
+	st   *gittree.Storage
+	dirs gittree.Dirs
+	opt  Options
+
+	branch  string
+	refName plumbing.ReferenceName
+	res     *Result
+
+	base      *object.Commit
+	reason    string // why base was chosen
+	committer object.Signature
+	parent    *object.Commit // the last commit written
+}
+
+// checkBranch names the branch to write (opt.Branch, or
+// patcheval/apply) and refuses a bad name or a branch checked out in the
+// worktree.
+func (a *applying) checkBranch() error {
+	branch := a.opt.Branch
+	if branch == "" {
+		branch = "patcheval/apply"
+	}
+	a.branch = branch
+	a.refName = plumbing.NewBranchReferenceName(branch)
+	if err := checkBranchName(branch); err != nil {
+		return err
+	}
+	if !a.dirs.Bare() {
+		if h, err := a.st.Reference(plumbing.HEAD); err == nil && h.Type() == plumbing.SymbolicReference && h.Target() == a.refName {
+			return fail.Inputf("branch %s is checked out in %s; Apply does not touch worktrees: pick another --branch", branch, a.dirs.WorkTree)
+		}
+	}
+	return nil
+}
+
+// pickBase picks the base (chooseBase) and records it and why.
+func (a *applying) pickBase() error {
+	base, reason, err := chooseBase(a.repo, a.opt)
+	if err != nil {
+		return err
+	}
+	a.base, a.reason = base, reason
+	a.res.Base, a.res.BaseReason = base.Hash.String(), reason
+	return nil
+}
+
+// setCommitter is the options' committer, with the repository's
+// identity for what they leave out and now for no date.
+func (a *applying) setCommitter() {
+	opt := a.opt
 	committer := object.Signature{Name: opt.CommitterName, Email: opt.CommitterEmail, When: opt.CommitterDate}
 	if committer.Name == "" || committer.Email == "" {
-		n, e := configIdentity(repo)
+		n, e := configIdentity(a.repo)
 		if committer.Name == "" {
 			committer.Name = n
 		}
@@ -177,86 +235,101 @@ func Apply(ctx context.Context, repoPath string, commits []Commit, opt Options) 
 	if committer.When.IsZero() {
 		committer.When = time.Now()
 	}
+	a.committer = committer
+}
 
-	parent := base
-	var applyErr *Failure
+// applyDirectly applies the commits one by one on the base; a patch the
+// base already has is skipped with a note. It stops at the first patch
+// that does not apply, its Failure returned (an error when the patch is
+// no valid diff, or on anything else than a patch at fault).
+func (a *applying) applyDirectly(commits []Commit) (*Failure, error) {
+	st, res := a.st, a.res
+	a.parent = a.base
 	for i, c := range commits {
-		if err := ctx.Err(); err != nil {
+		if err := a.ctx.Err(); err != nil {
 			return nil, err
 		}
-		ac, next, err := applyOne(st, parent, c, committer, opt.Fuzz)
+		ac, next, err := applyOne(st, a.parent, c, a.committer, a.opt.Fuzz)
 		if err != nil {
 			kind := fail.KindOf(err)
 			if kind != fail.KindInput && kind != fail.KindFailed && !errors.As(err, new(*hunkError)) {
 				return nil, fmt.Errorf("patch %s: %w", c.Label, err)
 			}
 			if kind != fail.KindInput {
-				how := alreadyIn(st, parent, c)
+				how := alreadyIn(st, a.parent, c)
 				if how == "" {
-					how = inHistory(ctx, st, parent, c)
+					how = inHistory(a.ctx, st, a.parent, c)
 				}
 				if how != "" {
 					// Not a failure to apply: the base has it.
-					a := Already{Patch: i + 1, Label: c.Label, How: how}
-					res.Already = append(res.Already, a)
-					res.Notes = append(res.Notes, alreadyLine(a, baseName(repo, base, opt))+"; not applied: "+RevertHint)
+					al := Already{Patch: i + 1, Label: c.Label, How: how}
+					res.Already = append(res.Already, al)
+					res.Notes = append(res.Notes, alreadyLine(al, baseName(a.repo, a.base, a.opt))+"; not applied: "+RevertHint)
 					continue
 				}
 			}
-			applyErr = newFailure(i, c, err, base, reason, len(res.Commits))
+			applyErr := newFailure(i, c, err, a.base, a.reason, len(res.Commits))
 			if kind == fail.KindInput {
 				applyErr.kind = fail.KindInput
 				return nil, applyErr
 			}
-			break
+			return applyErr, nil
 		}
 		res.Commits = append(res.Commits, *ac)
-		parent = next
+		a.parent = next
 	}
-	if applyErr == nil && len(res.Commits) == 0 {
-		return nil, &AlreadyError{Base: baseName(repo, base, opt), Patches: res.Already}
-	}
-	if applyErr != nil {
-		if !opt.ThreeWay {
-			applyErr.hint = "nothing written: fix the patch, pick another --base, or try --3way"
-			return nil, applyErr
-		}
-		res.Commits = nil
-		if len(res.Already) > 0 {
-			skip := map[int]bool{}
-			for _, a := range res.Already {
-				skip[a.Patch-1] = true
-			}
-			var rest []Commit
-			for i, c := range commits {
-				if !skip[i] {
-					rest = append(rest, c)
-				}
-			}
-			commits = rest
-		}
-		commitsHashes, err := threeWay(ctx, dirs, base.Hash, commits, committer)
-		if err != nil {
-			applyErr.ThreeWay = err.Error()
-			return nil, applyErr
-		}
-		res.ThreeWay = true
-		res.Notes = append(res.Notes, fmt.Sprintf("direct apply failed (%v); applied with git am -3", firstLine(applyErr.Error())))
-		for i, h := range commitsHashes {
-			c, err := object.GetCommit(st, h)
-			if err != nil {
-				return nil, fail.Infraf("--3way: read commit %s: %v", h, err)
-			}
-			res.Commits = append(res.Commits, AppliedCommit{Label: commits[i].Label, Subject: firstLine(c.Message),
-				Hash: h.String(), Tree: c.TreeHash.String()})
-			parent = c
-		}
-	}
+	return nil, nil
+}
 
-	// Keep an existing branch that already holds the same series on the
-	// same base (re-running is idempotent even with a new committer date).
-	tip := parent.Hash
-	if old, err := st.Reference(refName); err == nil {
+// applyThreeWay applies the commits (those the base has left out) again
+// with git am -3 after applyErr, when opt.ThreeWay; otherwise, or when
+// that fails too, the error is applyErr.
+func (a *applying) applyThreeWay(commits []Commit, applyErr *Failure) error {
+	res := a.res
+	if !a.opt.ThreeWay {
+		applyErr.hint = "nothing written: fix the patch, pick another --base, or try --3way"
+		return applyErr
+	}
+	res.Commits = nil
+	if len(res.Already) > 0 {
+		skip := map[int]bool{}
+		for _, al := range res.Already {
+			skip[al.Patch-1] = true
+		}
+		var rest []Commit
+		for i, c := range commits {
+			if !skip[i] {
+				rest = append(rest, c)
+			}
+		}
+		commits = rest
+	}
+	commitsHashes, err := threeWay(a.ctx, a.dirs, a.base.Hash, commits, a.committer)
+	if err != nil {
+		applyErr.ThreeWay = err.Error()
+		return applyErr
+	}
+	res.ThreeWay = true
+	res.Notes = append(res.Notes, fmt.Sprintf("direct apply failed (%v); applied with git am -3", firstLine(applyErr.Error())))
+	for i, h := range commitsHashes {
+		c, err := object.GetCommit(a.st, h)
+		if err != nil {
+			return fail.Infraf("--3way: read commit %s: %v", h, err)
+		}
+		res.Commits = append(res.Commits, AppliedCommit{Label: commits[i].Label, Subject: firstLine(c.Message),
+			Hash: h.String(), Tree: c.TreeHash.String()})
+		a.parent = c
+	}
+	return nil
+}
+
+// writeBranch points the branch at the last commit, or keeps an existing
+// branch that already holds the same series on the same base (re-running
+// is idempotent even with a new committer date).
+func (a *applying) writeBranch() (*Result, error) {
+	st, res, base := a.st, a.res, a.base
+	tip := a.parent.Hash
+	if old, err := st.Reference(a.refName); err == nil {
 		res.BranchPrevious = old.Hash().String()
 		if old.Hash() == tip {
 			res.Head = tip.String()
@@ -269,8 +342,8 @@ func Apply(ctx context.Context, repoPath string, commits []Commit, opt Options) 
 			return res, nil
 		}
 	}
-	if err := st.SetReference(plumbing.NewHashReference(refName, tip)); err != nil {
-		return nil, fail.Infraf("write branch %s: %v", branch, err)
+	if err := st.SetReference(plumbing.NewHashReference(a.refName, tip)); err != nil {
+		return nil, fail.Infraf("write branch %s: %v", a.branch, err)
 	}
 	res.Head = tip.String()
 	res.BranchUpdated = true
