@@ -50,21 +50,72 @@ func NewThread(msgs []*Message, source string) *Thread {
 // NewThreadContext is NewThread that stops when ctx is done (a client that
 // left, a signal): a fail.Infra error wrapping ctx.Err(), no thread.
 func NewThreadContext(ctx context.Context, msgs []*Message, source string) (*Thread, error) {
-	stop := func(i int, what string) error {
-		if i%256 != 0 || ctx.Err() == nil {
-			return nil
-		}
-		return fail.Infra(fmt.Errorf("%s: threading stopped while %s (%d of %d messages): %w", source, what, i, len(msgs), ctx.Err()))
-	}
-	t := &Thread{
+	th := &threading{ctx: ctx, total: len(msgs), t: &Thread{
 		Source:   source,
 		byID:     make(map[string]*Message, len(msgs)),
 		parent:   make(map[string]string, len(msgs)),
 		children: make(map[string][]*Message),
+	}}
+	t := th.t
+	if err := th.dedupe(msgs); err != nil {
+		return nil, err
 	}
+	sortByDate(t.Messages)
+	th.trees = newForest(t.Messages)
+	if err := th.linkByReferences(); err != nil {
+		return nil, err
+	}
+	th.linkBySubject()
+	th.listRoots()
+	if err := th.stop(0, "ordering"); err != nil {
+		return nil, err
+	}
+	t.number(th.trees.idx)
+	return t, nil
+}
+
+// threading is the state of one NewThreadContext, filled step by step.
+type threading struct {
+	ctx   context.Context
+	total int // messages given
+	t     *Thread
+
+	// trees are the trees linked so far: making p the parent of m
+	// closes a loop exactly when p is in m's tree (m never has a parent
+	// yet when it is asked: each message is linked once, in the first
+	// pass or, still without a parent, by subject, so m is the root of
+	// its tree). A union-find answers that in near constant time
+	// (walking p's ancestors made a reply chain of n messages cost n^2).
+	trees    *forest
+	unlinked []*Message      // left without a parent by References
+	orphan   map[string]bool // replies to a message not in the thread
+}
+
+// stop is a fail.Infra error when ctx is done, asked every 256
+// messages.
+func (th *threading) stop(i int, what string) error {
+	if i%256 != 0 || th.ctx.Err() == nil {
+		return nil
+	}
+	return fail.Infra(fmt.Errorf("%s: threading stopped while %s (%d of %d messages): %w", th.t.Source, what, i, th.total, th.ctx.Err()))
+}
+
+// wouldCycle reports whether making p the parent of m closes a loop.
+func (th *threading) wouldCycle(m, p string) bool { return th.trees.same(m, p) }
+
+// link makes p the parent of m.
+func (th *threading) link(m, p string) {
+	th.t.parent[m] = p
+	th.trees.union(m, p)
+}
+
+// dedupe keeps the first copy of each Message-ID (with a note, louder
+// when the copies differ).
+func (th *threading) dedupe(msgs []*Message) error {
+	t := th.t
 	for i, m := range msgs {
-		if err := stop(i, "deduplicating"); err != nil {
-			return nil, err
+		if err := th.stop(i, "deduplicating"); err != nil {
+			return err
 		}
 		if m == nil {
 			continue
@@ -83,40 +134,32 @@ func NewThreadContext(ctx context.Context, msgs []*Message, source string) (*Thr
 		t.byID[m.MessageID] = m
 		t.Messages = append(t.Messages, m)
 	}
-	sortByDate(t.Messages)
+	return nil
+}
 
-	// wouldCycle reports whether making p the parent of m closes a loop.
-	// m never has a parent yet when it is asked (each message is linked
-	// once, in the first pass or, still without a parent, by subject), so
-	// m is the root of its tree and the link closes a loop exactly when p
-	// is in m's tree: a union-find over the trees answers that in near
-	// constant time (walking p's ancestors made a reply chain of n
-	// messages cost n^2).
-	trees := newForest(t.Messages)
-	wouldCycle := func(m, p string) bool { return trees.same(m, p) }
-	link := func(m, p string) {
-		t.parent[m] = p
-		trees.union(m, p)
-	}
-
-	var unlinked []*Message
-	orphan := map[string]bool{}
+// linkByReferences links each message to its In-Reply-To, else to the
+// last message of its reference chain in the thread (rules 1 to 3);
+// those left without a parent are unlinked, and orphans when the chain
+// is not empty.
+func (th *threading) linkByReferences() error {
+	t := th.t
+	th.orphan = map[string]bool{}
 	for i, m := range t.Messages {
-		if err := stop(i, "linking"); err != nil {
-			return nil, err
+		if err := th.stop(i, "linking"); err != nil {
+			return err
 		}
 		chain := refChain(m)
 		linked := false
-		if irt := m.InReplyTo; irt != "" && irt != m.MessageID && t.byID[irt] != nil && !wouldCycle(m.MessageID, irt) {
-			link(m.MessageID, irt)
+		if irt := m.InReplyTo; irt != "" && irt != m.MessageID && t.byID[irt] != nil && !th.wouldCycle(m.MessageID, irt) {
+			th.link(m.MessageID, irt)
 			continue
 		}
 		for i := len(chain) - 1; i >= 0; i-- {
 			p := chain[i]
-			if _, ok := t.byID[p]; !ok || wouldCycle(m.MessageID, p) {
+			if _, ok := t.byID[p]; !ok || th.wouldCycle(m.MessageID, p) {
 				continue
 			}
-			link(m.MessageID, p)
+			th.link(m.MessageID, p)
 			linked = true
 			if w := wantedParent(m, chain); w != p {
 				t.Notes = append(t.Notes, fmt.Sprintf("%s: parent <%s> is missing; linked to ancestor %s", m.Ref(), w, t.byID[p].Ref()))
@@ -125,37 +168,47 @@ func NewThreadContext(ctx context.Context, msgs []*Message, source string) (*Thr
 		}
 		if !linked {
 			if len(chain) > 0 {
-				orphan[m.MessageID] = true
+				th.orphan[m.MessageID] = true
 				t.Orphans = append(t.Orphans, m)
 			}
-			unlinked = append(unlinked, m)
+			th.unlinked = append(th.unlinked, m)
 		}
 	}
+	return nil
+}
 
-	// Subject fallback.
+// linkBySubject links an unlinked "Re: X" to the one message whose
+// subject is X (rule 4).
+func (th *threading) linkBySubject() {
+	t := th.t
 	bySubject := map[string][]*Message{}
 	for _, m := range t.Messages {
 		s := collapseSpace(m.Subject)
 		bySubject[s] = append(bySubject[s], m)
 	}
-	for _, m := range unlinked {
+	for _, m := range th.unlinked {
 		base, isReply := stripReply(m.Subject)
 		if !isReply {
 			continue
 		}
 		cands := bySubject[base]
-		if len(cands) != 1 || cands[0] == m || wouldCycle(m.MessageID, cands[0].MessageID) {
+		if len(cands) != 1 || cands[0] == m || th.wouldCycle(m.MessageID, cands[0].MessageID) {
 			continue
 		}
 		p := cands[0]
-		link(m.MessageID, p.MessageID)
-		if orphan[m.MessageID] {
+		th.link(m.MessageID, p.MessageID)
+		if th.orphan[m.MessageID] {
 			t.Notes = append(t.Notes, fmt.Sprintf("orphan %s (its parent <%s> is missing) linked by subject to %s", m.Ref(), wantedParent(m, refChain(m)), p.Ref()))
 		} else {
 			t.Notes = append(t.Notes, fmt.Sprintf("%s has no References; linked by subject %q to %s", m.Ref(), base, p.Ref()))
 		}
 	}
+}
 
+// listRoots lists each message among its parent's children or the
+// roots, and notes the orphans still without a parent.
+func (th *threading) listRoots() {
+	t := th.t
 	for _, m := range t.Messages {
 		if p, ok := t.parent[m.MessageID]; ok {
 			t.children[p] = append(t.children[p], m)
@@ -168,11 +221,6 @@ func NewThreadContext(ctx context.Context, msgs []*Message, source string) (*Thr
 			t.Notes = append(t.Notes, fmt.Sprintf("orphan %s %q: replies to <%s>, which is not in the thread", m.Ref(), m.Subject, wantedParent(m, refChain(m))))
 		}
 	}
-	if err := stop(0, "ordering"); err != nil {
-		return nil, err
-	}
-	t.number(trees.idx)
-	return t, nil
 }
 
 // number gives every message its depth-first entry and exit number (an
