@@ -127,23 +127,12 @@ func Build(ctx context.Context, arch string, tools []string, cacheDir string, lo
 	if err != nil {
 		return nil, err
 	}
-	if len(tools) == 0 {
-		return nil, fail.Inputf("userland: no tools asked for")
+	tools, roots, err := toolPackages(tools)
+	if err != nil {
+		return nil, err
 	}
-	tools = append([]string(nil), tools...)
-	sort.Strings(tools)
-	var roots []string
-	for _, t := range tools {
-		tl, ok := Tools[t]
-		if !ok {
-			return nil, fail.Inputf("userland: unknown tool %q (known: stress-ng, perf; for a lab host: sshd, kexec, busybox)", t)
-		}
-		roots = append(roots, tl.Package)
-	}
-	for _, c := range []string{"apt-cache", "apt-get", "dpkg-deb", "dpkg"} {
-		if _, err := exec.LookPath(c); err != nil {
-			return nil, fail.Infraf("userland: %s not found: the guest's tools come from Debian packages (run on Debian/Ubuntu with apt): %w", c, err)
-		}
+	if err := needDpkgAndApt(); err != nil {
+		return nil, err
 	}
 	ap := aptFor(debArch, cacheDir, log)
 	if err := ap.checkArch(ctx, debArch); err != nil {
@@ -157,21 +146,10 @@ func Build(ctx context.Context, arch string, tools []string, cacheDir string, lo
 	if err != nil {
 		return nil, err
 	}
-	h := sha256.New()
-	fmt.Fprintf(h, "%s\n%s\n%s\n", formatVersion, debArch, strings.Join(tools, ","))
-	for _, p := range pkgs {
-		fmt.Fprintf(h, "%s %s %s %s\n", p.Name, p.Arch, p.Version, p.SHA256)
-	}
-	key := hex.EncodeToString(h.Sum(nil))[:16]
+	key := archiveKey(debArch, tools, pkgs)
 	base := filepath.Join(dir, debArch+"-"+key)
-	if b, err := os.ReadFile(base + ".json"); err == nil {
-		var u Userland
-		if json.Unmarshal(b, &u) == nil {
-			if _, err := os.Stat(u.Archive); err == nil {
-				u.Cached = true
-				return &u, nil
-			}
-		}
+	if u := cachedUserland(base); u != nil {
+		return u, nil
 	}
 	fmt.Fprintf(log, "userland: %s for %s: %d packages\n", strings.Join(tools, ", "), debArch, len(pkgs))
 	debs, err := ap.download(ctx, filepath.Join(dir, "debs"), pkgs, log)
@@ -183,11 +161,91 @@ func Build(ctx context.Context, arch string, tools []string, cacheDir string, lo
 		return nil, fail.Infra(err)
 	}
 	defer os.RemoveAll(stage)
-	for _, d := range debs {
-		if out, err := exec.CommandContext(ctx, "dpkg-deb", "-x", d, stage).CombinedOutput(); err != nil {
-			return nil, fail.Infraf("userland: dpkg-deb -x %s: %v\n%s", d, err, out)
+	if err := unpackDebs(ctx, debs, stage); err != nil {
+		return nil, err
+	}
+	u, want := newUserland(debArch, key, tools, pkgs)
+	files, err := closure(stage, triplet, want)
+	if err != nil {
+		return nil, err
+	}
+	if err := u.writeArchive(base+".cpio", files); err != nil {
+		return nil, err
+	}
+	if err := u.writeIndex(base + ".json"); err != nil {
+		return nil, err
+	}
+	fmt.Fprintf(log, "userland: %s: %d files, %d KiB\n", u.Archive, len(u.Files), u.Bytes>>10)
+	return u, nil
+}
+
+// toolPackages is tools sorted, with the Debian package of each; an
+// unknown tool, or none, is an Input error.
+func toolPackages(tools []string) (sorted, roots []string, err error) {
+	if len(tools) == 0 {
+		return nil, nil, fail.Inputf("userland: no tools asked for")
+	}
+	tools = append([]string(nil), tools...)
+	sort.Strings(tools)
+	for _, t := range tools {
+		tl, ok := Tools[t]
+		if !ok {
+			return nil, nil, fail.Inputf("userland: unknown tool %q (known: stress-ng, perf; for a lab host: sshd, kexec, busybox)", t)
+		}
+		roots = append(roots, tl.Package)
+	}
+	return tools, roots, nil
+}
+
+// needDpkgAndApt checks that the Debian tools the packages come from are
+// installed.
+func needDpkgAndApt() error {
+	for _, c := range []string{"apt-cache", "apt-get", "dpkg-deb", "dpkg"} {
+		if _, err := exec.LookPath(c); err != nil {
+			return fail.Infraf("userland: %s not found: the guest's tools come from Debian packages (run on Debian/Ubuntu with apt): %w", c, err)
 		}
 	}
+	return nil
+}
+
+// archiveKey names the archive of tools from pkgs for debArch.
+func archiveKey(debArch string, tools []string, pkgs []Package) string {
+	h := sha256.New()
+	fmt.Fprintf(h, "%s\n%s\n%s\n", formatVersion, debArch, strings.Join(tools, ","))
+	for _, p := range pkgs {
+		fmt.Fprintf(h, "%s %s %s %s\n", p.Name, p.Arch, p.Version, p.SHA256)
+	}
+	return hex.EncodeToString(h.Sum(nil))[:16]
+}
+
+// cachedUserland is the Userland recorded at base+".json" whose archive
+// is there, or nil.
+func cachedUserland(base string) *Userland {
+	if b, err := os.ReadFile(base + ".json"); err == nil {
+		var u Userland
+		if json.Unmarshal(b, &u) == nil {
+			if _, err := os.Stat(u.Archive); err == nil {
+				u.Cached = true
+				return &u
+			}
+		}
+	}
+	return nil
+}
+
+// unpackDebs unpacks the packages into stage.
+func unpackDebs(ctx context.Context, debs []string, stage string) error {
+	for _, d := range debs {
+		if out, err := exec.CommandContext(ctx, "dpkg-deb", "-x", d, stage).CombinedOutput(); err != nil {
+			return fail.Infraf("userland: dpkg-deb -x %s: %v\n%s", d, err, out)
+		}
+	}
+	return nil
+}
+
+// newUserland is the Userland of tools (their guest paths and package
+// versions), with the guest paths it wants.
+func newUserland(debArch, key string, tools []string, pkgs []Package) (*Userland, []string) {
 	u := &Userland{Arch: debArch, Key: key, Tools: map[string]string{}, Versions: map[string]string{}, Packages: pkgs}
 	var want []string
 	for _, t := range tools {
@@ -200,15 +258,17 @@ func Build(ctx context.Context, arch string, tools []string, cacheDir string, lo
 		}
 		want = append(want, tl.Path)
 	}
-	files, err := closure(stage, triplet, want)
-	if err != nil {
-		return nil, err
-	}
-	archive := base + ".cpio"
+	return u, want
+}
+
+// writeArchive writes files (guest path -> host path) as the cpio
+// archive (through a temporary file, renamed), with the directories the
+// tools expect, and records it, its files and their size in u.
+func (u *Userland) writeArchive(archive string, files map[string]string) error {
 	tmp := archive + fmt.Sprintf(".tmp%d", os.Getpid())
 	f, err := os.Create(tmp)
 	if err != nil {
-		return nil, fail.Infra(err)
+		return fail.Infra(err)
 	}
 	cw := initramfs.NewWriter(f)
 	guestPaths := make([]string, 0, len(files))
@@ -221,13 +281,13 @@ func Build(ctx context.Context, arch string, tools []string, cacheDir string, lo
 		if err != nil {
 			f.Close()
 			os.Remove(tmp)
-			return nil, fail.Infra(err)
+			return fail.Infra(err)
 		}
 		u.Bytes += int64(len(data))
 		if err := cw.File(strings.TrimPrefix(g, "/"), 0o755, data); err != nil {
 			f.Close()
 			os.Remove(tmp)
-			return nil, fail.Infra(err)
+			return fail.Infra(err)
 		}
 	}
 	// Directories the tools expect: stress-ng's temporary files, shm_open.
@@ -239,22 +299,27 @@ func Build(ctx context.Context, arch string, tools []string, cacheDir string, lo
 	}
 	if err != nil {
 		os.Remove(tmp)
-		return nil, fail.Infra(err)
+		return fail.Infra(err)
 	}
 	if err := os.Rename(tmp, archive); err != nil {
-		return nil, fail.Infra(err)
+		return fail.Infra(err)
 	}
 	u.Archive = archive
 	u.Files = guestPaths
+	return nil
+}
+
+// writeIndex records u as JSON at file (through a temporary file,
+// renamed), for the next Build to find.
+func (u *Userland) writeIndex(file string) error {
 	b, _ := json.MarshalIndent(u, "", "  ")
-	if err := os.WriteFile(base+".json.tmp", b, 0o644); err != nil {
-		return nil, fail.Infra(err)
+	if err := os.WriteFile(file+".tmp", b, 0o644); err != nil {
+		return fail.Infra(err)
 	}
-	if err := os.Rename(base+".json.tmp", base+".json"); err != nil {
-		return nil, fail.Infra(err)
+	if err := os.Rename(file+".tmp", file); err != nil {
+		return fail.Infra(err)
 	}
-	fmt.Fprintf(log, "userland: %s: %d files, %d KiB\n", archive, len(guestPaths), u.Bytes>>10)
-	return u, nil
+	return nil
 }
 
 // resolveCached is Resolve, remembered while apt's package lists stay
