@@ -85,26 +85,7 @@ type longCode struct {
 // code of length 1; a code without symbols gives a table of invalid
 // entries.
 func (t *huffTable) build(lens []uint8, root uint, allowIncomplete, shrink bool) bool {
-	// Most of a small stream's literal/length symbols are not coded
-	// (no bytes above 127 in a commit): eight lengths are tested at a
-	// time and only the coded ones visited, here and in the sort below.
-	var count [16]uint16
-	i := 0
-	for ; i+8 <= len(lens); i += 8 {
-		for w := binary.LittleEndian.Uint64(lens[i:]); w != 0; {
-			k := bits.TrailingZeros64(w) &^ 7
-			count[w>>k&15]++
-			w &^= 0xff << k
-		}
-	}
-	for ; i < len(lens); i++ {
-		count[lens[i]&15]++
-	}
-	count[0] = 0
-	maxLen := uint(15)
-	for maxLen > 0 && count[maxLen] == 0 {
-		maxLen--
-	}
+	count, maxLen := countLengths(lens)
 	// With shrink, the root table is no deeper than the longest code
 	// (less to fill); codes decodes with the root sizes as constants.
 	if shrink {
@@ -117,12 +98,9 @@ func (t *huffTable) build(lens []uint8, root uint, allowIncomplete, shrink bool)
 		fillInvalid(t.e)
 		return true
 	}
-	left := 1
-	for l := 1; l <= 15; l++ {
-		left = left<<1 - int(count[l])
-		if left < 0 {
-			return false
-		}
+	left := unusedCodes(&count)
+	if left < 0 {
+		return false
 	}
 	if left > 0 {
 		if !allowIncomplete || maxLen != 1 {
@@ -130,21 +108,72 @@ func (t *huffTable) build(lens []uint8, root uint, allowIncomplete, shrink bool)
 		}
 		fillInvalid(t.e)
 	}
-	// The first code of each length (RFC 1951 3.2.2), then the symbols in
-	// canonical order: by length, then by symbol.
-	var next [16]uint32
+	next, start := firstCodes(&count)
+	t.sortSymbols(lens, &start)
+	t.fillRoot(root, &start, &next)
+	return t.fillSubtables(root, maxLen, &start, &next)
+}
+
+// countLengths counts the codes of each length (count[0] left 0) and
+// finds the longest. Most of a small stream's literal/length symbols
+// are not coded (no bytes above 127 in a commit): eight lengths are
+// tested at a time and only the coded ones visited, here and in
+// sortSymbols.
+func countLengths(lens []uint8) (count [16]uint16, maxLen uint) {
+	i := 0
+	for ; i+8 <= len(lens); i += 8 {
+		for w := binary.LittleEndian.Uint64(lens[i:]); w != 0; {
+			k := bits.TrailingZeros64(w) &^ 7
+			count[w>>k&15]++
+			w &^= 0xff << k
+		}
+	}
+	for ; i < len(lens); i++ {
+		count[lens[i]&15]++
+	}
+	count[0] = 0
+	maxLen = uint(15)
+	for maxLen > 0 && count[maxLen] == 0 {
+		maxLen--
+	}
+	return count, maxLen
+}
+
+// unusedCodes is how many codes of 15 bits the lengths leave unused: 0
+// for a complete code, more for an incomplete one, less than 0 for an
+// over-subscribed one.
+func unusedCodes(count *[16]uint16) int {
+	left := 1
+	for l := 1; l <= 15; l++ {
+		left = left<<1 - int(count[l])
+		if left < 0 {
+			return left
+		}
+	}
+	return left
+}
+
+// firstCodes are the first code of each length (RFC 1951 3.2.2) and
+// where each length's symbols start in canonical order.
+func firstCodes(count *[16]uint16) (next [16]uint32, start [17]uint16) {
 	code := uint32(0)
 	for l := 1; l <= 15; l++ {
 		code = (code + uint32(count[l-1])) << 1
 		next[l] = code
 	}
-	var start [17]uint16
 	for l := 1; l <= 15; l++ {
 		start[l+1] = start[l] + count[l]
 	}
+	return next, start
+}
+
+// sortSymbols puts the coded symbols in t.sorted in canonical order: by
+// length, then by symbol.
+func (t *huffTable) sortSymbols(lens []uint8, start *[17]uint16) {
 	sorted := &t.sorted
-	pos := start
-	for i = 0; i+8 <= len(lens); i += 8 {
+	pos := *start
+	i := 0
+	for ; i+8 <= len(lens); i += 8 {
 		for w := binary.LittleEndian.Uint64(lens[i:]); w != 0; {
 			k := bits.TrailingZeros64(w) &^ 7
 			l := w >> k & 15
@@ -159,11 +188,16 @@ func (t *huffTable) build(lens []uint8, root uint, allowIncomplete, shrink bool)
 			pos[l]++
 		}
 	}
-	// Codes up to root bits: each length's codes are written into the
-	// first 1<<l entries, which are then copied to the next 1<<l (a code
-	// of l bits is every entry its reversed bits end), so the table is
-	// filled by copies, not by a store per entry.
-	i = int(start[1])
+}
+
+// fillRoot writes the codes up to root bits: each length's codes are
+// written into the first 1<<l entries, which are then copied to the
+// next 1<<l (a code of l bits is every entry its reversed bits end), so
+// the table is filled by copies, not by a store per entry. next moves
+// past the codes written.
+func (t *huffTable) fillRoot(root uint, start *[17]uint16, next *[16]uint32) {
+	sorted := &t.sorted
+	i := int(start[1])
 	tab := t.e
 	for l := uint(1); l <= root; l++ {
 		c := next[l]
@@ -176,11 +210,17 @@ func (t *huffTable) build(lens []uint8, root uint, allowIncomplete, shrink bool)
 			copy(tab[1<<l:2<<l], tab[:1<<l])
 		}
 	}
-	// Longer codes: those that share their first root bits share a
-	// subtable, as deep as the longest of them (they are contiguous in
-	// canonical order, the longest last).
+}
+
+// fillSubtables writes the codes longer than root bits: those that
+// share their first root bits share a subtable, as deep as the longest
+// of them (they are contiguous in canonical order, the longest last).
+// It is false when the subtables do not fit.
+func (t *huffTable) fillSubtables(root, maxLen uint, start *[17]uint16, next *[16]uint32) bool {
+	sorted := &t.sorted
 	longs := &t.longs
 	nl := 0
+	i := int(start[root+1])
 	for l := root + 1; l <= maxLen; l++ {
 		for end := int(start[l+1]); i < end; i++ {
 			longs[nl] = longCode{sorted[i], uint8(l), next[l]}
