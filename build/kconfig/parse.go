@@ -705,107 +705,19 @@ func (p *parser) attribute(pos Pos, text, kw string, toks []token) error {
 	if p.entry == entryNone {
 		return p.errf(pos, "unknown statement %q (or %s outside of an entry)", kw, kw)
 	}
-	owner := ""
+	a := &attrLine{p: p, pos: pos, text: text, kw: kw}
 	if p.def != nil {
-		owner = p.def.Symbol.Name
+		a.owner = p.def.Symbol.Name
 	}
-	prop := func(k PropKind) *Property {
-		return &Property{Kind: k, Owner: owner, Pos: pos, Text: text, Def: p.def}
-	}
-	// Attributes of menus and comments.
-	switch p.entry {
-	case entryMenu, entryComment:
-		switch {
-		case kw == "depends" && len(toks) > 1 && toks[1].text == "on":
-			e, c, err := p.dependsOn(pos, toks[2:])
-			if err != nil {
-				return err
-			}
-			if p.entry == entryMenu {
-				d := prop(PropDepends)
-				d.Expr, d.Cond = e, c
-				p.menu.Deps = append(p.menu.Deps, d)
-				top := p.stack[len(p.stack)-1]
-				top.deps = append(top.deps, d)
-			}
-			return nil
-		case kw == "visible" && len(toks) > 1 && toks[1].text == "if" && p.entry == entryMenu:
-			e, err := p.expr(pos, toks[2:], "visible if")
-			if err != nil {
-				return err
-			}
-			v := prop(PropVisibleIf)
-			v.Expr = e
-			p.menu.Visible = append(p.menu.Visible, v)
-			top := p.stack[len(p.stack)-1]
-			top.visible = append(top.visible, v)
-			return nil
-		}
-		return p.errf(pos, "unexpected %q in a %s", kw, map[entryKind]string{entryMenu: "menu", entryComment: "comment"}[p.entry])
-	}
-	add := func(pr *Property) {
-		if p.entry == entryChoice {
-			p.choice.Props = append(p.choice.Props, pr)
-		} else {
-			p.def.Props = append(p.def.Props, pr)
-		}
-	}
-	setType := func(t Type) error {
-		if p.entry == entryChoice {
-			if t != TypeBool && t != TypeTristate {
-				return p.errf(pos, "a choice can only be bool or tristate")
-			}
-			p.choice.Type = t
-			return nil
-		}
-		if p.def.Type != TypeUnknown && p.def.Type != t {
-			return p.errf(pos, "%s redefines the type of %s (was %s)", kw, owner, p.def.Type)
-		}
-		p.def.Type = t
-		if p.def.Symbol.Type == TypeUnknown {
-			p.def.Symbol.Type = t
-		}
-		return nil
-	}
-	// prompt parses `"text" [if E]` from toks.
-	addPrompt := func(toks []token) error {
-		val, cond, has := splitIf(toks)
-		if len(val) != 1 || val[0].kind != tokString {
-			return p.errf(pos, "prompt must be one quoted string")
-		}
-		c, err := p.cond(pos, cond, has, "prompt")
-		if err != nil {
-			return err
-		}
-		pr := prop(PropPrompt)
-		pr.Prompt, pr.Cond = val[0].text, c
-		add(pr)
-		if p.entry == entryChoice {
-			p.choice.Prompt = val[0].text
-		}
-		return nil
-	}
-	addDefault := func(toks []token) error {
-		val, cond, has := splitIf(toks)
-		v, err := p.expr(pos, val, "default")
-		if err != nil {
-			return err
-		}
-		c, err := p.cond(pos, cond, has, "default")
-		if err != nil {
-			return err
-		}
-		pr := prop(PropDefault)
-		pr.Expr, pr.Cond = v, c
-		add(pr)
-		return nil
+	if p.entry == entryMenu || p.entry == entryComment {
+		return a.menuAttribute(toks)
 	}
 	if t, ok := typeWords[kw]; ok {
-		if err := setType(t); err != nil {
+		if err := a.setType(t); err != nil {
 			return err
 		}
 		if len(toks) > 1 {
-			return addPrompt(toks[1:])
+			return a.addPrompt(toks[1:])
 		}
 		return nil
 	}
@@ -815,69 +727,20 @@ func (p *parser) attribute(pos Pos, text, kw string, toks []token) error {
 		if kw == "def_tristate" {
 			t = TypeTristate
 		}
-		if err := setType(t); err != nil {
+		if err := a.setType(t); err != nil {
 			return err
 		}
-		return addDefault(toks[1:])
+		return a.addDefault(toks[1:])
 	case "prompt":
-		return addPrompt(toks[1:])
+		return a.addPrompt(toks[1:])
 	case "default":
-		return addDefault(toks[1:])
+		return a.addDefault(toks[1:])
 	case "depends":
-		if len(toks) < 2 || toks[1].text != "on" {
-			return p.errf(pos, "expected 'depends on'")
-		}
-		e, c, err := p.dependsOn(pos, toks[2:])
-		if err != nil {
-			return err
-		}
-		d := prop(PropDepends)
-		d.Expr, d.Cond = e, c
-		if p.entry == entryChoice {
-			p.choice.Deps = append(p.choice.Deps, d)
-			top := p.stack[len(p.stack)-1]
-			top.deps = append(top.deps, d)
-		} else {
-			p.def.Deps = append(p.def.Deps, d)
-		}
-		return nil
+		return a.addDepends(toks)
 	case "select", "imply":
-		if p.entry != entryConfig {
-			return p.errf(pos, "%s is only allowed in a config entry", kw)
-		}
-		val, cond, has := splitIf(toks[1:])
-		if len(val) != 1 || val[0].kind != tokWord {
-			return p.errf(pos, "%s needs one symbol name", kw)
-		}
-		c, err := p.cond(pos, cond, has, kw)
-		if err != nil {
-			return err
-		}
-		k := PropSelect
-		if kw == "imply" {
-			k = PropImply
-		}
-		pr := prop(k)
-		pr.Expr, pr.Cond = Sym(val[0].text), c
-		add(pr)
-		return nil
+		return a.addSelect(toks)
 	case "range":
-		if p.entry != entryConfig {
-			return p.errf(pos, "range is only allowed in a config entry")
-		}
-		val, cond, has := splitIf(toks[1:])
-		if len(val) != 2 || val[0].kind == tokString || val[1].kind == tokString ||
-			(val[0].kind != tokWord && val[0].kind != tokMacro) || (val[1].kind != tokWord && val[1].kind != tokMacro) {
-			return p.errf(pos, "range needs two symbols or numbers")
-		}
-		c, err := p.cond(pos, cond, has, "range")
-		if err != nil {
-			return err
-		}
-		pr := prop(PropRange)
-		pr.Expr, pr.Expr2, pr.Cond = leaf(val[0]), leaf(val[1]), c
-		add(pr)
-		return nil
+		return a.addRange(toks)
 	case "optional":
 		if p.entry != entryChoice {
 			return p.errf(pos, "optional is only allowed in a choice")
@@ -899,6 +762,194 @@ func (p *parser) attribute(pos Pos, text, kw string, toks []token) error {
 		return nil
 	}
 	return p.errf(pos, "unknown attribute %q", kw)
+}
+
+// attrLine is one attribute line of the current entry: where it is, its
+// text and keyword, and the symbol it belongs to ("" in a choice, menu or
+// comment).
+type attrLine struct {
+	p     *parser
+	pos   Pos
+	text  string
+	kw    string
+	owner string
+}
+
+// prop is a property of kind k from the line.
+func (a *attrLine) prop(k PropKind) *Property {
+	return &Property{Kind: k, Owner: a.owner, Pos: a.pos, Text: a.text, Def: a.p.def}
+}
+
+// menuAttribute parses an attribute of a menu or comment: "depends on"
+// (kept on a menu and its block), "visible if" (menus only).
+func (a *attrLine) menuAttribute(toks []token) error {
+	p, pos, kw := a.p, a.pos, a.kw
+	switch {
+	case kw == "depends" && len(toks) > 1 && toks[1].text == "on":
+		e, c, err := p.dependsOn(pos, toks[2:])
+		if err != nil {
+			return err
+		}
+		if p.entry == entryMenu {
+			d := a.prop(PropDepends)
+			d.Expr, d.Cond = e, c
+			p.menu.Deps = append(p.menu.Deps, d)
+			top := p.stack[len(p.stack)-1]
+			top.deps = append(top.deps, d)
+		}
+		return nil
+	case kw == "visible" && len(toks) > 1 && toks[1].text == "if" && p.entry == entryMenu:
+		e, err := p.expr(pos, toks[2:], "visible if")
+		if err != nil {
+			return err
+		}
+		v := a.prop(PropVisibleIf)
+		v.Expr = e
+		p.menu.Visible = append(p.menu.Visible, v)
+		top := p.stack[len(p.stack)-1]
+		top.visible = append(top.visible, v)
+		return nil
+	}
+	return p.errf(pos, "unexpected %q in a %s", kw, map[entryKind]string{entryMenu: "menu", entryComment: "comment"}[p.entry])
+}
+
+// add adds pr to the current choice or config entry.
+func (a *attrLine) add(pr *Property) {
+	p := a.p
+	if p.entry == entryChoice {
+		p.choice.Props = append(p.choice.Props, pr)
+	} else {
+		p.def.Props = append(p.def.Props, pr)
+	}
+}
+
+// setType sets the type of the current choice (bool or tristate) or
+// config entry (and of its symbol, if it has none yet); an entry keeps
+// one type.
+func (a *attrLine) setType(t Type) error {
+	p, pos := a.p, a.pos
+	if p.entry == entryChoice {
+		if t != TypeBool && t != TypeTristate {
+			return p.errf(pos, "a choice can only be bool or tristate")
+		}
+		p.choice.Type = t
+		return nil
+	}
+	if p.def.Type != TypeUnknown && p.def.Type != t {
+		return p.errf(pos, "%s redefines the type of %s (was %s)", a.kw, a.owner, p.def.Type)
+	}
+	p.def.Type = t
+	if p.def.Symbol.Type == TypeUnknown {
+		p.def.Symbol.Type = t
+	}
+	return nil
+}
+
+// addPrompt parses `"text" [if E]` from toks.
+func (a *attrLine) addPrompt(toks []token) error {
+	p, pos := a.p, a.pos
+	val, cond, has := splitIf(toks)
+	if len(val) != 1 || val[0].kind != tokString {
+		return p.errf(pos, "prompt must be one quoted string")
+	}
+	c, err := p.cond(pos, cond, has, "prompt")
+	if err != nil {
+		return err
+	}
+	pr := a.prop(PropPrompt)
+	pr.Prompt, pr.Cond = val[0].text, c
+	a.add(pr)
+	if p.entry == entryChoice {
+		p.choice.Prompt = val[0].text
+	}
+	return nil
+}
+
+// addDefault parses `E [if E]` from toks.
+func (a *attrLine) addDefault(toks []token) error {
+	p, pos := a.p, a.pos
+	val, cond, has := splitIf(toks)
+	v, err := p.expr(pos, val, "default")
+	if err != nil {
+		return err
+	}
+	c, err := p.cond(pos, cond, has, "default")
+	if err != nil {
+		return err
+	}
+	pr := a.prop(PropDefault)
+	pr.Expr, pr.Cond = v, c
+	a.add(pr)
+	return nil
+}
+
+// addDepends parses "depends on E [if E]" of a config entry or a choice
+// (whose block keeps it too).
+func (a *attrLine) addDepends(toks []token) error {
+	p, pos := a.p, a.pos
+	if len(toks) < 2 || toks[1].text != "on" {
+		return p.errf(pos, "expected 'depends on'")
+	}
+	e, c, err := p.dependsOn(pos, toks[2:])
+	if err != nil {
+		return err
+	}
+	d := a.prop(PropDepends)
+	d.Expr, d.Cond = e, c
+	if p.entry == entryChoice {
+		p.choice.Deps = append(p.choice.Deps, d)
+		top := p.stack[len(p.stack)-1]
+		top.deps = append(top.deps, d)
+	} else {
+		p.def.Deps = append(p.def.Deps, d)
+	}
+	return nil
+}
+
+// addSelect parses "select SYM [if E]" or "imply SYM [if E]" of a config
+// entry.
+func (a *attrLine) addSelect(toks []token) error {
+	p, pos, kw := a.p, a.pos, a.kw
+	if p.entry != entryConfig {
+		return p.errf(pos, "%s is only allowed in a config entry", kw)
+	}
+	val, cond, has := splitIf(toks[1:])
+	if len(val) != 1 || val[0].kind != tokWord {
+		return p.errf(pos, "%s needs one symbol name", kw)
+	}
+	c, err := p.cond(pos, cond, has, kw)
+	if err != nil {
+		return err
+	}
+	k := PropSelect
+	if kw == "imply" {
+		k = PropImply
+	}
+	pr := a.prop(k)
+	pr.Expr, pr.Cond = Sym(val[0].text), c
+	a.add(pr)
+	return nil
+}
+
+// addRange parses "range A B [if E]" of a config entry.
+func (a *attrLine) addRange(toks []token) error {
+	p, pos := a.p, a.pos
+	if p.entry != entryConfig {
+		return p.errf(pos, "range is only allowed in a config entry")
+	}
+	val, cond, has := splitIf(toks[1:])
+	if len(val) != 2 || val[0].kind == tokString || val[1].kind == tokString ||
+		(val[0].kind != tokWord && val[0].kind != tokMacro) || (val[1].kind != tokWord && val[1].kind != tokMacro) {
+		return p.errf(pos, "range needs two symbols or numbers")
+	}
+	c, err := p.cond(pos, cond, has, "range")
+	if err != nil {
+		return err
+	}
+	pr := a.prop(PropRange)
+	pr.Expr, pr.Expr2, pr.Cond = leaf(val[0]), leaf(val[1]), c
+	a.add(pr)
+	return nil
 }
 
 // finish links selects and implies to their targets and fills in choice
