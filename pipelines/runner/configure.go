@@ -10,6 +10,7 @@ import (
 
 	"github.com/patcheval/patcheval/build"
 	"github.com/patcheval/patcheval/internal/fail"
+	"github.com/patcheval/patcheval/pipelines"
 	"github.com/patcheval/patcheval/pipelines/store"
 )
 
@@ -30,39 +31,99 @@ func Configure(ctx context.Context, env Env, id int64) (map[string]error, error)
 		return nil, err
 	}
 	failed := map[string]error{}
-	pr := env.progress()
 	for _, spec := range ev.p.Builds() {
-		if err := ctx.Err(); err != nil {
-			return nil, fail.Infra(err)
-		}
-		if art, err := builtArtifact(env, id, spec); err != nil || art != nil {
-			if err != nil {
-				return nil, err
-			}
-			continue
-		}
-		req, err := buildRequest(ctx, env, ev, spec)
+		r, err := configureOne(ctx, env, id, ev, spec)
 		if err != nil {
 			return nil, err
 		}
-		opts := build.Options{CacheDir: env.CacheDir, Jobs: env.Jobs, Progress: pr, NoNetwork: true, CompilerCache: env.CompilerCache}
-		if art, err := build.Cached(ctx, req, opts); err == nil && art != nil {
-			continue // built before: it was configured and verified then
-		}
-		pr.Status("configuring %s/%s", spec.Arch, spec.Variant)
-		opts.ConfigOnly = true
-		_, err = build.Build(ctx, req, opts)
-		var ce *build.ConfigError
-		var ke *build.KernelError
-		switch {
-		case err == nil:
-		case errors.As(err, &ce), errors.As(err, &ke) && ke.Stage == "config":
-			failed[spec.Key] = err
-		default:
-			return nil, fmt.Errorf("configuring %s/%s: %w", spec.Arch, spec.Variant, err)
+		if r != nil {
+			failed[spec.Key] = r.err
 		}
 	}
 	return failed, nil
+}
+
+// ConfigureKernel configures and verifies evaluation id's kernel key
+// without compiling it, as Configure does every kernel: the stage
+// graph's StageConfigure, which the service takes one job per kernel
+// (the builds follow the last of them). A kernel that cannot be
+// configured as asked is bad input that names its variant, says why and
+// that no kernel of the evaluation was compiled; it is recorded as the
+// kernel's failed build (nothing compiled; its directory holds the
+// configure's log and .config), so that the evaluation's pages say why
+// it failed.
+func ConfigureKernel(ctx context.Context, env Env, id int64, key string) (err error) {
+	defer failed(ctx, env, id, &err)
+	ev, err := load(env, id)
+	if err != nil {
+		return err
+	}
+	spec, ok := specByKey(ev.p, key)
+	if !ok {
+		return fail.Inputf("evaluation %d: pipeline %s has no kernel %q", id, ev.p.Name, key)
+	}
+	r, err := configureOne(ctx, env, id, ev, spec)
+	if err != nil || r == nil {
+		return err
+	}
+	refused := fail.Inputf("variant %s cannot be configured on this tree; no kernel of the evaluation was compiled: %w", spec.Variant, r.err)
+	b := store.Build{Variant: spec.Variant, Arch: spec.Arch, Commit: r.commit, Status: "failed",
+		ErrorKind: fail.KindInput.String(), ErrorText: refused.Error()}
+	if r.art != nil {
+		b.ArtifactDir = r.art.Dir
+	}
+	if err := env.Store.Tx(ctx, func(tx *store.Tx) error {
+		_, err := env.Store.RecordBuildTx(tx, id, b)
+		return err
+	}); err != nil {
+		return err
+	}
+	return refused
+}
+
+// configRefusal is why a kernel cannot be configured as asked: the
+// *build.ConfigError (or the config stage's *build.KernelError), the
+// commit and the failed configure's artifact (its log; nil when none was
+// kept).
+type configRefusal struct {
+	err    error
+	commit string
+	art    *build.Artifact
+}
+
+// configureOne configures one kernel (config only): a refusal when it
+// cannot be configured as asked; err is any other error. A kernel built
+// before (recorded, or in the build cache) was configured and verified
+// then.
+func configureOne(ctx context.Context, env Env, id int64, ev *evaluation, spec pipelines.BuildSpec) (*configRefusal, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, fail.Infra(err)
+	}
+	if art, err := builtArtifact(env, id, spec); err != nil || art != nil {
+		return nil, err
+	}
+	req, err := buildRequest(ctx, env, ev, spec)
+	if err != nil {
+		return nil, err
+	}
+	pr := env.progress()
+	opts := build.Options{CacheDir: env.CacheDir, Jobs: env.Jobs, Progress: pr, NoNetwork: true, CompilerCache: env.CompilerCache}
+	if art, err := build.Cached(ctx, req, opts); err == nil && art != nil {
+		return nil, nil // built before: it was configured and verified then
+	}
+	pr.Status("configuring %s/%s", spec.Arch, spec.Variant)
+	opts.ConfigOnly = true
+	art, err := build.Build(ctx, req, opts)
+	var ce *build.ConfigError
+	var ke *build.KernelError
+	switch {
+	case err == nil:
+		return nil, nil
+	case errors.As(err, &ce), errors.As(err, &ke) && ke.Stage == "config":
+		return &configRefusal{err: err, commit: req.Commit, art: art}, nil
+	default:
+		return nil, fmt.Errorf("configuring %s/%s: %w", spec.Arch, spec.Variant, err)
+	}
 }
 
 // configureFirst runs Configure and then, when some kernels cannot be

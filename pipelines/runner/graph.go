@@ -14,10 +14,14 @@ import (
 // experiments' measurements) and the service's River jobs
 // (pipelines/service), which turn each step into a job.
 //
-//	apply ─► build (one per kernel) ─► plan ─► boot ─► … ─► boot ─► more ─┐
-//	                                     │                          ▲      │
-//	                                     │                          └──────┘ (an adaptive round)
-//	                                     └────────────────────────────────► report ─► per_patch ─► series_bisect ─► done
+//	apply ─► configure (one per kernel) ─► build (one per kernel) ─► plan ─► boot ─► … ─► boot ─► more ─┐
+//	                                                                   │                          ▲      │
+//	                                                                   │                          └──────┘ (an adaptive round)
+//	                                                                   └────────────────────────────────► report ─► per_patch ─► series_bisect ─► done
+//
+// Every kernel is configured and verified before any compiles: the
+// builds follow only the last configure to finish, so a variant the tree
+// cannot give stops the evaluation before minutes of compiling.
 
 // Stage names a step of the stage graph.
 type Stage string
@@ -26,6 +30,9 @@ type Stage string
 const (
 	// StageApply applies the series onto the base (Apply).
 	StageApply Stage = "apply"
+	// StageConfigure configures and verifies one kernel without
+	// compiling it (ConfigureKernel, Step.Key).
+	StageConfigure Stage = "configure"
 	// StageBuild builds one kernel (Build, Step.Key).
 	StageBuild Stage = "build"
 	// StagePlan plans the first round of boots (Boots).
@@ -50,7 +57,8 @@ const (
 // Step is one step of an evaluation's graph.
 type Step struct {
 	Stage Stage
-	// Key is StageBuild's kernel (pipelines.BuildSpec.Key).
+	// Key is StageConfigure's and StageBuild's kernel
+	// (pipelines.BuildSpec.Key).
 	Key string
 	// Round is StageBoot's and StageMore's round of boots (0: the
 	// planned ones).
@@ -62,6 +70,8 @@ type Step struct {
 
 func (s Step) String() string {
 	switch s.Stage {
+	case StageConfigure:
+		return fmt.Sprintf("configure %s", s.Key)
 	case StageBuild:
 		return fmt.Sprintf("build %s", s.Key)
 	case StageBoot:
@@ -113,8 +123,15 @@ func GraphOf(st *store.Store, id int64) (Graph, error) {
 
 // Found is what a finished step found that decides what follows it.
 type Found struct {
-	// Kernels are StageApply's kernels to build (their keys).
+	// Kernels are StageApply's kernels to configure and, after the last
+	// StageConfigure, the kernels to build (their keys: all of them, or
+	// those left when a local run with Options.KeepGoing dropped the
+	// variants that cannot be configured).
 	Kernels []string
+	// Configuring is how many other kernels of the evaluation are still
+	// being configured after a StageConfigure (the last one to finish
+	// starts the builds).
+	Configuring int
 	// Building is how many other kernels of the evaluation are still
 	// being built after a StageBuild (the last one to finish plans the
 	// boots).
@@ -128,19 +145,17 @@ type Found struct {
 }
 
 // Next is the steps that follow step done of an evaluation, given what
-// it found: none while other steps still have to finish first (a build
-// that is not the last), one StageDone at the end.
+// it found: none while other steps still have to finish first (a
+// configure or a build that is not the last), one StageDone at the end.
 func Next(g Graph, done Step, f Found) []Step {
 	switch done.Stage {
 	case StageApply:
-		if len(f.Kernels) == 0 {
-			return []Step{{Stage: StagePlan}}
+		return perKernel(StageConfigure, f.Kernels)
+	case StageConfigure:
+		if f.Configuring > 0 {
+			return nil
 		}
-		out := make([]Step, len(f.Kernels))
-		for i, k := range f.Kernels {
-			out[i] = Step{Stage: StageBuild, Key: k}
-		}
-		return out
+		return perKernel(StageBuild, f.Kernels)
 	case StageBuild:
 		if f.Building > 0 {
 			return nil
@@ -170,6 +185,19 @@ func Next(g Graph, done Step, f Found) []Step {
 		return []Step{{Stage: StageDone}}
 	}
 	return nil
+}
+
+// perKernel is one step of stage per kernel of keys; with none, the
+// boots' planning.
+func perKernel(stage Stage, keys []string) []Step {
+	if len(keys) == 0 {
+		return []Step{{Stage: StagePlan}}
+	}
+	out := make([]Step, len(keys))
+	for i, k := range keys {
+		out[i] = Step{Stage: stage, Key: k}
+	}
+	return out
 }
 
 func afterPerPatch(g Graph, f Found) []Step {

@@ -31,11 +31,14 @@ func TestNextWalksTheStages(t *testing.T) {
 	b0 := evaluate.BootKey{Variant: "patched", Boot: 0}
 	a1 := evaluate.BootKey{Variant: "base", Boot: 1}
 	b1 := evaluate.BootKey{Variant: "patched", Boot: 1}
-	builds := 0
+	configures, builds := 0, 0
 	found := func(s Step) Found {
 		switch s.Stage {
 		case StageApply:
 			return Found{Kernels: []string{"k1", "k2"}}
+		case StageConfigure:
+			configures++
+			return Found{Configuring: 2 - configures, Kernels: []string{"k1", "k2"}}
 		case StageBuild:
 			builds++
 			return Found{Building: 2 - builds}
@@ -51,11 +54,50 @@ func TestNextWalksTheStages(t *testing.T) {
 		return Found{}
 	}
 	got := walk(t, Graph{MaxRound: 4, PerPatch: true, SeriesBisect: true}, found)
-	want := []string{"apply", "build k1", "build k2", "plan", "boot base#0 (round 0)", "boot patched#0 (round 0)",
+	want := []string{"apply", "configure k1", "configure k2", "build k1", "build k2", "plan", "boot base#0 (round 0)", "boot patched#0 (round 0)",
 		"more (round 1)", "boot base#1 (round 1)", "boot patched#1 (round 1)", "more (round 2)",
 		"report", "per_patch", "done"}
 	if !reflect.DeepEqual(got, want) {
 		t.Errorf("steps:\n got %s\nwant %s", strings.Join(got, ", "), strings.Join(want, ", "))
+	}
+}
+
+// Every kernel is configured before any compiles: the builds follow the
+// last configure only, and they are the kernels it says are left (a
+// local run with Options.KeepGoing drops the variants that cannot be
+// configured).
+func TestNextConfiguresBeforeBuilding(t *testing.T) {
+	for _, c := range []struct {
+		name string
+		left []string
+		want string
+	}{
+		{"all", []string{"a", "b", "c"}, "apply, configure a, configure b, configure c, build a, build b, build c, plan, report, done"},
+		{"one dropped", []string{"a", "c"}, "apply, configure a, configure b, configure c, build a, build c, plan, report, done"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			configuring, building := 3, len(c.left)
+			got := walk(t, Graph{MaxRound: 1}, func(s Step) Found {
+				switch s.Stage {
+				case StageApply:
+					return Found{Kernels: []string{"a", "b", "c"}}
+				case StageConfigure:
+					configuring--
+					return Found{Configuring: configuring, Kernels: c.left}
+				case StageBuild:
+					building--
+					return Found{Building: building}
+				}
+				return Found{}
+			})
+			if g := strings.Join(got, ", "); g != c.want {
+				t.Errorf("steps %s\nwant %s", g, c.want)
+			}
+		})
+	}
+	// A configure that is not the last is followed by nothing.
+	if got := Next(Graph{}, Step{Stage: StageConfigure, Key: "a"}, Found{Configuring: 1, Kernels: []string{"a", "b"}}); len(got) != 0 {
+		t.Errorf("after a configure with another still configuring: %v, want nothing", got)
 	}
 }
 

@@ -4,6 +4,9 @@
 //
 //	Submit  records the evaluation and everything its stages need
 //	Apply   applies the series onto the base (the applied commits)
+//	ConfigureKernel
+//	        configures and verifies one kernel without compiling it
+//	        (Configure: every kernel not built yet)
 //	Build   builds one kernel (Builds lists them)
 //	Boot    boots one planned boot (Boots lists them, interleaved) with
 //	        evaluate.Run, target.New and the store's BootRecorder, the
@@ -490,10 +493,10 @@ func RunWith(ctx context.Context, env Env, p *pipelines.Pipeline, o Options, f F
 }
 
 // local is the local driver of evaluation id's stage graph: it takes the
-// steps Next names one at a time, in order, except a round of builds,
-// which it configures first (every kernel, before any compiles:
-// configureFirst) and then builds together within one -j budget
-// (buildAll).
+// steps Next names one at a time, in order, except a round of configures,
+// which it takes together (configureFirst: with keepGoing, the variants
+// that cannot be configured are dropped), and a round of builds, which it
+// builds together within one -j budget (buildAll).
 type local struct {
 	env       Env
 	id        int64
@@ -508,16 +511,17 @@ func (l *local) drive(ctx context.Context) error {
 	queue := []Step{{Stage: StageApply}}
 	for len(queue) > 0 {
 		step := queue[0]
-		if step.Stage == StageBuild {
+		if step.Stage == StageConfigure || step.Stage == StageBuild {
 			var keys []string
-			for len(queue) > 0 && queue[0].Stage == StageBuild {
+			for len(queue) > 0 && queue[0].Stage == step.Stage {
 				keys = append(keys, queue[0].Key)
 				queue = queue[1:]
 			}
-			if err := l.buildRound(ctx, keys); err != nil {
+			found, err := l.round(ctx, step.Stage, keys)
+			if err != nil {
 				return err
 			}
-			queue = append(queue, Next(l.graph, step, Found{})...)
+			queue = append(queue, Next(l.graph, step, found)...)
 			continue
 		}
 		queue = queue[1:]
@@ -533,17 +537,19 @@ func (l *local) drive(ctx context.Context) error {
 	return nil
 }
 
-// buildRound configures every kernel of keys and then builds them
-// together: all of them are built when it returns without error.
-func (l *local) buildRound(ctx context.Context, keys []string) error {
-	keys, err := configureFirst(ctx, l.env, l.id, keys, l.keepGoing)
-	if err != nil {
-		return err
+// round takes a round of configures (every kernel of keys configured
+// before any compiles; Found.Kernels the kernels left to build) or of
+// builds (all of keys built together) as one step: the last of its round.
+func (l *local) round(ctx context.Context, stage Stage, keys []string) (Found, error) {
+	if stage == StageConfigure {
+		keys, err := configureFirst(ctx, l.env, l.id, keys, l.keepGoing)
+		return Found{Kernels: keys}, err
 	}
-	return buildAll(ctx, l.env, l.id, keys)
+	return Found{}, buildAll(ctx, l.env, l.id, keys)
 }
 
-// take takes one step (not a build) and says what it found.
+// take takes one step (not a configure or a build) and says what it
+// found.
 func (l *local) take(ctx context.Context, step Step) (Found, error) {
 	env, id := l.env, l.id
 	switch step.Stage {

@@ -14,7 +14,9 @@ import (
 // TestCancelAndRerun runs the real chain as far as a kernel build on the
 // imported 6.1 tree (a fresh cache: the build has begun checking out
 // when it is cancelled): submit over the API, apply records the series
-// and queues one build job per kernel in its transaction, a duplicate
+// and queues one configure job per kernel in its transaction, the last
+// configure queues one build job per kernel (every kernel is configured
+// before any compiles), a duplicate
 // submit returns the running evaluation, cancel stops the running builds
 // (their contexts; serve builds up to DefaultBuildWorkers at once) and the
 // queued ones, a second cancel is 409, re-run
@@ -61,6 +63,9 @@ func testCancelAndRerun(t *testing.T, db string) {
 	n := jobs()
 	if n["apply/completed"] != 1 || n["build/running"]+n["build/available"] != 3 {
 		t.Errorf("after apply: jobs %v, want apply completed and 3 build jobs", n)
+	}
+	if n["configure/completed"] != 3 {
+		t.Errorf("builds running: jobs %v, want the 3 kernels' configures completed before", n)
 	}
 	if a, err := s.Store().AppliedOf(id); err != nil || a == nil || len(a.Commits) != 1 {
 		t.Errorf("apply recorded %+v, %v; want one commit", a, err)

@@ -6,12 +6,18 @@
 // # Jobs
 //
 // Job kinds are the steps of runner's stage graph (runner.Next): apply,
-// build (one per kernel), boot (one per planned boot), more (plans the
-// boots, then adaptive rounds), report, then per_patch and series_bisect
-// when the evaluation has them. A job takes its step and asks runner.Next
-// what follows; graph.go only maps those steps to jobs and queues, never
-// their order. apply, more and report (with notify) have a queue each; builds
-// go to build-<arch> and boots to boot-<arch> or, on an SSH target,
+// configure (one per kernel), build (one per kernel), boot (one per
+// planned boot), more (plans the boots, then adaptive rounds), report,
+// then per_patch and series_bisect when the evaluation has them. A job
+// takes its step and asks runner.Next what follows; graph.go only maps
+// those steps to jobs and queues, never their order. The builds follow
+// the last configure to finish, so every kernel is configured and
+// verified before any compiles, as in a local run: a variant the tree
+// cannot give fails the evaluation (naming the variant and why) before
+// minutes of compiling, and no build job is queued. apply, more and
+// report (with notify) have a queue each; configures and builds go to
+// build-<arch> (configuring needs the arch's toolchain, which a farm's
+// build workers have) and boots to boot-<arch> or, on an SSH target,
 // boot-ssh-<host> (Capabilities.Queues), each with its own concurrency
 // (EngineConfig) and one slot budget per process across the arches.
 // An evaluation's boots form a chain, each inserting the next, so they run
@@ -110,8 +116,8 @@
 // Postgres restart drops live processes' locks for a moment), ending the
 // boot run the dead process left running in the same transaction.
 // River's stuck-job rescuer (RescueStuckJobsAfter) stays the last resort.
-// "The last build plans
-// the boots" takes store.Tx.Lock (an advisory lock; SQLite serialises
+// "The last configure queues the builds" and "the last build plans
+// the boots" take store.Tx.Lock (an advisory lock; SQLite serialises
 // writers anyway). When the server restarts, the pool reconnects: the
 // store repeats a transaction that lost its server before committing,
 // River's fetch loop and listener reconnect on their own, and a stage

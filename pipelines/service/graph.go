@@ -13,7 +13,7 @@ import (
 )
 
 // The service is the queue driver of runner's stage graph: each step is a
-// River job (apply, build, more for StagePlan and StageMore, boot,
+// River job (apply, configure, build, more for StagePlan and StageMore, boot,
 // report, per_patch, series_bisect); a job takes its step and, in the
 // transaction that records it, asks runner.Next what follows and queues
 // those steps as jobs (jobsFor). Only the steps' jobs and queues are
@@ -21,7 +21,8 @@ import (
 
 // after is what a job knows about its evaluation when it asks what
 // follows its step: its generation, its graph (runner.GraphOf with
-// Config.SeriesBisect), the kernels by key (apply: their queues) and the
+// Config.SeriesBisect), the kernels by key (apply and configure: their
+// queues) and the
 // automatic bisection inside the series to start (autoPlan; StageReport
 // and StagePerPatch).
 type after struct {
@@ -52,6 +53,8 @@ func (s *Service) jobsFor(ctx context.Context, tx *store.Tx, a after, steps []ru
 	var out []river.InsertManyParams
 	for _, st := range steps {
 		switch st.Stage {
+		case runner.StageConfigure:
+			out = append(out, configureJob(a.id, a.gen, a.specs[st.Key]))
 		case runner.StageBuild:
 			out = append(out, buildJob(a.id, a.gen, a.specs[st.Key]))
 		case runner.StagePlan:

@@ -14,8 +14,10 @@ import (
 )
 
 // The jobs that follow a step are runner.Next's steps: after an apply,
-// one build per kernel in its arch's queue; after a build that is not
-// the last, nothing; after the last boot of a round, the next adaptive
+// one configure per kernel in its arch's build queue (configuring needs
+// the arch's toolchain); after a configure that is not the last,
+// nothing; after the last, one build per kernel in the same queues;
+// after a build that is not the last, nothing; after the last boot of a round, the next adaptive
 // round while the graph allows one and then the report (the rounds are
 // bounded by runner.MaxRound, as in a local run).
 func TestJobsFollowTheGraph(t *testing.T) {
@@ -29,7 +31,9 @@ func TestJobsFollowTheGraph(t *testing.T) {
 		f    runner.Found
 		want string
 	}{
-		{runner.Step{Stage: runner.StageApply}, runner.Found{Kernels: []string{"a", "b"}}, "build a build-ppc64le; build b build-arm64"},
+		{runner.Step{Stage: runner.StageApply}, runner.Found{Kernels: []string{"a", "b"}}, "configure a build-ppc64le; configure b build-arm64"},
+		{runner.Step{Stage: runner.StageConfigure, Key: "a"}, runner.Found{Configuring: 1, Kernels: []string{"a", "b"}}, ""},
+		{runner.Step{Stage: runner.StageConfigure, Key: "b"}, runner.Found{Kernels: []string{"a", "b"}}, "build a build-ppc64le; build b build-arm64"},
 		{runner.Step{Stage: runner.StageBuild, Key: "a"}, runner.Found{Building: 1}, ""},
 		{runner.Step{Stage: runner.StageBuild, Key: "b"}, runner.Found{}, "more 0 initial more"},
 		{runner.Step{Stage: runner.StagePlan}, runner.Found{}, "report report"},
@@ -63,6 +67,8 @@ func describeJobs(jobs []river.InsertManyParams) string {
 			out += "; "
 		}
 		switch a := j.Args.(type) {
+		case ConfigureArgs:
+			out += fmt.Sprintf("configure %s %s", a.Key, j.InsertOpts.Queue)
 		case BuildArgs:
 			out += fmt.Sprintf("build %s %s", a.Key, j.InsertOpts.Queue)
 		case MoreArgs:

@@ -41,6 +41,19 @@ type ApplyArgs struct {
 
 func (ApplyArgs) Kind() string { return "apply" }
 
+// ConfigureArgs is one kernel's configure job: it configures and
+// verifies the kernel without compiling it (runner.ConfigureKernel), in
+// the kernel's build queue, since configuring needs the arch's toolchain
+// (in a farm, the build queues' workers have it; the apply job's host
+// may not).
+type ConfigureArgs struct {
+	EvaluationID int64  `json:"evaluation_id"`
+	Gen          int64  `json:"gen"`
+	Key          string `json:"key"`
+}
+
+func (ConfigureArgs) Kind() string { return "configure" }
+
 // BuildArgs is one kernel's build job.
 type BuildArgs struct {
 	EvaluationID int64  `json:"evaluation_id"`
@@ -105,6 +118,10 @@ func jobOpts(queue string, evalID int64, attempts int) *river.InsertOpts {
 
 func applyJob(id, gen int64) river.InsertManyParams {
 	return river.InsertManyParams{Args: ApplyArgs{id, gen}, InsertOpts: jobOpts(QueueApply, id, 3)}
+}
+
+func configureJob(id, gen int64, spec pipelines.BuildSpec) river.InsertManyParams {
+	return river.InsertManyParams{Args: ConfigureArgs{id, gen, spec.Key}, InsertOpts: jobOpts(BuildQueue(spec.Arch), id, 3)}
 }
 
 func buildJob(id, gen int64, spec pipelines.BuildSpec) river.InsertManyParams {
@@ -292,6 +309,48 @@ func (w *applyWorker) Work(ctx context.Context, job *river.Job[ApplyArgs]) error
 	})
 }
 
+type configureWorker struct {
+	river.WorkerDefaults[ConfigureArgs]
+	s *Service
+}
+
+func (w *configureWorker) Work(ctx context.Context, job *river.Job[ConfigureArgs]) error {
+	a := job.Args
+	at := after{id: a.EvaluationID, gen: a.Gen, specs: map[string]pipelines.BuildSpec{}}
+	var f runner.Found
+	return work(w.s, ctx, job, a.EvaluationID, func(env runner.Env) error {
+		specs, err := runner.BuildSpecs(ctx, env, a.EvaluationID)
+		if err != nil {
+			return err
+		}
+		for _, k := range specs {
+			at.specs[k.Key] = k
+			f.Kernels = append(f.Kernels, k.Key)
+		}
+		if at.graph, err = w.s.graph(a.EvaluationID); err != nil {
+			return err
+		}
+		return runner.ConfigureKernel(ctx, env, a.EvaluationID, a.Key)
+	}, func(ctx context.Context, tx *store.Tx) ([]river.InsertManyParams, error) {
+		var err error
+		if f.Configuring, err = w.s.othersUnfinished(ctx, tx, job.ID, a.EvaluationID, ConfigureArgs{}.Kind()); err != nil {
+			return nil, err
+		}
+		// A configure that refused failed the evaluation (the status
+		// first, then its jobs: read here in the other order) and
+		// cancelled the others: no build is ever queued then.
+		if f.Configuring == 0 {
+			switch status, err := w.s.db.Store.EvaluationStatusTx(tx, a.EvaluationID); {
+			case err != nil:
+				return nil, err
+			case status == store.StatusFailed || status == StatusCancelled:
+				return nil, nil
+			}
+		}
+		return w.s.follow(ctx, tx, at, runner.Step{Stage: runner.StageConfigure, Key: a.Key}, f)
+	})
+}
+
 type buildWorker struct {
 	river.WorkerDefaults[BuildArgs]
 	s *Service
@@ -307,7 +366,7 @@ func (w *buildWorker) Work(ctx context.Context, job *river.Job[BuildArgs]) error
 		}
 		return runner.Build(ctx, env, a.EvaluationID, a.Key)
 	}, func(ctx context.Context, tx *store.Tx) ([]river.InsertManyParams, error) {
-		building, err := w.s.othersBuilding(ctx, tx, job)
+		building, err := w.s.othersUnfinished(ctx, tx, job.ID, a.EvaluationID, BuildArgs{}.Kind())
 		if err != nil {
 			return nil, err
 		}
@@ -315,24 +374,24 @@ func (w *buildWorker) Work(ctx context.Context, job *river.Job[BuildArgs]) error
 	})
 }
 
-// othersBuilding is how many other build jobs of job's evaluation are
-// unfinished, read in tx. The builds' transactions take turns here
-// (tx.Lock: SQLite serialises them anyway), so exactly one build sees no
-// other build unfinished and plans the boots (whose job is unique by its
-// arguments besides).
-func (s *Service) othersBuilding(ctx context.Context, tx *store.Tx, job *river.Job[BuildArgs]) (int, error) {
-	id := job.Args.EvaluationID
-	if err := tx.Lock("builds", strconv.FormatInt(id, 10)); err != nil {
+// othersUnfinished is how many other jobs of kind (configure, build) of
+// evaluation id than job are unfinished, read in tx. The jobs'
+// transactions take turns here (tx.Lock: SQLite serialises them anyway),
+// so exactly one of them sees no other unfinished and queues what
+// follows the round (the builds; the boots' planning), whose jobs are
+// unique by their arguments besides.
+func (s *Service) othersUnfinished(ctx context.Context, tx *store.Tx, job, id int64, kind string) (int, error) {
+	if err := tx.Lock(kind+"s", strconv.FormatInt(id, 10)); err != nil {
 		return 0, fail.Infraf("evaluation %d: %w", id, err)
 	}
-	res, err := s.engine.jobListTx(ctx, tx, s.engine.evalJobs(river.NewJobListParams().Kinds(BuildArgs{}.Kind()),
+	res, err := s.engine.jobListTx(ctx, tx, s.engine.evalJobs(river.NewJobListParams().Kinds(kind),
 		id).States(unfinished...).First(1000))
 	if err != nil {
-		return 0, fail.Infraf("river: build jobs of evaluation %d: %w", id, err)
+		return 0, fail.Infraf("river: %s jobs of evaluation %d: %w", kind, id, err)
 	}
 	n := 0
 	for _, j := range res.Jobs {
-		if j.ID != job.ID {
+		if j.ID != job {
 			n++
 		}
 	}
@@ -445,6 +504,7 @@ func (w *notifyWorker) Work(ctx context.Context, job *river.Job[NotifyArgs]) err
 
 func (s *Service) addWorkers(w *river.Workers) {
 	river.AddWorker(w, &applyWorker{s: s})
+	river.AddWorker(w, &configureWorker{s: s})
 	river.AddWorker(w, &buildWorker{s: s})
 	river.AddWorker(w, &bootWorker{s: s})
 	river.AddWorker(w, &moreWorker{s: s})

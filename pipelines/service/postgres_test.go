@@ -89,8 +89,9 @@ func TestOpenDBPostgres(t *testing.T) {
 // three times while the service runs the real chain: while it is idle,
 // while the apply job runs (or right after it), and while a kernel build
 // runs. The service reconnects and goes on: the submission, apply's
-// record and the build jobs it queued, the build, cancel and its jobs'
-// states are all there afterwards, each once.
+// record and the configure jobs it queued, the build jobs the last
+// configure queued, the build, cancel and its jobs' states are all there
+// afterwards, each once.
 func TestPostgresRestart(t *testing.T) {
 	repo := testenv.LinuxTree(t)
 	inbox := testinbox.Start(t, backport)
@@ -156,8 +157,8 @@ func TestPostgresRestart(t *testing.T) {
 		}
 		return true
 	})
-	if n := jobs(); n["apply/completed"] != 1 || n["build/cancelled"] != 3 || len(n) != 2 {
-		t.Errorf("jobs after the restarts %v: want apply completed once and the 3 builds cancelled, nothing else", n)
+	if n := jobs(); n["apply/completed"] != 1 || n["configure/completed"] != 3 || n["build/cancelled"] != 3 || len(n) != 3 {
+		t.Errorf("jobs after the restarts %v: want apply completed once, the 3 configures completed and the 3 builds cancelled, nothing else", n)
 	}
 	if a, err := s.Store().AppliedOf(id); err != nil || a == nil || len(a.Commits) != 1 {
 		t.Errorf("applied series after the restarts: %+v %v; want one commit", a, err)
