@@ -515,93 +515,208 @@ func LoadArtifact(dir string) (*Artifact, error) {
 
 // run composes the config, verifies it, compiles and stores the artifact.
 // The workspace lock is held.
+//
+// The recipe's config directory is locked while the config is composed;
+// its workspace (sources, O=) only while compiling, so config-only
+// requests never wait for a compile.
 func (j *job) run(ctx context.Context) (*Artifact, error) {
-	start := time.Now()
-	meta := j.newMeta(start)
-	// The recipe's config directory is locked while the config is
-	// composed; its workspace (sources, O=) only while compiling, so
-	// config-only requests never wait for a compile.
-	if err := os.MkdirAll(j.cfgOut, 0o755); err != nil {
-		return nil, classifyIO(j, err)
+	b := &buildRun{job: j, ctx: ctx, start: time.Now()}
+	b.meta = j.newMeta(b.start)
+	if err := b.lockConfig(); err != nil {
+		return nil, err
 	}
-	cunlock, err := lockFile(ctx, j.cfgOut+".lock", func() {
+	defer b.unlockConfig()
+	if a := b.cachedRecipe(); a != nil {
+		return a, nil
+	}
+	if err := b.openLog(); err != nil {
+		return nil, err
+	}
+	defer os.Remove(b.logPath)
+	defer b.logf.Close()
+	if err := b.setUpCompilerCache(); err != nil {
+		return b.failed(err)
+	}
+	if err := b.composeConfig(); err != nil {
+		return b.failed(err)
+	}
+	if j.opts.ConfigOnly {
+		return b.storeConfig()
+	}
+	if a := b.cachedBuild(" (same final .config)"); a != nil {
+		// Another recipe gave the same final .config for this tree.
+		return a, nil
+	}
+	b.unlockConfig()
+	if err := b.lockWorkspace(); err != nil {
+		return b.failed(err)
+	}
+	defer b.wunlock()
+	if a := b.cachedBuild(""); a != nil {
+		return a, nil
+	}
+	release, err := b.checkOutSources()
+	if err != nil {
+		return b.failed(err)
+	}
+	defer release()
+	if err := b.distrustInterrupted(); err != nil {
+		return b.failed(err)
+	}
+	if err := b.configureBuildDir(); err != nil {
+		return b.failed(err)
+	}
+	if err := b.compile(); err != nil {
+		return b.failed(err)
+	}
+	return b.storeBuild()
+}
+
+// buildRun is the state of one job.run, filled step by step.
+type buildRun struct {
+	job   *job
+	ctx   context.Context
+	start time.Time
+	meta  Metadata
+
+	cunlock   func() // unlocks the recipe's config directory
+	cfgLocked bool
+	wunlock   func() // unlocks the recipe's workspace
+
+	logf    *os.File
+	logPath string
+	logw    io.Writer // the build log, and opts.Log
+	out     string    // the O= directory: the config's, then the workspace's
+
+	lineage  []string
+	kccCmd   string
+	kccLayer string
+	kccRead  []string
+
+	final   []byte  // the verified .config
+	key     string  // the artifact's cache key
+	sources string  // the state the workspace's sources were checked out in
+	r       *runner // the compile's runner
+}
+
+// failed records a failed build (its log, metadata) and returns its error.
+func (b *buildRun) failed(err error) (*Artifact, error) {
+	return b.job.recordFailure(b.meta, err, b.start, b.logPath, b.out)
+}
+
+// lockConfig locks the recipe's config directory.
+func (b *buildRun) lockConfig() error {
+	j := b.job
+	if err := os.MkdirAll(j.cfgOut, 0o755); err != nil {
+		return classifyIO(j, err)
+	}
+	cunlock, err := lockFile(b.ctx, j.cfgOut+".lock", func() {
 		j.opts.Progress.Status("%s: waiting for another build configuring the same recipe", j.label)
 	})
 	if err != nil {
-		return nil, err
+		return err
 	}
-	cfgLocked := true
-	defer func() {
-		if cfgLocked {
-			cunlock()
-		}
-	}()
-	if !j.opts.NoCache && !j.opts.ConfigOnly {
-		if a := j.lookupIndex(); a != nil {
-			j.opts.Progress.Printf("%s: cached %s", j.label, a.Dir)
-			return a, nil
-		}
+	b.cunlock, b.cfgLocked = cunlock, true
+	return nil
+}
+
+// unlockConfig unlocks the recipe's config directory, if it is still
+// locked.
+func (b *buildRun) unlockConfig() {
+	if b.cfgLocked {
+		b.cunlock()
+		b.cfgLocked = false
 	}
-	out, home := filepath.Join(j.cfgOut, "out"), filepath.Join(j.cfgOut, "home")
-	for _, d := range []string{out, home} {
+}
+
+// cachedRecipe is the artifact the index holds for the job's (tree,
+// recipe, targets), or nil (or with NoCache or ConfigOnly).
+func (b *buildRun) cachedRecipe() *Artifact {
+	j := b.job
+	if j.opts.NoCache || j.opts.ConfigOnly {
+		return nil
+	}
+	a := j.lookupIndex()
+	if a != nil {
+		j.opts.Progress.Printf("%s: cached %s", j.label, a.Dir)
+	}
+	return a
+}
+
+// openLog makes the config directory's O= and home directories and opens
+// the build log in it.
+func (b *buildRun) openLog() error {
+	j := b.job
+	b.out = filepath.Join(j.cfgOut, "out")
+	for _, d := range []string{b.out, filepath.Join(j.cfgOut, "home")} {
 		if err := os.MkdirAll(d, 0o755); err != nil {
-			return nil, fail.Infra(fmt.Errorf("build workspace: %w", err))
+			return fail.Infra(fmt.Errorf("build workspace: %w", err))
 		}
 	}
 	logf, err := os.CreateTemp(j.cfgOut, "build-*.log")
 	if err != nil {
-		return nil, fail.Infra(fmt.Errorf("build log: %w", err))
+		return fail.Infra(fmt.Errorf("build log: %w", err))
 	}
-	logPath := logf.Name()
-	defer os.Remove(logPath)
-	defer logf.Close()
-	var logw io.Writer = logf
+	b.logf, b.logPath = logf, logf.Name()
+	b.logw = logf
 	if j.opts.Log != nil {
-		logw = io.MultiWriter(logf, j.opts.Log)
+		b.logw = io.MultiWriter(logf, j.opts.Log)
 	}
-	failWith := func(err error, phase string) (*Artifact, error) {
-		return j.recordFailure(meta, err, start, logPath, out)
-	}
+	return nil
+}
 
+// setUpCompilerCache finds the compiler cache wrapper and the kcc layers
+// of the commit's lineage (its own made ready).
+func (b *buildRun) setUpCompilerCache() error {
+	j := b.job
 	kccCmd, err := j.compilerCache()
 	if err != nil {
-		return failWith(err, "config")
+		return err
 	}
-	if kccCmd == "" && meta.Build.CompilerCache == "kcc" {
-		meta.Build.CompilerCache = "none" // the wrapper could not run here
+	b.kccCmd = kccCmd
+	if kccCmd == "" && b.meta.Build.CompilerCache == "kcc" {
+		b.meta.Build.CompilerCache = "none" // the wrapper could not run here
 	}
-	lineage := j.ancestry
-	if len(lineage) == 0 {
-		lineage = j.lineage()
+	b.lineage = j.ancestry
+	if len(b.lineage) == 0 {
+		b.lineage = j.lineage()
 	}
-	kccLayer, kccRead := j.kccLayers(lineage)
+	b.kccLayer, b.kccRead = j.kccLayers(b.lineage)
 	if kccCmd != "" {
-		if err := os.MkdirAll(kccLayer, 0o755); err != nil {
-			return failWith(classifyIO(j, err), "config")
+		if err := os.MkdirAll(b.kccLayer, 0o755); err != nil {
+			return classifyIO(j, err)
 		}
 	}
-	newRunner := func(src, out, home string) *runner {
-		return &runner{arch: j.arch, tc: j.tc, src: src, out: out, home: home, cacheDir: j.opts.CacheDir,
-			ws: j.cache, nice: j.opts.Nice, noNetwork: j.opts.NoNetwork,
-			timestamp: j.when.UTC().Format("Mon Jan 2 15:04:05 UTC 2006"), label: j.label,
-			progress: j.opts.Progress, jobserver: j.js, jobs: j.opts.Jobs, kcc: kccCmd,
-			kccLayer: kccLayer, kccRead: kccRead, unsandboxed: j.opts.Unsandboxed, limits: j.opts.Limits}
-	}
-	if _, err := j.claimWorkspace(j.cfgOut, lineage); err != nil {
-		return failWith(classifyIO(j, err), "config")
-	}
+	return nil
+}
 
-	// Config: composed and verified in the (repo, arch) config sources,
-	// held at j.commit while olddefconfig runs.
-	t0 := time.Now()
-	cst, crelease, err := j.acquireSource(ctx, j.cfgSrc)
-	if err != nil {
-		return failWith(err, "checkout")
+// newRunner is a runner of make in src with O=out.
+func (b *buildRun) newRunner(src, out, home string) *runner {
+	j := b.job
+	return &runner{arch: j.arch, tc: j.tc, src: src, out: out, home: home, cacheDir: j.opts.CacheDir,
+		ws: j.cache, nice: j.opts.Nice, noNetwork: j.opts.NoNetwork,
+		timestamp: j.when.UTC().Format("Mon Jan 2 15:04:05 UTC 2006"), label: j.label,
+		progress: j.opts.Progress, jobserver: j.js, jobs: j.opts.Jobs, kcc: b.kccCmd,
+		kccLayer: b.kccLayer, kccRead: b.kccRead, unsandboxed: j.opts.Unsandboxed, limits: j.opts.Limits}
+}
+
+// composeConfig composes and verifies the config in the (repo, arch)
+// config sources, held at j.commit while olddefconfig runs, and sets the
+// artifact's cache key from it.
+func (b *buildRun) composeConfig() error {
+	j, meta := b.job, &b.meta
+	if _, err := j.claimWorkspace(j.cfgOut, b.lineage); err != nil {
+		return classifyIO(j, err)
 	}
-	fmt.Fprintf(logw, "# config sources %s at %s (tree %s): %s\n", j.cfgSrc, j.commit, j.tree, cst)
-	cr := newRunner(j.cfgSrc, out, home)
+	t0 := time.Now()
+	cst, crelease, err := j.acquireSource(b.ctx, j.cfgSrc)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(b.logw, "# config sources %s at %s (tree %s): %s\n", j.cfgSrc, j.commit, j.tree, cst)
+	cr := b.newRunner(j.cfgSrc, b.out, filepath.Join(j.cfgOut, "home"))
 	j.opts.Progress.Status("%s: configuring (%s)", j.label, j.req.BaseConfig)
-	final, warnings, err := j.configure(ctx, cr, logw, logPath)
+	final, warnings, err := j.configure(b.ctx, cr, b.logw, b.logPath)
 	crelease()
 	meta.Build.ReproducerCmdline = j.reproducer(cr)
 	meta.Build.Environment = map[string]string{}
@@ -611,110 +726,145 @@ func (j *job) run(ctx context.Context) (*Artifact, error) {
 	}
 	meta.Patcheval.Isolation = cr.iso
 	if err != nil {
-		return failWith(err, "config")
+		return err
 	}
 	meta.Results.Duration["config"] = time.Since(t0).Seconds()
 	meta.Patcheval.ConfigWarnings = warnings
 	meta.Patcheval.ConfigHash = ConfigHash(final)
+	b.final = final
 	// v2: the build environment pins KBUILD_BUILD_VERSION (v1 kernels
 	// carry the O= directory's link count in their version string).
-	key := sha256hex([]byte("build/v2"), []byte(j.tree), final, []byte(j.tc.ID()), []byte(j.arch.Name),
+	b.key = sha256hex([]byte("build/v2"), []byte(j.tree), final, []byte(j.tc.ID()), []byte(j.arch.Name),
 		[]byte(strings.Join(j.targets, " ")))
-	meta.Patcheval.CacheKey = key
-	if j.opts.ConfigOnly {
-		meta.Results.Status = "PASS"
-		meta.Results.Duration["total"] = time.Since(start).Seconds()
-		dir := filepath.Join(j.cache, "configs", j.indexKey[:24])
-		os.RemoveAll(dir)
-		if err := os.MkdirAll(dir, 0o755); err != nil {
-			return nil, classifyIO(j, err)
-		}
-		a := &Artifact{Dir: dir, Config: filepath.Join(dir, "config"), Log: filepath.Join(dir, "build.log"),
-			MetadataPath: filepath.Join(dir, "metadata.json"), Meta: meta}
-		if err := os.WriteFile(a.Config, final, 0o644); err != nil {
-			return nil, classifyIO(j, err)
-		}
-		copyFile(logPath, a.Log)
-		data, _ := json.MarshalIndent(meta, "", "  ")
-		os.WriteFile(a.MetadataPath, append(data, '\n'), 0o644)
-		return a, nil
-	}
-	if !j.opts.NoCache {
-		if a := j.loadArtifact(key); a != nil {
-			// Another recipe gave the same final .config for this tree.
-			j.writeIndex(key)
-			j.opts.Progress.Printf("%s: cached %s (same final .config)", j.label, a.Dir)
-			return a, nil
-		}
-	}
+	meta.Patcheval.CacheKey = b.key
+	return nil
+}
 
-	// Compile: the recipe's own sources (moved incrementally to j.commit)
-	// and O= directory, kept between builds.
-	cunlock()
-	cfgLocked = false
+// storeConfig stores the config-only artifact (config, log, metadata).
+func (b *buildRun) storeConfig() (*Artifact, error) {
+	j, meta := b.job, b.meta
+	meta.Results.Status = "PASS"
+	meta.Results.Duration["total"] = time.Since(b.start).Seconds()
+	dir := filepath.Join(j.cache, "configs", j.indexKey[:24])
+	os.RemoveAll(dir)
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return nil, classifyIO(j, err)
+	}
+	a := &Artifact{Dir: dir, Config: filepath.Join(dir, "config"), Log: filepath.Join(dir, "build.log"),
+		MetadataPath: filepath.Join(dir, "metadata.json"), Meta: meta}
+	if err := os.WriteFile(a.Config, b.final, 0o644); err != nil {
+		return nil, classifyIO(j, err)
+	}
+	copyFile(b.logPath, a.Log)
+	data, _ := json.MarshalIndent(meta, "", "  ")
+	os.WriteFile(a.MetadataPath, append(data, '\n'), 0o644)
+	return a, nil
+}
+
+// cachedBuild is the passed artifact stored under the build's key
+// (indexed for the recipe), or nil (or with NoCache).
+func (b *buildRun) cachedBuild(note string) *Artifact {
+	j := b.job
+	if j.opts.NoCache {
+		return nil
+	}
+	a := j.loadArtifact(b.key)
+	if a != nil {
+		j.writeIndex(b.key)
+		j.opts.Progress.Printf("%s: cached %s%s", j.label, a.Dir, note)
+	}
+	return a
+}
+
+// lockWorkspace makes the recipe's workspace (kept between builds) and
+// locks it.
+func (b *buildRun) lockWorkspace() error {
+	j := b.job
 	for _, d := range []string{"out", "home"} {
 		if err := os.MkdirAll(filepath.Join(j.ws, d), 0o755); err != nil {
-			return failWith(classifyIO(j, err), "build")
+			return classifyIO(j, err)
 		}
 	}
-	wunlock, err := lockFile(ctx, j.ws+".lock", func() {
+	wunlock, err := lockFile(b.ctx, j.ws+".lock", func() {
 		j.opts.Progress.Status("%s: waiting for another build in the same workspace", j.label)
 	})
 	if err != nil {
-		return failWith(err, "build")
+		return err
 	}
-	defer wunlock()
-	if !j.opts.NoCache {
-		if a := j.loadArtifact(key); a != nil {
-			j.writeIndex(key)
-			j.opts.Progress.Printf("%s: cached %s", j.label, a.Dir)
-			return a, nil
-		}
-	}
-	if emptied, err := j.claimWorkspace(j.ws, lineage); err != nil {
-		return failWith(classifyIO(j, err), "build")
+	b.wunlock = wunlock
+	return nil
+}
+
+// checkOutSources claims the workspace for the commit's lineage and
+// moves its sources (incrementally) to j.commit. The sources are held
+// until release.
+func (b *buildRun) checkOutSources() (release func(), err error) {
+	j := b.job
+	if emptied, err := j.claimWorkspace(j.ws, b.lineage); err != nil {
+		return nil, classifyIO(j, err)
 	} else if emptied {
-		fmt.Fprintf(logw, "# %s: last built from a commit that is not an ancestor of %s: emptied, built afresh\n", j.ws, j.commit)
+		fmt.Fprintf(b.logw, "# %s: last built from a commit that is not an ancestor of %s: emptied, built afresh\n", j.ws, j.commit)
 	}
-	out = filepath.Join(j.ws, "out")
-	t0 = time.Now()
-	st, release, err := j.acquireSource(ctx, j.srcDir)
+	b.out = filepath.Join(j.ws, "out")
+	t0 := time.Now()
+	st, release, err := j.acquireSource(b.ctx, j.srcDir)
 	if err != nil {
-		return failWith(err, "checkout")
+		return nil, err
 	}
-	defer release()
-	meta.Results.Duration["checkout"] = time.Since(t0).Seconds()
-	// A build killed here before (another process, or this machine before
-	// it was lost) may have left half-written files: not trusted.
+	b.meta.Results.Duration["checkout"] = time.Since(t0).Seconds()
+	b.sources = st
+	return release, nil
+}
+
+// distrustInterrupted removes what a build killed in O= before (another
+// process, or this machine before it was lost) left half-written, notes
+// whether the build is incremental and logs the sources' state.
+func (b *buildRun) distrustInterrupted() error {
+	j, out := b.job, b.out
 	if n, err := distrustInterrupted(out); err != nil {
-		return failWith(classifyIO(j, err), "build")
+		return classifyIO(j, err)
 	} else if n > 0 {
-		fmt.Fprintf(logw, "# %s: an earlier make here was interrupted: %d file(s) it was writing removed, to be made again\n", out, n)
+		fmt.Fprintf(b.logw, "# %s: an earlier make here was interrupted: %d file(s) it was writing removed, to be made again\n", out, n)
 		j.opts.Progress.Printf("%s: an earlier build in %s was interrupted: %d half-written file(s) made again", j.label, out, n)
 	}
 	_, statErr := os.Stat(filepath.Join(out, "vmlinux"))
-	meta.Build.Incremental = statErr == nil
-	fmt.Fprintf(logw, "# sources %s at %s: %s\n", j.srcDir, j.commit, st)
-	r := newRunner(j.srcDir, out, filepath.Join(j.ws, "home"))
-	if err := writeBelow(out, ".config", final); err != nil {
-		return failWith(classifyIO(j, err), "config")
+	b.meta.Build.Incremental = statErr == nil
+	fmt.Fprintf(b.logw, "# sources %s at %s: %s\n", j.srcDir, j.commit, b.sources)
+	return nil
+}
+
+// configureBuildDir writes the verified .config into O= and checks that
+// olddefconfig there leaves it as it was.
+func (b *buildRun) configureBuildDir() error {
+	j, out := b.job, b.out
+	b.r = b.newRunner(j.srcDir, out, filepath.Join(j.ws, "home"))
+	r := b.r
+	if err := writeBelow(out, ".config", b.final); err != nil {
+		return classifyIO(j, err)
 	}
-	if lines, err := r.run(ctx, logw, false, "olddefconfig"); err != nil {
-		return failWith(r.makeFailure(ctx, err, lines, logPath), "config")
+	if lines, err := r.run(b.ctx, b.logw, false, "olddefconfig"); err != nil {
+		return r.makeFailure(b.ctx, err, lines, b.logPath)
 	}
-	if again, err := readBelow(out, ".config"); err != nil || !sameSymbols(again, final) {
-		return failWith(&InfraError{Arch: j.arch.Name, Variant: j.req.Variant, Reason: "make",
-			Msg: "olddefconfig in the build directory changed the verified .config (sources at two different states?)"}, "config")
+	if again, err := readBelow(out, ".config"); err != nil || !sameSymbols(again, b.final) {
+		return &InfraError{Arch: j.arch.Name, Variant: j.req.Variant, Reason: "make",
+			Msg: "olddefconfig in the build directory changed the verified .config (sources at two different states?)"}
 	}
-	t0 = time.Now()
+	return nil
+}
+
+// compile makes the targets (an interrupted make's files marked as such)
+// and, if asked, verifies the compiler cache's objects.
+func (b *buildRun) compile() error {
+	j, r, out, meta := b.job, b.r, b.out, &b.meta
+	t0 := time.Now()
 	j.opts.Progress.Status("%s: make %s", j.label, strings.Join(j.targets, " "))
 	// Written after the configuration (olddefconfig's files predate
 	// it): what an interrupted compile wrote is what is newer.
 	if err := markRunning(out); err != nil {
-		return failWith(classifyIO(j, err), "build")
+		return classifyIO(j, err)
 	}
 	os.Remove(r.statsLog())
-	lines, err := r.run(ctx, logw, true, j.targets...)
+	lines, err := r.run(b.ctx, b.logw, true, j.targets...)
 	meta.Results.CCacheHits, meta.Results.CCacheMisses = r.ccacheStats()
 	meta.Build.MakeCommand = r.makeArgs(j.targets...)
 	meta.Results.Duration["build"] = time.Since(t0).Seconds()
@@ -722,23 +872,31 @@ func (j *job) run(ctx context.Context) (*Artifact, error) {
 	meta.Results.ObjectsCompiled = objectCount(lines)
 	meta.Patcheval.Isolation = r.iso
 	if err != nil {
-		if madeItsOwnExit(ctx, err, j.srcDir) {
+		if madeItsOwnExit(b.ctx, err, j.srcDir) {
 			// Make ended by itself and Kbuild deleted what it could not
 			// finish: the next build need not walk the directory.
 			os.Remove(filepath.Join(out, runningMark))
 		}
-		ferr := r.makeFailure(ctx, err, lines, logPath)
+		ferr := r.makeFailure(b.ctx, err, lines, b.logPath)
 		setVariant(ferr, j.req.Variant)
-		return failWith(ferr, "build")
+		return ferr
 	}
 	if j.opts.VerifyCompilerCache > 0 && r.kcc != "" {
-		n, err := r.verifyKCC(ctx, j.opts.VerifyCompilerCache, logw)
+		n, err := r.verifyKCC(b.ctx, j.opts.VerifyCompilerCache, b.logw)
 		meta.Results.CompilerCacheVerified = n
 		if err != nil {
 			setVariant(err, j.req.Variant)
-			return failWith(err, "build")
+			return err
 		}
 	}
+	return nil
+}
+
+// storeBuild stores the passed artifact (with the kernel's release and
+// what was compiled, for the series' build coverage), indexes it for the
+// recipe and trims the kcc layers.
+func (b *buildRun) storeBuild() (*Artifact, error) {
+	j, out, meta := b.job, b.out, &b.meta
 	if rel, err := readBelow(out, "include/config/kernel.release"); err == nil {
 		meta.Source.KernelRelease = strings.TrimSpace(string(rel))
 		v := meta.Source.KernelRelease
@@ -749,23 +907,23 @@ func (j *job) run(ctx context.Context) (*Artifact, error) {
 	}
 	os.Remove(filepath.Join(out, runningMark))
 	meta.Results.Status = "PASS"
-	meta.Results.Duration["total"] = time.Since(start).Seconds()
+	meta.Results.Duration["total"] = time.Since(b.start).Seconds()
 	// What was compiled, for the series' build coverage (build/coverage).
 	rec, recErr := coverage.FromObjDir(j.srcDir, out)
 	if recErr != nil {
-		fmt.Fprintf(logw, "# coverage record: %v\n", recErr)
+		fmt.Fprintf(b.logw, "# coverage record: %v\n", recErr)
 	}
-	logf.Sync()
-	a, err := j.store(key, meta, out, logPath)
+	b.logf.Sync()
+	a, err := j.store(b.key, *meta, out, b.logPath)
 	if err != nil {
 		return nil, err
 	}
 	if recErr == nil {
 		writeAtomic(filepath.Join(a.Dir, CoverageFile), rec.Encode())
 	}
-	j.writeIndex(key)
+	j.writeIndex(b.key)
 	j.opts.Progress.Printf("%s: built %s in %s (%d objects, %d compiled, %d from %s%s)", j.label, filepath.Base(a.Image),
-		time.Since(start).Round(time.Second), meta.Results.ObjectsCompiled, meta.Results.ObjectsCompiled-meta.Results.CCacheHits,
+		time.Since(b.start).Round(time.Second), meta.Results.ObjectsCompiled, meta.Results.ObjectsCompiled-meta.Results.CCacheHits,
 		meta.Results.CCacheHits, meta.Build.CompilerCache, map[bool]string{true: ", incremental"}[meta.Build.Incremental])
 	if meta.Build.CompilerCache == "kcc" {
 		kcc.Trim(filepath.Join(j.opts.CacheDir, "kcc", "layers"), kccMaxBytes)
