@@ -289,18 +289,10 @@ type applyWorker struct {
 
 func (w *applyWorker) Work(ctx context.Context, job *river.Job[ApplyArgs]) error {
 	a := job.Args
-	at := after{id: a.EvaluationID, gen: a.Gen, specs: map[string]pipelines.BuildSpec{}}
+	at := after{id: a.EvaluationID, gen: a.Gen}
 	var f runner.Found
 	return work(w.s, ctx, job, a.EvaluationID, func(env runner.Env) error {
-		specs, err := runner.BuildSpecs(ctx, env, a.EvaluationID)
-		if err != nil {
-			return err
-		}
-		for _, k := range specs {
-			at.specs[k.Key] = k
-			f.Kernels = append(f.Kernels, k.Key)
-		}
-		if at.graph, err = w.s.graph(a.EvaluationID); err != nil {
+		if err := w.s.readKernels(ctx, env, &at, &f); err != nil {
 			return err
 		}
 		return runner.Apply(ctx, env, a.EvaluationID)
@@ -316,18 +308,10 @@ type configureWorker struct {
 
 func (w *configureWorker) Work(ctx context.Context, job *river.Job[ConfigureArgs]) error {
 	a := job.Args
-	at := after{id: a.EvaluationID, gen: a.Gen, specs: map[string]pipelines.BuildSpec{}}
+	at := after{id: a.EvaluationID, gen: a.Gen}
 	var f runner.Found
 	return work(w.s, ctx, job, a.EvaluationID, func(env runner.Env) error {
-		specs, err := runner.BuildSpecs(ctx, env, a.EvaluationID)
-		if err != nil {
-			return err
-		}
-		for _, k := range specs {
-			at.specs[k.Key] = k
-			f.Kernels = append(f.Kernels, k.Key)
-		}
-		if at.graph, err = w.s.graph(a.EvaluationID); err != nil {
+		if err := w.s.readKernels(ctx, env, &at, &f); err != nil {
 			return err
 		}
 		return runner.ConfigureKernel(ctx, env, a.EvaluationID, a.Key)
@@ -349,6 +333,23 @@ func (w *configureWorker) Work(ctx context.Context, job *river.Job[ConfigureArgs
 		}
 		return w.s.follow(ctx, tx, at, runner.Step{Stage: runner.StageConfigure, Key: a.Key}, f)
 	})
+}
+
+// readKernels fills at's kernels and graph and f's kernel keys for the
+// apply and configure steps, whose follow-ups (configures, builds) are
+// one job per kernel of the evaluation.
+func (s *Service) readKernels(ctx context.Context, env runner.Env, at *after, f *runner.Found) error {
+	specs, err := runner.BuildSpecs(ctx, env, at.id)
+	if err != nil {
+		return err
+	}
+	at.specs = map[string]pipelines.BuildSpec{}
+	for _, k := range specs {
+		at.specs[k.Key] = k
+		f.Kernels = append(f.Kernels, k.Key)
+	}
+	at.graph, err = s.graph(at.id)
+	return err
 }
 
 type buildWorker struct {
