@@ -111,13 +111,9 @@ func Build(ctx context.Context, env Env, id int64, key string) (err error) {
 	if err := ctx.Err(); err != nil {
 		return fail.Infra(err) // interrupted: start nothing
 	}
-	ev, err := load(env, id)
+	ev, spec, err := loadKernel(env, id, key)
 	if err != nil {
 		return err
-	}
-	spec, ok := specByKey(ev.p, key)
-	if !ok {
-		return fail.Inputf("evaluation %d: pipeline %s has no kernel %q", id, ev.p.Name, key)
 	}
 	if art, err := builtArtifact(env, id, spec); err != nil || art != nil {
 		return err
@@ -209,6 +205,20 @@ func buildAll(ctx context.Context, env Env, id int64, keys []string) error {
 		}
 	}
 	return nil
+}
+
+// loadKernel is load plus kernel key's build of the evaluation's
+// pipeline; a key the pipeline does not have is bad input.
+func loadKernel(env Env, id int64, key string) (*evaluation, pipelines.BuildSpec, error) {
+	ev, err := load(env, id)
+	if err != nil {
+		return nil, pipelines.BuildSpec{}, err
+	}
+	spec, ok := specByKey(ev.p, key)
+	if !ok {
+		return nil, pipelines.BuildSpec{}, fail.Inputf("evaluation %d: pipeline %s has no kernel %q", id, ev.p.Name, key)
+	}
+	return ev, spec, nil
 }
 
 func specByKey(p *pipelines.Pipeline, key string) (pipelines.BuildSpec, bool) {

@@ -54,13 +54,9 @@ func Configure(ctx context.Context, env Env, id int64) (map[string]error, error)
 // it failed.
 func ConfigureKernel(ctx context.Context, env Env, id int64, key string) (err error) {
 	defer failed(ctx, env, id, &err)
-	ev, err := load(env, id)
+	ev, spec, err := loadKernel(env, id, key)
 	if err != nil {
 		return err
-	}
-	spec, ok := specByKey(ev.p, key)
-	if !ok {
-		return fail.Inputf("evaluation %d: pipeline %s has no kernel %q", id, ev.p.Name, key)
 	}
 	r, err := configureOne(ctx, env, id, ev, spec)
 	if err != nil || r == nil {
