@@ -82,7 +82,10 @@ func TestSubmitStopsWhenClientLeaves(t *testing.T) {
 		time.Sleep(50 * time.Millisecond)
 	}
 	t.Logf("serve stopped %s after the client left", time.Since(left).Round(time.Millisecond))
-	if l := log.String(); !strings.Contains(l, "stopped after") || !strings.Contains(l, "context canceled") {
+	// Parsing and resolving say "stopped after N of M", threading
+	// "stopped while <step> (N of M messages)": which one the client's
+	// leaving meets depends on the machine's speed.
+	if l := log.String(); !(strings.Contains(l, "stopped after") || strings.Contains(l, "stopped while")) || !strings.Contains(l, "context canceled") {
 		t.Errorf("the log does not say the work stopped part-way:\n%s", l)
 	}
 }
