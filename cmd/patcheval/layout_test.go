@@ -21,17 +21,7 @@ func TestImportsRunOneWay(t *testing.T) {
 	layer := map[string]int{"internal": 0, "mbox": 1, "series": 2, "build": 2, "evaluate": 2, "pipelines": 3, "cmd": 4, "scripts": 4, "bench": 4}
 	root := testenv.ModuleRoot()
 	checked := 0
-	err := filepath.WalkDir(root, func(path string, d fs.DirEntry, err error) error {
-		if err != nil {
-			return err
-		}
-		if d.IsDir() && (d.Name() == ".git" || d.Name() == "testdata") {
-			return filepath.SkipDir
-		}
-		if d.IsDir() || !strings.HasSuffix(path, ".go") || strings.HasSuffix(path, "_test.go") {
-			return nil
-		}
-		rel, _ := filepath.Rel(root, path)
+	err := walkSources(root, func(path, rel string) error {
 		top := strings.Split(filepath.ToSlash(rel), "/")[0]
 		from, ok := layer[top]
 		if !ok {
@@ -63,6 +53,24 @@ func TestImportsRunOneWay(t *testing.T) {
 	}
 }
 
+// walkSources calls fn with the path and the module-relative name of
+// every Go source file under root (tests, testdata and .git aside).
+func walkSources(root string, fn func(path, rel string) error) error {
+	return filepath.WalkDir(root, func(path string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if d.IsDir() && (d.Name() == ".git" || d.Name() == "testdata") {
+			return filepath.SkipDir
+		}
+		if d.IsDir() || !strings.HasSuffix(path, ".go") || strings.HasSuffix(path, "_test.go") {
+			return nil
+		}
+		rel, _ := filepath.Rel(root, path)
+		return fn(path, rel)
+	})
+}
+
 // maxFuncLines is the developers' guide's limit on a function's length.
 const maxFuncLines = 120
 
@@ -74,21 +82,11 @@ func TestNoLongFunctions(t *testing.T) {
 	root := testenv.ModuleRoot()
 	fset := token.NewFileSet()
 	funcs := 0
-	err := filepath.WalkDir(root, func(path string, d fs.DirEntry, err error) error {
-		if err != nil {
-			return err
-		}
-		if d.IsDir() && (d.Name() == ".git" || d.Name() == "testdata") {
-			return filepath.SkipDir
-		}
-		if d.IsDir() || !strings.HasSuffix(path, ".go") || strings.HasSuffix(path, "_test.go") {
-			return nil
-		}
+	err := walkSources(root, func(path, rel string) error {
 		f, err := parser.ParseFile(fset, path, nil, parser.SkipObjectResolution)
 		if err != nil {
 			return err
 		}
-		rel, _ := filepath.Rel(root, path)
 		for _, long := range longFunctions(fset, f, maxFuncLines) {
 			t.Errorf("%s: %s: over %d lines: make it named steps", rel, long, maxFuncLines)
 		}
