@@ -302,6 +302,24 @@ type Target struct {
 	KVM string `json:"kvm"`
 	// Cmdline is added to every variant's kernel command line.
 	Cmdline string `json:"cmdline,omitempty"`
+	// MaxLostBoots is how many boots in a row may fail for infrastructure
+	// reasons (a lost machine, a QEMU that does not start), each after
+	// the target's own retries, before the evaluation stops as an
+	// infrastructure failure instead of trying every boot left; 0 is
+	// DefaultMaxLostBoots (LostBoots).
+	MaxLostBoots int `json:"max_lost_boots,omitempty"`
+}
+
+// DefaultMaxLostBoots is Target.MaxLostBoots when a pipeline sets none.
+const DefaultMaxLostBoots = 3
+
+// LostBoots is the target's budget of boots in a row that may fail for
+// infrastructure reasons (Target.MaxLostBoots).
+func (t Target) LostBoots() int {
+	if t.MaxLostBoots > 0 {
+		return t.MaxLostBoots
+	}
+	return DefaultMaxLostBoots
 }
 
 // Comparison is one pair the report compares: Other against Base.

@@ -311,6 +311,26 @@ func TestMinimalDefaults(t *testing.T) {
 	}
 }
 
+// TestMaxLostBoots: target.max_lost_boots, its default, and that it does
+// not change the evaluation key (raised after the machine came back, it
+// resumes the evaluation the budget stopped).
+func TestMaxLostBoots(t *testing.T) {
+	p, err := Parse([]byte(valid), "min.toml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	five, err := Parse([]byte(valid+"\n[target]\nmax_lost_boots = 5\n"), "five.toml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p.Target.LostBoots() != DefaultMaxLostBoots || five.Target.LostBoots() != 5 {
+		t.Errorf("budgets %d and %d, want %d and 5", p.Target.LostBoots(), five.Target.LostBoots(), DefaultMaxLostBoots)
+	}
+	if p.Hash() != five.Hash() {
+		t.Error("max_lost_boots changed the evaluation key")
+	}
+}
+
 // TestCompareThreshold: [compare] threshold, its defaults (1%, 0.5% when
 // deterministic), and that it does not change the evaluation key.
 func TestCompareThreshold(t *testing.T) {
@@ -397,6 +417,7 @@ func TestMalformed(t *testing.T) {
 		{"initrd without kexec", "deterministic = true", "deterministic = false\n[target]\nhost = \"ssh://root@box\"\nboot_hook = \"x\"\ninitrd = \"min.toml\"", 6, "set boot = \"kexec\""},
 		{"kexec on qemu", "", "[target]\nboot = \"kexec\"\n", 23, "target.boot, initrd, identity and ssh_options are for kind = \"ssh\""},
 		{"console_log on qemu", "", "[target]\nconsole_log = \"/var/log/conserver/box.log\"\n", 23, "target.console_log is for kind = \"ssh\""},
+		{"max_lost_boots zero", "", "[target]\nmax_lost_boots = 0\n", 23, "target.max_lost_boots = 0: want 1..1000"},
 		{"console_log in no directory", "deterministic = true", "deterministic = false\n[target]\nhost = \"ssh://root@box\"\nboot = \"kexec\"\nconsole_log = \"nodir/box.log\"", 6, "console_log \"nodir/box.log\": no directory"},
 		{"unknown benchmark", `name = "kill"`, `name = "hackbench"`, 17, `unknown benchmark "hackbench"`},
 		{"rcu with iterations", `name = "kill"`, `name = "rcu_sync"`, 18, "calls and runs"},

@@ -153,6 +153,9 @@ func (p *Pipeline) Hash() string {
 	c.Description, c.Warnings = "", nil
 	c.Compare = Compare{} // judging, not measuring
 	c.Tables = nil        // presentation
+	// How many lost boots in a row to bear, not what is measured: raised
+	// after a machine came back, it resumes the same evaluation.
+	c.Target.MaxLostBoots = 0
 	c.Fragments = nil
 	for _, f := range p.Fragments {
 		if f.Path != "" {

@@ -101,6 +101,7 @@ type rawTarget struct {
 	Timeout  string   `toml:"timeout"`
 	KVM      string   `toml:"kvm"`
 	Cmdline  string   `toml:"cmdline"`
+	MaxLost  *int     `toml:"max_lost_boots"`
 }
 
 type rawComparison struct {

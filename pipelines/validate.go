@@ -588,6 +588,12 @@ func (ps *parser) target(p *Pipeline, r *rawTarget) {
 	default:
 		ps.errorf("target.kind", "target.kind %q: want \"qemu\" or \"ssh\"", t.Kind)
 	}
+	if r.MaxLost != nil {
+		t.MaxLostBoots = *r.MaxLost
+		if t.MaxLostBoots < 1 || t.MaxLostBoots > 1000 {
+			ps.errorf("target.max_lost_boots", "target.max_lost_boots = %d: want 1..1000 boots in a row that may fail for infrastructure reasons before the evaluation stops", t.MaxLostBoots)
+		}
+	}
 	if r.SMP != nil {
 		t.SMP = *r.SMP
 		if t.SMP < 1 || t.SMP > 1024 {

@@ -2,6 +2,7 @@ package runner
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strings"
 	"time"
@@ -105,7 +106,56 @@ func Boot(ctx context.Context, env Env, id int64, b evaluate.BootKey) (err error
 	if store.StatusOf(booted.Err) == store.RunFailed {
 		return booted.Err
 	}
-	return nil
+	return lostBudget(env.Store, id, tgt.Name(), ev.p.Target.LostBoots())
+}
+
+// ErrLostBoots is in the error of an evaluation stopped because its
+// boots failed for infrastructure reasons more times in a row than its
+// target allows (pipelines.Target.MaxLostBoots). A queue must not retry
+// the boot: the budget is the evaluation's, not the job's (a retry would
+// spend it again on every attempt of every boot).
+var ErrLostBoots = errors.New("lost-boot budget spent")
+
+// lostBudget is nil, or ErrLostBoots (an infrastructure error naming the
+// target and the last failure) when the last budget boots recorded for
+// evaluation id all failed for infrastructure reasons. A boot a dead
+// worker left unfinished (store.InterruptRuns) counts neither way: the
+// machine was not the cause.
+func lostBudget(st *store.Store, id int64, target string, budget int) error {
+	runs, err := st.RunsOf(id)
+	if err != nil {
+		return err
+	}
+	n, last := lostStreak(runs)
+	if n < budget {
+		return nil
+	}
+	return fail.Infraf("%s: %d boots in a row failed for infrastructure reasons, the last %s #%d: %s: %w: the evaluation stops here instead of trying every boot left (target.max_lost_boots = %d); resume it when the machine is back",
+		target, n, last.Variant, last.Boot+1, firstLine(last.ErrorText), ErrLostBoots, budget)
+}
+
+// interruptedRun is how store.InterruptRuns begins the error of a boot
+// that a dead worker left unfinished.
+const interruptedRun = "interrupted: "
+
+// lostStreak is how many of runs (in the order they began) at the end
+// failed for infrastructure reasons, and the last of them: a measured or
+// failed boot ends the streak; interrupted ones are passed over.
+func lostStreak(runs []store.Run) (n int, last store.Run) {
+	for i := len(runs) - 1; i >= 0; i-- {
+		r := runs[i]
+		if r.Status == store.RunInfra && strings.HasPrefix(r.ErrorText, interruptedRun) {
+			continue
+		}
+		if r.Status != store.RunInfra {
+			break
+		}
+		if n == 0 {
+			last = r
+		}
+		n++
+	}
+	return n, last
 }
 
 // BootPlanOf is evaluation id's plan of boot b (its arch and target): a

@@ -2,6 +2,7 @@ package service
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"path/filepath"
 	"runtime"
@@ -242,6 +243,12 @@ func work[T river.JobArgs](s *Service, ctx context.Context, job *river.Job[T], i
 		}
 		switch fail.KindOf(err) {
 		case fail.KindInput, fail.KindFailed:
+			s.evalFailed(id, job.Kind, err)
+			return river.JobCancel(err)
+		}
+		if errors.Is(err, runner.ErrLostBoots) {
+			// The evaluation's budget of lost boots is spent: another
+			// attempt would boot again on the machine that is gone.
 			s.evalFailed(id, job.Kind, err)
 			return river.JobCancel(err)
 		}
