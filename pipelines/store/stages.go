@@ -117,6 +117,44 @@ func (s *Store) Inputs(evalID int64) (inputs, seriesMbox []byte, err error) {
 	return []byte(in), seriesMbox, nil
 }
 
+// migrationResolvedSeries keeps, beside an evaluation's thread, its
+// series as resolved from it when the evaluation was submitted (a JSON
+// document the runner owns), so that the later stages read it instead of
+// resolving the thread again; empty for an evaluation stored before it.
+const migrationResolvedSeries = `ALTER TABLE evaluation_inputs ADD COLUMN resolved_series TEXT NOT NULL DEFAULT '';`
+
+// SetResolvedSeriesTx stores evaluation id's series as resolved from the
+// thread SetInputsTx stored (nil: none); it follows SetInputsTx, which
+// leaves it as it is.
+func (s *Store) SetResolvedSeriesTx(tx *Tx, evalID int64, series []byte) error {
+	res, err := tx.Exec(`UPDATE evaluation_inputs SET resolved_series = ? WHERE evaluation_id = ?`, string(series), evalID)
+	if err != nil {
+		return fail.Infraf("store: %s: resolved series of evaluation %d: %w", s.where, evalID, err)
+	}
+	if n, err := res.RowsAffected(); err == nil && n == 0 {
+		return fail.Infraf("store: %s: resolved series of evaluation %d: no stored inputs", s.where, evalID)
+	}
+	return nil
+}
+
+// ResolvedSeries returns what SetResolvedSeriesTx stored: nil when
+// nothing was (an evaluation stored before schema 14, or one without a
+// series), an input error like Inputs' without stored inputs.
+func (s *Store) ResolvedSeries(evalID int64) ([]byte, error) {
+	var series string
+	err := s.db.QueryRow(`SELECT resolved_series FROM evaluation_inputs WHERE evaluation_id = ?`, evalID).Scan(&series)
+	if errors.Is(err, sql.ErrNoRows) {
+		return nil, fail.Inputf("store: %s: evaluation %d has no stored inputs (not submitted by a pipeline runner)", s.where, evalID)
+	}
+	if err != nil {
+		return nil, fail.Infraf("store: %s: resolved series of evaluation %d: %w", s.where, evalID, err)
+	}
+	if series == "" {
+		return nil, nil
+	}
+	return []byte(series), nil
+}
+
 // Applied is the series as applied onto the base: the branch head, its
 // tree and the commits in order. Head is "" when the evaluation applies no
 // series (its kernels build the base).

@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"reflect"
+	"slices"
 	"testing"
 	"time"
 
@@ -294,6 +295,75 @@ func TestStageSpans(t *testing.T) {
 		}
 		if b := tm["boot"]; b.Duration != 2*min || b.Busy != 0 {
 			t.Errorf("boot: wall %s, busy %s; want 2m, and no busy time beside it", b.Duration, b.Busy)
+		}
+	})
+}
+
+// TestResolvedSeries: the resolved series is stored beside the inputs,
+// which SetInputsTx replaces without touching it; none is nil; an
+// evaluation stored before schema 14 (migrated) has none and keeps its
+// inputs.
+func TestResolvedSeries(t *testing.T) {
+	eachDB(t, func(t *testing.T, db string) {
+		// A database of the schema before the resolved series, with an
+		// evaluation and its inputs.
+		all := migrations
+		before := slices.Index(all, migrationResolvedSeries)
+		if before < 0 {
+			t.Fatal("no migration adds the resolved series")
+		}
+		migrations = all[:before]
+		s, _ := openTemp(t, db)
+		migrations = all
+		e, _, err := s.CreateOrResumeEvaluation("k", EvaluationMeta{Pipeline: "p"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ctx := context.Background()
+		if err := s.Tx(ctx, func(tx *Tx) error { return s.SetInputsTx(tx, e.ID, []byte(`{"a":1}`), []byte("From x\n")) }); err != nil {
+			t.Fatal(err)
+		}
+		s.Close()
+		s, _ = openTemp(t, db)
+		if v, err := s.Version(); err != nil || v != SchemaVersion() {
+			t.Fatalf("migrated to %d (%v), want %d", v, err, SchemaVersion())
+		}
+		if r, err := s.ResolvedSeries(e.ID); r != nil || err != nil {
+			t.Errorf("resolved series of an evaluation stored before them: %q %v, want none", r, err)
+		}
+		if in, box, err := s.Inputs(e.ID); err != nil || string(in) != `{"a":1}` || string(box) != "From x\n" {
+			t.Errorf("inputs after the migration: %q %q %v", in, box, err)
+		}
+
+		set := func(series []byte) error {
+			return s.Tx(ctx, func(tx *Tx) error { return s.SetResolvedSeriesTx(tx, e.ID, series) })
+		}
+		if err := set([]byte(`{"series":1}`)); err != nil {
+			t.Fatal(err)
+		}
+		if err := s.Tx(ctx, func(tx *Tx) error { return s.SetInputsTx(tx, e.ID, []byte(`{"a":2}`), []byte("From y\n")) }); err != nil {
+			t.Fatal(err)
+		}
+		if r, err := s.ResolvedSeries(e.ID); err != nil || string(r) != `{"series":1}` {
+			t.Errorf("resolved series after new inputs: %q %v", r, err)
+		}
+		if err := set(nil); err != nil {
+			t.Fatal(err)
+		}
+		if r, err := s.ResolvedSeries(e.ID); r != nil || err != nil {
+			t.Errorf("resolved series after none was set: %q %v", r, err)
+		}
+
+		// Without inputs: an input error to read, an error to set.
+		e2, _, err := s.CreateOrResumeEvaluation("k2", EvaluationMeta{Pipeline: "p"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := s.ResolvedSeries(e2.ID); fail.KindOf(err) != fail.KindInput {
+			t.Errorf("resolved series without inputs: %v, want an input error", err)
+		}
+		if err := s.Tx(ctx, func(tx *Tx) error { return s.SetResolvedSeriesTx(tx, e2.ID, []byte("{}")) }); err == nil {
+			t.Error("a resolved series was stored without inputs")
 		}
 	})
 }

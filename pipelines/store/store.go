@@ -410,6 +410,9 @@ CREATE INDEX samples_by_run ON samples(run_id);
 	// 13: a reported regression that a later tag showed gone (see
 	// watch.go, SetEventFixed).
 	migrationEventFixed,
+	// 14: an evaluation's series as resolved when it was submitted,
+	// beside its thread (see stages.go, pipelines/runner).
+	migrationResolvedSeries,
 }
 
 // SchemaVersion is the schema version this code writes.
