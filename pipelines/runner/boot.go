@@ -24,7 +24,7 @@ import (
 // arches) and the boot's index; everything else (kernel, plan, target)
 // comes from the stored pipeline. Boot skips the finished ones.
 func Boots(ctx context.Context, env Env, id int64) ([]evaluate.BootKey, error) {
-	ev, err := load(env, id)
+	ev, err := loadInputs(env.Store, id)
 	if err != nil {
 		return nil, err
 	}
@@ -64,7 +64,7 @@ func Boot(ctx context.Context, env Env, id int64, b evaluate.BootKey) (err error
 	if err != nil || done[b] {
 		return err
 	}
-	ev, err := load(env, id)
+	ev, err := loadInputs(env.Store, id)
 	if err != nil {
 		return err
 	}
@@ -161,7 +161,7 @@ func lostStreak(runs []store.Run) (n int, last store.Run) {
 // BootPlanOf is evaluation id's plan of boot b (its arch and target): a
 // queue routes the boot by it.
 func BootPlanOf(ctx context.Context, env Env, id int64, b evaluate.BootKey) (pipelines.BootPlan, error) {
-	ev, err := load(env, id)
+	ev, err := loadInputs(env.Store, id)
 	if err != nil {
 		return pipelines.BootPlan{}, err
 	}
@@ -248,7 +248,7 @@ func planOf(p *pipelines.Pipeline, b evaluate.BootKey) (pipelines.BootPlan, bool
 // the variants whose comparisons are not clear yet, or nothing when every
 // comparison is clear or the budget is spent.
 func More(ctx context.Context, env Env, id int64) ([]evaluate.BootKey, error) {
-	ev, err := load(env, id)
+	ev, err := loadInputs(env.Store, id)
 	if err != nil {
 		return nil, err
 	}

@@ -96,7 +96,7 @@ func Builds(ctx context.Context, env Env, id int64) ([]string, error) {
 // BuildSpecs returns evaluation id's kernels (what Builds names), in the
 // pipeline's order: a queue routes each build by its arch.
 func BuildSpecs(ctx context.Context, env Env, id int64) ([]pipelines.BuildSpec, error) {
-	ev, err := load(env, id)
+	ev, err := loadInputs(env.Store, id)
 	if err != nil {
 		return nil, err
 	}
@@ -207,10 +207,10 @@ func buildAll(ctx context.Context, env Env, id int64, keys []string) error {
 	return nil
 }
 
-// loadKernel is load plus kernel key's build of the evaluation's
+// loadKernel is loadInputs plus kernel key's build of the evaluation's
 // pipeline; a key the pipeline does not have is bad input.
 func loadKernel(env Env, id int64, key string) (*evaluation, pipelines.BuildSpec, error) {
-	ev, err := load(env, id)
+	ev, err := loadInputs(env.Store, id)
 	if err != nil {
 		return nil, pipelines.BuildSpec{}, err
 	}

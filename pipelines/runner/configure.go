@@ -26,7 +26,7 @@ import (
 // the tree cannot give stops the evaluation before minutes of compiling
 // (or, with Options.KeepGoing, is dropped from it).
 func Configure(ctx context.Context, env Env, id int64) (map[string]error, error) {
-	ev, err := load(env, id)
+	ev, err := loadInputs(env.Store, id)
 	if err != nil {
 		return nil, err
 	}
@@ -132,7 +132,7 @@ func configureFirst(ctx context.Context, env Env, id int64, keys []string, keepG
 	if err != nil || len(failed) == 0 {
 		return keys, err
 	}
-	ev, err := load(env, id)
+	ev, err := loadInputs(env.Store, id)
 	if err != nil {
 		return nil, err
 	}

@@ -112,11 +112,10 @@ func GraphOf(st *store.Store, id int64) (Graph, error) {
 	}
 	g := Graph{MaxRound: MaxRound(ev.p.Repeats.MaxBoots)}
 	if ev.in.PerPatch && len(ev.in.Mbox) > 0 {
-		s, err := resolveSeries(ev.in)
-		if err != nil && ev.p.NeedsSeries() {
+		if err := ev.loadSeries(st); err != nil && ev.p.NeedsSeries() {
 			return g, fmt.Errorf("evaluation %d: stored series: %w", id, err)
 		}
-		g.PerPatch = s != nil && len(s.Patches) > 1
+		g.PerPatch = ev.series != nil && len(ev.series.Patches) > 1
 	}
 	return g, nil
 }

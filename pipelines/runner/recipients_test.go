@@ -44,13 +44,13 @@ func TestReportAddressing(t *testing.T) {
 	} {
 		in := inputs{Options: Options{Mbox: []byte(data), Tree: tree, Recipients: c.policy,
 			From: mbox.Address{Name: "Bot", Email: "bot@example.net"}}, BaseHash: base}
-		s, err := resolveSeries(in)
+		r, err := resolveSeries(in)
 		if err != nil {
 			t.Fatal(err)
 		}
 		dir := t.TempDir()
 		var out Outcome
-		if err := writeOutputs(c.r, &evaluation{in: in, series: s}, dir, &out); err != nil {
+		if err := writeOutputs(c.r, &evaluation{in: in, series: r.series}, dir, &out); err != nil {
 			t.Fatalf("%s: %v", c.name, err)
 		}
 		if c.to == "" {

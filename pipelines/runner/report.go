@@ -365,8 +365,11 @@ func buildReport(ev *evaluation, tree report.TreeInfo, byKey map[string]*build.A
 		// o.Lore may be a list (a follower's) or an all index: the
 		// links go to its base's list or all index, never ".../all/all/".
 		r.Series = seriesInfo(ev.series, mbox.LoreLink(o.Lore))
-		// The numbers the thread reports go beside ours.
-		if msgs, err := mbox.ParseBytes(o.Mbox, o.ThreadSource); err == nil {
+		// The numbers the thread reports go beside ours: read with the
+		// series when it was resolved, else from the thread.
+		if ev.haveThread {
+			r.Thread = ev.thread
+		} else if msgs, err := mbox.ParseBytes(o.Mbox, o.ThreadSource); err == nil {
 			r.Thread = numbers.Read(mbox.NewThread(msgs, o.ThreadSource))
 		}
 	}

@@ -2,7 +2,9 @@
 // that each take the evaluation's id and the store, find what is already
 // done, do the rest and record it:
 //
-//	Submit  records the evaluation and everything its stages need
+//	Submit  records the evaluation and everything its stages need, the
+//	        series resolved from its thread among them (stored.go): no
+//	        later stage resolves the thread again
 //	Apply   applies the series onto the base (the applied commits)
 //	ConfigureKernel
 //	        configures and verifies one kernel without compiling it
@@ -217,6 +219,10 @@ type evaluation struct {
 	p      *pipelines.Pipeline
 	in     inputs
 	series *series.Series // nil without a series
+	// thread are the numbers the series' thread reports, read with the
+	// series when haveThread; without, Report reads them from in.Mbox.
+	thread     []numbers.Number
+	haveThread bool
 }
 
 // Outcome is what an evaluation produced.
@@ -248,25 +254,29 @@ type Outcome struct {
 // what is evaluated (pipeline, base commit, the series' patches and
 // version, boots, apply options), not when or who signs the draft.
 func Submit(ctx context.Context, env Env, p *pipelines.Pipeline, o Options) (id int64, resumed bool, err error) {
-	in, s, p, err := check(ctx, p, o)
+	in, r, p, err := check(ctx, p, o)
 	if err != nil {
 		return 0, false, err
 	}
 	if err := storeFiles(ctx, env, &in, p); err != nil {
 		return 0, false, err
 	}
+	resolved := storedForm(in, r)
 	mboxData := in.Mbox
 	in.Mbox = nil
 	data, err := json.Marshal(in)
 	if err != nil {
 		return 0, false, fail.Infraf("evaluation inputs: %w", err)
 	}
-	meta, key := keyOf(p, in, s)
+	meta, key := keyOf(p, in, r.get())
 	err = env.Store.Tx(ctx, func(tx *store.Tx) error {
 		if id, resumed, err = env.Store.CreateOrResumeEvaluationTx(tx, key, meta); err != nil {
 			return err
 		}
 		if err := env.Store.SetInputsTx(tx, id, data, mboxData); err != nil {
+			return err
+		}
+		if err := env.Store.SetResolvedSeriesTx(tx, id, resolved); err != nil {
 			return err
 		}
 		if o.Fetch > 0 && !resumed {
@@ -286,7 +296,7 @@ func Check(p *pipelines.Pipeline, o Options) error {
 	return err
 }
 
-func check(ctx context.Context, p *pipelines.Pipeline, o Options) (in inputs, s *series.Series, _ *pipelines.Pipeline, err error) {
+func check(ctx context.Context, p *pipelines.Pipeline, o Options) (in inputs, r *resolvedSeries, _ *pipelines.Pipeline, err error) {
 	in = inputs{PipelineSource: string(p.Source), PipelineFile: p.File, PipelineDir: p.Dir, Warnings: p.Warnings, Options: o}
 	if o.Boots < 0 || o.Boots > pipelines.MaxBoots {
 		return in, nil, p, fail.Inputf("--boots %d: want 1 to %d boots per variant", o.Boots, pipelines.MaxBoots)
@@ -318,29 +328,30 @@ func check(ctx context.Context, p *pipelines.Pipeline, o Options) (in inputs, s 
 		if len(o.Mbox) == 0 {
 			return in, nil, p, fail.Inputf("pipeline %s reverts a series (msgid:) but no thread was given: patcheval lore <msgid> --pipeline ...", p.Name)
 		}
-		if s, err = resolveSeries(in); err != nil {
+		if r, err = resolveSeries(in); err != nil {
 			return in, nil, p, err
 		}
-		in.Version = s.Version // the chosen one, also when "newest" was asked
+		in.Version = r.series.Version // the chosen one, also when "newest" was asked
 	}
+	s := r.get()
 	choice := gittree.BaseChoice{Flag: o.Base, Pipeline: p.Tree.Base}
 	if s != nil {
 		choice.Series = s.Base.Commit
 	}
 	b, err := gittree.ChooseBaseAt(in.Tree, choice)
 	if err != nil {
-		return in, s, p, err
+		return in, r, p, err
 	}
 	in.BaseRef, in.BaseHash, in.BaseRule, in.BaseWhy = b.Ref, b.Hash, b.Rule, b.Why
 	if s != nil && p.NeedsSeries() {
 		if p, err = merged(ctx, p, &in, s); err != nil {
-			return in, s, p, err
+			return in, r, p, err
 		}
 	}
 	if in.Trees, err = variantTrees(ctx, p, in, s); err != nil {
-		return in, s, p, err
+		return in, r, p, err
 	}
-	return in, s, p, nil
+	return in, r, p, nil
 }
 
 // baseName is how the evaluation's base was asked for (evaluations stored
@@ -384,22 +395,66 @@ func keyOf(p *pipelines.Pipeline, in inputs, s *series.Series) (store.Evaluation
 	return meta, store.Key(parts...)
 }
 
-// load reads evaluation id's inputs back: the pipeline parsed again from
-// its source, the series resolved again from its thread.
+// storedForm is what Submit stores of in's series beside its thread: r
+// (check resolved it) in its stored form, or, for a pipeline that does
+// not apply the series but was run on a thread (lore --pipeline <msgid>
+// with the default pipeline), the series resolved here for those who
+// name it (Load, GraphOf). nil stores none: no thread, a thread without
+// a series, or a series JSON cannot carry as it is (the stages then
+// resolve the thread as evaluations stored before the resolved series
+// do).
+func storedForm(in inputs, r *resolvedSeries) []byte {
+	if r == nil && len(in.Mbox) > 0 {
+		r, _ = resolveSeries(in)
+	}
+	if r == nil {
+		return nil
+	}
+	data, err := r.marshal()
+	if err != nil {
+		return nil
+	}
+	return data
+}
+
+// load reads evaluation id's inputs back with its series: the pipeline
+// parsed again from its source, the series as Submit resolved and stored
+// it (loadSeries). Stages that do not read the series use loadInputs.
 func load(env Env, id int64) (*evaluation, error) {
 	ev, err := loadInputs(env.Store, id)
 	if err != nil {
 		return nil, err
 	}
 	if ev.p.NeedsSeries() || (ev.p.RevertsSeries() && len(ev.in.Mbox) > 0) {
-		if ev.series, err = resolveSeries(ev.in); err != nil {
+		if err := ev.loadSeries(env.Store); err != nil {
 			return nil, fmt.Errorf("evaluation %d: stored series: %w", id, err)
 		}
 	}
 	return ev, nil
 }
 
-// loadInputs is load without the series.
+// loadSeries reads ev's series as Submit stored it; an evaluation stored
+// without it (by a patcheval before the resolved series) has its thread
+// resolved again, as then.
+func (ev *evaluation) loadSeries(st *store.Store) error {
+	data, err := st.ResolvedSeries(ev.id)
+	if err != nil {
+		return err
+	}
+	var r *resolvedSeries
+	if len(data) > 0 {
+		if r, err = unmarshalSeries(data); err != nil {
+			return fail.Infraf("resolved series: %w", err)
+		}
+	} else if r, err = resolveSeries(ev.in); err != nil {
+		return err
+	}
+	ev.series, ev.thread, ev.haveThread = r.series, r.thread, true
+	return nil
+}
+
+// loadInputs is load without the series: the stages that do not read it
+// (configure, build, plan, boot, more).
 func loadInputs(st *store.Store, id int64) (*evaluation, error) {
 	data, mboxData, err := st.Inputs(id)
 	if err != nil {
@@ -416,18 +471,6 @@ func loadInputs(st *store.Store, id int64) (*evaluation, error) {
 	}
 	ev.p.File, ev.p.Dir, ev.p.Warnings = ev.in.PipelineFile, ev.in.PipelineDir, ev.in.Warnings
 	return ev, nil
-}
-
-func resolveSeries(in inputs) (*series.Series, error) {
-	src := in.ThreadSource
-	if src == "" {
-		src = "series.mbox"
-	}
-	msgs, err := mbox.ParseBytes(in.Mbox, src)
-	if err != nil {
-		return nil, err
-	}
-	return series.Resolve(mbox.NewThread(msgs, src), series.Options{Version: in.Version, AnySender: in.AnySender})
 }
 
 // record calls env.Record inside tx.
@@ -623,8 +666,8 @@ type Stored struct {
 	// how it was named ("v7.2.13", "HEAD (master)"), BaseWhy the rule
 	// that chose it.
 	BaseHash, BaseRef, BaseWhy string
-	// Series is the series resolved again from the thread (nil without
-	// one), also when the pipeline does not apply it.
+	// Series is the series as Submit resolved it from the thread (nil
+	// without one), also when the pipeline does not apply it.
 	Series *series.Series
 	// Trees are the variants' own trees (refs, reverts), by variant.
 	Trees map[string]VariantTree
@@ -639,7 +682,7 @@ func Load(st *store.Store, id int64) (*Stored, error) {
 	if ev.series == nil && len(ev.in.Mbox) > 0 {
 		// A pipeline that does not apply the series was still run on
 		// one (lore --pipeline <msgid>): name it.
-		ev.series, _ = resolveSeries(ev.in)
+		_ = ev.loadSeries(st)
 	}
 	return &Stored{ID: id, Pipeline: ev.p, PipelineSource: ev.in.PipelineSource, PipelineFile: ev.in.PipelineFile,
 		Options: ev.in.Options, BaseHash: ev.in.BaseHash, BaseRef: ev.in.baseName(), BaseWhy: ev.in.BaseWhy, Series: ev.series, Trees: ev.in.Trees}, nil
