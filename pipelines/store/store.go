@@ -413,6 +413,9 @@ CREATE INDEX samples_by_run ON samples(run_id);
 	// 14: an evaluation's series as resolved when it was submitted,
 	// beside its thread (see stages.go, pipelines/runner).
 	migrationResolvedSeries,
+	// 15: jobs that wait for an evaluation to end, queued by the
+	// transaction that ends it (see waiters.go, pipelines/service).
+	migrationWaiters,
 }
 
 // SchemaVersion is the schema version this code writes.

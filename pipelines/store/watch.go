@@ -278,6 +278,15 @@ func (s *Store) AddWatchTag(watchID int64, tag, commit, status string) (t *Watch
 
 // SetWatchTag records a tag's status, evaluation and error.
 func (s *Store) SetWatchTag(id int64, status, commit string, evalID int64, tagErr error) error {
+	return s.setWatchTag(s.db, id, status, commit, evalID, tagErr)
+}
+
+// SetWatchTagTx is SetWatchTag in tx.
+func (s *Store) SetWatchTagTx(tx *Tx, id int64, status, commit string, evalID int64, tagErr error) error {
+	return s.setWatchTag(tx, id, status, commit, evalID, tagErr)
+}
+
+func (s *Store) setWatchTag(q querier, id int64, status, commit string, evalID int64, tagErr error) error {
 	var kind, text string
 	if tagErr != nil {
 		kind, text = fail.KindOf(tagErr).String(), tagErr.Error()
@@ -286,7 +295,7 @@ func (s *Store) SetWatchTag(id int64, status, commit string, evalID int64, tagEr
 	if evalID > 0 {
 		ev = evalID
 	}
-	_, err := s.db.Exec(`UPDATE watch_tags SET status = ?, commit_id = CASE WHEN ? = '' THEN commit_id ELSE ? END,
+	_, err := q.Exec(`UPDATE watch_tags SET status = ?, commit_id = CASE WHEN ? = '' THEN commit_id ELSE ? END,
 		evaluation_id = COALESCE(?, evaluation_id), error_kind = ?, error_text = ?, updated = ? WHERE id = ?`,
 		status, commit, commit, ev, kind, text, fmtTime(time.Now()), id)
 	if err != nil {
