@@ -59,32 +59,55 @@ func (e *PipelineEvaluator) open() (*store.Store, func(), error) {
 	return st, func() { st.Close() }, nil
 }
 
-// Evaluate implements Evaluator.
-func (e *PipelineEvaluator) Evaluate(ctx context.Context, w *store.Watch, tag, commit string) (int64, error) {
+// Planner is an Evaluator that says what it evaluates: a driver that
+// runs runner's stage graph itself (pipelines/service, whose jobs never
+// run an evaluation whole) submits the plan and records its end
+// (Watcher.Begin, Watcher.Ended) instead of calling Evaluate.
+type Planner interface {
+	Evaluator
+	// Plan is the pipeline and the runner's options of the evaluation
+	// of w's pipeline on tag at commit (its series fetched and resolved
+	// when the watch has one). Its errors are the evaluation's (of kind
+	// failed or input: the entry's result).
+	Plan(ctx context.Context, w *store.Watch, tag, commit string) (*pipelines.Pipeline, runner.Options, error)
+}
+
+// Plan implements Planner: the inputs Evaluate runs.
+func (e *PipelineEvaluator) Plan(ctx context.Context, w *store.Watch, tag, commit string) (*pipelines.Pipeline, runner.Options, error) {
 	o := runner.Options{AM: series.DefaultAMOptions(), Tree: w.Tree, Base: commit,
 		Branch: "patcheval/watch/" + w.Name + "/" + tag, OutDir: filepath.Join(e.OutDir, w.Name, tag), Lore: mbox.LoreBase(e.Lore)}
 	var se *series.Series
 	if w.SeriesID != "" {
 		src, err := mbox.ParseSource(w.SeriesID)
 		if err != nil {
-			return 0, err
+			return nil, o, err
 		}
 		t, err := mbox.Fetch(ctx, src, mbox.FetchOptions{Lore: mbox.LoreBase(e.Lore), Progress: e.Progress})
 		if err != nil {
-			return 0, err
+			return nil, o, err
 		}
 		o.Mbox, o.ThreadSource = runner.ThreadMbox(t), t.Source
 		if se, err = series.Resolve(t, series.Options{}); err != nil {
-			return 0, err
+			return nil, o, err
 		}
 	}
 	// default is generated for the series (its arches), as lore does.
 	p, err := pipelines.Named(w.Pipeline, se, nil)
 	if err != nil {
-		return 0, err
+		return nil, o, err
 	}
 	if p.NeedsSeries() && o.Mbox == nil {
-		return 0, fail.Inputf("watch %s: pipeline %s applies a series: add one with --series MSGID", w.Name, p.Name)
+		return nil, o, fail.Inputf("watch %s: pipeline %s applies a series: add one with --series MSGID", w.Name, p.Name)
+	}
+	return p, o, nil
+}
+
+// Evaluate implements Evaluator: Plan, run by runner.Run in this
+// process.
+func (e *PipelineEvaluator) Evaluate(ctx context.Context, w *store.Watch, tag, commit string) (int64, error) {
+	p, o, err := e.Plan(ctx, w, tag, commit)
+	if err != nil {
+		return 0, err
 	}
 	st, done, err := e.open()
 	if err != nil {
@@ -96,10 +119,17 @@ func (e *PipelineEvaluator) Evaluate(ctx context.Context, w *store.Watch, tag, c
 	if res != nil {
 		id = res.EvaluationID
 	}
-	if err != nil && o.Mbox != nil && fail.KindOf(err) == fail.KindFailed && strings.Contains(err.Error(), "apply") {
-		return id, fail.Failedf("does not apply on %s: %w", tag, err)
+	return id, EvalError(o.Mbox != nil, tag, err)
+}
+
+// EvalError is how a re-test records err, the error an evaluation on tag
+// ended with (applying the watch's series when series): a series that
+// does not apply is a failed result that names the tag.
+func EvalError(series bool, tag string, err error) error {
+	if err != nil && series && fail.KindOf(err) == fail.KindFailed && strings.Contains(err.Error(), "apply") {
+		return fail.Failedf("does not apply on %s: %w", tag, err)
 	}
-	return id, err
+	return err
 }
 
 // Deterministic says whether a watch's pipeline runs in deterministic

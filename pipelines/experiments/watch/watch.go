@@ -12,9 +12,11 @@
 // watch's cron schedule (robfig/cron with Recover and SkipIfStillRunning).
 // The commands run watches as queue work only (pipelines/service: serve,
 // and `watch run-now` and `watch daemon` through the same jobs), which
-// splits a tick into Watcher.Check (list and record), one Watcher.Retest
-// per entry, and a bisection step by step (bisect.Resume), so that two
-// processes never evaluate one tag twice. Tags are ordered by version
+// splits a tick into Watcher.Check (list and record), one re-test per
+// entry (Watcher.Begin, the evaluation submitted to the service's stage
+// graph (Planner), Watcher.Ended when it ends), and a bisection step by
+// step (bisect.Resume), so that two processes never evaluate one tag
+// twice. Tags are ordered by version
 // (CompareTags), not by name. A remote that cannot be reached is an infra error recorded on the
 // watch; the next tick retries and nothing recorded before is lost.
 package watch
@@ -293,39 +295,72 @@ type RetestResult struct {
 // infrastructure failure is recorded on the entry (queued again or
 // infra: the next check retries it) and returned as an error; one of
 // kind failed (does not apply, build or boot) is the entry's result.
+//
+// It is Begin, the evaluation (Eval) and Ended in one call; a driver
+// that runs the evaluation as stage jobs (pipelines/service) calls Begin,
+// submits the evaluation (Planner) and calls Ended when it ends.
 func (wr *Watcher) Retest(ctx context.Context, w *store.Watch, t *store.WatchTag) (*RetestResult, error) {
+	if !NeedsEvaluation(t) {
+		return wr.Ended(ctx, w, t, "", 0, nil)
+	}
+	commit, err := wr.Begin(ctx, w, t)
+	if err != nil {
+		return &RetestResult{}, err
+	}
+	evID, evErr := wr.Eval.Evaluate(ctx, w, t.Tag, commit)
+	if evErr != nil && ctx.Err() != nil {
+		// Shut down mid-evaluation: the entry stays running; the
+		// evaluation resumes when it is retried.
+		return &RetestResult{}, evErr
+	}
+	return wr.Ended(ctx, w, t, commit, evID, evErr)
+}
+
+// NeedsEvaluation says whether history entry t is still to be evaluated
+// (not done or failed): Retest only compares the others.
+func NeedsEvaluation(t *store.WatchTag) bool {
+	return t.Status != store.TagDone && t.Status != store.TagFailed
+}
+
+// Begin starts the re-test of entry t: it fetches the entry's objects
+// into the watch's tree and records the entry as running at the fetched
+// commit, which it returns. A failed fetch leaves the entry queued for
+// the next check (recorded on it and on the watch) and is returned.
+func (wr *Watcher) Begin(ctx context.Context, w *store.Watch, t *store.WatchTag) (string, error) {
+	if err := ctx.Err(); err != nil {
+		return "", fail.Infra(err)
+	}
+	var commit string
+	var err error
+	if IsHeadEntry(w, t.Tag) {
+		commit, err = FetchHead(ctx, w.Tree, w.Remote, w.Branch, "refs/patcheval/watch/"+w.Name+"/heads/"+w.Branch, t.Commit)
+	} else {
+		commit, err = FetchTag(ctx, w.Tree, w.Remote, t.Tag)
+	}
+	if err != nil {
+		// The remote went away: what is recorded stays, the entry
+		// stays queued for the next check.
+		wr.logf("watch %s: %v", w.Name, err)
+		if ctx.Err() == nil {
+			_ = wr.Store.SetWatchTag(t.ID, store.TagQueued, "", 0, err)
+			_ = wr.Store.RecordCheck(w.ID, time.Now(), err)
+		}
+		return "", err
+	}
+	if err := wr.Store.SetWatchTag(t.ID, store.TagRunning, commit, 0, nil); err != nil {
+		return "", err
+	}
+	wr.logf("watch %s: evaluating %s (%s) with %s", w.Name, t.Tag, short(commit), w.Pipeline)
+	return commit, nil
+}
+
+// Ended records the end of entry t's evaluation evID at commit (evErr:
+// how it failed) and compares the entry with the previous evaluated one
+// (Retest). An entry that is not to be evaluated (NeedsEvaluation) is
+// only compared.
+func (wr *Watcher) Ended(ctx context.Context, w *store.Watch, t *store.WatchTag, commit string, evID int64, evErr error) (*RetestResult, error) {
 	res := &RetestResult{}
-	if t.Status != store.TagDone && t.Status != store.TagFailed {
-		if err := ctx.Err(); err != nil {
-			return res, fail.Infra(err)
-		}
-		var commit string
-		var err error
-		if IsHeadEntry(w, t.Tag) {
-			commit, err = FetchHead(ctx, w.Tree, w.Remote, w.Branch, "refs/patcheval/watch/"+w.Name+"/heads/"+w.Branch, t.Commit)
-		} else {
-			commit, err = FetchTag(ctx, w.Tree, w.Remote, t.Tag)
-		}
-		if err != nil {
-			// The remote went away: what is recorded stays, the entry
-			// stays queued for the next check.
-			wr.logf("watch %s: %v", w.Name, err)
-			if ctx.Err() == nil {
-				_ = wr.Store.SetWatchTag(t.ID, store.TagQueued, "", 0, err)
-				_ = wr.Store.RecordCheck(w.ID, time.Now(), err)
-			}
-			return res, err
-		}
-		if err := wr.Store.SetWatchTag(t.ID, store.TagRunning, commit, 0, nil); err != nil {
-			return res, err
-		}
-		wr.logf("watch %s: evaluating %s (%s) with %s", w.Name, t.Tag, short(commit), w.Pipeline)
-		evID, evErr := wr.Eval.Evaluate(ctx, w, t.Tag, commit)
-		if evErr != nil && ctx.Err() != nil {
-			// Shut down mid-evaluation: the entry stays running; the
-			// evaluation resumes when it is retried.
-			return res, evErr
-		}
+	if NeedsEvaluation(t) {
 		status := store.TagDone
 		switch {
 		case evErr == nil:
