@@ -50,9 +50,12 @@
 // the same jobs (RunWatchNow, RunWatchDaemon in watchrun.go): run-now
 // queues a tick into the database and waits for the serve that works it,
 // or works the watch queue itself when none does; a re-test is unique by
-// watch and tag while unfinished, so no tag is evaluated twice. Re-tests
-// and steps evaluate inside their job, within the service's -j budget and
-// its build and boot slots (runner.Env.Slot).
+// watch and tag while unfinished, so no tag is evaluated twice. A
+// re-test's evaluation runs as the stage jobs of any evaluation: the
+// re-test submits it and ends, and the transaction that ends the
+// evaluation queues the job that records the tag's result (a waiter:
+// waiters.go). Bisection steps still measure inside their job, within the
+// service's -j budget and its build and boot slots (runner.Env.Slot).
 //
 // An evaluation submitted with per-patch (runner.Options.PerPatch) is
 // taken apart by a per_patch job after its report, in the "series" queue

@@ -90,6 +90,12 @@ func (s *Service) jobsFor(ctx context.Context, tx *store.Tx, a after, steps []ru
 				return nil, err
 			}
 			out = append(out, s.notifyJobs(a.id, a.gen, EventDone)...)
+			// The jobs waiting for it (waiters.go).
+			w, err := s.endedTx(tx, a.id, EvalEnd{Status: store.StatusDone})
+			if err != nil {
+				return nil, err
+			}
+			out = append(out, w...)
 		}
 	}
 	return out, nil

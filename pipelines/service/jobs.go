@@ -265,21 +265,15 @@ func work[T river.JobArgs](s *Service, ctx context.Context, job *river.Job[T], i
 	return nil
 }
 
-// evalFailed ends evaluation id as failed, tells Notify, and cancels its
-// other jobs.
+// evalFailed ends evaluation id as failed, tells Notify and the jobs
+// waiting for it, and cancels its other jobs.
 func (s *Service) evalFailed(id int64, kind string, err error) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	if terr := s.db.Store.Tx(ctx, func(tx *store.Tx) error {
-		if err := s.setStatus(tx, id, "failed"); err != nil {
-			return err
-		}
-		if n := s.notifyJobs(id, time.Now().UnixNano(), EventFailed); len(n) > 0 {
-			if err := s.engine.insertManyTx(ctx, tx, n); err != nil {
-				return fail.Infraf("river: %w", err)
-			}
-		}
-		return nil
+		// The jobs waiting for it are queued with the failure (waiters.go).
+		return s.endTx(ctx, tx, id, EvalEnd{Status: store.StatusFailed, Stage: kind, Error: err.Error(), Kind: fail.KindOf(err).String()},
+			s.notifyJobs(id, time.Now().UnixNano(), EventFailed))
 	}); terr != nil {
 		s.logf("evaluation %d: recording the failure: %v", id, terr)
 	}
@@ -520,6 +514,7 @@ func (s *Service) addWorkers(w *river.Workers) {
 	river.AddWorker(w, &notifyWorker{s: s})
 	river.AddWorker(w, &watchTickWorker{s: s})
 	river.AddWorker(w, &retestWorker{s: s})
+	river.AddWorker(w, &retestedWorker{s: s})
 	river.AddWorker(w, &bisectStepWorker{s: s})
 	river.AddWorker(w, &perPatchWorker{s: s})
 	river.AddWorker(w, &seriesBisectWorker{s: s})
@@ -532,6 +527,16 @@ func (s *Service) addWorkers(w *river.Workers) {
 // (nothing is queued twice), a finished one is queued again (its stages
 // find their work done and only redo what is missing).
 func (s *Service) Submit(ctx context.Context, p *pipelines.Pipeline, o runner.Options) (id int64, created bool, err error) {
+	return s.submit(ctx, p, o, nil)
+}
+
+// submit is Submit; then, when set, is called in the transaction that
+// queues the evaluation or finds it under way (a job that waits for its
+// end registers itself there: waiters.go). That transaction holds the
+// evaluation's row (EvaluationStatusTx) before it looks at its jobs: a
+// transaction that ends the evaluation either ended it before (its jobs
+// are done: it is queued again) or takes the waiters after.
+func (s *Service) submit(ctx context.Context, p *pipelines.Pipeline, o runner.Options, then func(tx *store.Tx, id int64) error) (id int64, created bool, err error) {
 	if o.From.Email == "" {
 		o.From = s.cfg.From
 	}
@@ -545,35 +550,60 @@ func (s *Service) Submit(ctx context.Context, p *pipelines.Pipeline, o runner.Op
 	if err != nil {
 		return 0, false, err
 	}
-	if resumed {
-		jobs, err := s.engine.Jobs(ctx, id, 1, unfinished...)
-		if err != nil {
-			return id, false, err
+	queued := false
+	err = s.db.Store.Tx(ctx, func(tx *store.Tx) error {
+		queued = false
+		if resumed {
+			if _, err := s.db.Store.EvaluationStatusTx(tx, id); err != nil {
+				return err
+			}
+			jobs, err := s.engine.jobsTx(ctx, tx, id, 1, unfinished...)
+			if err != nil {
+				return err
+			}
+			if len(jobs) > 0 {
+				return callThen(then, tx, id)
+			}
 		}
-		if len(jobs) > 0 {
-			return id, false, nil
+		if err := s.enqueueTx(ctx, tx, id, time.Now().UnixNano()); err != nil {
+			return err
 		}
-	}
-	if err := s.enqueue(ctx, id); err != nil {
+		queued = true
+		return callThen(then, tx, id)
+	})
+	if err != nil {
 		return id, !resumed, err
+	}
+	if !queued {
+		return id, false, nil
 	}
 	s.logf("evaluation %d %s: %s", id, map[bool]string{true: "submitted", false: "queued again"}[!resumed], p.Name)
 	return id, !resumed, nil
 }
 
+func callThen(then func(tx *store.Tx, id int64) error, tx *store.Tx, id int64) error {
+	if then == nil {
+		return nil
+	}
+	return then(tx, id)
+}
+
 // enqueue queues evaluation id's chain from apply as a new generation.
 func (s *Service) enqueue(ctx context.Context, id int64) error {
 	gen := time.Now().UnixNano()
-	return s.db.Store.Tx(ctx, func(tx *store.Tx) error {
-		if err := s.setStatus(tx, id, StatusQueued); err != nil {
-			return err
-		}
-		jobs := append([]river.InsertManyParams{applyJob(id, gen)}, s.notifyJobs(id, gen, EventQueued)...)
-		if err := s.engine.insertManyTx(ctx, tx, jobs); err != nil {
-			return fail.Infraf("river: queueing evaluation %d: %w", id, err)
-		}
-		return nil
-	})
+	return s.db.Store.Tx(ctx, func(tx *store.Tx) error { return s.enqueueTx(ctx, tx, id, gen) })
+}
+
+// enqueueTx is enqueue in tx, as generation gen.
+func (s *Service) enqueueTx(ctx context.Context, tx *store.Tx, id, gen int64) error {
+	if err := s.setStatus(tx, id, StatusQueued); err != nil {
+		return err
+	}
+	jobs := append([]river.InsertManyParams{applyJob(id, gen)}, s.notifyJobs(id, gen, EventQueued)...)
+	if err := s.engine.insertManyTx(ctx, tx, jobs); err != nil {
+		return fail.Infraf("river: queueing evaluation %d: %w", id, err)
+	}
+	return nil
 }
 
 // Rerun queues a finished, failed or cancelled evaluation again: its

@@ -467,7 +467,10 @@ func (s *Service) Cancel(ctx context.Context, id int64) error {
 		return fail.Inputf("evaluation %d is %s, not queued or running: nothing to cancel", id, e.Status)
 	}
 	// The status first: a job that starts meanwhile sees it and stops.
-	if err := s.setStatus(nil, id, StatusCancelled); err != nil {
+	// The jobs waiting for it are queued with it (waiters.go).
+	if err := s.db.Store.Tx(ctx, func(tx *store.Tx) error {
+		return s.endTx(ctx, tx, id, EvalEnd{Status: StatusCancelled}, nil)
+	}); err != nil {
 		return err
 	}
 	n, err := s.engine.CancelEvaluation(ctx, id)

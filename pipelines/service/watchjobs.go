@@ -31,11 +31,24 @@ import (
 //     ticks insert nothing: the next tick after them picks up what is new.
 //     A tick also carries on the watch's bisections left under way with
 //     no step job (resumeStuckBisections).
-//   - retest fetches one entry and evaluates it (watch.Watcher.Retest;
-//     the evaluation is a stored one, so a retried job resumes it), then
-//     in one transaction queues the first step of each new regression's
-//     bisection (watch with --bisect), the next entry's re-test, and
-//     completes itself.
+//   - retest fetches one entry and starts its evaluation: with a
+//     watch.Planner (serve's watch.PipelineEvaluator) it submits the
+//     evaluation to the service's stage graph (apply, configure, build,
+//     boot, report jobs: no evaluation runs inside the re-test's job)
+//     and, in the transaction that queues it, marks the entry as
+//     evaluating it, registers a retested job as the evaluation's waiter
+//     (waiters.go) and completes itself. An evaluator that is not a
+//     Planner (tests' stand-ins that record an evaluation without
+//     kernels) is called in the job (watch.Watcher.Retest). An entry done
+//     already is only compared.
+//   - retested is queued by the transaction that ends the evaluation
+//     (done, failed or cancelled): it records the entry's result as
+//     watch.Watcher.Retest does (watch.Watcher.Ended: the comparison
+//     with the entry before, the events), then in one transaction queues
+//     the first step of each new regression's bisection (watch with
+//     --bisect), the next entry's re-test, and completes itself. While a
+//     watch's re-test waits for its evaluation, its ticks insert nothing
+//     (as while its jobs are unfinished).
 //   - bisect_step replays the bisection over the measurements recorded on
 //     the event (bisect.Resume: the search is a function of them), makes
 //     the one measurement it asks for next and, in one transaction,
@@ -57,7 +70,10 @@ const QueueWatch = "watch"
 // WatchConfig enables the watches in a service (Service.Watch).
 type WatchConfig struct {
 	// Eval evaluates a watch's pipeline on an entry (serve:
-	// watch.PipelineEvaluator on the service's database).
+	// watch.PipelineEvaluator on the service's database). A watch.Planner's
+	// evaluations run as the service's stage jobs; another Evaluator (the
+	// tests' stand-ins, which record an evaluation without kernels) is
+	// called inside the re-test's job.
 	Eval watch.Evaluator
 	// Bisection plans the bisections and writes their reports; its
 	// measurer makes the steps' measurements. Nil: regressions are not
@@ -98,6 +114,24 @@ type RetestArgs struct {
 
 func (RetestArgs) Kind() string { return "retest" }
 
+// RetestedArgs records the result of the re-test of entry Tag (at
+// Commit) when its evaluation EvaluationID has ended (End, filled in by
+// the transaction that ended it: waiters.go), then carries on with Rest,
+// as RetestArgs does. Series says the evaluation applied the watch's
+// series (a failed apply names the tag: watch.EvalError).
+type RetestedArgs struct {
+	WatchID      int64    `json:"watch_id"`
+	Tag          int64    `json:"tag"`
+	Rest         []int64  `json:"rest,omitempty"`
+	Gen          int64    `json:"gen"`
+	Commit       string   `json:"commit"`
+	EvaluationID int64    `json:"evaluation_id"`
+	Series       bool     `json:"series,omitempty"`
+	End          *EvalEnd `json:"end,omitempty"`
+}
+
+func (RetestedArgs) Kind() string { return "retested" }
+
 // BisectStepArgs makes measurement Seq (0-based) of run Gen of the
 // bisection of a watch event (watch.BisectState.Gen; 0 in the jobs of a
 // bisection queued before runs were named, which stay as they were).
@@ -130,12 +164,14 @@ func bisectStepJob(watchID, eventID, gen int64, seq int) river.InsertManyParams 
 // Watch enables the watches: Run starts the scheduler, and the watch
 // queue's workers evaluate and bisect with cfg. Call it before Run.
 //
-// Re-tests and bisection steps evaluate in their job (runner.Run), not as
-// stage jobs: a pipeline evaluator (watch.PipelineEvaluator, also the
-// bisection's) is given the service's store, its compiler cache, its -j
-// budget and its build and boot slots, so their builds share the budget
-// with the build jobs and their boots never run beside another boot of
-// this process.
+// A re-test's evaluation runs as the service's stage jobs (retest
+// submits it, retested records its result: see above), in the service's
+// store, cache, budget and slots like any evaluation. A bisection step
+// still measures in its job (runner.Run): a pipeline evaluator
+// (watch.PipelineEvaluator, also the bisection's) is given the service's
+// store, its compiler cache, its -j budget and its build and boot slots,
+// so their builds share the budget with the build jobs and their boots
+// never run beside another boot of this process.
 func (s *Service) Watch(cfg WatchConfig) {
 	for _, e := range []watch.Evaluator{cfg.Eval, bisectionEval(cfg.Bisection)} {
 		if pe, ok := e.(*watch.PipelineEvaluator); ok && pe != nil {
@@ -257,11 +293,15 @@ func (wk *watchTickWorker) Work(ctx context.Context, job *river.Job[WatchTickArg
 			s.logf("watch %s: looking for bisections with no job to carry them on: %v (the next tick looks again)", w.Name, err)
 		}
 	}
-	busy, err := s.watchJobs(ctx, w.ID, RetestArgs{}.Kind())
+	busy, err := s.watchJobs(ctx, w.ID, RetestArgs{}.Kind(), RetestedArgs{}.Kind())
 	if err != nil {
 		return err
 	}
-	if len(busy) > 0 {
+	waiting, err := s.retestsWaiting(w.ID)
+	if err != nil {
+		return err
+	}
+	if len(busy) > 0 || waiting > 0 {
 		s.logf("watch %s: re-tests of an earlier tick are still queued or running: this tick is skipped", w.Name)
 		return nil
 	}
@@ -288,6 +328,23 @@ func (wk *watchTickWorker) Work(ctx context.Context, job *river.Job[WatchTickArg
 	return completeWith(ctx, s, job, []river.InsertManyParams{retestJob(w.ID, ids, job.Args.At)}, nil)
 }
 
+// retestsWaiting is how many of watch id's re-tests wait for their
+// evaluation (their retested job is a waiter: waiters.go).
+func (s *Service) retestsWaiting(id int64) (int, error) {
+	ws, err := s.db.Store.Waiters(RetestedArgs{}.Kind())
+	if err != nil {
+		return 0, err
+	}
+	n := 0
+	for _, w := range ws {
+		var a RetestedArgs
+		if json.Unmarshal(w.Args, &a) == nil && a.WatchID == id {
+			n++
+		}
+	}
+	return n, nil
+}
+
 type retestWorker struct {
 	river.WorkerDefaults[RetestArgs]
 	s *Service
@@ -306,7 +363,90 @@ func (wk *retestWorker) Work(ctx context.Context, job *river.Job[RetestArgs]) er
 		}
 		return err
 	}
-	res, err := s.watcher.Retest(ctx, w, t)
+	pl, graph := s.watchCfg.Eval.(watch.Planner)
+	if !graph || !watch.NeedsEvaluation(t) {
+		res, err := s.watcher.Retest(ctx, w, t)
+		return retestNext(ctx, s, job, w, t, a.Rest, a.Gen, res, err)
+	}
+	commit, err := s.watcher.Begin(ctx, w, t)
+	if err != nil {
+		return retestNext(ctx, s, job, w, t, a.Rest, a.Gen, &watch.RetestResult{}, err)
+	}
+	p, o, err := pl.Plan(ctx, w, t.Tag, commit)
+	if err != nil {
+		if ctx.Err() != nil {
+			return err // shutdown: retried on the next start
+		}
+		res, err := s.watcher.Ended(ctx, w, t, commit, 0, err)
+		return retestNext(ctx, s, job, w, t, a.Rest, a.Gen, res, err)
+	}
+	next := RetestedArgs{WatchID: w.ID, Tag: t.ID, Rest: a.Rest, Gen: a.Gen, Commit: commit, Series: o.Mbox != nil}
+	id, _, err := s.submit(ctx, p, o, func(tx *store.Tx, id int64) error {
+		next.EvaluationID = id
+		wt, err := newWaiter(id, next, watchJobOpts(w.ID, 5))
+		if err != nil {
+			return err
+		}
+		if _, err := s.db.Store.AddWaiterTx(tx, wt); err != nil {
+			return err
+		}
+		if err := s.db.Store.SetWatchTagTx(tx, t.ID, store.TagRunning, commit, id, nil); err != nil {
+			return err
+		}
+		if err := completeTx(ctx, tx, job); err != nil {
+			return fail.Infraf("river: completing job %d: %w", job.ID, err)
+		}
+		return nil
+	})
+	if err != nil {
+		if ctx.Err() != nil {
+			return err // shutdown: retried on the next start, the evaluation is resumed
+		}
+		// Refused (a base the tree lacks, bad inputs) or the store
+		// failed: the entry's result, as runner.Run's would be.
+		res, err := s.watcher.Ended(ctx, w, t, commit, id, watch.EvalError(o.Mbox != nil, t.Tag, err))
+		return retestNext(ctx, s, job, w, t, a.Rest, a.Gen, res, err)
+	}
+	s.logf("watch %s: %s is evaluation %d (its result is recorded when it ends)", w.Name, t.Tag, id)
+	return nil
+}
+
+type retestedWorker struct {
+	river.WorkerDefaults[RetestedArgs]
+	s *Service
+}
+
+func (wk *retestedWorker) Work(ctx context.Context, job *river.Job[RetestedArgs]) error {
+	s, a := wk.s, job.Args
+	w, err := s.watchOf(a.WatchID)
+	if err != nil {
+		return err
+	}
+	t, err := s.db.Store.WatchTag(a.Tag)
+	if err != nil {
+		if fail.KindOf(err) == fail.KindInput {
+			return river.JobCancel(err)
+		}
+		return err
+	}
+	var evErr error
+	if watch.NeedsEvaluation(t) {
+		// Not recorded yet (a retried job finds it recorded, and only
+		// compares again).
+		evErr = a.End.Err(a.EvaluationID)
+		evErr = watch.EvalError(a.Series, t.Tag, evErr)
+	}
+	res, err := s.watcher.Ended(ctx, w, t, a.Commit, a.EvaluationID, evErr)
+	return retestNext(ctx, s, job, w, t, a.Rest, a.Gen, res, err)
+}
+
+// retestNext ends job, the re-test of entry t of watch w (retest or
+// retested) that did res (err: it failed): an error ends the chain of
+// re-tests (the next tick takes it up again); otherwise, in one
+// transaction, it queues the first step of each new regression's
+// bisection, the re-test of the entries rest, and completes job.
+func retestNext[T river.JobArgs](ctx context.Context, s *Service, job *river.Job[T], w *store.Watch, t *store.WatchTag, rest []int64, gen int64,
+	res *watch.RetestResult, err error) error {
 	if err != nil {
 		if ctx.Err() != nil {
 			return err // shutdown: retried on the next start, the evaluation resumes
@@ -328,8 +468,8 @@ func (wk *retestWorker) Work(ctx context.Context, job *river.Job[RetestArgs]) er
 		// their ids (store.EventBisectTx).
 		slices.SortFunc(bisects, func(x, y *watch.Regression) int { return cmp.Compare(x.Event.ID, y.Event.ID) })
 	}
-	if len(a.Rest) > 0 {
-		params = append(params, retestJob(w.ID, a.Rest, a.Gen))
+	if len(rest) > 0 {
+		params = append(params, retestJob(w.ID, rest, gen))
 	}
 	var queued []*watch.Regression
 	err = completeWith(ctx, s, job, params, func(tx *store.Tx) ([]river.InsertManyParams, error) {

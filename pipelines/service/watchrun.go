@@ -34,7 +34,7 @@ import (
 // twice.
 
 // watchKinds are the watch queue's job kinds.
-var watchKinds = []string{WatchTickArgs{}.Kind(), RetestArgs{}.Kind(), BisectStepArgs{}.Kind()}
+var watchKinds = []string{WatchTickArgs{}.Kind(), RetestArgs{}.Kind(), RetestedArgs{}.Kind(), BisectStepArgs{}.Kind()}
 
 // WatchRun is what RunWatchNow did: the history entries and events the
 // watch's jobs added or changed while it waited.
@@ -82,10 +82,12 @@ func watchService(ctx context.Context, cfg Config, watches func(*Service) WatchC
 	}
 	workers := river.NewWorkers()
 	s.addWorkers(workers)
-	caps := Capabilities{Cores: runtime.NumCPU()}
+	// The watch queue and the stages' (a re-test's evaluation runs as
+	// stage jobs), as serve's embedded default works them.
+	caps := AllLocal(runtime.NumCPU())
 	s.engine, err = newEngine(db, EngineConfig{BootWorkers: cfg.BootWorkers, BuildWorkers: cfg.BuildWorkers, Grace: cfg.Grace,
 		Logger:       slog.New(slog.NewTextHandler(s.log, &slog.HandlerOptions{Level: slog.LevelWarn})),
-		Capabilities: caps, Queues: []string{QueueWatch}, InsertOnly: insertOnly, ID: s.workerID}, workers)
+		Capabilities: caps, AnySSH: true, InsertOnly: insertOnly, ID: s.workerID}, workers)
 	if err != nil {
 		s.Close()
 		return nil, false, err
@@ -272,7 +274,13 @@ func (s *Service) awaitWatch(ctx context.Context, id int64, gone func() bool) (a
 		if err != nil {
 			return false, err
 		}
-		if len(jobs) == 0 {
+		// A re-test waiting for its evaluation (its stage jobs) is
+		// unfinished too.
+		waiting, err := s.retestsWaiting(id)
+		if err != nil {
+			return false, err
+		}
+		if len(jobs) == 0 && waiting == 0 {
 			return false, nil
 		}
 		if gone != nil && gone() {

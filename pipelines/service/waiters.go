@@ -1,0 +1,135 @@
+package service
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+
+	"github.com/riverqueue/river"
+
+	"github.com/patcheval/patcheval/internal/fail"
+	"github.com/patcheval/patcheval/pipelines/store"
+)
+
+// Jobs that wait for an evaluation (issue 33). A job that needs an
+// evaluation's result does not run the evaluation itself: it submits it
+// (Service.submit: runner's stage graph, as River jobs) and registers its
+// continuation as a waiter of the evaluation (store.Waiter: a job's kind,
+// arguments, queue, tags and attempts), in the transaction that queues
+// the evaluation, and ends. The transaction that ends the evaluation
+// takes its waiters and queues their jobs, each told how the evaluation
+// ended (EvalEnd, as its arguments' "end"):
+//
+//   - done: the graph's StageDone (jobsFor), after the report, the
+//     per-patch run or the bisection inside the series;
+//   - failed: evalFailed (a stage's bad input or failed result, or its
+//     last attempt's infrastructure error);
+//   - cancelled: Cancel.
+//
+// The waiters are in the database, so one survives a restart of the
+// process that registered it, and its job is queued by whichever process
+// ends the evaluation. A watch's re-test waits so (retestWorker,
+// retestedWorker); a bisection's or a per-patch step's measurement can
+// wait the same way.
+
+// EvalEnd is how an evaluation ended, as a waiter's job is told.
+type EvalEnd struct {
+	// Status is store.StatusDone, store.StatusFailed or StatusCancelled.
+	Status string `json:"status"`
+	// Stage is the kind of the job whose failure failed it; Error and
+	// Kind (fail.Kind's String) its error.
+	Stage string `json:"stage,omitempty"`
+	Error string `json:"error,omitempty"`
+	Kind  string `json:"kind,omitempty"`
+}
+
+// Err is the error the evaluation id ended with (nil when done), of the
+// kind it was recorded with.
+func (e *EvalEnd) Err(id int64) error {
+	switch {
+	case e == nil:
+		return fail.Infraf("evaluation %d: its end was not recorded", id)
+	case e.Status == store.StatusDone:
+		return nil
+	case e.Status == StatusCancelled:
+		return fail.Infraf("evaluation %d was cancelled", id)
+	}
+	err := fmt.Errorf("%s", e.Error)
+	if e.Error == "" {
+		err = fmt.Errorf("evaluation %d %s in %s", id, e.Status, e.Stage)
+	}
+	switch e.Kind {
+	case fail.KindInput.String():
+		return fail.Input(err)
+	case fail.KindFailed.String():
+		return fail.Failed(err)
+	}
+	return fail.Infra(err)
+}
+
+// waiterArgs is a waiter's job as stored: its kind and its arguments
+// (JSON, with "end" added).
+type waiterArgs struct {
+	kind string
+	args json.RawMessage
+}
+
+func (a waiterArgs) Kind() string                 { return a.kind }
+func (a waiterArgs) MarshalJSON() ([]byte, error) { return a.args, nil }
+
+// newWaiter is a waiter of evaluation id whose job is args, queued with
+// opts (its queue, tags and attempts).
+func newWaiter(id int64, args river.JobArgs, opts *river.InsertOpts) (store.Waiter, error) {
+	b, err := json.Marshal(args)
+	if err != nil {
+		return store.Waiter{}, fail.Infraf("waiter of evaluation %d: %w", id, err)
+	}
+	return store.Waiter{EvaluationID: id, Kind: args.Kind(), Args: b, Queue: opts.Queue, Tags: opts.Tags, MaxAttempts: opts.MaxAttempts}, nil
+}
+
+// endedTx takes evaluation id's waiters in tx, the transaction that
+// records how it ended, and returns their jobs, each told end.
+func (s *Service) endedTx(tx *store.Tx, id int64, end EvalEnd) ([]river.InsertManyParams, error) {
+	ws, err := s.db.Store.TakeWaitersTx(tx, id)
+	if err != nil {
+		return nil, err
+	}
+	e, err := json.Marshal(end)
+	if err != nil {
+		return nil, fail.Infraf("evaluation %d: %w", id, err)
+	}
+	var out []river.InsertManyParams
+	for _, w := range ws {
+		var m map[string]json.RawMessage
+		if err := json.Unmarshal(w.Args, &m); err != nil || m == nil {
+			s.logf("evaluation %d: waiter %d (%s) has unreadable arguments, dropped: %v", id, w.ID, w.Kind, err)
+			continue
+		}
+		m["end"] = e
+		b, err := json.Marshal(m)
+		if err != nil {
+			return nil, fail.Infraf("evaluation %d: waiter %d: %w", id, w.ID, err)
+		}
+		out = append(out, river.InsertManyParams{Args: waiterArgs{kind: w.Kind, args: b},
+			InsertOpts: &river.InsertOpts{Queue: w.Queue, Tags: w.Tags, MaxAttempts: w.MaxAttempts}})
+	}
+	return out, nil
+}
+
+// endTx records evaluation id's end (status, with end's details) in tx
+// and queues its waiters' jobs, and more.
+func (s *Service) endTx(ctx context.Context, tx *store.Tx, id int64, end EvalEnd, more []river.InsertManyParams) error {
+	if err := s.setStatus(tx, id, end.Status); err != nil {
+		return err
+	}
+	jobs, err := s.endedTx(tx, id, end)
+	if err != nil {
+		return err
+	}
+	if jobs = append(more, jobs...); len(jobs) > 0 {
+		if err := s.engine.insertManyTx(ctx, tx, jobs); err != nil {
+			return fail.Infraf("river: %w", err)
+		}
+	}
+	return nil
+}
