@@ -286,7 +286,7 @@ type Comparison struct {
 	Aligned bool `json:"aligned,omitempty"`
 	// Layout is the layout control's verdict on a change that matters
 	// (a significant regression or improvement at least the threshold):
-	// LayoutStable or LayoutSensitive; "" when the pipeline had no layout
+	// LayoutStable, LayoutSensitive or LayoutUnresolved; "" when the pipeline had no layout
 	// control or there was no change to check. LayoutNote says why.
 	Layout     string `json:"layout,omitempty"`
 	LayoutNote string `json:"layout_note,omitempty"`
@@ -300,6 +300,10 @@ const (
 	// LayoutSensitive: between the aligned rebuilds the change is gone
 	// or reversed: code layout, not the code, may explain it.
 	LayoutSensitive = "layout-sensitive"
+	// LayoutUnresolved: the aligned rebuilds' comparison is inconclusive
+	// and its interval still holds the change: the samples cannot tell
+	// whether it survives (more boots would).
+	LayoutUnresolved = "layout-unresolved"
 )
 
 // LayoutVerdict judges comparison c by its layout control aligned (the
@@ -314,6 +318,12 @@ func LayoutVerdict(c, aligned stats.Comparison) (verdict, note string) {
 	between := fmt.Sprintf("%s between the aligned rebuilds (%s, %s)", Pct(aligned.Change), ciText(aligned), aligned.Label())
 	if matters(aligned) && aligned.Verdict == c.Verdict {
 		return LayoutStable, fmt.Sprintf("%s: the %s survives forced function alignment: %s", LayoutStable, c.Verdict, between)
+	}
+	if aligned.Verdict == stats.Inconclusive && (!aligned.CIBounded || aligned.CILow <= c.Change && c.Change <= aligned.CIHigh) {
+		// Not seen is not gone: the aligned samples are too noisy to
+		// tell the change from none, and from the change itself.
+		return LayoutUnresolved, fmt.Sprintf("%s: whether the %s survives forced function alignment is not decided: %s, an interval that holds the %s itself; more boots would decide",
+			LayoutUnresolved, c.Verdict, between, Pct(c.Change))
 	}
 	return LayoutSensitive, fmt.Sprintf("%s: the %s does not survive forced function alignment: %s; code layout, not the code, may explain it",
 		LayoutSensitive, c.Verdict, between)

@@ -394,6 +394,37 @@ func TestBaseRule(t *testing.T) {
 	}
 }
 
+// TestLayoutVerdictUnresolved: an aligned comparison too noisy to tell
+// the change from none, whose interval still holds the change, leaves the
+// layout question open (it used to say layout-sensitive: "does not
+// survive", of a +17% regression whose aligned rebuilds showed +17%
+// inconclusive); one whose interval excludes the change, or that is
+// equivalent, is layout-sensitive.
+func TestLayoutVerdictUnresolved(t *testing.T) {
+	reg := stats.Comparison{Verdict: stats.Regression, Change: 17.6, CILow: 0.8, CIHigh: 37.8, CIBounded: true}
+	for _, c := range []struct {
+		name    string
+		aligned stats.Comparison
+		want    string
+	}{
+		{"noisy, holds the change", stats.Comparison{Verdict: stats.Inconclusive, Change: 17.0, CILow: -11.8, CIHigh: 58.1, CIBounded: true}, LayoutUnresolved},
+		{"unbounded", stats.Comparison{Verdict: stats.Inconclusive, Change: 5}, LayoutUnresolved},
+		{"shrunk below the change", stats.Comparison{Verdict: stats.Inconclusive, Change: 2, CILow: -1, CIHigh: 6, CIBounded: true}, LayoutSensitive},
+		{"gone", stats.Comparison{Verdict: stats.Equivalent, Change: 0.1, CILow: -0.4, CIHigh: 0.6, CIBounded: true}, LayoutSensitive},
+		{"reversed", stats.Comparison{Verdict: stats.Improvement, Change: -9, CILow: -14, CIHigh: -4, CIBounded: true}, LayoutSensitive},
+		{"survives", stats.Comparison{Verdict: stats.Regression, Change: 15, CILow: 5, CIHigh: 25, CIBounded: true}, LayoutStable},
+	} {
+		got, note := LayoutVerdict(reg, c.aligned)
+		if got != c.want || !strings.HasPrefix(note, c.want+": ") {
+			t.Errorf("%s: %q (%s), want %s", c.name, got, note, c.want)
+		}
+	}
+	got, note := LayoutVerdict(reg, stats.Comparison{Verdict: stats.Inconclusive, Change: 17.0, CILow: -11.8, CIHigh: 58.1, CIBounded: true})
+	if got != LayoutUnresolved || !strings.Contains(note, "+17.6%") || !strings.Contains(note, "more boots would decide") {
+		t.Errorf("unresolved note %q", note)
+	}
+}
+
 // TestLayoutVerdicts: a regression that the function-aligned rebuilds
 // show too is layout-stable; one they do not is layout-sensitive; the
 // layout controls are marked and not counted as regressions of their own.
