@@ -21,13 +21,17 @@ import (
 // TestLabPipeline compares two x86_64 kernels on the emulated lab host
 // (evaluate/target/testlab) through the whole hardware path, as `patcheval lore
 // --pipeline` runs it: Debian's 6.1 without and with a series that makes
-// getppid() spin, built with the lab's fragment, each boot a kexec over
-// SSH into the kernel under test, verified (build-id, command line)
-// before its benchmark, interleaved base patched base patched; the
+// getppid() spin (20,000 barrier() rounds a call: under TCG in real time
+// the lab's clock is too coarse and noisy for less), built with the lab's
+// fragment, each boot a kexec over SSH into the kernel under test,
+// verified (build-id, command line) before its benchmark, 3 boots each
+// of 5 getppid runs (with 3 samples a variant the rank test can never
+// call a change, however large) interleaved base patched base patched
+// ...; the
 // machine is lost once (QEMU killed as the third kexec'd kernel starts)
 // and the boot hook power-cycles it. The report finds the regression,
 // every run carries its kernel's build-id, and no sample comes from a
-// kernel other than the one asked for. Long: the lab kernel (about 560
+// kernel other than the one asked for. Long: the lab kernel (886
 // objects, shared with evaluate/target/ssh's TestLabKexec) and the
 // patched one (kernel/sys.c and the link).
 func TestLabPipeline(t *testing.T) {
@@ -63,7 +67,8 @@ name = "getppid"
 iterations = 20000
 
 [repeats]
-boots = 2
+boots = 3
+iterations = 5
 
 [compare]
 threshold = "2%%"
@@ -106,7 +111,7 @@ timeout = "15m"
 	start := time.Now()
 	out := filepath.Join(dir, "out")
 	stdout, stderr, code := loreCLI(t, "", "-m", filepath.Join("testdata", "lab-getppid.mbox"), "--pipeline", pipeline, "--tree", repo,
-		"--branch", branch, "--db", filepath.Join(dir, "lab.db"), "--out", out, "--from", "Lab Tester <lab@patcheval.invalid>")
+		"--branch", branch, "--db", filepath.Join(dir, "lab.db"), "--out", out, "--from", "Lab Bot <lab-bot@patcheval.invalid>")
 	wall := time.Since(start)
 	if code != 0 {
 		t.Fatalf("exit %d\n%s\n%s\nconsole:\n%s", code, stdout, stderr, h.ConsoleTail(30))
@@ -177,8 +182,8 @@ timeout = "15m"
 			}
 		}
 	}
-	if okRuns != 4 {
-		t.Errorf("%d finished boots, want 4", okRuns)
+	if okRuns != 6 {
+		t.Errorf("%d finished boots, want 6", okRuns)
 	}
 	t.Logf("lab pipeline: %v wall, %d boots (%d verified, %d infra), getppid patched vs base: %s", wall.Round(time.Second), len(runs), okRuns, infra, verdict)
 	t.Logf("verify evidence: %s", evidence)
