@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/patcheval/patcheval/build"
+	"github.com/patcheval/patcheval/evaluate/report"
 	"github.com/patcheval/patcheval/evaluate/stats"
 	"github.com/patcheval/patcheval/internal/fail"
 	"github.com/patcheval/patcheval/internal/progress"
@@ -123,15 +124,35 @@ func (m *PipelineMeasurer) Measure(ctx context.Context, commit string, boots int
 // MeasureNth implements NthMeasurer: measurement n of a commit is one
 // stored evaluation, so measuring it again after a crash resumes that
 // evaluation (finished builds and boots are kept) instead of starting
-// over.
+// over. It runs Plan with runner.Run in this process and reads the
+// measurement back (Measured).
 func (m *PipelineMeasurer) MeasureNth(ctx context.Context, commit string, boots, n int) (*Measurement, error) {
-	p, err := Single(m.Pipeline, m.Variant, m.Benchmark)
+	p, o, err := m.Plan(commit, boots, n)
 	if err != nil {
 		return nil, err
 	}
-	variant := m.Variant
-	if variant == "" {
-		variant = m.Pipeline.Variants[0].Name
+	start := time.Now()
+	out, err := m.run(ctx, p, o)
+	var id int64
+	var rep *report.Report
+	if out != nil {
+		id, rep = out.EvaluationID, out.Report
+	}
+	st, done, oerr := m.open()
+	if oerr != nil {
+		return nil, oerr
+	}
+	defer done()
+	return m.Measured(st, p, commit, id, rep, err, time.Since(start))
+}
+
+// Plan is the pipeline and the runner's options of measurement n of
+// commit with boots boots: the measured variant alone (Single), named
+// so that the nth measurement of a commit is its own evaluation.
+func (m *PipelineMeasurer) Plan(commit string, boots, n int) (*pipelines.Pipeline, runner.Options, error) {
+	p, err := Single(m.Pipeline, m.Variant, m.Benchmark)
+	if err != nil {
+		return nil, runner.Options{}, err
 	}
 	// The name is part of the evaluation key: the nth measurement of a
 	// commit is a new evaluation with fresh boots, not the stored one.
@@ -140,11 +161,21 @@ func (m *PipelineMeasurer) MeasureNth(ctx context.Context, commit string, boots,
 		p.Name += fmt.Sprintf(".%d", n)
 	}
 	out := filepath.Join(m.OutDir, fmt.Sprintf("%s-%d", short(commit), n))
-	start := time.Now()
-	o, err := m.run(ctx, p, runner.Options{Tree: m.Repo, Base: commit, OutDir: out, Boots: boots})
+	return p, runner.Options{Tree: m.Repo, Base: commit, OutDir: out, Boots: boots}, nil
+}
+
+// Measured is the measurement that evaluation id of Plan's pipeline p
+// at commit, in st, made: its report rep (nil when it has none), runErr
+// how it failed, took how long it ran.
+func (m *PipelineMeasurer) Measured(st *store.Store, p *pipelines.Pipeline, commit string, id int64, rep *report.Report, runErr error,
+	took time.Duration) (*Measurement, error) {
+	variant := m.Variant
+	if variant == "" {
+		variant = m.Pipeline.Variants[0].Name
+	}
 	meas := &Measurement{}
-	if o != nil && o.Report != nil {
-		for _, t := range o.Report.Timings {
+	if rep != nil {
+		for _, t := range rep.Timings {
 			switch t.Stage {
 			case "build":
 				meas.BuildTime = t.Duration
@@ -152,32 +183,27 @@ func (m *PipelineMeasurer) MeasureNth(ctx context.Context, commit string, boots,
 				meas.BootTime += t.Duration
 			}
 		}
-		for _, v := range o.Report.Variants {
+		for _, v := range rep.Variants {
 			if v.BuildSeconds > 0 {
 				meas.Built = true
 				meas.Note = fmt.Sprintf("%s built in %.0fs", v.Name, v.BuildSeconds)
 			}
 		}
 	}
-	if err != nil {
-		if o == nil || o.Report == nil {
+	if runErr != nil {
+		if rep == nil {
 			// A build failure stops Run before its report: count it.
-			meas.Built, meas.BuildTime = true, time.Since(start)
+			meas.Built, meas.BuildTime = true, took
 		}
-		return meas, err
+		return meas, runErr
 	}
-	st, done, err := m.open()
-	if err != nil {
-		return meas, err
-	}
-	defer done()
-	samples, err := st.Samples(o.EvaluationID)
+	samples, err := st.Samples(id)
 	if err != nil {
 		return meas, err
 	}
 	set := stats.Find(stats.Sets(samples), m.Benchmark, m.Metric, variant)
 	if set == nil {
-		return meas, fail.Inputf("evaluation %d of %s at %s has no %s %s samples for %s", o.EvaluationID, p.Name, short(commit),
+		return meas, fail.Inputf("evaluation %d of %s at %s has no %s %s samples for %s", id, p.Name, short(commit),
 			m.Benchmark, m.Metric, variant)
 	}
 	meas.Values, meas.Unit = set.Values, set.Unit
@@ -194,4 +220,15 @@ func (m *PipelineMeasurer) open() (*store.Store, func(), error) {
 		return nil, nil, err
 	}
 	return st, func() { st.Close() }, nil
+}
+
+// Planner is a Measurer whose measurements are evaluations: a driver
+// that runs runner's stage graph itself (pipelines/service, whose jobs
+// never run an evaluation whole) submits Plan's evaluation and reads the
+// measurement back with Measured when it has ended, instead of calling
+// MeasureNth.
+type Planner interface {
+	NthMeasurer
+	Plan(commit string, boots, n int) (*pipelines.Pipeline, runner.Options, error)
+	Measured(st *store.Store, p *pipelines.Pipeline, commit string, id int64, rep *report.Report, runErr error, took time.Duration) (*Measurement, error)
 }

@@ -56,13 +56,24 @@ func Measure(ctx context.Context, m Measurer, need Need) (Record, error) {
 	} else {
 		meas, err = m.Measure(ctx, need.Commit, need.Boots)
 	}
+	if err != nil && ctx.Err() != nil {
+		rec, _ := RecordOf(need, meas, nil)
+		return rec, err
+	}
+	return RecordOf(need, meas, err)
+}
+
+// RecordOf is the record of measurement need that measured meas (nil:
+// nothing) with err: an error of kind failed (the commit does not build
+// or boot) is recorded (Failed); any other is returned with the record.
+func RecordOf(need Need, meas *Measurement, err error) (Record, error) {
 	rec := Record{Commit: need.Commit, Boots: need.Boots, N: need.N, At: time.Now().UTC()}
 	if meas != nil {
 		rec.Values, rec.Unit, rec.Built, rec.Note = meas.Values, meas.Unit, meas.Built, meas.Note
 		rec.BuildSeconds, rec.BootSeconds = meas.BuildTime.Seconds(), meas.BootTime.Seconds()
 	}
 	if err != nil {
-		if fail.KindOf(err) != fail.KindFailed || ctx.Err() != nil {
+		if fail.KindOf(err) != fail.KindFailed {
 			return rec, err
 		}
 		rec.Failed = err.Error()
