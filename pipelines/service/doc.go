@@ -54,8 +54,7 @@
 // re-test's evaluation runs as the stage jobs of any evaluation: the
 // re-test submits it and ends, and the transaction that ends the
 // evaluation queues the job that records the tag's result (a waiter:
-// waiters.go). Bisection steps still measure inside their job, within the
-// service's -j budget and its build and boot slots (runner.Env.Slot).
+// waiters.go); a bisection step's measurement likewise (watchsteps.go).
 //
 // An evaluation submitted with per-patch (runner.Options.PerPatch) is
 // taken apart by a per_patch job after its report, in the "series" queue

@@ -516,6 +516,7 @@ func (s *Service) addWorkers(w *river.Workers) {
 	river.AddWorker(w, &retestWorker{s: s})
 	river.AddWorker(w, &retestedWorker{s: s})
 	river.AddWorker(w, &bisectStepWorker{s: s})
+	river.AddWorker(w, &bisectMeasuredWorker{s: s})
 	river.AddWorker(w, &perPatchWorker{s: s})
 	river.AddWorker(w, &seriesBisectWorker{s: s})
 	river.AddWorker(w, &seriesBisectedWorker{s: s})

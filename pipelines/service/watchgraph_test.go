@@ -296,3 +296,76 @@ func TestWatchRetestEvaluationCancelled(t *testing.T) {
 		t.Fatalf("re-tests waiting: %d %v", n, err)
 	}
 }
+
+// TestWatchBisectionStepsRunAsStageJobs: with the bisection's own
+// measurer (bisect.PipelineMeasurer, a bisect.Planner), a watch
+// bisection's measurement is an evaluation of the service's stage graph:
+// the bisect_step job submits it and ends, the evaluation runs as stage
+// jobs carrying its id, and the bisect_measured job its end queues
+// records the measurement on the event. Here the commits of the small
+// test tree are no kernel, so the first measurement's evaluation (of the
+// good end) fails in its configure job, and the bisection ends as
+// failed with the reason.
+func TestWatchBisectionStepsRunAsStageJobs(t *testing.T) {
+	root := t.TempDir()
+	db := filepath.Join(root, "state", "patcheval.db")
+	r := newWatchRemote(t, root)
+	rc1 := r.commit("", 0, "1000")
+	r.tag("v6.2-rc1", rc1)
+	st, w := r.addWatch(db, "mainline", true)
+	defer st.Close()
+	ws := &testWatchSpec{Log: filepath.Join(root, "watch.log"), Out: filepath.Join(root, "watches")}
+	watches := func(s *Service) WatchConfig {
+		c := ws.config(s)
+		c.Bisection.NewMeasurer = nil // the pipeline's measurer (a bisect.Planner)
+		return c
+	}
+	cfg := Config{Database: db, CacheDir: filepath.Join(root, "cache"), From: testFrom, Log: testWriter{t}, Grace: 5 * time.Second}
+	if _, err := RunWatchNow(t.Context(), cfg, watches, "mainline"); err != nil {
+		t.Fatal(err)
+	}
+	commits := r.regression(rc1, 4, 3, 0)
+	r.tag("v6.2-rc2", commits[3])
+	if _, err := RunWatchNow(t.Context(), cfg, watches, "mainline"); err != nil {
+		t.Fatal(err)
+	}
+	evs, err := st.WatchEvents(w.ID)
+	if err != nil || len(evs) != 1 {
+		t.Fatalf("events %+v %v", evs, err)
+	}
+	var bs watch.BisectState
+	if err := json.Unmarshal(evs[0].Bisect, &bs); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("bisection: %s", evs[0].Bisect)
+	if bs.Status != watch.BisectFailed || len(bs.Records) != 0 || !strings.Contains(bs.Error, "cannot be configured on this tree") {
+		t.Fatalf("bisection %s %q, %d records: want failed: the good end cannot be configured", bs.Status, bs.Error, len(bs.Records))
+	}
+	jobs := jobsByKind(t, db)
+	if len(jobs["bisect_measured"]) != 1 || len(jobs["bisect_step"]) != 1 {
+		t.Fatalf("%d bisect_measured, %d bisect_step jobs: want one each", len(jobs["bisect_measured"]), len(jobs["bisect_step"]))
+	}
+	var ma BisectMeasuredArgs
+	step, m := jobs["bisect_step"][0], jobs["bisect_measured"][0]
+	if err := json.Unmarshal(m.EncodedArgs, &ma); err != nil || ma.EvaluationID == 0 || ma.End == nil || ma.End.Status != store.StatusFailed ||
+		ma.End.Stage != "configure" || ma.Need.Commit != rc1 {
+		t.Fatalf("bisect_measured %s: want the configure failure of the good end's evaluation", m.EncodedArgs)
+	}
+	var configure *rivertype.JobRow
+	for _, j := range jobs["configure"] {
+		var ca ConfigureArgs
+		if json.Unmarshal(j.EncodedArgs, &ca) == nil && ca.EvaluationID == ma.EvaluationID {
+			configure = j
+		}
+	}
+	if configure == nil || configure.AttemptedAt == nil {
+		t.Fatalf("no configure job of the measurement's evaluation %d: %v", ma.EvaluationID, jobs)
+	}
+	// The step's job ended before its evaluation's stages ran.
+	if step.State != rivertype.JobStateCompleted || step.FinalizedAt == nil || !step.FinalizedAt.Before(*configure.AttemptedAt) {
+		t.Fatalf("bisect_step %s finalized %v, configure attempted %v: the step waited for its evaluation", step.State, step.FinalizedAt, configure.AttemptedAt)
+	}
+	if n, err := st.Waiters(BisectMeasuredArgs{}.Kind()); err != nil || len(n) != 0 {
+		t.Fatalf("waiters left: %+v %v", n, err)
+	}
+}

@@ -62,7 +62,11 @@ import (
 //     transactions that read it again, and a step ahead of the recorded
 //     measurements carries the bisection on from them as a new run; the
 //     last attempt of a step that keeps failing ends the bisection as
-//     failed rather than leave it running.
+//     failed rather than leave it running. With a bisect.Planner (serve's
+//     bisect.PipelineMeasurer) the measurement is an evaluation of the
+//     stage graph: the step submits it and ends, and bisect_measured,
+//     queued when it ends, records it and queues the next step
+//     (watchsteps.go).
 
 // QueueWatch runs the watches' ticks, re-tests and bisection steps.
 const QueueWatch = "watch"
@@ -164,14 +168,14 @@ func bisectStepJob(watchID, eventID, gen int64, seq int) river.InsertManyParams 
 // Watch enables the watches: Run starts the scheduler, and the watch
 // queue's workers evaluate and bisect with cfg. Call it before Run.
 //
-// A re-test's evaluation runs as the service's stage jobs (retest
-// submits it, retested records its result: see above), in the service's
-// store, cache, budget and slots like any evaluation. A bisection step
-// still measures in its job (runner.Run): a pipeline evaluator
-// (watch.PipelineEvaluator, also the bisection's) is given the service's
-// store, its compiler cache, its -j budget and its build and boot slots,
-// so their builds share the budget with the build jobs and their boots
-// never run beside another boot of this process.
+// A re-test's evaluation and a bisection step's measurement run as the
+// service's stage jobs (retest and bisect_step submit them, retested and
+// bisect_measured record their results: see above and watchsteps.go), in
+// the service's store, cache, budget and slots like any evaluation. A
+// pipeline evaluator (watch.PipelineEvaluator, also the bisection's) is
+// given the service's store, its compiler cache, its -j budget and its
+// build and boot slots, for the measurers that still measure inside the
+// job (a bisection's NewMeasurer that is not a bisect.Planner).
 func (s *Service) Watch(cfg WatchConfig) {
 	for _, e := range []watch.Evaluator{cfg.Eval, bisectionEval(cfg.Bisection)} {
 		if pe, ok := e.(*watch.PipelineEvaluator); ok && pe != nil {
@@ -331,18 +335,7 @@ func (wk *watchTickWorker) Work(ctx context.Context, job *river.Job[WatchTickArg
 // retestsWaiting is how many of watch id's re-tests wait for their
 // evaluation (their retested job is a waiter: waiters.go).
 func (s *Service) retestsWaiting(id int64) (int, error) {
-	ws, err := s.db.Store.Waiters(RetestedArgs{}.Kind())
-	if err != nil {
-		return 0, err
-	}
-	n := 0
-	for _, w := range ws {
-		var a RetestedArgs
-		if json.Unmarshal(w.Args, &a) == nil && a.WatchID == id {
-			n++
-		}
-	}
-	return n, nil
+	return s.watchWaiting(id, RetestedArgs{}.Kind())
 }
 
 type retestWorker struct {
@@ -652,15 +645,15 @@ func (wk *bisectStepWorker) Work(ctx context.Context, job *river.Job[BisectStepA
 		}
 		return nil
 	}
-	return s.measureWatchStep(ctx, job, b, w.Name, good.Tag, bad.Tag, res, need, measurer, retry, txErr)
+	return s.measureWatchStep(ctx, job, b, w, good.Tag, bad.Tag, res, need, measurer, retry, txErr)
 }
 
 // measureWatchStep shows watch bisection step need (of job) as the one
 // being measured, measures it and records it, queueing the next step;
 // retry and txErr sort its errors (bisectStepWorker.Work).
-func (s *Service) measureWatchStep(ctx context.Context, job *river.Job[BisectStepArgs], b bisectJobs[*watch.BisectState], watchName, goodTag, badTag string,
+func (s *Service) measureWatchStep(ctx context.Context, job *river.Job[BisectStepArgs], b bisectJobs[*watch.BisectState], w *store.Watch, goodTag, badTag string,
 	res *bisect.Result, need *bisect.Need, measurer bisect.Measurer, retry, txErr func(error) error) error {
-	a := job.Args
+	a, watchName := job.Args, w.Name
 	// Show the step being measured, then measure it.
 	mine, err := changeTx[*watch.BisectState, BisectStepArgs](ctx, s, nil, b, a.Gen, a.Seq, bisectRun.isStep, func(tx *store.Tx, cur *watch.BisectState) ([]river.InsertManyParams, error) {
 		cur.Result, cur.Next = *res, need
@@ -674,13 +667,24 @@ func (s *Service) measureWatchStep(ctx context.Context, job *river.Job[BisectSte
 		return nil
 	}
 	s.logf("watch %s: bisect %s..%s: measuring %s (%d boot(s), measurement %d)", watchName, goodTag, badTag, need.Commit[:12], need.Boots, a.Seq+1)
+	if pm, ok := measurer.(bisect.Planner); ok {
+		return s.submitWatchStep(ctx, job, b, w, need, pm, retry, txErr)
+	}
 	rec, err := bisect.Measure(ctx, measurer, *need)
 	if err != nil {
 		return retry(err) // shutdown or infrastructure: retried, the same measurement again
 	}
-	_, err = changeTx(ctx, s, job, b, a.Gen, a.Seq, bisectRun.isStep, func(tx *store.Tx, cur *watch.BisectState) ([]river.InsertManyParams, error) {
+	return recordWatchStep(ctx, s, job, b, a.Gen, a.Seq, rec, txErr)
+}
+
+// recordWatchStep records rec, measurement seq of run gen of bisection
+// b, queues the next step and ends job, in one transaction; txErr sorts
+// its error.
+func recordWatchStep[T river.JobArgs](ctx context.Context, s *Service, job *river.Job[T], b bisectJobs[*watch.BisectState], gen int64, seq int,
+	rec bisect.Record, txErr func(error) error) error {
+	_, err := changeTx(ctx, s, job, b, gen, seq, bisectRun.isStep, func(tx *store.Tx, cur *watch.BisectState) ([]river.InsertManyParams, error) {
 		cur.Records = append(cur.Records, rec)
-		return []river.InsertManyParams{b.step(a.Gen, a.Seq+1)}, nil
+		return []river.InsertManyParams{b.step(gen, seq+1)}, nil
 	})
 	if err != nil {
 		return txErr(err) // the last attempt ends the bisection rather than leave it running
@@ -694,8 +698,13 @@ func (s *Service) measureWatchStep(ctx context.Context, job *river.Job[BisectSte
 // event, the job completes. A step the bisection is no longer at changes
 // nothing.
 func (s *Service) bisectFailed(ctx context.Context, job *river.Job[BisectStepArgs], w *store.Watch, ev *store.WatchEvent, err error) error {
-	a := job.Args
-	mine, terr := changeTx(ctx, s, job, s.watchBisectJobs(w.ID, ev.ID), a.Gen, a.Seq, bisectRun.isStep,
+	return bisectFailedAt(ctx, s, job, job.Args.Gen, job.Args.Seq, w, ev, err)
+}
+
+// bisectFailedAt is bisectFailed for job, which makes step seq of run
+// gen (bisect_step, bisect_measured).
+func bisectFailedAt[T river.JobArgs](ctx context.Context, s *Service, job *river.Job[T], gen int64, seq int, w *store.Watch, ev *store.WatchEvent, err error) error {
+	mine, terr := changeTx(ctx, s, job, s.watchBisectJobs(w.ID, ev.ID), gen, seq, bisectRun.isStep,
 		func(tx *store.Tx, st *watch.BisectState) ([]river.InsertManyParams, error) {
 			st.Status, st.Error, st.Kind, st.Next = watch.BisectFailed, err.Error(), fail.KindOf(err).String(), nil
 			return nil, nil
@@ -762,6 +771,18 @@ func (s *Service) resumeStuckBisections(ctx context.Context, w *store.Watch) err
 				var a BisectStepArgs
 				if json.Unmarshal(j.EncodedArgs, &a) == nil && a.EventID == ev.ID && a.Gen == r.gen && a.Seq >= r.recorded {
 					return nil // its step's job, or one ahead (which catches up)
+				}
+			}
+			// A step whose measurement is an evaluation under way waits
+			// for it (bisect_measured).
+			ws, err := s.db.Store.WaitersTx(tx, BisectMeasuredArgs{}.Kind())
+			if err != nil {
+				return err
+			}
+			for _, w := range ws {
+				var a BisectMeasuredArgs
+				if json.Unmarshal(w.Args, &a) == nil && a.EventID == ev.ID && a.Gen == r.gen && a.Seq >= r.recorded {
+					return nil
 				}
 			}
 			g := newRunGen(r.gen)

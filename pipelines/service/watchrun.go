@@ -34,7 +34,7 @@ import (
 // twice.
 
 // watchKinds are the watch queue's job kinds.
-var watchKinds = []string{WatchTickArgs{}.Kind(), RetestArgs{}.Kind(), RetestedArgs{}.Kind(), BisectStepArgs{}.Kind()}
+var watchKinds = []string{WatchTickArgs{}.Kind(), RetestArgs{}.Kind(), RetestedArgs{}.Kind(), BisectStepArgs{}.Kind(), BisectMeasuredArgs{}.Kind()}
 
 // WatchRun is what RunWatchNow did: the history entries and events the
 // watch's jobs added or changed while it waited.
@@ -274,9 +274,9 @@ func (s *Service) awaitWatch(ctx context.Context, id int64, gone func() bool) (a
 		if err != nil {
 			return false, err
 		}
-		// A re-test waiting for its evaluation (its stage jobs) is
-		// unfinished too.
-		waiting, err := s.retestsWaiting(id)
+		// A re-test or a bisection step waiting for its evaluation (its
+		// stage jobs) is unfinished too.
+		waiting, err := s.watchWaiting(id, RetestedArgs{}.Kind(), BisectMeasuredArgs{}.Kind())
 		if err != nil {
 			return false, err
 		}
