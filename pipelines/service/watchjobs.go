@@ -345,15 +345,8 @@ type retestWorker struct {
 
 func (wk *retestWorker) Work(ctx context.Context, job *river.Job[RetestArgs]) error {
 	s, a := wk.s, job.Args
-	w, err := s.watchOf(a.WatchID)
+	w, t, err := s.watchEntry(a.WatchID, a.Tag)
 	if err != nil {
-		return err
-	}
-	t, err := s.db.Store.WatchTag(a.Tag)
-	if err != nil {
-		if fail.KindOf(err) == fail.KindInput {
-			return river.JobCancel(err)
-		}
 		return err
 	}
 	pl, graph := s.watchCfg.Eval.(watch.Planner)
@@ -411,15 +404,8 @@ type retestedWorker struct {
 
 func (wk *retestedWorker) Work(ctx context.Context, job *river.Job[RetestedArgs]) error {
 	s, a := wk.s, job.Args
-	w, err := s.watchOf(a.WatchID)
+	w, t, err := s.watchEntry(a.WatchID, a.Tag)
 	if err != nil {
-		return err
-	}
-	t, err := s.db.Store.WatchTag(a.Tag)
-	if err != nil {
-		if fail.KindOf(err) == fail.KindInput {
-			return river.JobCancel(err)
-		}
 		return err
 	}
 	var evErr error
@@ -431,6 +417,39 @@ func (wk *retestedWorker) Work(ctx context.Context, job *river.Job[RetestedArgs]
 	}
 	res, err := s.watcher.Ended(ctx, w, t, a.Commit, a.EvaluationID, evErr)
 	return retestNext(ctx, s, job, w, t, a.Rest, a.Gen, res, err)
+}
+
+// watchEntry is watch watchID and its entry tagID, for a job on them: an
+// entry that is gone cancels the job.
+func (s *Service) watchEntry(watchID, tagID int64) (*store.Watch, *store.WatchTag, error) {
+	w, err := s.watchOf(watchID)
+	if err != nil {
+		return nil, nil, err
+	}
+	t, err := s.db.Store.WatchTag(tagID)
+	return w, t, cancelGone(err)
+}
+
+// bisectingEvent is event eventID, its watch and its bisection's state
+// as stored, for a bisection's job: bisections not enabled, an event
+// that is gone or a state that does not decode cancel the job.
+func (s *Service) bisectingEvent(eventID int64) (*store.WatchEvent, *store.Watch, *watch.BisectState, error) {
+	if s.watchCfg == nil || s.watchCfg.Bisection == nil {
+		return nil, nil, nil, river.JobCancel(fmt.Errorf("bisections are not enabled in this service"))
+	}
+	ev, err := s.db.Store.WatchEvent(eventID)
+	if err != nil {
+		return nil, nil, nil, cancelGone(err)
+	}
+	w, err := s.watchOf(ev.WatchID)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	st, err := decodeEventBisect(ev.ID, ev.Bisect, nil)
+	if err != nil {
+		return nil, nil, nil, river.JobCancel(fmt.Errorf("watch %s: %w", w.Name, err))
+	}
+	return ev, w, st, nil
 }
 
 // retestNext ends job, the re-test of entry t of watch w (retest or
@@ -542,25 +561,11 @@ type bisectStepWorker struct {
 
 func (wk *bisectStepWorker) Work(ctx context.Context, job *river.Job[BisectStepArgs]) error {
 	s, a := wk.s, job.Args
-	if s.watchCfg == nil || s.watchCfg.Bisection == nil {
-		return river.JobCancel(fmt.Errorf("bisections are not enabled in this service"))
-	}
-	ev, err := s.db.Store.WatchEvent(a.EventID)
-	if err != nil {
-		if fail.KindOf(err) == fail.KindInput {
-			return river.JobCancel(err)
-		}
-		return err
-	}
-	w, err := s.watchOf(ev.WatchID)
-	if err != nil {
-		return err
-	}
 	// A snapshot to plan the step with: what this job writes it writes
 	// in a transaction that reads the state again (changeTx).
-	st, err := decodeEventBisect(ev.ID, ev.Bisect, nil)
+	ev, w, st, err := s.bisectingEvent(a.EventID)
 	if err != nil {
-		return river.JobCancel(fmt.Errorf("watch %s: %w", w.Name, err))
+		return err
 	}
 	b := s.watchBisectJobs(w.ID, ev.ID)
 	if r := watchBisectRun(st); !r.isStep(a.Gen, a.Seq) {

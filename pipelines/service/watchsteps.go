@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"fmt"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -93,20 +92,9 @@ type bisectMeasuredWorker struct {
 
 func (wk *bisectMeasuredWorker) Work(ctx context.Context, job *river.Job[BisectMeasuredArgs]) error {
 	s, a := wk.s, job.Args
-	if s.watchCfg == nil || s.watchCfg.Bisection == nil {
-		return river.JobCancel(fmt.Errorf("bisections are not enabled in this service"))
-	}
-	ev, err := s.db.Store.WatchEvent(a.EventID)
-	if err != nil {
-		return cancelGone(err)
-	}
-	w, err := s.watchOf(ev.WatchID)
+	ev, w, st, err := s.bisectingEvent(a.EventID)
 	if err != nil {
 		return err
-	}
-	st, err := decodeEventBisect(ev.ID, ev.Bisect, nil)
-	if err != nil {
-		return river.JobCancel(fmt.Errorf("watch %s: %w", w.Name, err))
 	}
 	if !watchBisectRun(st).isStep(a.Gen, a.Seq) {
 		return nil // another run, ended, or recorded
