@@ -134,17 +134,13 @@ func lostBudget(st *store.Store, id int64, target string, budget int) error {
 		target, n, last.Variant, last.Boot+1, firstLine(last.ErrorText), ErrLostBoots, budget)
 }
 
-// interruptedRun is how store.InterruptRuns begins the error of a boot
-// that a dead worker left unfinished.
-const interruptedRun = "interrupted: "
-
 // lostStreak is how many of runs (in the order they began) at the end
 // failed for infrastructure reasons, and the last of them: a measured or
 // failed boot ends the streak; interrupted ones are passed over.
 func lostStreak(runs []store.Run) (n int, last store.Run) {
 	for i := len(runs) - 1; i >= 0; i-- {
 		r := runs[i]
-		if r.Status == store.RunInfra && strings.HasPrefix(r.ErrorText, interruptedRun) {
+		if r.Status == store.RunInfra && strings.HasPrefix(r.ErrorText, store.Interrupted) {
 			continue
 		}
 		if r.Status != store.RunInfra {

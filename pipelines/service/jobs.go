@@ -241,14 +241,10 @@ func work[T river.JobArgs](s *Service, ctx context.Context, job *river.Job[T], i
 		if ctx.Err() != nil {
 			return err
 		}
-		switch fail.KindOf(err) {
-		case fail.KindInput, fail.KindFailed:
-			s.evalFailed(id, job.Kind, err)
-			return river.JobCancel(err)
-		}
-		if errors.Is(err, runner.ErrLostBoots) {
-			// The evaluation's budget of lost boots is spent: another
-			// attempt would boot again on the machine that is gone.
+		// Bad input and a failed evaluation are final, and so is a spent
+		// budget of lost boots: another attempt would boot again on the
+		// machine that is gone.
+		if k := fail.KindOf(err); k == fail.KindInput || k == fail.KindFailed || errors.Is(err, runner.ErrLostBoots) {
 			s.evalFailed(id, job.Kind, err)
 			return river.JobCancel(err)
 		}
@@ -411,7 +407,7 @@ func (w *bootWorker) Work(ctx context.Context, job *river.Job[BootArgs]) error {
 		// The last attempt died (kill -9, a lost worker) or failed: a run
 		// of this boot it left "running" is over.
 		if _, err := w.s.db.Store.InterruptRuns(a.EvaluationID, a.Boot.Variant, a.Boot.Boot,
-			fmt.Sprintf("interrupted: attempt %d of job %d ended without finishing this boot", job.Attempt-1, job.ID)); err != nil {
+			store.Interrupted+fmt.Sprintf("attempt %d of job %d ended without finishing this boot", job.Attempt-1, job.ID)); err != nil {
 			return err
 		}
 	}

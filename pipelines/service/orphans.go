@@ -268,7 +268,7 @@ func (s *Service) rescue(ctx context.Context, o orphan) (bool, error) {
 		}
 		if o.Kind == a.Kind() && json.Unmarshal(o.Args, &a) == nil {
 			n, err := s.db.Store.InterruptRunsTx(tx, a.EvaluationID, a.Boot.Variant, a.Boot.Boot,
-				fmt.Sprintf("interrupted: %s (job %d, attempt %d)", who, o.ID, o.Attempt))
+				store.Interrupted+fmt.Sprintf("%s (job %d, attempt %d)", who, o.ID, o.Attempt))
 			if err != nil {
 				return err
 			}

@@ -417,11 +417,15 @@ func (s *Store) finishBootTx(tx *Tx, runID int64, rec evaluate.BootRecord) error
 	return s.FinishRunTx(tx, runID, StatusOf(rec.Err), env, console, rec.Samples, rec.Err)
 }
 
+// Interrupted begins the why of every InterruptRuns: it tells a run whose
+// process died from one whose machine failed (both are RunInfra).
+const Interrupted = "interrupted: "
+
 // InterruptRuns ends the runs of boot (variant, boot) of evaluation evalID
 // still marked running, whose process died (kill -9, power loss, a worker
-// lost), as infrastructure failures saying why: the dashboard no longer
-// shows them running, and they never count as finished, so the boot is
-// redone. It returns how many it ended.
+// lost), as infrastructure failures saying why (after Interrupted): the
+// dashboard no longer shows them running, and they never count as
+// finished, so the boot is redone. It returns how many it ended.
 func (s *Store) InterruptRuns(evalID int64, variant string, boot int, why string) (int64, error) {
 	return s.interruptRuns(s.db, evalID, variant, boot, why)
 }
