@@ -94,7 +94,7 @@ func compTable(b Benchmark, wide bool) *table {
 	t := &table{}
 	conf := "95% CI"
 	if len(b.Comparisons) > 0 {
-		conf = fmt.Sprintf("%g%% CI", 100*b.Comparisons[0].Confidence)
+		conf = stats.FormatConf(b.Comparisons[0].Confidence) + " CI"
 	}
 	if wide {
 		t.head = []string{"Comparison", "diff", "change", conf, "Welch p", "U-test p", "verdict"}

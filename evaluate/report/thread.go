@@ -5,6 +5,7 @@ import (
 	"strings"
 
 	"github.com/patcheval/patcheval/evaluate/guest"
+	"github.com/patcheval/patcheval/evaluate/stats"
 	"github.com/patcheval/patcheval/internal/lazyre"
 	"github.com/patcheval/patcheval/mbox/numbers"
 )
@@ -272,7 +273,7 @@ func patchevalLines(r *Report, b Benchmark, cs []Comparison, ns []numbers.Number
 	var out []string
 	for _, c := range cs {
 		s := fmt.Sprintf("patcheval (%s, %s) %s -> %s: %s %s", target, oneLine(src), oneLine(c.Base), oneLine(c.Other), Pct(c.Change), oneLine(b.Unit))
-		conf := fmt.Sprintf("%g%% CI", 100*c.Confidence)
+		conf := stats.FormatConf(c.Confidence) + " CI"
 		if c.CIBounded && !c.Exact {
 			s += fmt.Sprintf(" (%s %s .. %s)", conf, Pct(c.CILow), Pct(c.CIHigh))
 		} else if c.Exact {

@@ -92,7 +92,7 @@ func verdictSentence(b Benchmark, c Comparison) string {
 	case c.Exact:
 		s += " (exact, constant samples)"
 	case c.CIBounded:
-		s += fmt.Sprintf(" (%g%% CI %s)", 100*c.Confidence, ciText(c.Comparison))
+		s += fmt.Sprintf(" (%s CI %s)", stats.FormatConf(c.Confidence), ciText(c.Comparison))
 	}
 	s += ": " + c.Label()
 	if c.Verdict == stats.Inconclusive {

@@ -4,6 +4,8 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"strconv"
+	"strings"
 
 	"github.com/aclements/go-moremath/mathx"
 	ms "github.com/aclements/go-moremath/stats"
@@ -217,12 +219,36 @@ func (c Comparison) Short() string {
 // FormatPct renders a threshold: "1%", "0.5%".
 func FormatPct(t float64) string { return fmt.Sprintf("%g%%", t) }
 
+// FormatConf renders a confidence level as a percentage a reader can take
+// in: 0.95 is "95%", 0.999 "99.9%", and the level of a corrected alpha
+// such as 1-0.05/35 "99.86%", not "99.85714285714286%". A level exact in
+// four decimals is printed as it is (1-0.05/8 is "99.375%"); any other is
+// rounded to two decimals, or to more where two would make it 100%.
+func FormatConf(c float64) string {
+	p := 100 * c
+	if s := strconv.FormatFloat(p, 'f', -1, 64); !strings.Contains(s, ".") || len(s)-strings.Index(s, ".") <= 5 {
+		return s + "%" // exact in at most four decimals: 95, 99.375
+	}
+	for d := 2; d < 8; d++ {
+		s := strconv.FormatFloat(p, 'f', d, 64)
+		if p < 100 && strings.HasPrefix(s, "100") {
+			continue
+		}
+		return strings.TrimRight(strings.TrimRight(s, "0"), ".") + "%"
+	}
+	return strconv.FormatFloat(p, 'g', -1, 64) + "%"
+}
+
+// FormatAlpha renders a significance level to three significant digits:
+// 0.05, 0.01, 0.00143 (0.05/35), never 0.0014285714285714286.
+func FormatAlpha(a float64) string { return strconv.FormatFloat(a, 'g', 3, 64) }
+
 // Rule returns the printed decision rule for these options.
 func Rule(o Options) string {
 	a := o.alpha()
 	t := FormatPct(o.threshold())
-	conf := fmt.Sprintf("%g%%", 100*(1-a))
-	return fmt.Sprintf("regression (improvement): Welch's t-test p < %g and the %s "+
+	conf := FormatConf(1 - a)
+	return fmt.Sprintf("regression (improvement): Welch's t-test p < %s and the %s "+
 		"confidence interval of the change of the mean (Fieller) excludes 0 "+
 		"in the worse (better) direction; a significant change smaller than "+
 		"the threshold T = %s is reported as such (below ±%s). Otherwise "+
@@ -233,7 +259,7 @@ func Rule(o Options) string {
 		"constant (zero variance, e.g. deterministic QEMU): identical values "+
 		"are equivalent, different values a change in that direction, taken "+
 		"as exact. The Mann-Whitney U p-value is reported as a check, not "+
-		"used: with 3 samples per variant it cannot go below 0.1.", a, conf, t, t, t, t)
+		"used: with 3 samples per variant it cannot go below 0.1.", FormatAlpha(a), conf, t, t, t, t)
 }
 
 // Compare compares other against base: change of the mean with a
@@ -321,7 +347,7 @@ func CompareWith(base, other []float64, o Options) Comparison {
 	}
 
 	excludes := c.CIBounded && (c.CILow > 0 || c.CIHigh < 0)
-	confPct := fmt.Sprintf("%g%%", 100*(1-a))
+	confPct := FormatConf(1 - a)
 	ci := "unbounded"
 	if c.CIBounded {
 		ci = fmt.Sprintf("[%+.2f%%, %+.2f%%]", c.CILow, c.CIHigh)
@@ -430,7 +456,7 @@ func pVsAlpha(p, a float64, rel string) string {
 	if p < 0.001 && a >= 0.001 && rel == "<" {
 		return "p < 0.001"
 	}
-	return fmt.Sprintf("p %s %s %g", pStr(p), rel, a)
+	return fmt.Sprintf("p %s %s %s", pStr(p), rel, FormatAlpha(a))
 }
 
 func (c *Comparison) direction() Verdict {
