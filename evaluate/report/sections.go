@@ -407,10 +407,15 @@ func targetText(t TargetInfo) string {
 
 func nText(r *Report) string {
 	lo, hi := r.nRange()
-	boots := 0
+	// Adaptive sampling boots the variants of an undecided comparison
+	// more often: give the range, not the largest count as if all had it.
+	minBoots, boots := 0, 0
 	for _, v := range r.Variants {
 		if v.Boots > boots {
 			boots = v.Boots
+		}
+		if v.Boots > 0 && (minBoots == 0 || v.Boots < minBoots) {
+			minBoots = v.Boots
 		}
 	}
 	n := fmt.Sprintf("n=%d", lo)
@@ -418,7 +423,9 @@ func nText(r *Report) string {
 		n = fmt.Sprintf("n=%d..%d", lo, hi)
 	}
 	n += " samples per variant and benchmark"
-	if boots > 0 {
+	if minBoots > 0 && minBoots != boots {
+		n += fmt.Sprintf(", from %d..%d boot(s) per variant", minBoots, boots)
+	} else if boots > 0 {
 		n += fmt.Sprintf(", from %d boot(s) per variant", boots)
 	}
 	if r.Interleaved {
