@@ -21,6 +21,7 @@ package perpatch
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"maps"
 	"math"
@@ -174,9 +175,70 @@ func (o Options) logf(format string, a ...any) {
 // Run takes s apart as o asks. The result is nil when there is nothing
 // to do (no per-patch run asked for and no regression to bisect).
 func Run(ctx context.Context, s *Series, o Options) (*report.PerPatch, error) {
+	w, err := start(s, o.PerPatch)
+	if err != nil || w == nil {
+		return nil, err
+	}
+	if o.PerPatch {
+		if o.Measurer == nil {
+			return nil, fail.Inputf("per-patch: no measurer")
+		}
+		for k, st, ok := w.Next(); ok; k, st, ok = w.Next() {
+			o.logf("per-patch: measuring %s %s", st.Label, st.Subject)
+			samples, id, err := o.Measurer.Measure(ctx, st.Commit)
+			if err != nil && ctx.Err() != nil {
+				w.pp.Steps[k].EvaluationID = id
+				return w.pp, err
+			}
+			if _, err := w.Record(k, samples, id, err); err != nil {
+				return w.pp, err
+			}
+		}
+		if _, err := w.Tables(); err != nil {
+			return w.pp, err
+		}
+	}
+	pp := w.pp
+	if o.Bisect && w.n > 1 {
+		if err := bisectSeries(ctx, s, w.at, w.labels, w.byStep, w.measured, pp, o); err != nil {
+			return pp, err
+		}
+	}
+	if !o.PerPatch && pp.Bisection == nil {
+		return nil, nil
+	}
+	return pp, nil
+}
+
+// Walk is a per-patch run of a series taken one prefix at a time (Run's
+// loop, in parts): Next names the prefix to measure next, Record records
+// its measurement, Tables fills the tables once every prefix is
+// recorded. A driver that runs runner's stage graph itself
+// (pipelines/service) measures each prefix as an evaluation of its own
+// (Planner) between its jobs, and each job starts the Walk again and
+// replays the records of the prefixes measured before (Resume).
+type Walk struct {
+	pp       *report.PerPatch
+	at       *pipelines.Pipeline
+	p        *pipelines.Pipeline
+	labels   []Pair
+	n, next  int
+	byStep   [][]evaluate.Sample
+	measured []bool
+}
+
+// Start is the per-patch run of s before any prefix is measured, as Run
+// with Options.PerPatch starts it: a bad-input error when its pipeline
+// compares no variant without the series against the same kernel with
+// it, nil (as Run's result) when s has no patch.
+func Start(s *Series) (*Walk, error) { return start(s, true) }
+
+// start is Run before its measurements: nil when s has nothing to take
+// apart (perPatch: the per-patch run was asked for).
+func start(s *Series, perPatch bool) (*Walk, error) {
 	p := s.Pipeline
 	pairs := SeriesPairs(p)
-	if o.PerPatch && len(pairs) == 0 {
+	if perPatch && len(pairs) == 0 {
 		return nil, fail.Inputf("--per-patch: pipeline %s compares no variant without the series against the same kernel with it (e.g. the default pipeline's base -> patched)", p.Name)
 	}
 	if len(pairs) == 0 || len(s.Commits) == 0 {
@@ -209,37 +271,89 @@ func Run(ctx context.Context, s *Series, o Options) (*report.PerPatch, error) {
 			}
 		}
 	}
-	if o.PerPatch {
-		if o.Measurer == nil {
-			return nil, fail.Inputf("per-patch: no measurer")
+	return &Walk{pp: pp, at: at, p: p, labels: labels, n: n, next: 1, byStep: byStep, measured: measured}, nil
+}
+
+// Next is the prefix to measure next: k (patch k of the series applied)
+// and its step; ok is false when every prefix is recorded (the ends are
+// the evaluation's own).
+func (w *Walk) Next() (k int, step report.PatchStep, ok bool) {
+	if w.next >= w.n {
+		return 0, report.PatchStep{}, false
+	}
+	return w.next, w.pp.Steps[w.next], true
+}
+
+// Prefix is the record of a prefix's measurement, what a per-patch run
+// made one prefix at a time keeps between its steps (Resume replays
+// them).
+type Prefix struct {
+	// K is the prefix (patch K applied), Commit its commit.
+	K      int    `json:"k"`
+	Commit string `json:"commit"`
+	// EvaluationID is the stored evaluation that measured it.
+	EvaluationID int64 `json:"evaluation_id,omitempty"`
+	// Failed is why its kernel does not build or boot (its error of
+	// kind failed); "" when it was measured.
+	Failed string `json:"failed,omitempty"`
+}
+
+// Record records prefix k's measurement, Next's: its samples (named as
+// in the evaluation) and the evaluation id that took them, or the error
+// it failed with. An error of kind failed (the prefix's kernel does not
+// build or boot) leaves the prefix out of the tables with a note; any
+// other is returned (the run is not done).
+func (w *Walk) Record(k int, samples []evaluate.Sample, id int64, err error) (Prefix, error) {
+	if k != w.next || k >= w.n {
+		return Prefix{}, fail.Inputf("per-patch: prefix %d recorded where %d is next", k, w.next)
+	}
+	st := &w.pp.Steps[k]
+	st.EvaluationID = id
+	rec := Prefix{K: k, Commit: st.Commit, EvaluationID: id}
+	if err != nil {
+		if fail.KindOf(err) != fail.KindFailed {
+			return rec, err
 		}
-		for k := 1; k < n; k++ {
-			st := &pp.Steps[k]
-			o.logf("per-patch: measuring %s %s", st.Label, st.Subject)
-			samples, id, err := o.Measurer.Measure(ctx, st.Commit)
-			st.EvaluationID = id
-			if err != nil {
-				if fail.KindOf(err) != fail.KindFailed || ctx.Err() != nil {
-					return pp, err
-				}
-				pp.Notes = append(pp.Notes, fmt.Sprintf("%s %s does not build or boot, left out of the tables: %s", st.Label, short(st.Commit), firstLine(err.Error())))
-				continue
-			}
-			byStep[k], measured[k] = samples, true
+		rec.Failed = err.Error()
+		w.pp.Notes = append(w.pp.Notes, fmt.Sprintf("%s %s does not build or boot, left out of the tables: %s", st.Label, short(st.Commit), firstLine(err.Error())))
+	} else {
+		w.byStep[k], w.measured[k] = samples, true
+	}
+	w.next = k + 1
+	return rec, nil
+}
+
+// Resume replays recs, the records of the prefixes measured so far, in
+// order: samples reads a measured prefix's samples (its evaluation's,
+// as the Measurer returned them).
+func (w *Walk) Resume(recs []Prefix, samples func(Prefix) ([]evaluate.Sample, error)) error {
+	for _, r := range recs {
+		k, st, ok := w.Next()
+		if !ok || k != r.K || st.Commit != r.Commit {
+			return fail.Inputf("per-patch: the record of prefix %d (%s) is not of this series' prefix %d (%s)", r.K, short(r.Commit), k, short(st.Commit))
 		}
-		if err := tables(pp, p, labels, byStep, measured); err != nil {
-			return pp, err
+		var ss []evaluate.Sample
+		var err error
+		if r.Failed != "" {
+			err = fail.Failed(errors.New(r.Failed))
+		} else if ss, err = samples(r); err != nil {
+			return err
+		}
+		if _, err := w.Record(k, ss, r.EvaluationID, err); err != nil {
+			return err
 		}
 	}
-	if o.Bisect && n > 1 {
-		if err := bisectSeries(ctx, s, at, labels, byStep, measured, pp, o); err != nil {
-			return pp, err
-		}
-	}
-	if !o.PerPatch && pp.Bisection == nil {
-		return nil, nil
-	}
-	return pp, nil
+	return nil
+}
+
+// PerPatch is the run's account so far (the steps' evaluations and the
+// notes; the tables once Tables has filled them).
+func (w *Walk) PerPatch() *report.PerPatch { return w.pp }
+
+// Tables compares every measured step with the one before it (every
+// prefix recorded) and returns the run's account with the tables.
+func (w *Walk) Tables() (*report.PerPatch, error) {
+	return w.pp, tables(w.pp, w.p, w.labels, w.byStep, w.measured)
 }
 
 // labelPairs are pairs as the samples name the variants ("name/arch"
@@ -534,19 +648,47 @@ type RunnerMeasurer struct {
 	OutDir string
 }
 
-// Measure implements Measurer.
+// Measure implements Measurer: it runs Plan with runner.Run in this
+// process and reads the measurement back (Measured).
 func (m *RunnerMeasurer) Measure(ctx context.Context, commit string) ([]evaluate.Sample, int64, error) {
-	out, err := runner.Run(ctx, m.Env, m.Pipeline, runner.Options{Tree: m.Repo, Base: commit, Boots: m.Boots,
-		OutDir: filepath.Join(m.OutDir, short(commit))})
+	p, o, err := m.Plan(commit)
+	if err != nil {
+		return nil, 0, err
+	}
+	out, err := runner.Run(ctx, m.Env, p, o)
 	var id int64
 	if out != nil {
 		id = out.EvaluationID
 	}
-	if err != nil {
-		return nil, id, err
+	return m.Measured(m.Env.Store, commit, id, err)
+}
+
+// Plan is the pipeline and the runner's options of the measurement at
+// commit: AtCommit's pipeline at commit, its reports in OutDir's
+// directory of the commit.
+func (m *RunnerMeasurer) Plan(commit string) (*pipelines.Pipeline, runner.Options, error) {
+	return m.Pipeline, runner.Options{Tree: m.Repo, Base: commit, Boots: m.Boots, OutDir: filepath.Join(m.OutDir, short(commit))}, nil
+}
+
+// Measured is the measurement at commit that evaluation id (of Plan's
+// pipeline and options, in st) made, ended with runErr: its samples.
+func (m *RunnerMeasurer) Measured(st *store.Store, commit string, id int64, runErr error) ([]evaluate.Sample, int64, error) {
+	if runErr != nil {
+		return nil, id, runErr
 	}
-	samples, err := m.Env.Store.Samples(id)
+	samples, err := st.Samples(id)
 	return samples, id, err
+}
+
+// Planner is a Measurer whose measurements are evaluations: a driver
+// that runs runner's stage graph itself (pipelines/service, whose jobs
+// never run an evaluation whole) submits Plan's evaluation and, when it
+// has ended, reads the measurement back with Measured instead of calling
+// Measure.
+type Planner interface {
+	Measurer
+	Plan(commit string) (*pipelines.Pipeline, runner.Options, error)
+	Measured(st *store.Store, commit string, id int64, runErr error) ([]evaluate.Sample, int64, error)
 }
 
 func short(h string) string {

@@ -3,6 +3,7 @@ package perpatch
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"fmt"
 	"os"
 	"os/exec"
@@ -442,5 +443,63 @@ func TestSeriesPairs(t *testing.T) {
 	if whole.Variant != "patched" || whole.Arch != cut.Arch || whole.BaseConfig != cut.BaseConfig ||
 		fmt.Sprint(whole.Fragments) != fmt.Sprint(cut.Fragments) || fmt.Sprint(whole.Symbols) != fmt.Sprint(cut.Symbols) {
 		t.Errorf("at-commit kernel %+v, the evaluation's %+v: not the same recipe", cut, whole)
+	}
+}
+
+// TestWalkResume: a per-patch run made one prefix at a time, each step
+// starting again from the records of the prefixes before it (Start,
+// Resume, Record; what pipelines/service's jobs do), gives Run's account,
+// a broken prefix's note included.
+func TestWalkResume(t *testing.T) {
+	f := fixtures(t)["slow"]
+	k := newKernels(f.repo)
+	k.broken[f.commits[1].Hash] = true
+	s := evaluated(t, f, k)
+	want, err := Run(context.Background(), s, Options{PerPatch: true, Measurer: &prefixMeasurer{k: k, variant: "patched", boots: 3}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	pm := &prefixMeasurer{k: k, variant: "patched", boots: 3}
+	byID := map[int64][]evaluate.Sample{}
+	var recs []Prefix
+	var got *report.PerPatch
+	for step := 0; ; step++ {
+		w, err := Start(s)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := w.Resume(recs, func(r Prefix) ([]evaluate.Sample, error) { return byID[r.EvaluationID], nil }); err != nil {
+			t.Fatal(err)
+		}
+		n, st, ok := w.Next()
+		if !ok {
+			if got, err = w.Tables(); err != nil {
+				t.Fatal(err)
+			}
+			break
+		}
+		ss, id, merr := pm.Measure(context.Background(), st.Commit)
+		byID[id] = ss
+		rec, err := w.Record(n, ss, id, merr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if rec.K != step+1 || rec.Commit != st.Commit || rec.EvaluationID != id || (merr != nil) != (rec.Failed != "") {
+			t.Fatalf("record %+v of prefix %d (%v)", rec, n, merr)
+		}
+		recs = append(recs, rec)
+	}
+	if len(recs) != 3 {
+		t.Fatalf("%d prefixes recorded, want 3", len(recs))
+	}
+	g, _ := json.Marshal(got)
+	wj, _ := json.Marshal(want)
+	if string(g) != string(wj) {
+		t.Errorf("one prefix at a time:\n%s\nRun:\n%s", g, wj)
+	}
+	// A record of another series' prefix is refused.
+	w, _ := Start(s)
+	if err := w.Resume([]Prefix{{K: 1, Commit: f.commits[2].Hash}}, nil); fail.KindOf(err) != fail.KindInput {
+		t.Errorf("a record of the wrong prefix: %v", err)
 	}
 }
