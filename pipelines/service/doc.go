@@ -59,8 +59,10 @@
 // An evaluation submitted with per-patch (runner.Options.PerPatch) is
 // taken apart by a per_patch job after its report, in the "series" queue
 // (seriesjobs.go): the series is measured after each patch
-// (pipelines/experiments/perpatch), the reports are written again with the per-patch
-// table, and only then is the evaluation done and Notify told. The
+// (pipelines/experiments/perpatch), each prefix an evaluation of the
+// stage jobs recorded by its waiter (perpatchsteps.go), the reports are
+// written again with the per-patch table, and only then is the
+// evaluation done and Notify told. The
 // bisection inside a series (BisectSeries: #patcheval bisect, POST
 // /api/v1/evaluations/{id}/bisect) is one series_bisect job per
 // measurement in the same queue, its state in the store, resumable after

@@ -514,6 +514,7 @@ func (s *Service) addWorkers(w *river.Workers) {
 	river.AddWorker(w, &bisectStepWorker{s: s})
 	river.AddWorker(w, &bisectMeasuredWorker{s: s})
 	river.AddWorker(w, &perPatchWorker{s: s})
+	river.AddWorker(w, &perPatchMeasuredWorker{s: s})
 	river.AddWorker(w, &seriesBisectWorker{s: s})
 	river.AddWorker(w, &seriesBisectedWorker{s: s})
 }
@@ -558,7 +559,13 @@ func (s *Service) submit(ctx context.Context, p *pipelines.Pipeline, o runner.Op
 			if err != nil {
 				return err
 			}
-			if len(jobs) > 0 {
+			// A per-patch run waiting for a prefix's evaluation is
+			// unfinished work too (perpatchsteps.go).
+			waiting, err := s.perPatchWaitingTx(tx, id)
+			if err != nil {
+				return err
+			}
+			if len(jobs) > 0 || waiting {
 				return callThen(then, tx, id)
 			}
 		}

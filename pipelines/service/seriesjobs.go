@@ -34,11 +34,13 @@ import (
 //   - per_patch follows the report of an evaluation submitted with
 //     PerPatch (runner.Options.PerPatch: `submit --per-patch`, the API's
 //     per_patch, a list's per_patch): it measures the series after each
-//     patch (perpatch.Run; every prefix is a stored evaluation, so a
-//     retried job resumes it), writes the reports again with the
-//     per-patch table, and only then tells Notify the evaluation is done,
-//     so that the bots' reports carry the table. The evaluation stays
-//     "running" until then.
+//     patch, each prefix an evaluation of the stage graph of its own
+//     recorded by a per_patch_measured waiter (perpatchsteps.go; a
+//     measurer that is not a perpatch.Planner, the tests' stand-ins,
+//     measures in the job: perpatch.Run), writes the reports again with
+//     the per-patch table, and only then tells Notify the evaluation is
+//     done, so that the bots' reports carry the table. The evaluation
+//     stays "running" until then.
 
 // QueueSeries runs per-patch runs and bisections inside a series.
 const QueueSeries = "series"
@@ -171,8 +173,22 @@ func (w *perPatchWorker) Work(ctx context.Context, job *river.Job[PerPatchArgs])
 	s.beat.begin(job.ID, fmt.Sprintf("per-patch run of evaluation %d (attempt %d)", a.EvaluationID, job.Attempt))
 	defer s.beat.end(job.ID)
 	log := s.evalLog(a.EvaluationID)
-	dir := s.OutDir(a.EvaluationID)
-	pp, err := s.perPatch(ctx, a.EvaluationID, dir)
+	var pp *report.PerPatch
+	ser, m, release, err := s.perPatchMeasurer(a.EvaluationID)
+	if err == nil {
+		defer release()
+		if pm, ok := m.(perpatch.Planner); ok {
+			// Each prefix is an evaluation of the stage graph, recorded by
+			// its waiter (perpatchsteps.go).
+			var w *perpatch.Walk
+			if w, err = perpatch.Start(ser); err == nil && w != nil {
+				return perPatchNext(ctx, s, job, a.EvaluationID, a.Gen, w, pm, nil)
+			}
+		} else {
+			pp, err = perpatch.Run(ctx, ser, perpatch.Options{PerPatch: true, Measurer: m,
+				Logf: func(format string, a ...any) { log.printf(format, a...) }})
+		}
+	}
 	if err != nil {
 		if ctx.Err() != nil {
 			return err // shutdown: retried on the next start, the prefixes' evaluations resume
@@ -181,45 +197,8 @@ func (w *perPatchWorker) Work(ctx context.Context, job *river.Job[PerPatchArgs])
 			log.printf("per-patch: attempt %d of %d failed, will retry: %v", job.Attempt, job.MaxAttempts, err)
 			return err
 		}
-		// The whole-series report stands; it says why it has no table.
-		log.printf("per-patch run not done: %v", err)
-		if pp == nil {
-			pp = &report.PerPatch{}
-		}
-		pp.Notes = append(pp.Notes, "per-patch run not done: "+err.Error())
 	}
-	if err := s.amendReport(a.EvaluationID, dir, func(r *report.Report) {
-		if r.PerPatch != nil && r.PerPatch.Bisection != nil && pp.Bisection == nil {
-			pp.Bisection = r.PerPatch.Bisection // a series bisection's result stays
-		}
-		r.PerPatch = pp
-	}); err != nil {
-		if ctx.Err() != nil || job.Attempt < job.MaxAttempts {
-			return err
-		}
-		// Give up on the table, not on the evaluation: its report stands.
-		log.printf("per-patch: the reports could not be written again: %v", err)
-	} else {
-		log.printf("per-patch: done; reports in %s", dir)
-	}
-	auto, err := s.autoPlan(a.EvaluationID)
-	if err != nil {
-		return err
-	}
-	at := after{id: a.EvaluationID, gen: a.Gen, graph: runner.Graph{PerPatch: true, SeriesBisect: s.cfg.SeriesBisect}, bisect: auto}
-	return s.db.Store.Tx(ctx, func(tx *store.Tx) error {
-		next, err := s.follow(ctx, tx, at, runner.Step{Stage: runner.StagePerPatch}, runner.Found{})
-		if err != nil {
-			return err
-		}
-		if err := s.engine.insertManyTx(ctx, tx, next); err != nil {
-			return fail.Infraf("river: %w", err)
-		}
-		if err := completeTx(ctx, tx, job); err != nil {
-			return fail.Infraf("river: completing job %d: %w", job.ID, err)
-		}
-		return nil
-	})
+	return perPatchFinish(ctx, s, job, a.EvaluationID, a.Gen, pp, err)
 }
 
 // amendReport writes evaluation id's reports in dir again (report.json
@@ -239,28 +218,26 @@ func (s *Service) amendReport(id int64, dir string, amend func(r *report.Report)
 	return runner.Rewrite(runner.Env{Store: s.db.Store}, id, r, dir, &runner.Outcome{EvaluationID: id})
 }
 
-// perPatch measures evaluation id after each patch of its series.
-func (s *Service) perPatch(ctx context.Context, id int64, dir string) (*report.PerPatch, error) {
+// perPatchMeasurer is evaluation id's series and its per-patch measurer:
+// AtCommit's pipeline measured by the runner in the service's store (a
+// perpatch.Planner: its evaluations run as the service's stage jobs),
+// its reports under the evaluation's per-patch directory, or
+// Config.Series.PerPatch's; release ends what it holds.
+func (s *Service) perPatchMeasurer(id int64) (*perpatch.Series, perpatch.Measurer, func(), error) {
 	ser, err := perpatch.Load(s.db.Store, id)
 	if err != nil {
-		return nil, err
+		return nil, nil, nil, err
 	}
 	at, err := perpatch.AtCommit(ser.Pipeline, perpatch.SeriesPairs(ser.Pipeline))
 	if err != nil {
-		return nil, err
+		return nil, nil, nil, err
 	}
-	out := filepath.Join(dir, "per-patch")
-	var m perpatch.Measurer
+	out := filepath.Join(s.OutDir(id), "per-patch")
 	if f := s.cfg.Series.PerPatch; f != nil {
-		m = f(ser, at, out)
-	} else {
-		env := s.runEnv(id)
-		defer env.Progress.Done()
-		m = &perpatch.RunnerMeasurer{Env: env, Pipeline: at, Repo: ser.Repo, Boots: ser.Boots, OutDir: out}
+		return ser, f(ser, at, out), func() {}, nil
 	}
-	log := s.evalLog(id)
-	return perpatch.Run(ctx, ser, perpatch.Options{PerPatch: true, Measurer: m,
-		Logf: func(format string, a ...any) { log.printf(format, a...) }})
+	env := s.runEnv(id)
+	return ser, &perpatch.RunnerMeasurer{Env: env, Pipeline: at, Repo: ser.Repo, Boots: ser.Boots, OutDir: out}, env.Progress.Done, nil
 }
 
 // The bisection inside a series (#patcheval bisect, the API's

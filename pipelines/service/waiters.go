@@ -29,8 +29,8 @@ import (
 // The waiters are in the database, so one survives a restart of the
 // process that registered it, and its job is queued by whichever process
 // ends the evaluation. A watch's re-test waits so (retestWorker,
-// retestedWorker); a bisection's or a per-patch step's measurement can
-// wait the same way.
+// retestedWorker), a watch bisection's measurement (watchsteps.go) and a
+// per-patch run's prefix (perpatchsteps.go) too.
 
 // EvalEnd is how an evaluation ended, as a waiter's job is told.
 type EvalEnd struct {
