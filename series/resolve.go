@@ -277,7 +277,7 @@ func (r *resolution) chooseVersion() error {
 			}
 			return fail.Inputf("%s: no v%d patches in the thread (found %s)", r.t.Source, r.opt.Version, strings.Join(have, ", "))
 		}
-		s.Reason = fmt.Sprintf("v%d requested", g.version)
+		s.Reason = requestedReason(g.version)
 	} else {
 		g = vs[0]
 		for _, c := range vs[1:] {
@@ -304,6 +304,23 @@ func (r *resolution) chooseVersion() error {
 	s.Version = g.version
 	r.g = g
 	return nil
+}
+
+// requestedReason is Series.Reason when Options.Version asked for v.
+func requestedReason(v int) string { return fmt.Sprintf("v%d requested", v) }
+
+// Requested is s as Resolve gives it when Options.Version asks for
+// s.Version: a copy whose Reason says so. The version asked for decides
+// which version is taken, nothing else: a caller that resolved the newest
+// version and then pins it (pipelines/runner) need not resolve the thread
+// again.
+func (s *Series) Requested() *Series {
+	if s == nil {
+		return nil
+	}
+	c := *s
+	c.Reason = requestedReason(s.Version)
+	return &c
 }
 
 // fillPartialReroll takes the chosen version's patches and, when it is a

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"reflect"
 	"strings"
 	"testing"
 	"time"
@@ -419,4 +420,33 @@ func realMailBodies(f *testing.F) (bodies, subjects []string) {
 		}
 	}
 	return bodies, subjects
+}
+
+// TestRequested: the newest version resolved and then pinned
+// (Series.Requested) is the series Resolve gives when that version is
+// asked for, in every field (the runner stores one for the other:
+// pipelines/runner.Resolved); the series resolved is left as it was.
+func TestRequested(t *testing.T) {
+	for _, f := range []string{"shape-versions.mbox", "shape-partial-reroll.mbox", "shape-missing.mbox"} {
+		th := loadThread(t, f)
+		newest, err := Resolve(th, Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		reason := newest.Reason
+		pinned, err := Resolve(th, Options{Version: newest.Version})
+		if err != nil {
+			t.Fatal(err)
+		}
+		got := newest.Requested()
+		if !reflect.DeepEqual(got, pinned) {
+			t.Errorf("%s: the newest pinned differs from v%d asked for:\n%+v\nvs\n%+v", f, newest.Version, got, pinned)
+		}
+		if newest.Reason != reason || got.Reason == reason {
+			t.Errorf("%s: reason %q, pinned %q (was %q)", f, newest.Reason, got.Reason, reason)
+		}
+	}
+	if (*Series)(nil).Requested() != nil {
+		t.Error("nil pinned is not nil")
+	}
 }
