@@ -1,6 +1,7 @@
 package runner
 
 import (
+	"context"
 	"os"
 	"path/filepath"
 	"strings"
@@ -44,7 +45,7 @@ func TestReportAddressing(t *testing.T) {
 	} {
 		in := inputs{Options: Options{Mbox: []byte(data), Tree: tree, Recipients: c.policy,
 			From: mbox.Address{Name: "Bot", Email: "bot@example.net"}}, BaseHash: base}
-		r, err := resolveSeries(in)
+		r, err := resolveSeries(context.Background(), in)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -164,6 +164,12 @@ type Options struct {
 	// OutDir is where Run has Report write (not stored: a machine-side
 	// path).
 	OutDir string `json:"-"`
+	// Resolved is the series the entry point resolved from Mbox
+	// (Resolve): Submit stores it instead of resolving the thread again
+	// (when it was resolved from this Mbox, ThreadSource, AnySender and
+	// Version). nil: Submit resolves the thread. Not stored as an input:
+	// the store keeps the series itself.
+	Resolved *Resolved `json:"-"`
 }
 
 // ThreadMbox is Options.Mbox for a fetched thread.
@@ -261,7 +267,7 @@ func Submit(ctx context.Context, env Env, p *pipelines.Pipeline, o Options) (id 
 	if err := storeFiles(ctx, env, &in, p); err != nil {
 		return 0, false, err
 	}
-	resolved := storedForm(in, r)
+	resolved := storedForm(ctx, in, r, o.Resolved)
 	mboxData := in.Mbox
 	in.Mbox = nil
 	data, err := json.Marshal(in)
@@ -328,8 +334,10 @@ func check(ctx context.Context, p *pipelines.Pipeline, o Options) (in inputs, r 
 		if len(o.Mbox) == 0 {
 			return in, nil, p, fail.Inputf("pipeline %s reverts a series (msgid:) but no thread was given: patcheval lore <msgid> --pipeline ...", p.Name)
 		}
-		if r, err = resolveSeries(in); err != nil {
-			return in, nil, p, err
+		if r = o.Resolved.reuse(in); r == nil {
+			if r, err = resolveSeries(ctx, in); err != nil {
+				return in, nil, p, err
+			}
 		}
 		in.Version = r.series.Version // the chosen one, also when "newest" was asked
 	}
@@ -402,10 +410,13 @@ func keyOf(p *pipelines.Pipeline, in inputs, s *series.Series) (store.Evaluation
 // name it (Load, GraphOf). nil stores none: no thread, a thread without
 // a series, or a series JSON cannot carry as it is (the stages then
 // resolve the thread as evaluations stored before the resolved series
-// do).
-func storedForm(in inputs, r *resolvedSeries) []byte {
+// do). handed is the series the entry point resolved (Options.Resolved),
+// taken when it is in's.
+func storedForm(ctx context.Context, in inputs, r *resolvedSeries, handed *Resolved) []byte {
 	if r == nil && len(in.Mbox) > 0 {
-		r, _ = resolveSeries(in)
+		if r = handed.reuse(in); r == nil {
+			r, _ = resolveSeries(ctx, in)
+		}
 	}
 	if r == nil {
 		return nil
@@ -446,7 +457,7 @@ func (ev *evaluation) loadSeries(st *store.Store) error {
 		if r, err = unmarshalSeries(data); err != nil {
 			return fail.Infraf("resolved series: %w", err)
 		}
-	} else if r, err = resolveSeries(ev.in); err != nil {
+	} else if r, err = resolveSeries(context.Background(), ev.in); err != nil {
 		return err
 	}
 	ev.series, ev.thread, ev.haveThread = r.series, r.thread, true

@@ -1,11 +1,15 @@
 package runner
 
 import (
+	"bytes"
+	"context"
 	"encoding/json"
 	"fmt"
 	"reflect"
+	"sync/atomic"
 	"unicode/utf8"
 
+	"github.com/patcheval/patcheval/internal/fail"
 	"github.com/patcheval/patcheval/mbox"
 	"github.com/patcheval/patcheval/mbox/numbers"
 	"github.com/patcheval/patcheval/series"
@@ -18,9 +22,25 @@ import (
 // evaluation stored before the resolved series was (an older patcheval)
 // has none: its stages resolve the thread as they always did.
 
-// resolve is series.Resolve (a variable so that a test can count the
-// resolutions of an evaluation).
-var resolve = series.Resolve
+// resolve is series.ResolveContext (a variable so that a test can count
+// the resolutions of an evaluation: CountResolutions).
+var resolve = series.ResolveContext
+
+// CountResolutions counts every series resolution the runner makes
+// (Resolve, Submit, Check, a stage of an evaluation stored without its
+// series) from now until restore is called: for the tests of this
+// package and of the entry points (lore --pipeline, the service, the
+// follower, the watches) that check that an evaluation's series is
+// resolved once. Not for use beside another test counting.
+func CountResolutions() (count func() int, restore func()) {
+	var n atomic.Int64
+	orig := resolve
+	resolve = func(ctx context.Context, t *mbox.Thread, o series.Options) (*series.Series, error) {
+		n.Add(1)
+		return orig(ctx, t, o)
+	}
+	return func() int { return int(n.Load()) }, func() { resolve = orig }
+}
 
 // resolvedSeries is a series as resolved from its thread, with the
 // numbers the thread reports (numbers.Read, for the report): what
@@ -31,24 +51,95 @@ type resolvedSeries struct {
 }
 
 // resolveSeries parses in's thread and resolves its series.
-func resolveSeries(in inputs) (*resolvedSeries, error) {
-	src := in.ThreadSource
-	if src == "" {
-		src = "series.mbox"
-	}
-	msgs, err := mbox.ParseBytes(in.Mbox, src)
+func resolveSeries(ctx context.Context, in inputs) (*resolvedSeries, error) {
+	src := threadSource(in.Options)
+	msgs, err := mbox.ParseBytesContext(ctx, in.Mbox, src)
 	if err != nil {
 		return nil, err
 	}
-	t := mbox.NewThread(msgs, src)
+	t, err := mbox.NewThreadContext(ctx, msgs, src)
+	if err != nil {
+		return nil, err
+	}
 	// The numbers first: the thread as parsed, as the report read it
 	// from the thread before the series was stored.
 	thread := numbers.Read(t)
-	s, err := resolve(t, series.Options{Version: in.Version, AnySender: in.AnySender})
+	s, err := resolve(ctx, t, series.Options{Version: in.Version, AnySender: in.AnySender})
 	if err != nil {
 		return nil, err
 	}
 	return &resolvedSeries{series: s, thread: thread}, nil
+}
+
+// threadSource names o's thread.
+func threadSource(o Options) string {
+	if o.ThreadSource == "" {
+		return "series.mbox"
+	}
+	return o.ThreadSource
+}
+
+// Resolved is a series resolved as Submit resolves it (Resolve). An
+// entry point that needs the series before it submits (the default
+// pipeline's arches, a version to pin, a filter) resolves it with Resolve
+// and hands it to Submit (Run, Check) in Options.Resolved: Submit stores
+// it instead of resolving the thread again, so that an evaluation's
+// series is resolved once from the entry point on (issue 33).
+type Resolved struct {
+	r *resolvedSeries
+	// What it was resolved from: Submit takes it for the same thread,
+	// sender rule and version only (else it resolves the thread itself).
+	mbox      []byte
+	source    string
+	version   int
+	anySender bool
+}
+
+// Resolve resolves o's series as Submit does: o.Mbox parsed (named
+// o.ThreadSource), its series resolved with o.Version and o.AnySender.
+// It stops when ctx is done.
+func Resolve(ctx context.Context, o Options) (*Resolved, error) {
+	if len(o.Mbox) == 0 {
+		// No mbox to parse: series.Resolve says the thread has no
+		// messages (as it says of an empty thread).
+		_, err := resolve(ctx, mbox.NewThread(nil, threadSource(o)), series.Options{Version: o.Version, AnySender: o.AnySender})
+		if err == nil {
+			err = fail.Inputf("%s: no messages", threadSource(o))
+		}
+		return nil, err
+	}
+	r, err := resolveSeries(ctx, inputs{Options: o})
+	if err != nil {
+		return nil, err
+	}
+	return &Resolved{r: r, mbox: o.Mbox, source: threadSource(o), version: o.Version, anySender: o.AnySender}, nil
+}
+
+// Series is the series resolved (nil without r).
+func (r *Resolved) Series() *series.Series {
+	if r == nil {
+		return nil
+	}
+	return r.r.get()
+}
+
+// reuse is r for in's series: what resolveSeries(in) gives, without
+// resolving. nil when r is none or was resolved from something else (a
+// different thread, sender rule or version). A series resolved as the
+// newest version serves for that version asked for (series.Requested:
+// the same series, its reason "vN requested"): the entry points resolve
+// the newest and then submit the version it was.
+func (r *Resolved) reuse(in inputs) *resolvedSeries {
+	if r == nil || r.r == nil || r.source != threadSource(in.Options) || r.anySender != in.AnySender || !bytes.Equal(r.mbox, in.Mbox) {
+		return nil
+	}
+	switch s := r.r.series; {
+	case r.version == in.Version:
+		return r.r
+	case r.version == 0 && s != nil && s.Version == in.Version:
+		return &resolvedSeries{series: s.Requested(), thread: r.r.thread}
+	}
+	return nil
 }
 
 // The stored form is series.Series's JSON with what that JSON leaves out

@@ -90,7 +90,7 @@ func TestStoredSeriesRoundTrip(t *testing.T) {
 	}
 	resolved := 0
 	for _, f := range files {
-		r, err := resolveSeries(inputs{Options: Options{Mbox: mustRead(t, f), ThreadSource: f}})
+		r, err := resolveSeries(context.Background(), inputs{Options: Options{Mbox: mustRead(t, f), ThreadSource: f}})
 		if err != nil {
 			t.Logf("%s: %v (not a series)", f, err)
 			continue
@@ -125,7 +125,7 @@ func TestStoredSeriesRoundTrip(t *testing.T) {
 	}
 	// What JSON cannot carry as it is is not stored (the stages resolve
 	// the thread then).
-	r, err := resolveSeries(inputs{Options: Options{Mbox: backportMbox(t)}})
+	r, err := resolveSeries(context.Background(), inputs{Options: Options{Mbox: backportMbox(t)}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -173,14 +173,14 @@ func TestStoredSeriesCarriesEveryField(t *testing.T) {
 	}
 }
 
-// countResolves counts the series resolutions (series.Resolve) until the
-// test ends.
+// countResolves counts the series resolutions (resolve, as
+// CountResolutions does for other packages' tests) until the test ends.
 func countResolves(t *testing.T) *int {
 	n := new(int)
 	orig := resolve
-	resolve = func(th *mbox.Thread, o series.Options) (*series.Series, error) {
+	resolve = func(ctx context.Context, th *mbox.Thread, o series.Options) (*series.Series, error) {
 		*n++
-		return orig(th, o)
+		return orig(ctx, th, o)
 	}
 	t.Cleanup(func() { resolve = orig })
 	return n
