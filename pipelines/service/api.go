@@ -285,7 +285,12 @@ func (s *Service) checkSubmission(ctx context.Context, req SubmitRequest) (*pipe
 			return nil, o, &fieldError{http.StatusBadGateway, "msgid", fmt.Errorf("lore %s unreachable: %w", s.lore, err)}
 		}
 	}
-	se, err := series.ResolveContext(ctx, t, series.Options{Version: req.Version})
+	// Resolved once, as Submit would from the thread it stores: Check and
+	// Submit take this series (Options.Resolved) instead of resolving the
+	// thread again.
+	o.Mbox, o.ThreadSource = runner.ThreadMbox(t), t.Source
+	resolved, err := runner.Resolve(ctx, o)
+	se := resolved.Series()
 	if ctx.Err() != nil {
 		return nil, o, err
 	}
@@ -313,7 +318,7 @@ func (s *Service) checkSubmission(ctx context.Context, req SubmitRequest) (*pipe
 			}
 		}
 	}
-	o.Mbox, o.Version, o.ThreadSource = runner.ThreadMbox(t), se.Version, t.Source
+	o.Version, o.Resolved = se.Version, resolved
 	o.AM = series.AMOptions{LinkMask: series.DefaultLinkMask}
 	o.Fetch = time.Since(start)
 	if err := runner.Check(p, o); err != nil {
