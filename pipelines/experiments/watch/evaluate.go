@@ -87,9 +87,13 @@ func (e *PipelineEvaluator) Plan(ctx context.Context, w *store.Watch, tag, commi
 			return nil, o, err
 		}
 		o.Mbox, o.ThreadSource = runner.ThreadMbox(t), t.Source
-		if se, err = series.Resolve(t, series.Options{}); err != nil {
+		// Resolved once, as Submit would from the thread it stores:
+		// Submit (Run) takes this series (Options.Resolved) instead of
+		// resolving the thread again.
+		if o.Resolved, err = runner.Resolve(ctx, o); err != nil {
 			return nil, o, err
 		}
+		se = o.Resolved.Series()
 	}
 	// default is generated for the series (its arches), as lore does.
 	p, err := pipelines.Named(w.Pipeline, se, nil)
