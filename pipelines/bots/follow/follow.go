@@ -45,6 +45,7 @@ import (
 	"github.com/patcheval/patcheval/internal/fail"
 	"github.com/patcheval/patcheval/internal/lazyre"
 	"github.com/patcheval/patcheval/mbox"
+	"github.com/patcheval/patcheval/pipelines/runner"
 	"github.com/patcheval/patcheval/pipelines/store"
 	"github.com/patcheval/patcheval/series"
 )
@@ -56,6 +57,19 @@ type Submitter interface {
 	Submit(ctx context.Context, l List, s *series.Series, thread *mbox.Thread) (evalID int64, err error)
 	// Cancel cancels the queued or running work of an evaluation.
 	Cancel(ctx context.Context, evalID int64) error
+}
+
+// ResolvingSubmitter is a Submitter that resolves a series as the
+// evaluation it makes stores it (the service's: ServiceSubmitter): the
+// follower filters and submits that series, resolved once.
+type ResolvingSubmitter interface {
+	Submitter
+	// Resolve resolves version v of t's series as Submit resolves it
+	// from the thread it stores.
+	Resolve(ctx context.Context, t *mbox.Thread, v int) (*runner.Resolved, error)
+	// SubmitResolved is Submit of the series r (Resolve of thread),
+	// which the evaluation stores instead of resolving thread again.
+	SubmitResolved(ctx context.Context, l List, r *runner.Resolved, thread *mbox.Thread) (evalID int64, err error)
 }
 
 // Follower polls lists.
@@ -451,14 +465,29 @@ func (f *Follower) decide(ctx context.Context, l List, fs *store.FollowSeries) e
 	if err != nil {
 		return err
 	}
-	s, err := series.Resolve(t, series.Options{Version: fs.Version})
+	// A submitter that resolves the series as its evaluation stores it
+	// (the service's) has it resolved once: filtered and submitted.
+	rs, resolving := f.Submit.(ResolvingSubmitter)
+	var s *series.Series
+	var r *runner.Resolved
+	if resolving {
+		r, err = rs.Resolve(ctx, t, fs.Version)
+		s = r.Series()
+	} else {
+		s, err = series.Resolve(t, series.Options{Version: fs.Version})
+	}
 	if err != nil {
 		return f.Store.SetFollowSeries(fs.ID, store.SeriesFailed, err.Error(), 0)
 	}
 	if why := filterOut(l, s); why != "" {
 		return f.Store.SetFollowSeries(fs.ID, store.SeriesFiltered, why, 0)
 	}
-	id, err := f.Submit.Submit(ctx, l, s, t)
+	var id int64
+	if resolving {
+		id, err = rs.SubmitResolved(ctx, l, r, t)
+	} else {
+		id, err = f.Submit.Submit(ctx, l, s, t)
+	}
 	if err != nil {
 		if fail.KindOf(err) == fail.KindInfra {
 			return err // the queue is down: tried again next poll

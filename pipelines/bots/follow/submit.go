@@ -38,6 +38,28 @@ var branchUnsafe = lazyre.New(`[^A-Za-z0-9._-]+`)
 
 // Submit implements Submitter.
 func (ss ServiceSubmitter) Submit(ctx context.Context, l List, s *series.Series, t *mbox.Thread) (int64, error) {
+	return ss.submit(ctx, l, s, t, nil)
+}
+
+// threadOptions are the runner's options for version v of t's series:
+// the thread Submit stores.
+func threadOptions(t *mbox.Thread, v int) runner.Options {
+	return runner.Options{Mbox: runner.ThreadMbox(t), Version: v, ThreadSource: t.Source}
+}
+
+// Resolve implements ResolvingSubmitter: runner.Resolve of the thread
+// Submit stores.
+func (ss ServiceSubmitter) Resolve(ctx context.Context, t *mbox.Thread, v int) (*runner.Resolved, error) {
+	return runner.Resolve(ctx, threadOptions(t, v))
+}
+
+// SubmitResolved implements ResolvingSubmitter.
+func (ss ServiceSubmitter) SubmitResolved(ctx context.Context, l List, r *runner.Resolved, t *mbox.Thread) (int64, error) {
+	return ss.submit(ctx, l, r.Series(), t, r)
+}
+
+// submit is Submit of s, which r resolved when set (Options.Resolved).
+func (ss ServiceSubmitter) submit(ctx context.Context, l List, s *series.Series, t *mbox.Thread, r *runner.Resolved) (int64, error) {
 	find := ss.Find
 	if find == nil {
 		// default is generated for this series, as lore does.
@@ -47,9 +69,9 @@ func (ss ServiceSubmitter) Submit(ctx context.Context, l List, s *series.Series,
 	if err != nil {
 		return 0, err
 	}
-	o := runner.Options{Mbox: runner.ThreadMbox(t), Version: s.Version, ThreadSource: t.Source, Tree: l.Tree,
-		From: ss.From, TestedBy: ss.TestedBy, Lore: l.URL, Recipients: l.Policy(s.First()),
-		PerPatch: l.PerPatch && len(s.Patches) > 1}
+	o := threadOptions(t, s.Version)
+	o.Tree, o.From, o.TestedBy, o.Lore, o.Recipients = l.Tree, ss.From, ss.TestedBy, l.URL, l.Policy(s.First())
+	o.PerPatch, o.Resolved = l.PerPatch && len(s.Patches) > 1, r
 	switch l.Base {
 	case "series":
 		if s.Base.Commit == "" {
