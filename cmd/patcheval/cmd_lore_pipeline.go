@@ -140,6 +140,14 @@ func (pf *pipelineFlags) run(ctx context.Context, env *Env, lr *loreResult, af a
 	if opts.ThreadNumbers, err = readThreadNumbers(pf.threadNumbers); err != nil {
 		return err
 	}
+	// The series as Submit resolves it from the thread it stores (not
+	// lr.Series: that one was resolved from the thread as fetched, whose
+	// messages name other sources and whose notes the stored thread does
+	// not have), resolved once here: Check and Submit take it. When it
+	// fails, Check says why as it did.
+	if r, err := runner.Resolve(ctx, opts); err == nil {
+		opts.Resolved = r
+	}
 	if err := runner.Check(p, opts); err != nil {
 		return err // before the state database is created
 	}

@@ -2,16 +2,22 @@ package main
 
 import (
 	"bytes"
+	"context"
+	"encoding/json"
 	"flag"
 	"io"
 	"os"
+	"os/exec"
+	"path/filepath"
 	"strings"
 	"testing"
 
+	"github.com/patcheval/patcheval/build/buildtest"
 	"github.com/patcheval/patcheval/evaluate/report"
 	"github.com/patcheval/patcheval/mbox"
 	"github.com/patcheval/patcheval/pipelines"
 	"github.com/patcheval/patcheval/pipelines/runner"
+	"github.com/patcheval/patcheval/pipelines/store"
 	"github.com/patcheval/patcheval/series"
 )
 
@@ -81,5 +87,83 @@ func TestLorePipelineOptions(t *testing.T) {
 	}
 	if o.Lore != "https://lore.example.org" || o.Version != 4 || len(o.Mbox) == 0 {
 		t.Errorf("options: lore %q version %d mbox %d bytes", o.Lore, o.Version, len(o.Mbox))
+	}
+}
+
+// TestLorePipelineResolvesOnce: lore --pipeline has the evaluation's
+// series resolved once (issue 33): the series as Submit resolves it from
+// the thread it stores is resolved before Check and handed to Check and
+// Submit (Options.Resolved), which used to resolve the thread each (2
+// resolutions counted here; lore's own resolution of the thread as
+// fetched, for its summary, is not the evaluation's and is not counted).
+// The series stored is the one Submit stores from the stored inputs
+// alone, byte for byte. The series does not apply to the tree (a context
+// line changed): the run stops at apply, before any kernel.
+func TestLorePipelineResolvesOnce(t *testing.T) {
+	repo := buildtest.Repo(t)
+	dir := t.TempDir()
+	data, err := os.ReadFile(backport)
+	if err != nil {
+		t.Fatal(err)
+	}
+	const line = "	 * set and we are preemptible. The hack here is to schedule a\n"
+	if !bytes.Contains(data, []byte(line)) {
+		t.Fatal("the backport thread lost the line this test changes")
+	}
+	mbx := filepath.Join(dir, "series.mbox")
+	if err := os.WriteFile(mbx, bytes.Replace(data, []byte(line), []byte("	 * set and we are NOT preemptible. The hack here is to schedule a\n"), 1), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	db := filepath.Join(dir, "patcheval.db")
+	count, restore := runner.CountResolutions()
+	defer restore()
+	var out, errb bytes.Buffer
+	code := run(context.Background(), &Env{Stdout: &out, Stderr: &errb}, []string{"lore", "-m", mbx, "--pipeline", "ppc-preempt-dynamic",
+		"--tree", repo, "--branch", "patcheval/test-resolves-once", "--boots", "1", "--db", db, "--out", filepath.Join(dir, "out")})
+	defer exec.Command("git", "--git-dir="+repo, "branch", "-D", "patcheval/test-resolves-once").Run()
+	if code == 0 || !strings.Contains(errb.String(), "evaluation 1 stopped") {
+		t.Fatalf("exit %d, want the evaluation stopped at apply:\n%s", code, errb.String())
+	}
+	if n := count(); n != 1 {
+		t.Errorf("the evaluation's series was resolved %d times, want once", n)
+	}
+	restore()
+	st, err := store.Open(db)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	got, err := st.ResolvedSeries(1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	in, thread, err := st.Inputs(1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var o runner.Options
+	if err := json.Unmarshal(in, &o); err != nil {
+		t.Fatal(err)
+	}
+	o.Mbox = thread
+	p, err := pipelines.Builtin("ppc-preempt-dynamic")
+	if err != nil {
+		t.Fatal(err)
+	}
+	alone, err := store.Open(filepath.Join(dir, "alone.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer alone.Close()
+	id, _, err := runner.Submit(context.Background(), runner.Env{Store: alone}, p, o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want, err := alone.ResolvedSeries(id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(got) == 0 || !bytes.Equal(got, want) {
+		t.Errorf("the series stored (%d bytes) is not the one Submit stores from the thread (%d bytes):\n%.400s\nvs\n%.400s", len(got), len(want), got, want)
 	}
 }
