@@ -97,7 +97,10 @@ func Single(p *pipelines.Pipeline, variant, benchmark string) (*pipelines.Pipeli
 	return &c, nil
 }
 
-// run evaluates p in the measurer's store.
+// run evaluates p in the measurer's store, whole, in this process (the
+// local loop: lore --pipeline's series bisection, the bisect command). A
+// driver that runs runner's stage graph itself submits Plan instead
+// (Planner).
 func (m *PipelineMeasurer) run(ctx context.Context, p *pipelines.Pipeline, o runner.Options) (*runner.Outcome, error) {
 	st, done, err := m.open()
 	if err != nil {

@@ -600,6 +600,28 @@ func (b *Bisection) Finish(res *bisect.Result, dir string, c bisect.Context) (*r
 	return out, nil
 }
 
+// Planner is the bisection's measurer as a bisect.Planner, nil when it
+// is not one: with a Planner (such as bisect.PipelineMeasurer), a driver
+// that runs runner's stage graph itself (pipelines/service) submits a
+// measurement's Plan as an evaluation and reads it back with Measured,
+// for each measurement that is not Known.
+func (b *Bisection) Planner() bisect.Planner {
+	m := b.Options.Measurer
+	if k, ok := m.(*knownMeasurer); ok {
+		m = k.m
+	}
+	pm, _ := m.(bisect.Planner)
+	return pm
+}
+
+// Known says whether measurement need is answered with the samples the
+// evaluation or its per-patch run took already (a commit's first
+// measurement): Options.Measurer gives them, nothing is measured.
+func (b *Bisection) Known(need bisect.Need) bool {
+	k, ok := b.Options.Measurer.(*knownMeasurer)
+	return ok && need.N == 0 && len(k.known[need.Commit]) > 0
+}
+
 // knownMeasurer answers a commit's first measurement with the samples
 // the evaluation or the per-patch run already took; later ones (the
 // confirmation) measure again. The nth measurement of a commit is the
