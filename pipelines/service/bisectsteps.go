@@ -7,6 +7,7 @@ import (
 	"github.com/riverqueue/river"
 
 	"github.com/patcheval/patcheval/internal/fail"
+	"github.com/patcheval/patcheval/pipelines/experiments/bisect"
 	"github.com/patcheval/patcheval/pipelines/store"
 )
 
@@ -127,4 +128,74 @@ func catchUpTx[S any, T river.JobArgs](ctx context.Context, s *Service, job *riv
 		return []river.InsertManyParams{b.step(g, at)}, nil
 	})
 	return mine, at, err
+}
+
+// A step whose measurement is an evaluation (a bisect.Planner's: serve's
+// bisect.PipelineMeasurer) does not make it in its job (issue 33): it
+// submits the evaluation to the stage graph and ends with the job that
+// records it registered as the evaluation's waiter (waiters.go), which
+// the evaluation's end queues: bisect_measured for a watch's bisection
+// (watchsteps.go), series_bisect_measured for one inside a series
+// (seriessteps.go). Both submit with submitStep and read the measurement
+// back with measuredStep.
+
+// submitStep submits measurement need of a bisection step as an
+// evaluation of the stage graph (pm.Plan, Service.submit) and, in the
+// transaction that queues it, registers the job that records it as the
+// evaluation's waiter (waiter: its arguments and options, given the
+// evaluation's id) and completes job, the step's. A measurement refused
+// as a failed result (kind failed: the commit cannot be measured) is not
+// submitted but returned as its record (Failed: the step is skipped),
+// for the caller to record as one made in the job would be.
+func submitStep[T river.JobArgs](ctx context.Context, s *Service, job *river.Job[T], need bisect.Need, pm bisect.Planner,
+	waiter func(id int64) (river.JobArgs, *river.InsertOpts)) (id int64, skipped *bisect.Record, err error) {
+	p, o, err := pm.Plan(need.Commit, need.Boots, need.N)
+	if err != nil {
+		return 0, nil, err
+	}
+	id, _, err = s.submit(ctx, p, o, func(tx *store.Tx, id int64) error {
+		args, opts := waiter(id)
+		wt, err := newWaiter(id, args, opts)
+		if err != nil {
+			return err
+		}
+		if _, err := s.db.Store.AddWaiterTx(tx, wt); err != nil {
+			return err
+		}
+		if err := completeTx(ctx, tx, job); err != nil {
+			return fail.Infraf("river: completing job %d: %w", job.ID, err)
+		}
+		return nil
+	})
+	if err != nil && ctx.Err() == nil && fail.KindOf(err) == fail.KindFailed {
+		rec, _ := bisect.RecordOf(need, &bisect.Measurement{Built: true}, err)
+		return 0, &rec, nil
+	}
+	return id, nil, err
+}
+
+// measuredStep is the record of measurement need, evaluation id of
+// pm.Plan that ended with end and was submitted at started, read back
+// (pm.Measured: its samples, its report's timings). An error says the
+// measurement cannot be recorded: retry says whether the waiter's job is
+// to be tried again (shutdown, or reading it back failed for
+// infrastructure reasons); otherwise the bisection ends as failed, the
+// evaluation's end being final (its stages' attempts spent, cancelled,
+// or no measurement in it), as a step's last attempt ends it.
+func (s *Service) measuredStep(ctx context.Context, pm bisect.Planner, need bisect.Need, id int64, end *EvalEnd,
+	started time.Time) (rec bisect.Record, retry bool, err error) {
+	p, _, err := pm.Plan(need.Commit, need.Boots, need.N)
+	if err != nil {
+		return rec, false, err
+	}
+	endErr := end.Err(id)
+	rep, err := s.readReport(id)
+	if err != nil {
+		return rec, true, err
+	}
+	meas, err := pm.Measured(s.db.Store, p, need.Commit, id, rep, endErr, time.Since(started))
+	if rec, err = bisect.RecordOf(need, meas, err); err != nil {
+		return rec, ctx.Err() != nil || (endErr == nil && fail.KindOf(err) == fail.KindInfra), err
+	}
+	return rec, false, nil
 }

@@ -48,38 +48,23 @@ type BisectMeasuredArgs struct {
 func (BisectMeasuredArgs) Kind() string { return "bisect_measured" }
 
 // submitWatchStep submits measurement need of bisection step job as an
-// evaluation (pm.Plan) and ends job with its waiter registered; retry
+// evaluation (submitStep) and ends job with its waiter registered; retry
 // and txErr sort errors (bisectStepWorker.Work).
 func (s *Service) submitWatchStep(ctx context.Context, job *river.Job[BisectStepArgs], b bisectJobs[*watch.BisectState], w *store.Watch,
 	need *bisect.Need, pm bisect.Planner, retry, txErr func(error) error) error {
 	a := job.Args
-	p, o, err := pm.Plan(need.Commit, need.Boots, need.N)
+	next := BisectMeasuredArgs{WatchID: w.ID, EventID: a.EventID, Gen: a.Gen, Seq: a.Seq, Need: *need, Started: time.Now().UTC()}
+	id, skipped, err := submitStep(ctx, s, job, *need, pm, func(id int64) (river.JobArgs, *river.InsertOpts) {
+		next.EvaluationID = id
+		return next, watchJobOpts(w.ID, 5)
+	})
 	if err != nil {
 		return retry(err)
 	}
-	next := BisectMeasuredArgs{WatchID: w.ID, EventID: a.EventID, Gen: a.Gen, Seq: a.Seq, Need: *need, Started: time.Now().UTC()}
-	id, _, err := s.submit(ctx, p, o, func(tx *store.Tx, id int64) error {
-		next.EvaluationID = id
-		wt, err := newWaiter(id, next, watchJobOpts(w.ID, 5))
-		if err != nil {
-			return err
-		}
-		if _, err := s.db.Store.AddWaiterTx(tx, wt); err != nil {
-			return err
-		}
-		if err := completeTx(ctx, tx, job); err != nil {
-			return fail.Infraf("river: completing job %d: %w", job.ID, err)
-		}
-		return nil
-	})
-	if err != nil {
-		if ctx.Err() == nil && fail.KindOf(err) == fail.KindFailed {
-			// Refused as a failed result: the step is skipped, as a
-			// measurement that failed in its job is.
-			rec, _ := bisect.RecordOf(*need, &bisect.Measurement{Built: true}, err)
-			return recordWatchStep(ctx, s, job, b, a.Gen, a.Seq, rec, txErr)
-		}
-		return retry(err)
+	if skipped != nil {
+		// Refused as a failed result: the step is skipped, as a
+		// measurement that failed in its job is.
+		return recordWatchStep(ctx, s, job, b, a.Gen, a.Seq, *skipped, txErr)
 	}
 	s.logf("watch %s: measurement %d of %s is evaluation %d (recorded when it ends)", w.Name, a.Seq+1, need.Commit[:min(12, len(need.Commit))], id)
 	return nil
@@ -122,25 +107,15 @@ func (wk *bisectMeasuredWorker) Work(ctx context.Context, job *river.Job[BisectM
 	if !ok {
 		return failed(fail.Inputf("watch %s: the bisection's measurer no longer measures with evaluations", w.Name))
 	}
-	p, _, err := pm.Plan(a.Need.Commit, a.Need.Boots, a.Need.N)
+	rec, retry, err := s.measuredStep(ctx, pm, a.Need, a.EvaluationID, a.End, a.Started)
 	if err != nil {
-		return failed(err)
-	}
-	endErr := a.End.Err(a.EvaluationID)
-	rep, err := s.readReport(a.EvaluationID)
-	if err != nil {
-		return txErr(err)
-	}
-	meas, err := pm.Measured(s.db.Store, p, a.Need.Commit, a.EvaluationID, rep, endErr, time.Since(a.Started))
-	rec, err := bisect.RecordOf(a.Need, meas, err)
-	if err != nil {
+		if !retry {
+			return failed(err)
+		}
 		if ctx.Err() != nil {
 			return err
 		}
-		if endErr == nil && fail.KindOf(err) == fail.KindInfra {
-			return txErr(err) // reading it back: retried
-		}
-		return failed(err)
+		return txErr(err) // reading it back: retried
 	}
 	return recordWatchStep(ctx, s, job, b, a.Gen, a.Seq, rec, txErr)
 }
