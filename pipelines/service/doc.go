@@ -66,8 +66,10 @@
 // bisection inside a series (BisectSeries: #patcheval bisect, POST
 // /api/v1/evaluations/{id}/bisect) is one series_bisect job per
 // measurement in the same queue, its state in the store, resumable after
-// a crash like a watch's bisection; when it ends, a series_bisected job
-// tells Config.SeriesBisected (the bots answer in the command's thread).
+// a crash like a watch's bisection; a measurement is an evaluation of the
+// stage jobs, recorded by the waiter its end queues (seriessteps.go), as
+// a watch bisection's is; when it ends, a series_bisected job tells
+// Config.SeriesBisected (the bots answer in the command's thread).
 // Both bisections' steps check and change their state the same way
 // (bisectsteps.go): each job names its run and measurement, every change
 // reads the state again in the transaction that writes it, and a step

@@ -517,6 +517,7 @@ func (s *Service) addWorkers(w *river.Workers) {
 	river.AddWorker(w, &perPatchMeasuredWorker{s: s})
 	river.AddWorker(w, &seriesBisectWorker{s: s})
 	river.AddWorker(w, &seriesBisectedWorker{s: s})
+	river.AddWorker(w, &seriesBisectMeasuredWorker{s: s})
 }
 
 // Submit records an evaluation of p with o (runner.Submit: the same inputs

@@ -247,9 +247,14 @@ func (s *Service) perPatchMeasurer(id int64) (*perpatch.Series, perpatch.Measure
 // (perpatch.PlanBisection, bisect.Resume: the search is a function of
 // them), makes the one it asks for next and, in one transaction, records
 // it (store series_bisections), queues the next step and completes
-// itself. A serve killed mid-bisection resumes at the step it was on; the
-// interrupted measurement is made again as the same one (the same stored
-// evaluation, its finished builds and boots kept). The last step writes
+// itself. With a bisect.Planner (serve's bisect.PipelineMeasurer) the
+// measurement is an evaluation of the stage graph instead: the step
+// submits it and ends, and series_bisect_measured, queued when it ends,
+// records it and queues the next step (seriessteps.go). A serve killed
+// mid-bisection resumes at the step it was on; the interrupted
+// measurement is made again as the same one (the same stored
+// evaluation, its finished builds and boots kept), or its evaluation's
+// waiter, in the database, records it when it ends. The last step writes
 // the bisection's reports, adds its sentence to the evaluation's reports,
 // and queues a series_bisected job that tells Config.SeriesBisected (the
 // bots: a reply in the thread of each command that asked).
@@ -397,14 +402,25 @@ func (s *Service) BisectSeries(ctx context.Context, id int64, requester string) 
 			if err != nil {
 				return err
 			}
-			if len(jobs) == 0 {
+			left := len(jobs) > 0
+			var status string
+			if !left {
+				if status, err = s.db.Store.EvaluationStatusTx(tx, id); err != nil {
+					return err
+				}
+				// A step waiting for its measurement's evaluation
+				// (seriessteps.go) carries it on, unless the evaluation
+				// was cancelled (its job then does nothing).
+				if status != StatusCancelled {
+					if left, err = s.seriesStepWaitingTx(tx, id, st.Gen); err != nil {
+						return err
+					}
+				}
+			}
+			if !left {
 				st.Status, st.Note = SeriesBisectFailed, "interrupted: its jobs were cancelled"
 				// An automatic one the evaluation still waits for: the
 				// new run's end finishes the evaluation instead.
-				status, err := s.db.Store.EvaluationStatusTx(tx, id)
-				if err != nil {
-					return err
-				}
 				if status == "running" {
 					doneGen = st.DoneGen
 				}
@@ -443,8 +459,11 @@ func (s *Service) BisectSeries(ctx context.Context, id int64, requester string) 
 }
 
 // bisectMeasurer is the series bisection's measurer of evaluation id:
-// the at-commit pipeline's variant built and booted by the runner in
-// this service's store, cache, budget and slots, its reports under dir.
+// the at-commit pipeline's variant built and booted in this service's
+// store, its reports under dir. It is a bisect.Planner: the steps submit
+// its measurements as evaluations of the stage graph (seriessteps.go);
+// its runner settings (cache, budget, slots) are those a measurement made
+// in the job would use.
 func (s *Service) bisectMeasurer(id int64, ser *perpatch.Series, dir string) func(*pipelines.Pipeline, string, string, string) bisect.Measurer {
 	return func(at *pipelines.Pipeline, variant, benchmark, metric string) bisect.Measurer {
 		if f := s.cfg.Series.Bisect; f != nil {
@@ -539,18 +558,16 @@ func (w *seriesBisectWorker) Work(ctx context.Context, job *river.Job[SeriesBise
 		return nil
 	}
 	log.printf("series bisection: measuring %.12s (%d boot(s), measurement %d)", need.Commit, need.Boots, a.Seq+1)
+	if pm := pl.Planner(); pm != nil && !pl.Known(*need) {
+		// An evaluation of the stage graph, recorded when it ends
+		// (seriessteps.go).
+		return s.submitSeriesStep(ctx, job, need, pm, retry)
+	}
 	rec, err := bisect.Measure(ctx, measurer, *need)
 	if err != nil {
 		return retry(err) // shutdown or infrastructure: retried, the same measurement again
 	}
-	_, err = s.seriesBisectTx(ctx, job, a, func(tx *store.Tx, st *SeriesBisectState) ([]river.InsertManyParams, error) {
-		st.Records = append(st.Records, rec)
-		return []river.InsertManyParams{seriesBisectJob(a.EvaluationID, a.Gen, a.Seq+1)}, nil
-	})
-	if err != nil {
-		return retry(err) // the last attempt ends the bisection rather than leave it running
-	}
-	return nil
+	return recordSeriesStep(ctx, s, job, a, rec, retry)
 }
 
 // run is where the series bisection st is (bisectsteps.go).
@@ -591,6 +608,13 @@ func (s *Service) seriesBisectCatchUp(ctx context.Context, job *river.Job[Series
 // bisection is at (a new run, ended, or the step recorded: a step the
 // same job would otherwise record twice); mine says whether it was.
 func (s *Service) seriesBisectTx(ctx context.Context, job *river.Job[SeriesBisectArgs], a SeriesBisectArgs,
+	change func(tx *store.Tx, st *SeriesBisectState) ([]river.InsertManyParams, error)) (mine bool, err error) {
+	return seriesBisectTxOf(ctx, s, job, a, change)
+}
+
+// seriesBisectTxOf is seriesBisectTx for job, which takes step a
+// (series_bisect, series_bisect_measured).
+func seriesBisectTxOf[T river.JobArgs](ctx context.Context, s *Service, job *river.Job[T], a SeriesBisectArgs,
 	change func(tx *store.Tx, st *SeriesBisectState) ([]river.InsertManyParams, error)) (mine bool, err error) {
 	return changeTx(ctx, s, job, s.seriesBisectJobs(a.EvaluationID), a.Gen, a.Seq, bisectRun.isStep, change)
 }
@@ -634,14 +658,21 @@ func (s *Service) loadSeries(id int64) (*perpatch.Series, error) {
 // The evaluation's reports gain b; the requesters (as stored when it
 // ends) are told by a series_bisected job queued with the state.
 func (s *Service) seriesBisectEnd(ctx context.Context, job *river.Job[SeriesBisectArgs], status string, b *report.SeriesBisection, note string) error {
-	id := job.Args.EvaluationID
+	return seriesBisectEndOf(ctx, s, job, job.Args, status, b, note)
+}
+
+// seriesBisectEndOf is seriesBisectEnd for job, which takes step a
+// (series_bisect, series_bisect_measured).
+func seriesBisectEndOf[T river.JobArgs](ctx context.Context, s *Service, job *river.Job[T], a SeriesBisectArgs, status string,
+	b *report.SeriesBisection, note string) error {
+	id := a.EvaluationID
 	if b != nil {
 		if err := s.amendBisection(id, b); err != nil {
 			return err
 		}
 	}
 	var text string
-	mine, err := s.seriesBisectTx(ctx, job, job.Args, func(tx *store.Tx, st *SeriesBisectState) ([]river.InsertManyParams, error) {
+	mine, err := seriesBisectTxOf(ctx, s, job, a, func(tx *store.Tx, st *SeriesBisectState) ([]river.InsertManyParams, error) {
 		st.Status, st.Result, st.Note, st.Next = status, b, note, nil
 		text = st.Text()
 		var next []river.InsertManyParams
