@@ -143,24 +143,7 @@ func TestSeriesBisectionStepsRunAsStageJobs(t *testing.T) {
 	if note, err := s1.BisectSeries(t.Context(), id, "a"); err != nil || !strings.Contains(note, "queued:") {
 		t.Fatalf("BisectSeries: %q %v", note, err)
 	}
-	var waiting store.Waiter
-	for deadline := time.Now().Add(time.Minute); ; time.Sleep(100 * time.Millisecond) {
-		if n := log.inJob.Load(); n > 0 {
-			t.Fatalf("%d measurement(s) made inside a series_bisect job", n)
-		}
-		ws, err := s1.Store().Waiters(SeriesBisectMeasuredArgs{}.Kind())
-		if err != nil {
-			t.Fatal(err)
-		}
-		if len(ws) == 1 {
-			waiting = *ws[0]
-			break
-		}
-		if time.Now().After(deadline) {
-			st, _ := s1.SeriesBisection(id)
-			t.Fatalf("no step waits for its measurement's evaluation; waiters %+v, bisection %+v", ws, st)
-		}
-	}
+	waiting := waitStepWaiter(t, s1, id, &log)
 	// A step waits with its job ended: the bisection's evaluation has no
 	// unfinished job, yet asking again finds the bisection running.
 	for deadline := time.Now().Add(time.Minute); ; time.Sleep(100 * time.Millisecond) {
@@ -300,6 +283,104 @@ func TestSeriesBisectionStepsRunAsStageJobs(t *testing.T) {
 		if g.Commit != w.Commit || g.N != w.N || g.Boots != w.Boots || fmt.Sprint(g.Values) != fmt.Sprint(w.Values) || g.Failed != w.Failed {
 			t.Errorf("record %d: %+v as an evaluation, %+v in the job", i, g, w)
 		}
+	}
+}
+
+// waitStepWaiter waits until a step of evaluation id's series bisection
+// waits for its measurement's evaluation, and returns its waiter; a
+// measurement made inside a job fails the test at once.
+func waitStepWaiter(t *testing.T, s *Service, id int64, log *plannedLog) store.Waiter {
+	t.Helper()
+	for deadline := time.Now().Add(time.Minute); ; time.Sleep(100 * time.Millisecond) {
+		if n := log.inJob.Load(); n > 0 {
+			t.Fatalf("%d measurement(s) made inside a series_bisect job", n)
+		}
+		ws, err := s.Store().Waiters(SeriesBisectMeasuredArgs{}.Kind())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(ws) == 1 {
+			return *ws[0]
+		}
+		if time.Now().After(deadline) {
+			st, _ := s.SeriesBisection(id)
+			t.Fatalf("no step waits for its measurement's evaluation; waiters %+v, bisection %+v", ws, st)
+		}
+	}
+}
+
+// TestSeriesBisectionStepWaiterCancelled: an automatic bisection whose
+// step waits for its measurement's evaluation, the bisection's
+// evaluation cancelled meanwhile, goes no further: the waiter's job,
+// queued when the measurement's evaluation ends (here cancelled too),
+// records nothing and queues nothing, the evaluation stays cancelled, and
+// the bisection asked for again starts a new run (the waiter does not
+// count as its job), as when its step's job was cancelled with the
+// evaluation.
+func TestSeriesBisectionStepWaiterCancelled(t *testing.T) {
+	tr := newSeriesTree(t)
+	var log plannedLog
+	s, _ := testService(t, Config{Work: &Capabilities{Coordinator: true, Cores: 1},
+		Series: SeriesMeasurers{Bisect: func(ser *perpatch.Series, at *pipelines.Pipeline, variant, benchmark, metric, outDir string) bisect.Measurer {
+			return &plannedMeasurer{PipelineMeasurer: bisect.PipelineMeasurer{Pipeline: at, Variant: variant, Benchmark: benchmark, Metric: metric,
+				Repo: ser.Repo, OutDir: outDir}, log: &log}
+		}}})
+	ctx := t.Context()
+	id := tr.evaluated(t, s, false)
+	// The evaluation waits for its bisection, as an automatic one's does.
+	if err := s.setStatus(nil, id, "running"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.BisectSeries(ctx, id, "a"); err != nil {
+		t.Fatal(err)
+	}
+	w := waitStepWaiter(t, s, id, &log)
+	before, err := s.SeriesBisection(id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Cancel(ctx, id); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Cancel(ctx, w.EvaluationID); err != nil {
+		t.Fatal(err)
+	}
+	for deadline := time.Now().Add(time.Minute); ; time.Sleep(100 * time.Millisecond) {
+		jobs, err := s.Engine().Jobs(ctx, id, 100)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var m *rivertype.JobRow
+		for _, j := range jobs {
+			if j.Kind == (SeriesBisectMeasuredArgs{}).Kind() {
+				m = j
+			}
+		}
+		if m != nil && m.FinalizedAt != nil {
+			if m.State != rivertype.JobStateCancelled {
+				t.Fatalf("the waiter's job %s, want cancelled (its evaluation was)", m.State)
+			}
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the waiter's job was not cancelled: %+v", m)
+		}
+	}
+	st, err := s.SeriesBisection(id)
+	if err != nil || st.Gen != before.Gen || st.Status != SeriesBisectRunning || len(st.Records) != len(before.Records) {
+		t.Fatalf("bisection %+v %v after the cancellations; want it as it was: %+v", st, err, before)
+	}
+	if e, err := s.Store().Evaluation(id); err != nil || e.Status != StatusCancelled {
+		t.Fatalf("evaluation %+v %v, want cancelled", e, err)
+	}
+	log.mu.Lock()
+	if len(log.measured) != 0 {
+		t.Errorf("measurements read back: %+v", log.measured)
+	}
+	log.mu.Unlock()
+	note, err := s.BisectSeries(ctx, id, "b")
+	if st, _ := s.SeriesBisection(id); err != nil || !strings.Contains(note, "queued:") || st.Gen == before.Gen || st.DoneGen != 0 {
+		t.Fatalf("asked again: %q %v, bisection %+v; want a new run that finishes nothing", note, err, st)
 	}
 }
 
