@@ -553,7 +553,8 @@ func (s *Service) submit(ctx context.Context, p *pipelines.Pipeline, o runner.Op
 	err = s.db.Store.Tx(ctx, func(tx *store.Tx) error {
 		queued = false
 		if resumed {
-			if _, err := s.db.Store.EvaluationStatusTx(tx, id); err != nil {
+			status, err := s.db.Store.EvaluationStatusTx(tx, id)
+			if err != nil {
 				return err
 			}
 			jobs, err := s.engine.jobsTx(ctx, tx, id, 1, unfinished...)
@@ -565,6 +566,14 @@ func (s *Service) submit(ctx context.Context, p *pipelines.Pipeline, o runner.Op
 			waiting, err := s.perPatchWaitingTx(tx, id)
 			if err != nil {
 				return err
+			}
+			// So is a step of its series bisection waiting for its
+			// measurement's evaluation (seriessteps.go), unless it was
+			// cancelled (the step's waiter then does nothing).
+			if !waiting && status != StatusCancelled {
+				if waiting, err = s.seriesStepWaitingTx(tx, id, 0); err != nil {
+					return err
+				}
 			}
 			if len(jobs) > 0 || waiting {
 				return callThen(then, tx, id)

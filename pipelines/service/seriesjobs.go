@@ -27,9 +27,10 @@ import (
 )
 
 // Taking a whole-series evaluation apart (issue 21, pipelines/experiments/perpatch)
-// as queue work, in the "series" queue (one worker: its jobs build and
-// boot inside the job, within the service's -j budget and its build and
-// boot slots, like the watches' re-tests):
+// as queue work, in the "series" queue (one worker; with the service's
+// measurers its jobs submit their measurements as evaluations of the
+// stage graph, a waiter of each carrying the work on; the tests'
+// stand-ins measure inside the job):
 //
 //   - per_patch follows the report of an evaluation submitted with
 //     PerPatch (runner.Options.PerPatch: `submit --per-patch`, the API's

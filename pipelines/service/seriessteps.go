@@ -32,7 +32,9 @@ import (
 // (perpatch.Bisection.Known: nothing to evaluate).
 //
 // While a step waits for its evaluation, the bisection's evaluation has
-// no job of its own: BisectSeries counts the waiter as its job
+// no job of its own: BisectSeries counts the waiter as its job, and so
+// does Service.submit (the same evaluation submitted again is not queued
+// again meanwhile, as it is not while the step's job runs)
 // (seriesStepWaitingTx). Cancelling an automatic bisection's evaluation
 // ends nothing more than before: the waiter's job, queued when the
 // measurement's evaluation ends, does nothing for a cancelled evaluation
@@ -163,9 +165,9 @@ func (w *seriesBisectMeasuredWorker) Work(ctx context.Context, job *river.Job[Se
 	return recordSeriesStep(ctx, s, job, step, rec, retry)
 }
 
-// seriesStepWaitingTx says, in tx, whether a step of run gen of the
-// bisection inside evaluation id's series waits for its measurement's
-// evaluation (a series_bisect_measured waiter).
+// seriesStepWaitingTx says, in tx, whether a step of run gen (0: any
+// run) of the bisection inside evaluation id's series waits for its
+// measurement's evaluation (a series_bisect_measured waiter).
 func (s *Service) seriesStepWaitingTx(tx *store.Tx, id, gen int64) (bool, error) {
 	ws, err := s.db.Store.WaitersTx(tx, SeriesBisectMeasuredArgs{}.Kind())
 	if err != nil {
@@ -173,7 +175,7 @@ func (s *Service) seriesStepWaitingTx(tx *store.Tx, id, gen int64) (bool, error)
 	}
 	for _, w := range ws {
 		var a SeriesBisectMeasuredArgs
-		if json.Unmarshal(w.Args, &a) == nil && a.EvaluationID == id && a.Gen == gen {
+		if json.Unmarshal(w.Args, &a) == nil && a.EvaluationID == id && (gen == 0 || a.Gen == gen) {
 			return true, nil
 		}
 	}

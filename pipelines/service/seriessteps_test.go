@@ -105,7 +105,9 @@ func (m *plannedMeasurer) Measured(st *store.Store, p *pipelines.Pipeline, commi
 // first process works the coordinator's queues only and stops while a
 // step waits for its evaluation (its configure not run): the waiter is
 // in the database, and the second process, working every queue, runs the
-// evaluation and records the measurement there. The bisection names
+// evaluation and records the measurement there. While the step waits,
+// the bisection is running (asked again) and the evaluation is under way
+// (submitted again, it is not queued again). The bisection names
 // patch 3/4 with the same measurements, in the same order, as one whose
 // measurements are made inside its jobs (gatedMeasurer).
 func TestSeriesBisectionStepsRunAsStageJobs(t *testing.T) {
@@ -160,6 +162,19 @@ func TestSeriesBisectionStepsRunAsStageJobs(t *testing.T) {
 	}
 	if note, err := s1.BisectSeries(t.Context(), id, "b"); err != nil || !strings.Contains(note, "already running") {
 		t.Fatalf("asked again while a step waits for its evaluation: %q %v", note, err)
+	}
+	// Submitted again meanwhile, the evaluation is not queued again (as
+	// while its step's job runs).
+	p, err := pipelines.Default(tr.s, []string{"x86_64"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	again, created, err := s1.submit(t.Context(), p, runner.Options{Mbox: tr.mbox, Tree: tr.repo, Base: tr.base, Boots: 3, From: testFrom}, nil)
+	if err != nil || again != id || created {
+		t.Fatalf("submitted again: evaluation %d (created %v) %v; want evaluation %d", again, created, err, id)
+	}
+	if jobs, err := s1.Engine().Jobs(t.Context(), id, 10, unfinished...); err != nil || len(jobs) != 0 {
+		t.Fatalf("submitted again while a step waits: jobs %v %v; want none (not queued again)", jobs, err)
 	}
 	stop1()
 	if err := <-done1; err != nil {
