@@ -155,17 +155,7 @@ func submitStep[T river.JobArgs](ctx context.Context, s *Service, job *river.Job
 	}
 	id, _, err = s.submit(ctx, p, o, func(tx *store.Tx, id int64) error {
 		args, opts := waiter(id)
-		wt, err := newWaiter(id, args, opts)
-		if err != nil {
-			return err
-		}
-		if _, err := s.db.Store.AddWaiterTx(tx, wt); err != nil {
-			return err
-		}
-		if err := completeTx(ctx, tx, job); err != nil {
-			return fail.Infraf("river: completing job %d: %w", job.ID, err)
-		}
-		return nil
+		return waitTx(ctx, s, tx, id, args, opts, job)
 	})
 	if err != nil && ctx.Err() == nil && fail.KindOf(err) == fail.KindFailed {
 		rec, _ := bisect.RecordOf(need, &bisect.Measurement{Built: true}, err)

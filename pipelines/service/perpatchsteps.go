@@ -74,17 +74,7 @@ func perPatchNext[T river.JobArgs](ctx context.Context, s *Service, job *river.J
 		if err == nil {
 			pid, _, err = s.submit(ctx, p, o, func(tx *store.Tx, pid int64) error {
 				next.Prefix.EvaluationID = pid
-				wt, err := newWaiter(pid, next, jobOpts(QueueSeries, id, 3))
-				if err != nil {
-					return err
-				}
-				if _, err := s.db.Store.AddWaiterTx(tx, wt); err != nil {
-					return err
-				}
-				if err := completeTx(ctx, tx, job); err != nil {
-					return fail.Infraf("river: completing job %d: %w", job.ID, err)
-				}
-				return nil
+				return waitTx(ctx, s, tx, pid, next, jobOpts(QueueSeries, id, 3), job)
 			})
 			if err == nil {
 				log.printf("per-patch: %s is evaluation %d (recorded when it ends)", step.Label, pid)
@@ -114,15 +104,8 @@ type perPatchMeasuredWorker struct {
 
 func (wk *perPatchMeasuredWorker) Work(ctx context.Context, job *river.Job[PerPatchMeasuredArgs]) error {
 	s, a := wk.s, job.Args
-	e, err := s.db.Store.Evaluation(a.EvaluationID)
-	if err != nil {
-		if fail.KindOf(err) == fail.KindInput {
-			return river.JobCancel(err)
-		}
+	if _, err := s.liveEvaluation(a.EvaluationID); err != nil {
 		return err
-	}
-	if e.Status == StatusCancelled {
-		return river.JobCancel(fmt.Errorf("evaluation %d was cancelled", a.EvaluationID))
 	}
 	s.beat.begin(job.ID, fmt.Sprintf("per-patch run of evaluation %d, prefix %d (attempt %d)", a.EvaluationID, a.Prefix.K, job.Attempt))
 	defer s.beat.end(job.ID)

@@ -154,6 +154,23 @@ func (s *Service) autoBisection(tx *store.Tx, id int64, pl *perpatch.Bisection) 
 		Metric: pl.Metric, Change: pl.Change}, nil
 }
 
+// liveEvaluation reads the evaluation a follow-up job (per-patch, series
+// bisection) works for: an evaluation that is gone or was cancelled ends
+// the job (river.JobCancel), a store error is retried.
+func (s *Service) liveEvaluation(id int64) (*store.Evaluation, error) {
+	e, err := s.db.Store.Evaluation(id)
+	if err != nil {
+		if fail.KindOf(err) == fail.KindInput {
+			return nil, river.JobCancel(err)
+		}
+		return nil, err
+	}
+	if e.Status == StatusCancelled {
+		return nil, river.JobCancel(fmt.Errorf("evaluation %d was cancelled", id))
+	}
+	return e, nil
+}
+
 type perPatchWorker struct {
 	river.WorkerDefaults[PerPatchArgs]
 	s *Service
@@ -161,15 +178,8 @@ type perPatchWorker struct {
 
 func (w *perPatchWorker) Work(ctx context.Context, job *river.Job[PerPatchArgs]) error {
 	s, a := w.s, job.Args
-	e, err := s.db.Store.Evaluation(a.EvaluationID)
-	if err != nil {
-		if fail.KindOf(err) == fail.KindInput {
-			return river.JobCancel(err)
-		}
+	if _, err := s.liveEvaluation(a.EvaluationID); err != nil {
 		return err
-	}
-	if e.Status == StatusCancelled {
-		return river.JobCancel(fmt.Errorf("evaluation %d was cancelled", a.EvaluationID))
 	}
 	s.beat.begin(job.ID, fmt.Sprintf("per-patch run of evaluation %d (attempt %d)", a.EvaluationID, job.Attempt))
 	defer s.beat.end(job.ID)

@@ -3,7 +3,6 @@ package service
 import (
 	"context"
 	"encoding/json"
-	"fmt"
 	"path/filepath"
 	"time"
 
@@ -113,15 +112,8 @@ func (w *seriesBisectMeasuredWorker) Work(ctx context.Context, job *river.Job[Se
 	if !st.run().isStep(a.Gen, a.Seq) {
 		return nil // another run, ended, or recorded
 	}
-	e, err := s.db.Store.Evaluation(a.EvaluationID)
-	if err != nil {
-		if fail.KindOf(err) == fail.KindInput {
-			return river.JobCancel(err)
-		}
+	if _, err := s.liveEvaluation(a.EvaluationID); err != nil {
 		return err
-	}
-	if e.Status == StatusCancelled {
-		return river.JobCancel(fmt.Errorf("evaluation %d was cancelled", a.EvaluationID))
 	}
 	step := a.step()
 	ended := func(err error) error {

@@ -87,6 +87,24 @@ func newWaiter(id int64, args river.JobArgs, opts *river.InsertOpts) (store.Wait
 	return store.Waiter{EvaluationID: id, Kind: args.Kind(), Args: b, Queue: opts.Queue, Tags: opts.Tags, MaxAttempts: opts.MaxAttempts}, nil
 }
 
+// waitTx registers in tx a waiter of evaluation id whose job is args
+// (queued with opts when the evaluation ends) and completes job, the job
+// that submitted the evaluation: the continuation and the end of its
+// submitter commit together, or neither does.
+func waitTx[T river.JobArgs](ctx context.Context, s *Service, tx *store.Tx, id int64, args river.JobArgs, opts *river.InsertOpts, job *river.Job[T]) error {
+	wt, err := newWaiter(id, args, opts)
+	if err != nil {
+		return err
+	}
+	if _, err := s.db.Store.AddWaiterTx(tx, wt); err != nil {
+		return err
+	}
+	if err := completeTx(ctx, tx, job); err != nil {
+		return fail.Infraf("river: completing job %d: %w", job.ID, err)
+	}
+	return nil
+}
+
 // endedTx takes evaluation id's waiters in tx, the transaction that
 // records how it ended, and returns their jobs, each told end.
 func (s *Service) endedTx(tx *store.Tx, id int64, end EvalEnd) ([]river.InsertManyParams, error) {

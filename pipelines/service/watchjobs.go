@@ -369,20 +369,10 @@ func (wk *retestWorker) Work(ctx context.Context, job *river.Job[RetestArgs]) er
 	next := RetestedArgs{WatchID: w.ID, Tag: t.ID, Rest: a.Rest, Gen: a.Gen, Commit: commit, Series: o.Mbox != nil}
 	id, _, err := s.submit(ctx, p, o, func(tx *store.Tx, id int64) error {
 		next.EvaluationID = id
-		wt, err := newWaiter(id, next, watchJobOpts(w.ID, 5))
-		if err != nil {
-			return err
-		}
-		if _, err := s.db.Store.AddWaiterTx(tx, wt); err != nil {
-			return err
-		}
 		if err := s.db.Store.SetWatchTagTx(tx, t.ID, store.TagRunning, commit, id, nil); err != nil {
 			return err
 		}
-		if err := completeTx(ctx, tx, job); err != nil {
-			return fail.Infraf("river: completing job %d: %w", job.ID, err)
-		}
-		return nil
+		return waitTx(ctx, s, tx, id, next, watchJobOpts(w.ID, 5), job)
 	})
 	if err != nil {
 		if ctx.Err() != nil {
