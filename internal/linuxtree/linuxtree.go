@@ -163,6 +163,17 @@ func parseCommit(raw string) (Release, bool) {
 	return rel, rel.Tag != "" && rel.Version != "" && rel.Tree != ""
 }
 
+// ImportedRelease says whether commit in the repository at gitDir is a
+// release the import made (one commit holding a whole release), and
+// which: a bisection that ends on such a commit cannot go below it.
+func ImportedRelease(gitDir, commit string) (Release, bool) {
+	out, err := exec.Command("git", "--git-dir="+gitDir, "cat-file", "commit", commit).Output()
+	if err != nil {
+		return Release{}, false
+	}
+	return parseCommit(string(out))
+}
+
 var tagRE = lazyre.New(`^v([0-9]+\.[0-9]+(\.[0-9]+)?)(-rc[0-9]+)?$`)
 
 // TagVersion checks a release tag (v7.2.13, v7.3, v7.3-rc2) and returns

@@ -38,6 +38,7 @@ import (
 	"github.com/patcheval/patcheval/evaluate/stats"
 	"github.com/patcheval/patcheval/internal/fail"
 	"github.com/patcheval/patcheval/internal/gittree"
+	"github.com/patcheval/patcheval/internal/linuxtree"
 	"github.com/patcheval/patcheval/series/maintainers"
 	"github.com/patcheval/patcheval/series/recipients"
 )
@@ -292,6 +293,9 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 		culprit.Lists = lists
 	}
 	r.res.Culprit, r.res.Parent = &culprit, &parent
+	if note := singleCommitNote(o, culprit, len(commits)); note != "" {
+		r.res.Notes = append(r.res.Notes, note)
+	}
 
 	if err := r.confirm(ctx, culprit, parent); err != nil {
 		return r.res, err
@@ -777,4 +781,21 @@ func short(h string) string {
 func firstLine(s string) string {
 	s, _, _ = strings.Cut(s, "\n")
 	return s
+}
+
+// singleCommitNote says what a range of one commit means: bisection
+// cannot go below it, and when that commit is a whole release imported as
+// one (patcheval tree import: Debian's point releases follow one another
+// as single commits), it holds every change between the two releases.
+func singleCommitNote(o Options, culprit Commit, commits int) string {
+	if commits != 1 {
+		return ""
+	}
+	rel, ok := linuxtree.ImportedRelease(o.Repo, culprit.Hash)
+	if !ok {
+		return fmt.Sprintf("the range %s..%s is one commit: bisection cannot go below %s", o.Good, o.Bad, short(culprit.Hash))
+	}
+	return fmt.Sprintf("the range %s..%s is one commit, %s imported as a whole release (%s): it holds every change between the two releases, "+
+		"so this is as far as this history goes; a finer answer needs the real history between them (e.g. the stable tree's commits from %s to %s)",
+		o.Good, o.Bad, rel.Tag, rel.Origin, o.Good, o.Bad)
 }
