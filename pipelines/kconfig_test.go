@@ -96,7 +96,9 @@ var intents = map[string]map[string]map[string]intent{
 		"7.2.13": lazyArm64,
 		"7.3.4":  lazyArm64,
 	},
-	"bridge-loop":      sameOnAll(map[string]intent{"base": holds("BRIDGE", "y")}),
+	"bridge-loop": sameOnAll(map[string]intent{"base": holds("BRIDGE", "y")}),
+	"rcu-gp-qs": sameOnAll(map[string]intent{"base": holds("MEMBARRIER", "y", "HZ_1000", "y"),
+		"patched": holds("MEMBARRIER", "y", "HZ_1000", "y")}),
 	"rcu-sync-latency": sameOnAll(map[string]intent{"base": holds("MEMBARRIER", "y", "HZ_1000", "y")}),
 	"selinux-tax":      sameOnAll(map[string]intent{"disabled": holds("SECURITY_SELINUX", "y", "SECURITY_SELINUX_BOOTPARAM", "y")}),
 }

@@ -17,7 +17,7 @@ import (
 
 func TestShippedPipelinesLoad(t *testing.T) {
 	names := List()
-	if !reflect.DeepEqual(names, []string{"arm64-kill", "bridge-loop", "ppc-preempt-dynamic", "ppc-preempt-lazy", "ppc-preempt-releases", "rcu-sync-latency", "selinux-tax"}) {
+	if !reflect.DeepEqual(names, []string{"arm64-kill", "bridge-loop", "ppc-preempt-dynamic", "ppc-preempt-lazy", "ppc-preempt-releases", "rcu-gp-qs", "rcu-sync-latency", "selinux-tax"}) {
 		t.Fatalf("List() = %v", names)
 	}
 	for _, n := range names {

@@ -18,7 +18,7 @@ func TestPipelinesListAndShow(t *testing.T) {
 	if code := run(context.Background(), &Env{Stdout: &out, Stderr: &errb}, []string{"pipelines"}); code != 0 {
 		t.Fatalf("pipelines: exit %d: %s", code, errb.String())
 	}
-	for _, want := range []string{"default", "per series", "ppc-preempt-dynamic", "ppc64le", "arm64-kill", "arm64", "selinux-tax", "bridge-loop", "rcu-sync-latency", "ppc-preempt-releases"} {
+	for _, want := range []string{"default", "per series", "ppc-preempt-dynamic", "ppc64le", "arm64-kill", "arm64", "selinux-tax", "bridge-loop", "rcu-sync-latency", "ppc-preempt-releases", "rcu-gp-qs"} {
 		if !strings.Contains(out.String(), want) {
 			t.Errorf("pipelines: no %q in\n%s", want, out.String())
 		}
