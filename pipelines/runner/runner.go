@@ -351,6 +351,12 @@ func check(ctx context.Context, p *pipelines.Pipeline, o Options) (in inputs, r 
 		return in, r, p, err
 	}
 	in.BaseRef, in.BaseHash, in.BaseRule, in.BaseWhy = b.Ref, b.Hash, b.Rule, b.Why
+	if in.RevertIfMerged && !p.NeedsSeries() {
+		// Nothing to turn into "the base with the series reverted
+		// against the base as it is": saying nothing would measure the
+		// base alone as if the flag had been honoured.
+		return in, r, p, fail.Inputf("--revert-if-merged: pipeline %s applies no series (no variant with apply_series), so there is no pair to make the base with the series reverted against the base as it is; use a pipeline with one, e.g. default or rcu-gp-qs", p.Name)
+	}
 	if s != nil && p.NeedsSeries() {
 		if p, err = merged(ctx, p, &in, s); err != nil {
 			return in, r, p, err

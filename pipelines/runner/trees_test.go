@@ -214,6 +214,27 @@ cmdline = "preempt=full"
 name = "kill"
 `
 
+// TestRevertIfMergedNeedsAPair: --revert-if-merged with a pipeline that
+// applies no series (rcu-sync-latency: its variants are knobs of one
+// kernel) is one line of bad input before anything is recorded, not the
+// base measured alone as if the flag had been honoured.
+func TestRevertIfMergedNeedsAPair(t *testing.T) {
+	e := newExpTree(t)
+	p, err := pipelines.Builtin("rcu-sync-latency")
+	if err != nil {
+		t.Fatal(err)
+	}
+	env := Env{Store: openStore(t, filepath.Join(t.TempDir(), "db"))}
+	_, _, err = Submit(context.Background(), env, p, Options{Mbox: e.seriesMbox(t), Tree: e.dir, Base: "v7.3", RevertIfMerged: true})
+	if fail.KindOf(err) != fail.KindInput || strings.Contains(err.Error(), "\n") ||
+		!strings.Contains(err.Error(), "--revert-if-merged: pipeline rcu-sync-latency applies no series") {
+		t.Fatalf("got %v, want one line of bad input naming the pipeline", err)
+	}
+	if evs, _ := env.Store.ListEvaluations(); len(evs) != 0 {
+		t.Fatalf("%d evaluation(s) recorded", len(evs))
+	}
+}
+
 // TestRevertIfMerged: a series the base already has is refused before
 // anything is recorded, offering --revert-if-merged; with it the
 // evaluation measures the base with the series reverted against the base
