@@ -40,7 +40,12 @@
 // counts as finished, so the partial boot is discarded). SIGTERM (Run's
 // context) stops fetching jobs, lets running ones finish for the grace
 // period, then cancels them; River records them as retryable and they run
-// again on the next start.
+// again on the next start. An evaluation that jobs wait for (waiters.go)
+// but that has no job of its own left that may run, so that nothing will
+// ever end it (its jobs discarded or deleted outside the service), is
+// found by serve's stuck check (stuck.go, every Config.StuckCheck) and
+// ended as failed ("stuck: no stage job left for evaluation N"), which
+// wakes its waiters.
 //
 // Watches (Service.Watch, pipelines/experiments/watch) are jobs too, in their own
 // queue: the scheduler queues a tick when a watch is due, the tick queues

@@ -71,6 +71,12 @@ type Config struct {
 	// must stay orphaned before it is queued again (defaults
 	// DefaultOrphanCheck, DefaultOrphanConfirm; see orphans.go).
 	OrphanCheck, OrphanConfirm time.Duration
+	// StuckCheck is how often serve looks for evaluations that jobs wait
+	// for but that nothing will end (no job of theirs left), and
+	// StuckConfirm how long one must stay so before it is ended as
+	// failed (defaults DefaultStuckCheck, DefaultStuckConfirm; see
+	// stuck.go).
+	StuckCheck, StuckConfirm time.Duration
 	// Token, when set, is required (Authorization: Bearer) on every
 	// mutating request, and on reads unless PublicRead.
 	Token      []byte
@@ -399,6 +405,9 @@ func (s *Service) startJobs(ctx context.Context) (stop func() error, err error) 
 		release()
 		return nil, err
 	}
+	// Evaluations waited for that nothing will end (stuck.go).
+	bg.Add(1)
+	go func() { defer bg.Done(); s.watchStuck(bgCtx) }()
 	beatCtx, stopBeat := context.WithCancel(ctx)
 	beatDone := s.beat.run(beatCtx)
 	return func() error {

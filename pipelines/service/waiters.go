@@ -30,7 +30,10 @@ import (
 // process that registered it, and its job is queued by whichever process
 // ends the evaluation. A watch's re-test waits so (retestWorker,
 // retestedWorker), a watch bisection's measurement (watchsteps.go) and a
-// per-patch run's prefix (perpatchsteps.go) too.
+// per-patch run's prefix (perpatchsteps.go) too. An evaluation that
+// nothing will end (no job of its own left, e.g. deleted in riverui)
+// would hold its waiters for ever: serve's stuck check ends it as failed
+// (stuck.go).
 
 // EvalEnd is how an evaluation ended, as a waiter's job is told.
 type EvalEnd struct {

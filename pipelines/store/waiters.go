@@ -76,6 +76,12 @@ func (s *Store) TakeWaitersTx(tx *Tx, evalID int64) ([]*Waiter, error) {
 	return out, nil
 }
 
+// AllWaitersTx are every stored waiter, read in tx, oldest first (a
+// waiter lives only while its evaluation runs: they are few).
+func (s *Store) AllWaitersTx(tx *Tx) ([]*Waiter, error) {
+	return s.waiters(tx, ``)
+}
+
 // Waiters are the stored waiters whose job is of kind, oldest first.
 func (s *Store) Waiters(kind string) ([]*Waiter, error) {
 	return s.waiters(s.db, `WHERE kind = ?`, kind)
