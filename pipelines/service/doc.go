@@ -37,7 +37,11 @@
 // Cancelling an evaluation marks it cancelled and cancels its unfinished
 // jobs: queued ones never run, a running one's context is cancelled (QEMU
 // is killed; the boot's row stays "running" or becomes "infra", neither
-// counts as finished, so the partial boot is discarded). SIGTERM (Run's
+// counts as finished, so the partial boot is discarded). The evaluations
+// it waits for (a per-patch prefix's, a series bisection step's
+// measurement) are cancelled with it, unless another live waiter waits
+// for them too (a measurement shared with another series or a watch:
+// cancelTx in waiters.go). SIGTERM (Run's
 // context) stops fetching jobs, lets running ones finish for the grace
 // period, then cancels them; River records them as retryable and they run
 // again on the next start. An evaluation that jobs wait for (waiters.go)

@@ -33,7 +33,9 @@ import (
 // ends the per-patch run as not done, with the reason in the report (as
 // a per_patch job's last attempt does). The evaluation stays running
 // meanwhile, and a waiting per-patch run counts as its unfinished work
-// (perPatchWaitingTx).
+// (perPatchWaitingTx). Cancelling the evaluation cancels the prefix's
+// evaluation under way too, unless another live waiter waits for it
+// (cancelTx).
 
 // PerPatchMeasuredArgs records prefix Prefix (Prefix.EvaluationID is the
 // evaluation that measures it) of the per-patch run of generation Gen of

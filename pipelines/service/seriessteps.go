@@ -35,7 +35,8 @@ import (
 // does Service.submit (the same evaluation submitted again is not queued
 // again meanwhile, as it is not while the step's job runs)
 // (seriesStepWaitingTx). Cancelling an automatic bisection's evaluation
-// ends nothing more than before: the waiter's job, queued when the
+// cancels the measurement's evaluation too, unless another live waiter
+// waits for it (cancelTx); the waiter's job, queued when the
 // measurement's evaluation ends, does nothing for a cancelled evaluation
 // (as the step's job, cancelled with it, did nothing more), and the
 // bisection asked for again starts a new run.

@@ -326,12 +326,12 @@ func waitStepWaiter(t *testing.T, s *Service, id int64, log *plannedLog) store.W
 
 // TestSeriesBisectionStepWaiterCancelled: an automatic bisection whose
 // step waits for its measurement's evaluation, the bisection's
-// evaluation cancelled meanwhile, goes no further: the waiter's job,
-// queued when the measurement's evaluation ends (here cancelled too),
-// records nothing and queues nothing, the evaluation stays cancelled, and
-// the bisection asked for again starts a new run (the waiter does not
-// count as its job), as when its step's job was cancelled with the
-// evaluation.
+// evaluation cancelled meanwhile, goes no further: the measurement's
+// evaluation is cancelled with it (nothing else waits for it), the
+// waiter's job its end queues records nothing and queues nothing, the
+// evaluation stays cancelled, and the bisection asked for again starts a
+// new run (the waiter does not count as its job), as when its step's job
+// was cancelled with the evaluation.
 func TestSeriesBisectionStepWaiterCancelled(t *testing.T) {
 	tr := newSeriesTree(t)
 	var log plannedLog
@@ -357,8 +357,10 @@ func TestSeriesBisectionStepWaiterCancelled(t *testing.T) {
 	if err := s.Cancel(ctx, id); err != nil {
 		t.Fatal(err)
 	}
-	if err := s.Cancel(ctx, w.EvaluationID); err != nil {
-		t.Fatal(err)
+	// The measurement's evaluation, which nothing else waits for, is
+	// cancelled with it (cancelTx); it used to be cancelled here by hand.
+	if e, err := s.Store().Evaluation(w.EvaluationID); err != nil || e.Status != StatusCancelled {
+		t.Fatalf("the measurement's evaluation %d: %+v %v, want cancelled with evaluation %d", w.EvaluationID, e, err, id)
 	}
 	for deadline := time.Now().Add(time.Minute); ; time.Sleep(100 * time.Millisecond) {
 		jobs, err := s.Engine().Jobs(ctx, id, 100)

@@ -465,8 +465,11 @@ func (s *Service) setStatus(tx *store.Tx, id int64, status string) error {
 
 // Cancel cancels evaluation id: its queued jobs never run, its running
 // ones are cancelled (a boot's QEMU is killed, the partial boot does not
-// count), finished work is kept. An evaluation that is not queued or
-// running is a bad-input error.
+// count), finished work is kept. The evaluations it waits for (a
+// per-patch prefix's, a series bisection step's measurement) are
+// cancelled with it unless another live waiter waits for them too
+// (cancelTx). An evaluation that is not queued or running is a
+// bad-input error.
 func (s *Service) Cancel(ctx context.Context, id int64) error {
 	e, err := s.db.Store.Evaluation(id)
 	if err != nil {
@@ -477,8 +480,11 @@ func (s *Service) Cancel(ctx context.Context, id int64) error {
 	}
 	// The status first: a job that starts meanwhile sees it and stops.
 	// The jobs waiting for it are queued with it (waiters.go).
+	var with []int64
 	if err := s.db.Store.Tx(ctx, func(tx *store.Tx) error {
-		return s.endTx(ctx, tx, id, EvalEnd{Status: StatusCancelled}, nil)
+		var err error
+		with, err = s.cancelTx(ctx, tx, id)
+		return err
 	}); err != nil {
 		return err
 	}
@@ -488,7 +494,7 @@ func (s *Service) Cancel(ctx context.Context, id int64) error {
 	}
 	s.logf("evaluation %d cancelled (%d job(s))", id, n)
 	s.evalLog(id).printf("cancelled (%d job(s))", n)
-	return nil
+	return s.cancelledWith(ctx, id, with)
 }
 
 // ---- per-evaluation progress ----

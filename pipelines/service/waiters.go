@@ -8,6 +8,7 @@ import (
 	"github.com/riverqueue/river"
 
 	"github.com/patcheval/patcheval/internal/fail"
+	"github.com/patcheval/patcheval/pipelines/service/dashboard"
 	"github.com/patcheval/patcheval/pipelines/store"
 )
 
@@ -24,7 +25,10 @@ import (
 //     per-patch run or the bisection inside the series;
 //   - failed: evalFailed (a stage's bad input or failed result, or its
 //     last attempt's infrastructure error);
-//   - cancelled: Cancel.
+//   - cancelled: Cancel. Cancelling an evaluation cancels with it the
+//     evaluations it waits for (the waiters it owns: waiterOwner) that
+//     no live waiter (a watch's, or another evaluation's not cancelled)
+//     waits for too (cancelTx).
 //
 // The waiters are in the database, so one survives a restart of the
 // process that registered it, and its job is queued by whichever process
@@ -151,6 +155,101 @@ func (s *Service) endTx(ctx context.Context, tx *store.Tx, id int64, end EvalEnd
 		if err := s.engine.insertManyTx(ctx, tx, jobs); err != nil {
 			return fail.Infraf("river: %w", err)
 		}
+	}
+	return nil
+}
+
+// cancelTx ends evaluation id as cancelled in tx (its waiters' jobs
+// queued, told so) and with it every evaluation it waits for, a per-patch
+// prefix's or a series bisection step's measurement (the evaluations its
+// waiters wait for: waiterOwner), that is queued or running and that no
+// live waiter waits for: a waiter of a watch, or of another evaluation
+// not cancelled, keeps a shared measurement running. Those are cancelled
+// the same way, and so what they wait for. It returns the evaluations
+// cancelled with id, whose jobs the caller cancels once tx has
+// committed (cancelledWith).
+func (s *Service) cancelTx(ctx context.Context, tx *store.Tx, id int64) ([]int64, error) {
+	if err := s.endTx(ctx, tx, id, EvalEnd{Status: StatusCancelled}, nil); err != nil {
+		return nil, err
+	}
+	cancelled := map[int64]bool{id: true}
+	// live says whether waiter w's job would carry on: its owner, if it
+	// has one, is not cancelled. The owner is not locked (only what tx
+	// changes is, parent before child): two evaluations cancelled at once
+	// that share a measurement may both leave it running, as before.
+	live := func(w *store.Waiter) (bool, error) {
+		o := waiterOwner(w)
+		if o == 0 {
+			return true, nil
+		}
+		if cancelled[o] {
+			return false, nil
+		}
+		status, err := statusTx(tx, o)
+		if err != nil {
+			if fail.KindOf(err) == fail.KindInput {
+				return false, nil // gone
+			}
+			return false, err
+		}
+		return status != StatusCancelled, nil
+	}
+	var out []int64
+	for todo := []int64{id}; len(todo) > 0; todo = todo[1:] {
+		// Read again for each: ending an evaluation takes its waiters.
+		ws, err := s.db.Store.AllWaitersTx(tx)
+		if err != nil {
+			return nil, err
+		}
+	children:
+		for _, w := range ws {
+			c := w.EvaluationID
+			if waiterOwner(w) != todo[0] || cancelled[c] {
+				continue
+			}
+			for _, o := range ws {
+				if o.EvaluationID != c {
+					continue
+				}
+				l, err := live(o)
+				if err != nil {
+					return nil, err
+				}
+				if l {
+					continue children // shared: left running
+				}
+			}
+			status, err := s.db.Store.EvaluationStatusTx(tx, c)
+			if err != nil {
+				if fail.KindOf(err) == fail.KindInput {
+					continue
+				}
+				return nil, err
+			}
+			if !dashboard.Active(status) {
+				continue
+			}
+			if err := s.endTx(ctx, tx, c, EvalEnd{Status: StatusCancelled}, nil); err != nil {
+				return nil, err
+			}
+			cancelled[c] = true
+			out = append(out, c)
+			todo = append(todo, c)
+		}
+	}
+	return out, nil
+}
+
+// cancelledWith cancels the jobs of the evaluations cancelTx cancelled
+// with evaluation id.
+func (s *Service) cancelledWith(ctx context.Context, id int64, with []int64) error {
+	for _, c := range with {
+		n, err := s.engine.CancelEvaluation(ctx, c)
+		if err != nil {
+			return err
+		}
+		s.logf("evaluation %d cancelled with evaluation %d, which waited for it (%d job(s))", c, id, n)
+		s.evalLog(c).printf("cancelled with evaluation %d, which waited for it (%d job(s))", id, n)
 	}
 	return nil
 }
