@@ -17,6 +17,8 @@ import (
 	"path"
 	"strings"
 
+	"github.com/go-git/go-git/v5/plumbing/object"
+
 	"github.com/patcheval/patcheval/internal/fail"
 	"github.com/patcheval/patcheval/internal/gittree"
 	"github.com/patcheval/patcheval/mbox"
@@ -218,13 +220,45 @@ func ForCommit(treePath, commit string) ([]maintainers.Recipient, error) {
 	if err != nil {
 		return nil, err
 	}
-	patch, err := parent.Patch(c)
+	// The changed paths first, from the trees alone (no content diff):
+	// a commit that is a whole release (tree import) changes tens of
+	// thousands of files, whose text patch would take go-git minutes and
+	// gigabytes to write and then match K: keywords everywhere.
+	pt, err := parent.Tree()
+	if err != nil {
+		return nil, fail.Infraf("tree of %s: %w", parent.Hash, err)
+	}
+	ct, err := c.Tree()
+	if err != nil {
+		return nil, fail.Infraf("tree of %s: %w", commit, err)
+	}
+	changes, err := object.DiffTree(pt, ct)
+	if err != nil {
+		return nil, fail.Infraf("diff of %s: %w", commit, err)
+	}
+	if len(changes) > MaxPatchFiles {
+		var files []string
+		for _, ch := range changes {
+			for _, name := range []string{ch.From.Name, ch.To.Name} {
+				if name != "" {
+					files = append(files, name)
+				}
+			}
+		}
+		return f.ForFiles(files), nil
+	}
+	patch, err := changes.Patch()
 	if err != nil {
 		return nil, fail.Infraf("diff of %s: %w", commit, err)
 	}
 	rs, _ := f.ForPatch([]byte(patch.String()))
 	return rs, nil
 }
+
+// MaxPatchFiles is the most files a commit may change for ForCommit to
+// read its text patch (for MAINTAINERS' K: keywords, as
+// get_maintainer.pl does); above it, only the changed paths count.
+var MaxPatchFiles = 2000
 
 // ListAddress guesses the posting address of list name from a message's
 // To and Cc: the address whose local part is the name
