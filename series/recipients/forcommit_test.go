@@ -3,7 +3,10 @@ package recipients
 import (
 	"path/filepath"
 	"slices"
+	"strings"
 	"testing"
+
+	"github.com/patcheval/patcheval/internal/fail"
 
 	"github.com/patcheval/patcheval/internal/testgit"
 )
@@ -27,12 +30,12 @@ S:	Maintained
 K:	\bspecial_hook\b
 `
 
-// TestForCommitLargeChangeByPathsOnly: ForCommit answers a commit's
-// maintainers from its text patch (files and K: keywords, as
-// get_maintainer.pl does) while it changes at most MaxPatchFiles files;
-// a commit that changes more (a whole release imported as one commit)
-// is answered from the changed paths alone, without writing its patch.
-func TestForCommitLargeChangeByPathsOnly(t *testing.T) {
+// TestForCommitWholeRelease: ForCommit answers a commit's maintainers
+// from its text patch (files and K: keywords, as get_maintainer.pl does)
+// while it changes at most MaxPatchFiles files; a commit that changes
+// more (a whole release imported as one commit) has none of its own: bad
+// input, said at once, without writing its patch or matching its paths.
+func TestForCommitWholeRelease(t *testing.T) {
 	repo := testgit.InitBare(t, filepath.Join(t.TempDir(), "r.git"))
 	base := testgit.Commit(t, repo, "", "base", "2026-11-02T09:00:00Z", map[string]string{
 		"MAINTAINERS": commitMaintainers, "kernel/sched/core.c": "int a;\n", "kernel/rcu/tree.c": "int b;\n", "lib/x.c": "int c;\n"})
@@ -57,7 +60,8 @@ func TestForCommitLargeChangeByPathsOnly(t *testing.T) {
 	old := MaxPatchFiles
 	MaxPatchFiles = 2
 	defer func() { MaxPatchFiles = old }()
-	if got, want := lists(), []string{"rcu@example.org", "rcu@vger.example.org", "sched@example.org", "sched@vger.example.org"}; !slices.Equal(got, want) {
-		t.Fatalf("a commit over MaxPatchFiles: %v, want its files' sections only %v", got, want)
+	rs, err := ForCommit(repo, c)
+	if fail.KindOf(err) != fail.KindInput || len(rs) != 0 || !strings.Contains(err.Error(), "changes 3 files (more than 2): a whole release or a merge") {
+		t.Fatalf("a commit over MaxPatchFiles: %v %v, want bad input saying it has no maintainers of its own", rs, err)
 	}
 }

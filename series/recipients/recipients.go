@@ -223,7 +223,7 @@ func ForCommit(treePath, commit string) ([]maintainers.Recipient, error) {
 	// The changed paths first, from the trees alone (no content diff):
 	// a commit that is a whole release (tree import) changes tens of
 	// thousands of files, whose text patch would take go-git minutes and
-	// gigabytes to write and then match K: keywords everywhere.
+	// gigabytes to write and then match every section.
 	pt, err := parent.Tree()
 	if err != nil {
 		return nil, fail.Infraf("tree of %s: %w", parent.Hash, err)
@@ -237,15 +237,11 @@ func ForCommit(treePath, commit string) ([]maintainers.Recipient, error) {
 		return nil, fail.Infraf("diff of %s: %w", commit, err)
 	}
 	if len(changes) > MaxPatchFiles {
-		var files []string
-		for _, ch := range changes {
-			for _, name := range []string{ch.From.Name, ch.To.Name} {
-				if name != "" {
-					files = append(files, name)
-				}
-			}
-		}
-		return f.ForFiles(files), nil
+		// Every section of MAINTAINERS would match (and matching 10^5
+		// paths against its patterns takes minutes): nobody in particular
+		// maintains a whole release.
+		return nil, fail.Inputf("commit %.12s changes %d files (more than %d): a whole release or a merge, which has no maintainers of its own",
+			c.Hash, len(changes), MaxPatchFiles)
 	}
 	patch, err := changes.Patch()
 	if err != nil {
@@ -256,8 +252,9 @@ func ForCommit(treePath, commit string) ([]maintainers.Recipient, error) {
 }
 
 // MaxPatchFiles is the most files a commit may change for ForCommit to
-// read its text patch (for MAINTAINERS' K: keywords, as
-// get_maintainer.pl does); above it, only the changed paths count.
+// name its maintainers (from its text patch: files and MAINTAINERS' K:
+// keywords, as get_maintainer.pl does); above it ForCommit says the
+// commit has none of its own (bad input).
 var MaxPatchFiles = 2000
 
 // ListAddress guesses the posting address of list name from a message's
