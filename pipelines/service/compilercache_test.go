@@ -28,7 +28,7 @@ func TestCompilerCacheReachesEveryBuild(t *testing.T) {
 	if got := s.env(1, "build").CompilerCache; got != want {
 		t.Errorf("a stage job's build: compiler cache %q, want %q", got, want)
 	}
-	if got := s.runEnv(1).CompilerCache; got != want {
+	if got := s.env(1, inProcess).CompilerCache; got != want {
 		t.Errorf("a series job's evaluation: compiler cache %q, want %q", got, want)
 	}
 	p, err := pipelines.Find("arm64-kill")

@@ -151,19 +151,32 @@ func (s *Service) notifyJobs(id, gen int64, event string) []river.InsertManyPara
 // next computes the jobs that follow the current one, inside tx.
 type next func(ctx context.Context, tx *store.Tx) ([]river.InsertManyParams, error)
 
-// env is a stage's runner.Env; builds share the service's -j budget, so
-// that whichever builds run keep every slot busy (a build running alone
-// gets all of it).
+// inProcess is env's kind for an evaluation run whole inside a series
+// job (the in-process measurers of SeriesMeasurers' nil fields): not
+// queued, its builds share the -j budget and its builds and boots take
+// the engine's slots, as a stage job's would.
+const inProcess = "in-process"
+
+// env is the one runner.Env the service's config makes: a stage job's
+// (kind: the job's kind, "plan", "submit") or, for inProcess, an
+// evaluation's run inside a series job. Builds share the service's -j
+// budget, so that whichever builds run keep every slot busy (a build
+// running alone gets all of it).
 func (s *Service) env(id int64, kind string) runner.Env {
 	jobs := s.cfg.Jobs
 	if jobs <= 0 {
 		jobs = runtime.NumCPU()
 	}
-	e := runner.Env{Store: s.db.Store, CacheDir: s.cfg.CacheDir, Jobs: jobs, CompilerCache: s.cfg.CompilerCache, Progress: progress.New(s.evalLog(id)), Queued: true}
+	e := runner.Env{Store: s.db.Store, CacheDir: s.cfg.CacheDir, Jobs: jobs, CompilerCache: s.cfg.CompilerCache, Artifacts: s.artifacts,
+		Progress: progress.New(s.evalLog(id))}
+	if kind == inProcess {
+		e.Budget, e.Slot = s.budget, s.engine.slot
+		return e
+	}
+	e.Queued = true
 	if kind == "build" {
 		e.Budget = s.budget
 	}
-	e.Artifacts = s.artifacts
 	if s.trees != nil {
 		e.Sources = s.trees.sources
 	}

@@ -8,7 +8,6 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
-	"runtime"
 	"slices"
 	"strings"
 	"time"
@@ -18,7 +17,6 @@ import (
 	"github.com/patcheval/patcheval/evaluate"
 	"github.com/patcheval/patcheval/evaluate/report"
 	"github.com/patcheval/patcheval/internal/fail"
-	"github.com/patcheval/patcheval/internal/progress"
 	"github.com/patcheval/patcheval/pipelines"
 	"github.com/patcheval/patcheval/pipelines/experiments/bisect"
 	"github.com/patcheval/patcheval/pipelines/experiments/perpatch"
@@ -67,17 +65,6 @@ type SeriesMeasurers struct {
 	// Bisect measures the at-commit pipeline's variant, benchmark and
 	// metric for the bisection inside s, its reports under outDir.
 	Bisect func(s *perpatch.Series, at *pipelines.Pipeline, variant, benchmark, metric, outDir string) bisect.Measurer
-}
-
-// runEnv is the runner.Env of an evaluation run inside a series job: the
-// service's store, cache and -j budget, and its build and boot slots.
-func (s *Service) runEnv(id int64) runner.Env {
-	jobs := s.cfg.Jobs
-	if jobs <= 0 {
-		jobs = runtime.NumCPU()
-	}
-	return runner.Env{Store: s.db.Store, CacheDir: s.cfg.CacheDir, Jobs: jobs, CompilerCache: s.cfg.CompilerCache, Budget: s.budget, Slot: s.engine.slot,
-		Artifacts: s.artifacts, Progress: progress.New(s.evalLog(id))}
 }
 
 // evalEnd is what decides how an evaluation ends (afterReport), read
@@ -247,7 +234,7 @@ func (s *Service) perPatchMeasurer(id int64) (*perpatch.Series, perpatch.Measure
 	if f := s.cfg.Series.PerPatch; f != nil {
 		return ser, f(ser, at, out), func() {}, nil
 	}
-	env := s.runEnv(id)
+	env := s.env(id, inProcess)
 	return ser, &perpatch.RunnerMeasurer{Env: env, Pipeline: at, Repo: ser.Repo, Boots: ser.Boots, OutDir: out}, env.Progress.Done, nil
 }
 
@@ -480,7 +467,7 @@ func (s *Service) bisectMeasurer(id int64, ser *perpatch.Series, dir string) fun
 		if f := s.cfg.Series.Bisect; f != nil {
 			return f(ser, at, variant, benchmark, metric, dir)
 		}
-		env := s.runEnv(id)
+		env := s.env(id, inProcess)
 		return &bisect.PipelineMeasurer{Pipeline: at, Variant: variant, Benchmark: benchmark, Metric: metric, Repo: ser.Repo,
 			OutDir: dir, Store: s.db.Store, CacheDir: env.CacheDir, Jobs: env.Jobs, CompilerCache: env.CompilerCache, Budget: env.Budget,
 			Slot: env.Slot, Progress: env.Progress}
