@@ -138,10 +138,10 @@ func reportJob(id, gen int64) river.InsertManyParams {
 }
 
 // notifyJobs is the notify job of an event, none without Config.Notify.
-// A worker cannot know the coordinator's Notify: it always inserts the
-// job (the coordinator's notify worker does nothing without one).
+// A worker cannot know the coordinator's Notify: its Notify
+// (notifyOnCoordinator) makes it insert every one.
 func (s *Service) notifyJobs(id, gen int64, event string) []river.InsertManyParams {
-	if s.cfg.Notify == nil && !s.worker {
+	if s.cfg.Notify == nil {
 		return nil
 	}
 	return []river.InsertManyParams{{Args: NotifyArgs{id, gen, event},
@@ -177,9 +177,7 @@ func (s *Service) env(id int64, kind string) runner.Env {
 	if kind == "build" {
 		e.Budget = s.budget
 	}
-	if s.trees != nil {
-		e.Sources = s.trees.sources
-	}
+	e.Sources = s.sources
 	return e
 }
 

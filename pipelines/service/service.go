@@ -162,20 +162,20 @@ type Service struct {
 	// machines fetch them: on Postgres, serve's own store (Artifacts) and
 	// a worker's Client to it; nil on SQLite (one machine).
 	artifacts artifact.Store
-	// trees is a worker's mirrors of the coordinator's trees (nil: builds
-	// read the evaluation's tree at its recorded path).
-	trees *mirrors
-	// logFwd sends a worker's progress lines to serve (logfwd.go).
-	logFwd *logForwarder
+	// sources is runner.Env.Sources of the stage jobs: on a worker with a
+	// Server, its mirrors of the coordinator's trees (nil: builds read the
+	// evaluation's tree at its recorded path).
+	sources func(ctx context.Context, id int64, tree, commit string) (string, error)
+	// forward, when set, is given every progress line (a worker's
+	// forwarder to serve's log, logfwd.go).
+	forward func(id int64, line string)
 
 	// watchCfg and watcher are set by Watch (nil: no watches).
 	watchCfg *WatchConfig
 	watcher  *watch.Watcher
 
-	// worker: a `patcheval worker` (no API, no dashboard; its progress
-	// goes to its log). beat is its heartbeat on the workers page.
-	worker bool
-	beat   *heartbeat
+	// beat is this process's heartbeat on the workers page.
+	beat *heartbeat
 
 	// ui is riverui under RiverUIPath (riverui.go).
 	ui riverUI
@@ -241,7 +241,7 @@ func (s *Service) newEngine() error {
 	}
 	name := s.cfg.Name
 	if name == "" {
-		name = defaultName(map[bool]string{true: "worker", false: "serve"}[s.worker])
+		name = defaultName("serve")
 	}
 	workers := river.NewWorkers()
 	s.addWorkers(workers)
@@ -260,9 +260,6 @@ func (s *Service) newEngine() error {
 func (s *Service) Close() error {
 	if s.ui.cancel != nil {
 		s.ui.cancel()
-	}
-	if s.logFwd != nil {
-		s.logFwd.close()
 	}
 	if s.budget != nil {
 		s.budget.Close()
@@ -508,8 +505,9 @@ type evalLog struct {
 	part  []byte
 	out   io.Writer
 	id    int64
-	// fwd, on a worker with a server, sends the lines to serve's log.
-	fwd *logForwarder
+	// fwd, on a worker with a server, sends the lines to serve's log
+	// (Service.forward).
+	fwd func(id int64, line string)
 }
 
 const logLines = 200
@@ -519,7 +517,7 @@ func (s *Service) evalLog(id int64) *evalLog {
 	defer s.mu.Unlock()
 	l := s.logs[id]
 	if l == nil {
-		l = &evalLog{subs: map[chan string]bool{}, out: s.log, id: id, fwd: s.logFwd}
+		l = &evalLog{subs: map[chan string]bool{}, out: s.log, id: id, fwd: s.forward}
 		s.logs[id] = l
 	}
 	return l
@@ -556,7 +554,7 @@ func (l *evalLog) add(line string) {
 	line = termsafe.Line(line)
 	fmt.Fprintf(l.out, "evaluation %d: %s\n", l.id, line)
 	if l.fwd != nil {
-		l.fwd.send(l.id, line)
+		l.fwd(l.id, line)
 	}
 	l.lines = append(l.lines, line)
 	if len(l.lines) > logLines {

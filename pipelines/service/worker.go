@@ -60,8 +60,27 @@ type WorkerConfig struct {
 	Token  []byte
 }
 
-// Worker is `patcheval worker`.
-type Worker struct{ s *Service }
+// Worker is `patcheval worker`: the service's core (its database, River
+// engine and the jobs of the queues it works; no API, dashboard or loops:
+// it serves no HTTP) and what only a worker has: its presence and
+// heartbeat while it runs (Run) and, with a Server, its progress lines
+// forwarded to serve's log.
+type Worker struct {
+	s *Service
+	// fwd sends the progress lines to serve (logfwd.go); nil without a
+	// Server.
+	fwd *logForwarder
+}
+
+// notifyOnCoordinator is a worker's Config.Notify. The coordinator's
+// Notify is not known here, so a worker inserts the notify job of every
+// event its stages end with (notifyJobs inserts them when there is a
+// Notify) and the coordinator's notify worker runs it (doing nothing
+// without a Notify of its own). A worker never runs one: notify jobs are
+// in QueueReport, a coordinator queue.
+func notifyOnCoordinator(context.Context, int64, string) error {
+	return fail.Infraf("notify jobs run on the coordinator, not on a worker")
+}
 
 // NewWorker opens the database and sets up the engine on the queues of
 // cfg.Capabilities.
@@ -78,13 +97,17 @@ func NewWorker(ctx context.Context, cfg WorkerConfig) (*Worker, error) {
 	if len(caps.Queues()) == 0 {
 		return nil, fail.Inputf("this worker can run nothing: no cross compiler, no QEMU and no --ssh-target (install e.g. gcc-powerpc64le-linux-gnu or qemu-system-ppc)")
 	}
+	name := cfg.Name
+	if name == "" {
+		name = defaultName("worker")
+	}
 	db, err := OpenDB(ctx, loc)
 	if err != nil {
 		return nil, err
 	}
 	s := &Service{cfg: Config{Database: cfg.Database, CacheDir: cfg.CacheDir, Jobs: cfg.Jobs, CompilerCache: cfg.CompilerCache, BootWorkers: cfg.BootWorkers,
-		BuildWorkers: cfg.BuildWorkers, Grace: cfg.Grace, Log: cfg.Log, Work: &caps, Name: cfg.Name},
-		db: db, log: cfg.Log, lore: mbox.LoreBase(""), logs: map[int64]*evalLog{}, worker: true, workerID: newWorkerID()}
+		BuildWorkers: cfg.BuildWorkers, Grace: cfg.Grace, Log: cfg.Log, Work: &caps, Name: name, Notify: notifyOnCoordinator},
+		db: db, log: cfg.Log, lore: mbox.LoreBase(""), logs: map[int64]*evalLog{}, workerID: newWorkerID()}
 	if s.log == nil {
 		s.log = io.Discard
 	}
@@ -96,6 +119,7 @@ func NewWorker(ctx context.Context, cfg WorkerConfig) (*Worker, error) {
 		s.Close()
 		return nil, err
 	}
+	w := &Worker{s: s}
 	if cfg.Server != "" {
 		u, err := url.Parse(cfg.Server)
 		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
@@ -106,12 +130,16 @@ func NewWorker(ctx context.Context, cfg WorkerConfig) (*Worker, error) {
 		if cache == "" {
 			cache = xdg.CacheDir()
 		}
-		s.artifacts = &artifact.Client{Base: strings.TrimRight(cfg.Server, "/") + ArtifactsPath, Token: cfg.Token,
+		server := strings.TrimRight(cfg.Server, "/")
+		s.artifacts = &artifact.Client{Base: server + ArtifactsPath, Token: cfg.Token,
 			Cache: artifact.Dir{Path: filepath.Join(cache, "artifact-store")}}
-		s.trees = &mirrors{dir: filepath.Join(cache, "trees", "farm"), server: strings.TrimRight(cfg.Server, "/"), token: cfg.Token}
-		s.logFwd = newLogForwarder(strings.TrimRight(cfg.Server, "/"), cfg.Token, s.beat.w.Name, s.logf)
+		// Builds fetch their sources into mirrors of the coordinator's
+		// trees.
+		s.sources = (&mirrors{dir: filepath.Join(cache, "trees", "farm"), server: server, token: cfg.Token}).sources
+		w.fwd = newLogForwarder(server, cfg.Token, s.beat.w.Name, s.logf)
+		s.forward = w.fwd.send
 	}
-	return &Worker{s: s}, nil
+	return w, nil
 }
 
 // Name is the worker's name on the workers page.
@@ -120,8 +148,13 @@ func (w *Worker) Name() string { return w.s.beat.w.Name }
 // Queues are the queues it works.
 func (w *Worker) Queues() []string { return w.s.engine.WorkedQueues() }
 
-// Close closes the database.
-func (w *Worker) Close() error { return w.s.Close() }
+// Close stops forwarding progress lines and closes the database.
+func (w *Worker) Close() error {
+	if w.fwd != nil {
+		w.fwd.close()
+	}
+	return w.s.Close()
+}
 
 // Run works jobs until ctx is cancelled (SIGTERM), then stops taking
 // jobs, gives running ones the grace period and cancels the rest (River
