@@ -4,7 +4,6 @@ import (
 	"context"
 	"flag"
 	"fmt"
-	"io"
 	"net"
 	"path/filepath"
 	"runtime"
@@ -14,25 +13,6 @@ import (
 	"github.com/patcheval/patcheval/internal/fail"
 	"github.com/patcheval/patcheval/pipelines/service"
 )
-
-// serveLoops are background loops `patcheval serve` runs beside its
-// workers; other cmd_*.go files append to it in their init (the re-test
-// scheduler of issue 12 does).
-var serveLoops []service.Loop
-
-// serveOptions are what serve's setups may need of its flags.
-type serveOptions struct {
-	Listen, PublicURL string
-	Log               io.Writer
-	// OutboxEvery is how often the reporters' outbox is flushed (0: 10 s).
-	OutboxEvery time.Duration
-}
-
-// serveSetups run before serve makes its service: they read what they
-// need (config.toml), may add loops and hooks to its Config, and return
-// a function to run once the service exists (nil: none). An error is
-// returned before serve listens.
-var serveSetups []func(cfg *service.Config, o serveOptions) (func(*service.Service), error)
 
 // stringList is a repeatable string flag.
 type stringList []string
@@ -92,7 +72,7 @@ func init() {
 				}
 				cfg := service.Config{Work: caps, Database: *database, CacheDir: *cacheDir, Jobs: *jobs, CompilerCache: *ccache, BootWorkers: *workers,
 					BuildWorkers: *buildWorkers, Grace: *grace, PublicRead: *publicRead, PublicURL: *publicURL, AllowHosts: allowHosts, AllowTrees: allow, Lore: *lore,
-					Log: env.Stderr, Loops: serveLoops, SeriesBisect: !*noSeriesBisect}
+					Log: env.Stderr, SeriesBisect: !*noSeriesBisect}
 				if *tokenFile != "" {
 					tok, err := service.ReadToken(*tokenFile)
 					if err != nil {
@@ -110,24 +90,17 @@ func init() {
 					return err
 				}
 				cfg.From = sender
-				var started []func(*service.Service)
-				for _, setup := range serveSetups {
-					f, err := setup(&cfg, serveOptions{Listen: *listen, PublicURL: *publicURL, Log: env.Stderr})
-					if err != nil {
-						return err
-					}
-					if f != nil {
-						started = append(started, f)
-					}
+				// serve's features (serve_assembly.go) on the core.
+				bind, err := assembleServe(&cfg, serveOptions{Listen: *listen, PublicURL: *publicURL, Log: env.Stderr})
+				if err != nil {
+					return err
 				}
 				s, err := service.New(ctx, cfg)
 				if err != nil {
 					return err
 				}
 				defer s.Close()
-				for _, f := range started {
-					f(s)
-				}
+				bind(s)
 				ln, err := net.Listen("tcp", *listen)
 				if err != nil {
 					return fail.Inputf("--listen %s: %v", *listen, err)

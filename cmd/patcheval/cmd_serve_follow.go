@@ -18,15 +18,6 @@ import (
 	"github.com/patcheval/patcheval/series"
 )
 
-func init() {
-	// patcheval serve follows the [[list]] tables of config.toml: new
-	// series on those lists are submitted to the service's own queue, and
-	// the lists' reporters post the results.
-	serveSetups = append(serveSetups, func(cfg *service.Config, o serveOptions) (func(*service.Service), error) {
-		return setupBots(cfg, o, filepath.Join(xdg.ConfigDir(), "config.toml"))
-	})
-}
-
 // setupBots reads config's [[list]] tables and [smtp] settings (bad ones
 // are bad input, before serve listens) and adds to cfg: the "follow"
 // loop, and when a list has reporters, the notify hook that queues their

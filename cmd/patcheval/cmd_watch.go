@@ -60,20 +60,18 @@ func init() {
 	})
 }
 
-func init() {
-	// patcheval serve runs the watches as queue work on the service's
-	// database (the one watch add writes): the scheduler queues ticks, the
-	// watch queue's jobs re-test and bisect step by step.
-	serveSetups = append(serveSetups, func(cfg *service.Config, o serveOptions) (func(*service.Service), error) {
-		return func(s *service.Service) {
-			if err := syncConfig(o.Log, s.Store()); err != nil {
-				fmt.Fprintf(o.Log, "watches: %v\n", err)
-			}
-			// serve --lore reaches every re-test and bisection.
-			ev, b := pipelineWatch(o.Log, s.Store(), filepath.Join(s.StateDir(), "watches"), cfg.CacheDir, cfg.Jobs, cfg.From, cfg.Lore)
-			s.Watch(service.WatchConfig{Eval: ev, Bisection: b, Deterministic: watch.Deterministic})
-		}, nil
-	})
+// setupWatches runs the watches as queue work on the service's database
+// (the one watch add writes): the scheduler queues ticks, the watch
+// queue's jobs re-test and bisect step by step.
+func setupWatches(cfg *service.Config, o serveOptions) (func(*service.Service), error) {
+	return func(s *service.Service) {
+		if err := syncConfig(o.Log, s.Store()); err != nil {
+			fmt.Fprintf(o.Log, "watches: %v\n", err)
+		}
+		// serve --lore reaches every re-test and bisection.
+		ev, b := pipelineWatch(o.Log, s.Store(), filepath.Join(s.StateDir(), "watches"), cfg.CacheDir, cfg.Jobs, cfg.From, cfg.Lore)
+		s.Watch(service.WatchConfig{Eval: ev, Bisection: b, Deterministic: watch.Deterministic})
+	}, nil
 }
 
 func (f *watchFlags) run(ctx context.Context, env *Env, fs *flag.FlagSet, args []string) error {
