@@ -1,9 +1,6 @@
 package linuxtree
 
 import (
-	"archive/tar"
-	"bytes"
-	"compress/gzip"
 	"context"
 	"os"
 	"os/exec"
@@ -13,28 +10,14 @@ import (
 	"time"
 
 	"github.com/patcheval/patcheval/internal/fail"
+	"github.com/patcheval/patcheval/internal/testgit"
 )
 
 // tarball writes a small kernel.org-style tarball (one top directory,
 // every entry at date) holding files.
 func tarball(t *testing.T, dir, name string, date time.Time, files map[string]string) string {
 	t.Helper()
-	var buf bytes.Buffer
-	zw := gzip.NewWriter(&buf)
-	tw := tar.NewWriter(zw)
-	top := strings.TrimSuffix(name, ".tar.gz")
-	tw.WriteHeader(&tar.Header{Name: top + "/", Typeflag: tar.TypeDir, Mode: 0o755, ModTime: date})
-	for p, body := range files {
-		tw.WriteHeader(&tar.Header{Name: top + "/" + p, Typeflag: tar.TypeReg, Mode: 0o644, Size: int64(len(body)), ModTime: date})
-		tw.Write([]byte(body))
-	}
-	tw.Close()
-	zw.Close()
-	p := filepath.Join(dir, name)
-	if err := os.WriteFile(p, buf.Bytes(), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	return p
+	return testgit.Tarball(t, dir, name, date, files)
 }
 
 func rev(t *testing.T, repo, what string) string {

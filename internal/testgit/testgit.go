@@ -5,13 +5,16 @@
 package testgit
 
 import (
+	"archive/tar"
 	"bytes"
+	"compress/gzip"
 	"errors"
 	"net"
 	"net/http"
 	"net/http/cgi"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -184,4 +187,27 @@ func Tag(tb testing.TB, gitDir, name, commit string) {
 // Blob returns the content of path at rev in gitDir.
 func Blob(gitDir, rev, path string) (string, error) {
 	return Run(nil, nil, "--git-dir="+gitDir, "cat-file", "blob", rev+":"+path)
+}
+
+// Tarball writes dir/name, a kernel.org-style release tarball (.tar.gz)
+// whose files sit under one top directory named after it
+// (linux-7.2.9.tar.gz holds linux-7.2.9/...), every entry dated date.
+func Tarball(tb testing.TB, dir, name string, date time.Time, files map[string]string) string {
+	tb.Helper()
+	var buf bytes.Buffer
+	zw := gzip.NewWriter(&buf)
+	tw := tar.NewWriter(zw)
+	top := strings.TrimSuffix(name, ".tar.gz")
+	tw.WriteHeader(&tar.Header{Name: top + "/", Typeflag: tar.TypeDir, Mode: 0o755, ModTime: date})
+	for p, body := range files {
+		tw.WriteHeader(&tar.Header{Name: top + "/" + p, Typeflag: tar.TypeReg, Mode: 0o644, Size: int64(len(body)), ModTime: date})
+		tw.Write([]byte(body))
+	}
+	tw.Close()
+	zw.Close()
+	p := filepath.Join(dir, name)
+	if err := os.WriteFile(p, buf.Bytes(), 0o644); err != nil {
+		tb.Fatal(err)
+	}
+	return p
 }

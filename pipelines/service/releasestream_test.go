@@ -8,19 +8,15 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
 	"github.com/patcheval/patcheval/build"
 	"github.com/patcheval/patcheval/build/buildtest"
 	"github.com/patcheval/patcheval/internal/linuxtree"
-	"github.com/patcheval/patcheval/internal/progress"
 	"github.com/patcheval/patcheval/internal/testenv"
 	"github.com/patcheval/patcheval/internal/testgit"
 	"github.com/patcheval/patcheval/internal/xdg"
-	"github.com/patcheval/patcheval/mbox"
-	"github.com/patcheval/patcheval/pipelines"
 	"github.com/patcheval/patcheval/pipelines/experiments/bisect"
 	"github.com/patcheval/patcheval/pipelines/experiments/watch"
 	"github.com/patcheval/patcheval/pipelines/store"
@@ -87,18 +83,8 @@ func freshClone(tb testing.TB, src, dir string) {
 // (builds and the kcc store). Failures of the flow fail tb; the caller
 // checks the figures.
 func runReleaseStream(tb testing.TB, cacheDir, pipeline string) *streamRun {
-	root := filepath.Join(xdg.CacheDir(), "trees", "release-stream")
-	if err := os.MkdirAll(filepath.Join(root, "served"), 0o755); err != nil {
-		tb.Fatal(err)
-	}
-	lock, err := os.OpenFile(filepath.Join(root, ".lock"), os.O_CREATE|os.O_RDWR, 0o644)
-	if err != nil {
-		tb.Fatal(err)
-	}
-	defer lock.Close()
-	if err := syscall.Flock(int(lock.Fd()), syscall.LOCK_EX); err != nil {
-		tb.Fatal(err)
-	}
+	root, unlock := lockedTreeRoot(tb, "release-stream")
+	defer unlock()
 	releases := importStream(tb, root)
 	r := &streamRun{commits: map[string]string{}, perTag: map[string]time.Duration{}, bisections: map[string]string{},
 		results: map[string]*bisect.Result{}}
@@ -125,20 +111,7 @@ func runReleaseStream(tb testing.TB, cacheDir, pipeline string) *streamRun {
 		tb.Fatal(err)
 	}
 	out := tb.TempDir()
-	watches := func(s *Service) WatchConfig {
-		ev := &watch.PipelineEvaluator{OutDir: out, StorePath: dbPath, CacheDir: cacheDir, Jobs: 2, Progress: progress.New(os.Stderr)}
-		serial := watch.EvaluatorFunc(func(ctx context.Context, w *store.Watch, tag, commit string) (id int64, err error) {
-			buildtest.Serialize(tb, func() { id, err = ev.Evaluate(ctx, w, tag, commit) })
-			return id, err
-		})
-		b := &watch.Bisection{Eval: ev, From: mbox.Address{Name: "Tester", Email: "tester@patcheval.invalid"}, Logf: tb.Logf,
-			NewMeasurer: func(p *pipelines.Pipeline, w *store.Watch, e *store.WatchEvent, dir string) (bisect.Measurer, error) {
-				return serialMeasurer{tb, &bisect.PipelineMeasurer{Pipeline: p, Variant: e.Variant, Benchmark: e.Benchmark,
-					Metric: e.Metric, Repo: w.Tree, OutDir: filepath.Join(dir, "steps"), Store: ev.Store, CacheDir: ev.CacheDir,
-					Jobs: ev.Jobs, Budget: ev.Budget, Slot: ev.Slot, Progress: ev.Progress}}, nil
-			}}
-		return WatchConfig{Eval: serial, Bisection: b, Deterministic: watch.Deterministic}
-	}
+	watches := serialWatches(tb, out, dbPath, cacheDir, nil)
 	cfg := Config{Database: dbPath, CacheDir: cacheDir, Jobs: 2, Log: testWriter{tb}, Grace: 10 * time.Second}
 	ctx := context.Background()
 	start := time.Now()

@@ -131,6 +131,54 @@ func (s serialMeasurer) MeasureNth(ctx context.Context, commit string, boots, n 
 	return m, err
 }
 
+// lockedTreeRoot is <cache>/trees/<name> with its served/ directory,
+// under the root's lock (one flow at a time across test processes) until
+// unlock.
+func lockedTreeRoot(tb testing.TB, name string) (root string, unlock func()) {
+	root = filepath.Join(xdg.CacheDir(), "trees", name)
+	if err := os.MkdirAll(filepath.Join(root, "served"), 0o755); err != nil {
+		tb.Fatal(err)
+	}
+	lock, err := os.OpenFile(filepath.Join(root, ".lock"), os.O_CREATE|os.O_RDWR, 0o644)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	if err := syscall.Flock(int(lock.Fd()), syscall.LOCK_EX); err != nil {
+		lock.Close()
+		tb.Fatal(err)
+	}
+	return root, func() { lock.Close() }
+}
+
+// serialWatches is the end-to-end watch tests' watch setup: the
+// pipeline evaluator (reports under out, kernels in cacheDir) and the
+// bisection's pipeline measurer, each evaluation and measurement under
+// the test build lock (buildtest.Serialize); seen, when set, is told
+// every tag evaluated.
+func serialWatches(tb testing.TB, out, dbPath, cacheDir string, seen func(tag string)) func(*Service) WatchConfig {
+	return func(s *Service) WatchConfig {
+		ev := &watch.PipelineEvaluator{OutDir: out, StorePath: dbPath, CacheDir: cacheDir, Jobs: 2, Progress: progress.New(os.Stderr)}
+		serial := watch.EvaluatorFunc(func(ctx context.Context, w *store.Watch, tag, commit string) (id int64, err error) {
+			if seen != nil {
+				seen(tag)
+			}
+			buildtest.Serialize(tb, func() { id, err = ev.Evaluate(ctx, w, tag, commit) })
+			return id, err
+		})
+		b := &watch.Bisection{Eval: ev, From: mbox.Address{Name: "Tester", Email: "tester@patcheval.invalid"}, Logf: tb.Logf,
+			NewMeasurer: func(p *pipelines.Pipeline, w *store.Watch, e *store.WatchEvent, dir string) (bisect.Measurer, error) {
+				// bisection.Plan's measurer (the service gave ev its
+				// store, budget and slots), under the test build lock.
+				return serialMeasurer{tb, &bisect.PipelineMeasurer{Pipeline: p, Variant: e.Variant, Benchmark: e.Benchmark,
+					Metric: e.Metric, Repo: w.Tree, OutDir: filepath.Join(dir, "steps"), Store: ev.Store, CacheDir: ev.CacheDir,
+					Jobs: ev.Jobs, Budget: ev.Budget, Slot: ev.Slot, Progress: ev.Progress}}, nil
+			}}
+		// The evaluator the service shares its budget and slots with is
+		// ev (Service.Watch sets them on the bisection's); serial wraps it.
+		return WatchConfig{Eval: serial, Bisection: b, Deterministic: watch.Deterministic}
+	}
+}
+
 // runWatchFlow runs a watch with the pipeline file over the synthetic
 // history served on loopback, through the watch jobs (RunWatchNow, the
 // path of `patcheval watch run-now`: ticks, re-tests and bisection steps
@@ -142,18 +190,8 @@ func (s serialMeasurer) MeasureNth(ctx context.Context, commit string, boots, n 
 // the caller checks the figures.
 func runWatchFlow(tb testing.TB, pipeline string) *e2eFlow {
 	base := buildtest.Repo(tb)
-	root := filepath.Join(xdg.CacheDir(), "trees", "retest-e2e")
-	if err := os.MkdirAll(filepath.Join(root, "served"), 0o755); err != nil {
-		tb.Fatal(err)
-	}
-	lock, err := os.OpenFile(filepath.Join(root, ".lock"), os.O_CREATE|os.O_RDWR, 0o644)
-	if err != nil {
-		tb.Fatal(err)
-	}
-	defer lock.Close()
-	if err := syscall.Flock(int(lock.Fd()), syscall.LOCK_EX); err != nil {
-		tb.Fatal(err)
-	}
+	root, unlock := lockedTreeRoot(tb, "retest-e2e")
+	defer unlock()
 	upstream, local := filepath.Join(root, "served", "linux.git"), filepath.Join(root, "local.git")
 	clone(tb, base, upstream)
 	clone(tb, base, local)
@@ -178,29 +216,11 @@ func runWatchFlow(tb testing.TB, pipeline string) *e2eFlow {
 	out := tb.TempDir()
 	var mu sync.Mutex
 	var evaluated []string
-	watches := func(s *Service) WatchConfig {
-		ev := &watch.PipelineEvaluator{OutDir: out, StorePath: dbPath, CacheDir: xdg.CacheDir(), Jobs: 2, Progress: progress.New(os.Stderr)}
-		counting := watch.EvaluatorFunc(func(ctx context.Context, w *store.Watch, tag, commit string) (int64, error) {
-			mu.Lock()
-			evaluated = append(evaluated, tag)
-			mu.Unlock()
-			var id int64
-			var err error
-			buildtest.Serialize(tb, func() { id, err = ev.Evaluate(ctx, w, tag, commit) })
-			return id, err
-		})
-		b := &watch.Bisection{Eval: ev, From: mbox.Address{Name: "Tester", Email: "tester@patcheval.invalid"}, Logf: tb.Logf,
-			NewMeasurer: func(p *pipelines.Pipeline, w *store.Watch, e *store.WatchEvent, dir string) (bisect.Measurer, error) {
-				// bisection.Plan's measurer (the service gave ev its
-				// store, budget and slots), under the test build lock.
-				return serialMeasurer{tb, &bisect.PipelineMeasurer{Pipeline: p, Variant: e.Variant, Benchmark: e.Benchmark,
-					Metric: e.Metric, Repo: w.Tree, OutDir: filepath.Join(dir, "steps"), Store: ev.Store, CacheDir: ev.CacheDir,
-					Jobs: ev.Jobs, Budget: ev.Budget, Slot: ev.Slot, Progress: ev.Progress}}, nil
-			}}
-		// The evaluator the service shares its budget and slots with is
-		// ev (Service.Watch sets them on the bisection's); counting wraps it.
-		return WatchConfig{Eval: counting, Bisection: b, Deterministic: watch.Deterministic}
-	}
+	watches := serialWatches(tb, out, dbPath, xdg.CacheDir(), func(tag string) {
+		mu.Lock()
+		evaluated = append(evaluated, tag)
+		mu.Unlock()
+	})
 	cfg := Config{Database: dbPath, CacheDir: xdg.CacheDir(), Jobs: 2, Log: testWriter{tb}, Grace: 10 * time.Second}
 	ctx := context.Background()
 	start := time.Now()

@@ -1,11 +1,8 @@
 package bisect
 
 import (
-	"archive/tar"
 	"bytes"
-	"compress/gzip"
 	"context"
-	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -14,28 +11,6 @@ import (
 	"github.com/patcheval/patcheval/internal/linuxtree"
 	"github.com/patcheval/patcheval/internal/testgit"
 )
-
-// releaseTarball writes a kernel.org-style tarball of files.
-func releaseTarball(t *testing.T, dir, name string, files map[string]string) string {
-	t.Helper()
-	var buf bytes.Buffer
-	zw := gzip.NewWriter(&buf)
-	tw := tar.NewWriter(zw)
-	top := strings.TrimSuffix(name, ".tar.gz")
-	date := time.Date(2026, 11, 2, 9, 0, 0, 0, time.UTC)
-	tw.WriteHeader(&tar.Header{Name: top + "/", Typeflag: tar.TypeDir, Mode: 0o755, ModTime: date})
-	for p, body := range files {
-		tw.WriteHeader(&tar.Header{Name: top + "/" + p, Typeflag: tar.TypeReg, Mode: 0o644, Size: int64(len(body)), ModTime: date})
-		tw.Write([]byte(body))
-	}
-	tw.Close()
-	zw.Close()
-	p := filepath.Join(dir, name)
-	if err := os.WriteFile(p, buf.Bytes(), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	return p
-}
 
 // TestAdjacentReleasesSayTheHistoryGoesNoFiner: a regression between two
 // point releases imported one after another (patcheval tree import: each
@@ -47,7 +22,7 @@ func TestAdjacentReleasesSayTheHistoryGoesNoFiner(t *testing.T) {
 	dir := t.TempDir()
 	repo := &linuxtree.Repo{Path: filepath.Join(dir, "releases.git")}
 	for tag, v := range map[string]string{"v7.2.6": "1000", "v7.2.9": "1250"} {
-		src, err := linuxtree.TarballSource(releaseTarball(t, dir, "linux-"+strings.TrimPrefix(tag, "v")+".tar.gz",
+		src, err := linuxtree.TarballSource(testgit.Tarball(t, dir, "linux-"+strings.TrimPrefix(tag, "v")+".tar.gz", time.Date(2026, 11, 2, 9, 0, 0, 0, time.UTC),
 			map[string]string{"bench/getppid": v + "\n", "Makefile": "VERSION = 7\n"}), tag)
 		if err != nil {
 			t.Fatal(err)
