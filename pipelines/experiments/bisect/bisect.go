@@ -795,7 +795,13 @@ func singleCommitNote(o Options, culprit Commit, commits int) string {
 	if !ok {
 		return fmt.Sprintf("the range %s..%s is one commit: bisection cannot go below %s", o.Good, o.Bad, short(culprit.Hash))
 	}
+	// Name both ends by their releases (a watch bisects between commit
+	// ids).
+	good := o.Good
+	if prev, ok := linuxtree.ImportedRelease(o.Repo, o.Good); ok {
+		good = prev.Tag
+	}
 	return fmt.Sprintf("the range %s..%s is one commit, %s imported as a whole release (%s): it holds every change between the two releases, "+
 		"so this is as far as this history goes; a finer answer needs the real history between them (e.g. the stable tree's commits from %s to %s)",
-		o.Good, o.Bad, rel.Tag, rel.Origin, o.Good, o.Bad)
+		good, rel.Tag, rel.Tag, rel.Origin, good, rel.Tag)
 }
