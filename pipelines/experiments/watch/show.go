@@ -8,6 +8,8 @@ import (
 	"math"
 	"strings"
 	"text/tabwriter"
+
+	"github.com/patcheval/patcheval/pipelines/experiments/bisect"
 )
 
 // WriteText writes a watch's state, per-tag table (value and 95% CI per
@@ -73,7 +75,7 @@ func WriteText(w io.Writer, h *History) error {
 		fmt.Fprintf(w, "  %s %s..%s: %s %s %s %+.1f%% [%+.1f%%, %+.1f%%] (%s)\n", e.Verdict, e.From, e.To, e.Variant, e.Benchmark,
 			e.Metric, e.Change, e.CILow, e.CIHigh, e.Reason)
 		if len(e.Bisect) > 0 {
-			fmt.Fprintf(w, "    bisection: %s\n", e.Bisect)
+			fmt.Fprintf(w, "    bisection: %s\n", bisectLine(e.Bisect))
 		}
 		var fx Fixed
 		if len(e.Fixed) > 0 && json.Unmarshal(e.Fixed, &fx) == nil {
@@ -209,4 +211,41 @@ func writeBuilds(w io.Writer, h *History) {
 				100*float64(b.Compiled)/float64(b.Objects), b.Reused, b.Seconds)
 		}
 	}
+}
+
+// bisectLine says in one line where an event's bisection stands: the
+// culprit it found, the candidates left, its error, or how far it is
+// (the stored state is JSON with every measurement: --json has it).
+func bisectLine(raw []byte) string {
+	var b BisectState
+	if err := json.Unmarshal(raw, &b); err != nil {
+		return "unreadable state: " + err.Error()
+	}
+	var out string
+	switch {
+	case b.Status == bisect.Found && b.Culprit != nil:
+		conf := "not confirmed"
+		if b.Confirmed {
+			conf = "confirmed"
+		}
+		out = fmt.Sprintf("found %.12s %q (%s; %d commit(s), %d build(s), %d measured)", b.Culprit.Hash, b.Culprit.Subject, conf,
+			b.Commits, b.Builds, b.Measured)
+	case b.Status == bisect.Ambiguous:
+		out = fmt.Sprintf("ambiguous: %d candidate(s) left (%d skipped)", len(b.Candidates), b.Skipped)
+	case b.Status == BisectFailed:
+		out = "failed: " + firstLine(b.Error)
+	default:
+		out = fmt.Sprintf("%s, %d measurement(s) so far", orQueued(string(b.Status)), len(b.Records))
+	}
+	if b.Report != "" {
+		out += "; report " + b.Report
+	}
+	return out
+}
+
+func orQueued(s string) string {
+	if s == "" {
+		return BisectQueued
+	}
+	return s
 }
