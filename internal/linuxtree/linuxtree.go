@@ -167,11 +167,11 @@ func parseCommit(raw string) (Release, bool) {
 // release the import made (one commit holding a whole release), and
 // which: a bisection that ends on such a commit cannot go below it.
 func ImportedRelease(gitDir, commit string) (Release, bool) {
-	out, err := exec.Command("git", "--git-dir="+gitDir, "cat-file", "commit", commit).Output()
+	raw, err := (&Repo{Path: gitDir}).git(context.Background(), nil, nil, "cat-file", "commit", commit)
 	if err != nil {
 		return Release{}, false
 	}
-	return parseCommit(string(out))
+	return parseCommit(raw)
 }
 
 var tagRE = lazyre.New(`^v([0-9]+\.[0-9]+(\.[0-9]+)?)(-rc[0-9]+)?$`)
